@@ -1,0 +1,241 @@
+"""The state store protocol: what the controller needs from ZooKeeper, in Kafka's terms.
+
+The methods mirror ``KafkaZkClient``'s (reference §6, §7): bulk where Kafka batches, conditional on
+versions where Kafka is, and fenced by the controller epoch's version where Kafka wraps a write in
+``[check(/controller_epoch, version), op]``. Every store (``memory``, ``zookeeper``, third-party
+plugins) implements this protocol; the controller never sees paths or bytes.
+
+Conventions:
+
+- ``expected_controller_epoch_version`` is the fencing token: a write carrying a value ≥ 0 lands only
+  while ``/controller_epoch`` still has that version, otherwise :class:`ControllerMovedError` is raised
+  and nothing is written. -1 (``MATCH_ANY_VERSION``) means unfenced (admin tools, brokers).
+- Bulk reads return a :class:`ReadResult`: decoded values plus a per-key error
+  (:class:`NoNodeError` when absent, :class:`CorruptDataError` naming the path and field when the
+  stored data cannot be decoded). One bad entry never hides the others.
+- Watches are persistent registrations (the store re-arms ZooKeeper's one-shot watches) delivered
+  as :class:`WatchEvent` to the listeners; listeners must only enqueue work, never block.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar, runtime_checkable
+
+from kctl.errors import StoreError
+from kctl.model import BrokerInfo, LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
+
+MATCH_ANY_VERSION = -1
+"""``expected_controller_epoch_version`` of an unfenced write."""
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+@dataclass
+class ReadResult(Generic[K, V]):
+    """The outcome of a bulk read: values found, and an error for every key that was not."""
+
+    values: dict[K, V] = field(default_factory=dict)
+    errors: dict[K, StoreError] = field(default_factory=dict)
+
+
+@dataclass
+class UpdateResult:
+    """The outcome of a bulk conditional partition-state update (Kafka's UpdateLeaderAndIsrResult).
+
+    ``successful`` holds the written states with their new ``partition_epoch`` (the store version);
+    ``to_retry`` the partitions whose expected version was stale (BADVERSION: the leader changed the
+    ISR concurrently); ``failed`` any other per-partition error.
+    """
+
+    successful: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
+    to_retry: list[TopicPartition] = field(default_factory=list)
+    failed: dict[TopicPartition, StoreError] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TopicAssignment:
+    """The content of ``/brokers/topics/<topic>``: the topic id and every partition's RS/AR/RR."""
+
+    partitions: Mapping[int, ReplicaAssignment]
+    topic_id: str | None = None
+
+
+class WatchKind(enum.Enum):
+    """What a watch observes; ``key`` of the registration and the event says which instance."""
+
+    CONTROLLER = "controller"  # /controller created, changed or deleted
+    BROKER_IDS = "broker_ids"  # children of /brokers/ids
+    BROKER = "broker"  # data of /brokers/ids/<key: int>
+    TOPICS = "topics"  # children of /brokers/topics
+    TOPIC = "topic"  # data of /brokers/topics/<key: str>
+    DELETE_TOPICS = "delete_topics"  # children of /admin/delete_topics
+    REASSIGN_PARTITIONS = "reassign_partitions"  # /admin/reassign_partitions created/changed/deleted
+    PREFERRED_REPLICA_ELECTION = "preferred_replica_election"  # /admin/preferred_replica_election
+    ISR_CHANGE_NOTIFICATION = "isr_change_notification"  # children of /isr_change_notification
+    LOG_DIR_EVENT_NOTIFICATION = "log_dir_event_notification"  # children of /log_dir_event_notification
+    PARTITION_STATE = "partition_state"  # data of a state znode, key: TopicPartition (pre-AlterIsr)
+    TOPIC_CONFIG = "topic_config"  # a topic's config changed, key: str
+    SESSION = "session"  # this client's session expired (change EXPIRED) or was re-established
+
+
+class ChangeType(enum.Enum):
+    CREATED = "created"
+    DELETED = "deleted"
+    DATA_CHANGED = "data_changed"
+    CHILDREN_CHANGED = "children_changed"
+    EXPIRED = "expired"
+    RECONNECTED = "reconnected"
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    kind: WatchKind
+    change: ChangeType
+    key: object = None
+
+
+WatchListener = Callable[[WatchEvent], None]
+
+
+@runtime_checkable
+class StateStore(Protocol):
+    """A session on the cluster's metadata store (one per process or component)."""
+
+    # --- Session and watches -------------------------------------------------------------------
+
+    def close(self) -> None:
+        """End the session; its ephemeral registrations (controller, broker) disappear."""
+
+    def add_listener(self, listener: WatchListener) -> None: ...
+
+    def remove_listener(self, listener: WatchListener) -> None: ...
+
+    def watch(self, kind: WatchKind, key: object = None) -> None:
+        """Register a persistent watch; events for it go to every listener of this session."""
+
+    def unwatch(self, kind: WatchKind, key: object = None) -> None: ...
+
+    # --- Controller election and fencing -------------------------------------------------------
+
+    def get_controller_id(self) -> int | None: ...
+
+    def get_controller_epoch(self) -> tuple[int, int] | None:
+        """``(epoch, version of /controller_epoch)``, or None before the first election."""
+
+    def register_controller_and_increment_epoch(self, controller_id: int) -> tuple[int, int]:
+        """Create the ephemeral ``/controller`` and bump ``/controller_epoch`` in one multi
+        (reference §6.2); returns ``(new epoch, new epoch version)``. Raises
+        :class:`ControllerMovedError` when another controller won."""
+
+    def delete_controller(self, expected_controller_epoch_version: int) -> None: ...
+
+    # --- Brokers -------------------------------------------------------------------------------
+
+    def register_broker(self, info: BrokerInfo) -> int:
+        """Create the ephemeral ``/brokers/ids/<id>``; returns the broker epoch (its czxid)."""
+
+    def update_broker_info(self, info: BrokerInfo) -> None: ...
+
+    def get_all_brokers(self) -> dict[int, tuple[BrokerInfo, int]]:
+        """Every registered broker with its epoch; undecodable registrations are logged and left out."""
+
+    def get_or_create_cluster_id(self) -> str: ...
+
+    # --- Topics and assignments ----------------------------------------------------------------
+
+    def create_topic(
+        self,
+        topic: str,
+        partitions: Mapping[int, ReplicaAssignment],
+        topic_id: str | None = None,
+        config: Mapping[str, str] | None = None,
+    ) -> None:
+        """Write the topic config then the topic znode (admin; :class:`TopicExistsError` if present)."""
+
+    def get_all_topics(self) -> set[str]: ...
+
+    def get_topic_assignments(self, topics: Iterable[str]) -> ReadResult[str, TopicAssignment]: ...
+
+    def set_topic_assignment(
+        self, topic: str, assignment: TopicAssignment, expected_controller_epoch_version: int = MATCH_ANY_VERSION
+    ) -> None: ...
+
+    def get_topic_partition_ids(self, topic: str) -> list[int]:
+        """Children of ``/brokers/topics/<topic>/partitions``: partitions with an initialised state."""
+
+    def delete_topic(self, topic: str, expected_controller_epoch_version: int) -> None:
+        """Remove the topic znode (recursively), its config and its deletion marker."""
+
+    def get_topic_configs(self, topics: Iterable[str]) -> ReadResult[str, dict[str, str]]:
+        """Each topic's config overrides (an empty dict when it has none)."""
+
+    def set_topic_config(self, topic: str, config: Mapping[str, str]) -> None:
+        """Replace a topic's config overrides and notify watchers of ``TOPIC_CONFIG``."""
+
+    # --- Partition states ----------------------------------------------------------------------
+
+    def get_partition_states(
+        self, partitions: Iterable[TopicPartition]
+    ) -> ReadResult[TopicPartition, LeaderIsrAndControllerEpoch]: ...
+
+    def create_partition_states(
+        self, states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch], expected_controller_epoch_version: int
+    ) -> dict[TopicPartition, StoreError | None]:
+        """Create the state znodes (and their parents); None marks success for a partition."""
+
+    def update_partition_states(
+        self,
+        updates: Mapping[TopicPartition, LeaderAndIsr],
+        controller_epoch: int,
+        expected_controller_epoch_version: int,
+    ) -> UpdateResult:
+        """Conditionally write each state at the version in its ``partition_epoch``."""
+
+    # --- Admin requests ------------------------------------------------------------------------
+
+    def get_partition_reassignments(self) -> dict[TopicPartition, list[int]] | None:
+        """The content of ``/admin/reassign_partitions``, or None when it does not exist."""
+
+    def create_partition_reassignments(self, reassignments: Mapping[TopicPartition, Sequence[int]]) -> None: ...
+
+    def set_partition_reassignments(
+        self, reassignments: Mapping[TopicPartition, Sequence[int]], expected_controller_epoch_version: int
+    ) -> None: ...
+
+    def delete_partition_reassignments(self, expected_controller_epoch_version: int) -> None: ...
+
+    def get_preferred_replica_election(self) -> set[TopicPartition] | None: ...
+
+    def create_preferred_replica_election(self, partitions: Iterable[TopicPartition]) -> None: ...
+
+    def delete_preferred_replica_election(self, expected_controller_epoch_version: int) -> None: ...
+
+    def get_topic_deletions(self) -> list[str]: ...
+
+    def create_topic_deletion(self, topic: str) -> None: ...
+
+    def delete_topic_deletions(self, topics: Iterable[str], expected_controller_epoch_version: int) -> None: ...
+
+    # --- Notifications -------------------------------------------------------------------------
+
+    def create_isr_change_notification(self, partitions: Iterable[TopicPartition]) -> str: ...
+
+    def get_isr_change_notifications(self) -> list[str]: ...
+
+    def get_isr_change_notification_partitions(self, names: Iterable[str]) -> list[TopicPartition]: ...
+
+    def delete_isr_change_notifications(self, names: Iterable[str], expected_controller_epoch_version: int) -> None: ...
+
+    def create_log_dir_event_notification(self, broker_id: int) -> str: ...
+
+    def get_log_dir_event_notifications(self) -> list[str]: ...
+
+    def get_log_dir_event_brokers(self, names: Iterable[str]) -> list[int]: ...
+
+    def delete_log_dir_event_notifications(
+        self, names: Iterable[str], expected_controller_epoch_version: int
+    ) -> None: ...

@@ -1,0 +1,6 @@
+//! `kctl._engine`: the native half of kctl.
+//!
+//! PyO3 code lives only in `py/`; every other module is plain Rust so that `cargo test` exercises it
+//! without an interpreter.
+
+mod py;

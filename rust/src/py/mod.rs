@@ -1,0 +1,14 @@
+//! The only module of the crate that imports PyO3: it builds the `kctl._engine` extension module.
+
+use pyo3::prelude::*;
+
+/// Whether this library was compiled with optimisations (so a slow debug build is easy to spot).
+const BUILD_PROFILE: &str = if cfg!(debug_assertions) { "debug" } else { "release" };
+
+#[pymodule]
+#[pyo3(name = "_engine")]
+fn engine_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("build_profile", BUILD_PROFILE)?;
+    Ok(())
+}
