@@ -41,7 +41,8 @@ class ProtocolVersion:
 
     def __str__(self) -> str:
         major, minor, patch = self.release
-        base = f"{major}.{minor}" + (f".{patch}" if patch else "")
+        # Kafka spells 0.x versions with three numbers ("0.10.0-IV1", "0.9.0"), later ones with two.
+        base = f"{major}.{minor}" + (f".{patch}" if patch or major == 0 else "")
         return base + ("" if self.iv == 99 else f"-IV{self.iv}")
 
 
@@ -63,12 +64,13 @@ def _parse_int(name: str, value: Any) -> int:
         raise InvalidConfigurationError(f"Invalid value {value!r} for configuration {name}: expected an integer")
     if isinstance(value, int):
         return value
-    if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            pass
+    if isinstance(value, str) and _INT_FORMAT.fullmatch(value.strip()):
+        # Like Java's Integer.parseInt: no '1_000', no non-ASCII digits (both accepted by int()).
+        return int(value.strip())
     raise InvalidConfigurationError(f"Invalid value {value!r} for configuration {name}: expected an integer")
+
+
+_INT_FORMAT = re.compile(r"[+-]?[0-9]+")
 
 
 def _parse_str(name: str, value: Any) -> str:
@@ -259,9 +261,18 @@ class ControllerConfig:
                 return version
         return 0
 
-    def selector_name(self, kind: str) -> str:
-        """The configured leader selector for an election kind (offline, reassign, …)."""
+    def selector_name(self, kind: Any) -> str:
+        """The configured leader selector for an election kind (offline, reassign, …); ``kind`` is
+        the kind's name or a :class:`kctl.selectors.ElectionKind`."""
+        kind = getattr(kind, "value", kind)
+        if kind not in _SELECTOR_KINDS:
+            raise InvalidConfigurationError(
+                f"Unknown leader election kind {kind!r}; expected one of {', '.join(_SELECTOR_KINDS)}"
+            )
         return str(getattr(self, f"leader_selector_{kind}"))
+
+
+_SELECTOR_KINDS = ("offline", "reassign", "preferred", "controlled_shutdown")
 
 
 def property_fields() -> dict[str, str]:

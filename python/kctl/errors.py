@@ -114,14 +114,21 @@ class IllegalStateError(KctlError):
     """Kafka's IllegalStateException: a programming or protocol invariant was broken."""
 
 
+class IllegalArgumentError(KctlError, ValueError):
+    """Kafka's IllegalArgumentException: a caller passed something a method cannot work with."""
+
+
 class StateChangeFailedError(KctlError):
     """A state transition of one partition or replica could not be made."""
 
 
 class ControllerMovedError(KctlError):
-    """This controller is no longer the active one (a fenced write failed or another took over)."""
+    """This controller is no longer the active one (a fenced write failed or another took over).
 
-    error = Errors.NOT_CONTROLLER
+    Kafka reports it as STALE_CONTROLLER_EPOCH (e.g. to a broker whose controlled shutdown reached a
+    deposed controller); requests reaching an inactive controller get :class:`NotControllerError`."""
+
+    error = Errors.STALE_CONTROLLER_EPOCH
 
 
 class NotControllerError(KctlError):

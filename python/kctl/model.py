@@ -44,8 +44,11 @@ class TopicPartition(NamedTuple):
     @classmethod
     def parse(cls, text: str) -> TopicPartition:
         """Parse ``"topic-3"`` (the form ``str()`` produces); the topic may itself contain dashes."""
+        if not isinstance(text, str):
+            raise InvalidTopicError(f"{text!r} is not of the form <topic>-<partition>")
         topic, sep, partition = text.rpartition("-")
-        if not sep or not topic or not partition.isdigit():
+        # ASCII digits only: str.isdigit() also accepts '²' or Arabic-Indic digits.
+        if not sep or not topic or not (partition.isascii() and partition.isdigit()):
             raise InvalidTopicError(f"'{text}' is not of the form <topic>-<partition>")
         validate_topic_name(topic)
         return cls(topic, int(partition))

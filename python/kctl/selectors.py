@@ -14,11 +14,16 @@ batch on either engine.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from kctl.hookspecs import hookimpl
 from kctl.model import NO_LEADER, TopicPartition
+
+if TYPE_CHECKING:
+    from kctl.config import ControllerConfig
+    from kctl.registry import LeaderSelectorRegistry
 
 
 class ElectionKind(enum.Enum):
@@ -72,7 +77,8 @@ class LeaderSelector(Protocol):
     :class:`~kctl.errors.PluginError`; nothing is written for it.
     """
 
-    kind: ElectionKind
+    @property
+    def kind(self) -> ElectionKind: ...
 
     def select_leaders(self, batch: ElectionBatch) -> Sequence[int]: ...
 
@@ -85,3 +91,17 @@ class KafkaLeaderSelector:
 
     def select_leaders(self, batch: ElectionBatch) -> Sequence[int]:
         return [allowed[0] if allowed else NO_LEADER for allowed in batch.allowed]
+
+
+def _kafka_selector_factory(kind: ElectionKind) -> Callable[[ControllerConfig], LeaderSelector]:
+    def factory(config: ControllerConfig) -> LeaderSelector:
+        return KafkaLeaderSelector(kind)
+
+    return factory
+
+
+@hookimpl
+def kctl_register_leader_selectors(register: LeaderSelectorRegistry) -> None:
+    """Kafka's four strategies, registered through the same hook as any plugin's selectors."""
+    for kind in ElectionKind:
+        register.add(kind.value, _kafka_selector_factory(kind), kind=kind)

@@ -1,0 +1,158 @@
+"""Admin operations that write the store for the controller to act on (Kafka's AdminZkClient).
+
+Creating a topic, adding partitions, requesting a deletion, a reassignment or a preferred election
+is, in ZooKeeper-mode Kafka, a validated write of an admin znode; the controller notices through its
+watches. These functions are that write, used by the controller's admin entry points and by the
+``kctl topics / reassign / elect-leaders`` tools alike. Every check happens before anything is
+written, so a refused request leaves the store as it was.
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+from collections.abc import Mapping, Sequence
+
+from kctl.assignment import (
+    RackAwareMode,
+    add_partitions_assignment,
+    assign_replicas_to_brokers,
+    broker_metadatas,
+    validate_replica_assignment,
+)
+from kctl.errors import (
+    InvalidConfigurationError,
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidTopicError,
+    NoNodeError,
+    TopicAlreadyMarkedForDeletionError,
+    TopicDeletionDisabledError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from kctl.model import ReplicaAssignment, TopicPartition, topic_collision_key, validate_topic_name
+from kctl.stores.base import StateStore, TopicAssignment
+
+
+def generate_topic_id(rng: random.Random) -> str:
+    """A topic id in Kafka's form: 16 random bytes, URL-safe base64 without padding (22 chars)."""
+    return base64.urlsafe_b64encode(rng.getrandbits(128).to_bytes(16, "big")).decode().rstrip("=")
+
+
+def _string_config(topic: str, config: Mapping[str, object] | None) -> dict[str, str]:
+    result: dict[str, str] = {}
+    for key, value in (config or {}).items():
+        if not isinstance(key, str) or not key:
+            raise InvalidConfigurationError(f"Invalid config name {key!r} for topic {topic}")
+        result[key] = str(value).lower() if isinstance(value, bool) else str(value)
+    unclean = result.get("unclean.leader.election.enable")
+    if unclean is not None and unclean.strip().lower() not in ("true", "false"):
+        raise InvalidConfigurationError(
+            f"Invalid value {unclean!r} for configuration unclean.leader.election.enable of topic {topic}: "
+            "expected true or false"
+        )
+    return result
+
+
+def create_topic(
+    store: StateStore,
+    name: str,
+    *,
+    broker_racks: Mapping[int, str | None],
+    partitions: int | None = None,
+    replication_factor: int | None = None,
+    assignment: Mapping[int, Sequence[int]] | None = None,
+    config: Mapping[str, object] | None = None,
+    topic_id: str | None = None,
+    rng: random.Random | None = None,
+) -> dict[int, list[int]]:
+    """Validate and write a new topic; returns its assignment.
+
+    Either ``assignment`` (explicit replica lists, validated against the registered brokers) or
+    ``partitions`` and ``replication_factor`` (placed by Kafka's rack-aware algorithm over
+    ``broker_racks``) must be given.
+    """
+    validate_topic_name(name)
+    existing = store.get_all_topics()
+    if name in existing:
+        raise TopicExistsError(f"Topic '{name}' already exists.")
+    key = topic_collision_key(name)
+    clash = sorted(t for t in existing if topic_collision_key(t) == key)
+    if clash:
+        raise InvalidTopicError(
+            f"Topic '{name}' collides with existing topics: {', '.join(clash)} (names may not differ only by '.' and '_')"
+        )
+    topic_config = _string_config(name, config)
+    if assignment is not None:
+        if partitions is not None or replication_factor is not None:
+            raise InvalidReplicaAssignmentError(
+                "Give either an explicit assignment or a partition count and replication factor, not both"
+            )
+        validate_replica_assignment(assignment, set(broker_racks))
+        placed = {int(p): [int(r) for r in replicas] for p, replicas in sorted(assignment.items())}
+    else:
+        if partitions is None or replication_factor is None:
+            raise InvalidPartitionsError("A partition count and a replication factor are required")
+        metadata = broker_metadatas(broker_racks, RackAwareMode.ENFORCED)
+        placed = assign_replicas_to_brokers(metadata, partitions, replication_factor, rng=rng)
+    store.create_topic(
+        name, {p: ReplicaAssignment(tuple(r)) for p, r in placed.items()}, topic_id=topic_id, config=topic_config
+    )
+    return placed
+
+
+def add_partitions(
+    store: StateStore,
+    topic: str,
+    new_total: int,
+    *,
+    broker_racks: Mapping[int, str | None],
+    manual: Mapping[int, Sequence[int]] | None = None,
+) -> dict[int, list[int]]:
+    """Grow a topic to ``new_total`` partitions; returns the new partitions' assignment."""
+    read = store.get_topic_assignments([topic])
+    if topic not in read.values:
+        error = read.errors.get(topic)
+        if error is not None and not isinstance(error, NoNodeError):
+            raise error  # corrupt topic data: say so rather than pretend the topic is missing
+        raise UnknownTopicOrPartitionError(f"Topic '{topic}' does not exist.")
+    current = read.values[topic]
+    if topic in store.get_topic_deletions():
+        raise InvalidTopicError(f"Topic '{topic}' is marked for deletion; partitions cannot be added")
+    existing = {p: list(a.replicas) for p, a in current.partitions.items()}
+    metadata = broker_metadatas(broker_racks, RackAwareMode.ENFORCED)
+    added = add_partitions_assignment(metadata, existing, new_total, manual)
+    full = dict(current.partitions)
+    full.update({p: ReplicaAssignment(tuple(r)) for p, r in added.items()})
+    store.set_topic_assignment(topic, TopicAssignment(full, current.topic_id))
+    return added
+
+
+def delete_topic(store: StateStore, topic: str, *, delete_topic_enable: bool = True) -> None:
+    """Request a deletion (``/admin/delete_topics/<topic>``)."""
+    if not delete_topic_enable:
+        raise TopicDeletionDisabledError("Topic deletion is disabled (delete.topic.enable=false)")
+    if topic not in store.get_all_topics():
+        raise UnknownTopicOrPartitionError(f"Topic '{topic}' does not exist.")
+    if topic in store.get_topic_deletions():
+        raise TopicAlreadyMarkedForDeletionError(f"Topic '{topic}' is already marked for deletion.")
+    store.create_topic_deletion(topic)
+
+
+def request_reassignment(store: StateStore, reassignments: Mapping[TopicPartition, Sequence[int]]) -> None:
+    """Write ``/admin/reassign_partitions`` (the pre-API path; refused while one is in progress)."""
+    if not reassignments:
+        raise InvalidReplicaAssignmentError("No partitions to reassign")
+    for tp, replicas in reassignments.items():
+        replicas = list(replicas)
+        if not replicas or len(set(replicas)) != len(replicas) or any(r < 0 for r in replicas):
+            raise InvalidReplicaAssignmentError(f"Invalid replica list {replicas} for partition {tp}")
+    store.create_partition_reassignments(reassignments)
+
+
+def request_preferred_replica_election(store: StateStore, partitions: Sequence[TopicPartition]) -> None:
+    """Write ``/admin/preferred_replica_election``."""
+    if not partitions:
+        raise InvalidPartitionsError("No partitions given for a preferred replica election")
+    store.create_preferred_replica_election(partitions)

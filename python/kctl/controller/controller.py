@@ -1,0 +1,1435 @@
+"""The controller (Kafka's KafkaController, reference §6).
+
+One instance runs per controller candidate. All work happens on its event thread: store watches,
+broker responses, timers and admin calls only enqueue :mod:`events <kctl.controller.events>`.
+Whichever candidate registers ``/controller`` first with the next epoch is active; every store
+write it makes is fenced by that epoch's version, so a deposed controller cannot change anything.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+from kctl import admin
+from kctl.config import ControllerConfig
+from kctl.context import DEFAULT_ENGINE, ControllerContext
+from kctl.controller import events as ev
+from kctl.controller.event_manager import ControllerEventManager
+from kctl.controller.topic_deletion import TopicDeletionManager
+from kctl.election import for_config
+from kctl.errors import (
+    BrokerNotAvailableError,
+    ControllerMovedError,
+    EligibleLeadersNotAvailableError,
+    ElectionNotNeededError,
+    Errors,
+    FencedLeaderEpochError,
+    IllegalStateError,
+    IneligibleReplicaError,
+    InvalidReplicaAssignmentError,
+    InvalidTopicError,
+    InvalidUpdateVersionError,
+    KctlError,
+    NoNodeError,
+    NoReassignmentInProgressError,
+    NotControllerError,
+    PreferredLeaderNotAvailableError,
+    StaleBrokerEpochError,
+    StateChangeFailedError,
+    UnknownServerError,
+    UnknownTopicOrPartitionError,
+    error_of,
+)
+from kctl.model import (
+    NO_LEADER,
+    UNKNOWN_BROKER_EPOCH,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+    PartitionReplica,
+    PartitionState,
+    ReplicaAssignment,
+    ReplicaState,
+    TopicPartition,
+)
+from kctl.plugins import PluginHost, get_plugin_host
+from kctl.requests import (
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    ControllerBrokerRequestBatch,
+    LeaderAndIsrResponse,
+    LeaderAndIsrResponseReceived,
+    ResponseReceived,
+    StopReplicaResponseReceived,
+)
+from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler, Timer
+from kctl.selectors import ElectionKind
+from kctl.statechange import StateChangeLogger
+from kctl.statemachine import ElectionOutcome, PartitionStateMachine, ReplicaStateMachine
+from kctl.stores.base import ChangeType, StateStore, TopicAssignment, WatchEvent, WatchKind
+from kctl.transports.base import Transport
+
+log = logging.getLogger(__name__)
+
+AUTO_REBALANCE_FIRST_DELAY = 5.0
+"""Seconds from failover to the first auto-rebalance check (Kafka's constant)."""
+
+ElectionResults = dict[TopicPartition, "int | KctlError"]
+
+
+class KafkaController:
+    """A controller candidate; :meth:`startup` joins the election."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        store: StateStore,
+        transport: Transport,
+        config: ControllerConfig | Mapping[str, Any] | None = None,
+        engine: str = DEFAULT_ENGINE,
+        clock: Scheduler | None = None,
+        *,
+        threaded: bool | None = None,
+        state_change_log: list[str] | None = None,
+        plugins: PluginHost | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.store = store
+        self.transport = transport
+        self.config = ControllerConfig.coerce(config)
+        self._owns_scheduler = clock is None
+        self.scheduler: Scheduler = clock if clock is not None else RealTimeScheduler(name=f"controller-{broker_id}-timer")
+        threaded = not isinstance(self.scheduler, SimulatedScheduler) if threaded is None else threaded
+        self.plugins = plugins
+        self.context = ControllerContext(engine=engine)
+        self.state_change_logger = StateChangeLogger(broker_id, lambda: self.context.epoch, state_change_log)
+        self.channel = transport.controller_channel(broker_id)
+        self.batch = self._new_batch()
+        self.partition_state_machine = PartitionStateMachine(
+            broker_id, self.context, store, self._new_batch(), self.config, state_change_logger=self.state_change_logger
+        )
+        self.replica_state_machine = ReplicaStateMachine(
+            broker_id, self.context, store, self._new_batch(), state_change_logger=self.state_change_logger
+        )
+        self.deletion_manager = TopicDeletionManager(
+            self.config.delete_topic_enable,
+            self.context,
+            self.replica_state_machine,
+            self.partition_state_machine,
+            _DeletionClient(self),
+        )
+        self.event_manager = ControllerEventManager(
+            self._process, self.scheduler, threaded=threaded, name=f"controller-{broker_id}-event-thread"
+        )
+        self.active_controller_id = -1
+        self._watches: set[tuple[WatchKind, object]] = set()
+        self._rebalance_timer: Timer | None = None
+        self._started = False
+
+    # --- Public API ----------------------------------------------------------------------------
+
+    @property
+    def is_active(self) -> bool:
+        return self.active_controller_id == self.broker_id
+
+    @property
+    def epoch(self) -> int:
+        return self.context.epoch
+
+    def startup(self) -> None:
+        """Join the controller election (asynchronously, on the event thread)."""
+        if self._started:
+            return
+        self._started = True
+        self.store.add_listener(self._on_watch)
+        self.transport.bind_controller(self.broker_id, self._handle_broker_request)
+        self.event_manager.start()
+        self.event_manager.put(ev.Startup())
+
+    def shutdown(self) -> None:
+        """Resign if active and stop the event thread; pending requests are answered NOT_CONTROLLER."""
+        if not self._started:
+            return
+        self._started = False
+        self.transport.unbind_controller(self.broker_id)
+        self.store.remove_listener(self._on_watch)
+        self.event_manager.close()
+        self._on_controller_resignation()
+        self.active_controller_id = -1
+        self.channel.shutdown()
+        if self._owns_scheduler and isinstance(self.scheduler, RealTimeScheduler):
+            self.scheduler.shutdown()
+
+    def create_topics(self, topics: Sequence[Mapping[str, Any]]) -> Future[dict[str, KctlError | None]]:
+        """Create topics; each mapping has ``name`` and either ``partitions``/``replication_factor``
+        or ``assignment``, optionally ``config``. The future maps each name to None or its error."""
+        return self._admin("create_topics", topics=list(topics))
+
+    def create_partitions(
+        self, increases: Mapping[str, int], assignments: Mapping[str, Mapping[int, Sequence[int]]] | None = None
+    ) -> Future[dict[str, KctlError | None]]:
+        """Grow topics to new partition counts (optionally with explicit replica lists)."""
+        return self._admin("create_partitions", increases=dict(increases), assignments=dict(assignments or {}))
+
+    def delete_topics(self, topics: Iterable[str]) -> Future[dict[str, KctlError | None]]:
+        return self._admin("delete_topics", topics=list(topics))
+
+    def alter_partition_reassignments(
+        self, reassignments: Mapping[TopicPartition, Sequence[int] | None]
+    ) -> Future[dict[TopicPartition, KctlError | None]]:
+        """Start (target replicas) or cancel (``None``) reassignments; per partition None or an error."""
+        targets = {tp: (None if r is None else tuple(r)) for tp, r in reassignments.items()}
+        return self._put(ev.ApiPartitionReassignment(reassignments=targets)).future
+
+    def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> Future[dict[TopicPartition, ReplicaAssignment]]:
+        event = ev.ListPartitionReassignments(partitions=None if partitions is None else frozenset(partitions))
+        return self._put(event).future
+
+    def elect_leaders(
+        self, partitions: Iterable[TopicPartition], election_type: str = "preferred"
+    ) -> Future[ElectionResults]:
+        """Preferred or unclean elections; per partition the new leader or an error."""
+        kind = ev.ElectionType(election_type)
+        event = ev.ReplicaLeaderElection(partitions=frozenset(partitions), election_type=kind, trigger=ev.ElectionTrigger.ADMIN)
+        return self._put(event).future
+
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Future[list[TopicPartition]]:
+        """Move leadership off a broker; the future holds the partitions it still leads."""
+        return self._put(ev.ControlledShutdown(broker_id=broker_id, broker_epoch=broker_epoch)).future
+
+    def alter_partition(
+        self, broker_id: int, broker_epoch: int, changes: Mapping[TopicPartition, LeaderAndIsr]
+    ) -> Future[dict[TopicPartition, LeaderAndIsr | KctlError]]:
+        """A partition leader's ISR changes; a top-level failure is the future's exception."""
+        event = ev.AlterPartitionReceived(broker_id=broker_id, broker_epoch=broker_epoch, changes=dict(changes))
+        return self._put(event).future
+
+    def update_config(self, properties: Mapping[str, Any]) -> None:
+        """Dynamic broker-config update; enabling unclean election re-runs offline elections."""
+        enabling = not self.config.unclean_leader_election_enable
+        self.config = self.config.with_properties(properties)
+        self.partition_state_machine.config = self.config
+        if enabling and self.config.unclean_leader_election_enable:
+            self.event_manager.put(ev.UncleanLeaderElectionEnable())
+
+    def metrics(self) -> dict[str, float]:
+        """Kafka's controller metrics (zero on an inactive controller, as in Kafka)."""
+        ctx, active = self.context, self.is_active
+        stats = self.event_manager.stats
+        deleting = list(ctx.topics_to_be_deleted) if active else []
+        ineligible = [t for t in deleting if ctx.is_topic_ineligible_for_deletion(t)]
+        return {
+            "ActiveControllerCount": 1 if active else 0,
+            "OfflinePartitionsCount": ctx.offline_partition_count if active else 0,
+            "PreferredReplicaImbalanceCount": ctx.preferred_replica_imbalance_count if active else 0,
+            "GlobalTopicCount": len(ctx.all_topics) if active else 0,
+            "GlobalPartitionCount": len(ctx.partitions_with_leaders()) if active else 0,
+            "TopicsToDeleteCount": len(deleting),
+            "ReplicasToDeleteCount": sum(len(ctx.replicas_for_topic(t)) for t in deleting),
+            "TopicsIneligibleToDeleteCount": len(ineligible),
+            "ReplicasIneligibleToDeleteCount": sum(
+                len(ctx.replicas_in_state(t, ReplicaState.DELETION_INELIGIBLE)) for t in ineligible
+            ),
+            "UncleanLeaderElections": ctx.unclean_leader_elections,
+            "ControllerEpoch": ctx.epoch if active else 0,
+            "EventQueueSize": self.event_manager.queue_size,
+            "EventQueueTimeMsMax": stats.queue_time_max * 1000.0,
+            "EventQueueTimeMsAvg": (stats.queue_time_total / stats.processed * 1000.0) if stats.processed else 0.0,
+            "EventsProcessed": stats.processed,
+        }
+
+    # --- Plumbing ------------------------------------------------------------------------------
+
+    def _new_batch(self) -> ControllerBrokerRequestBatch:
+        return ControllerBrokerRequestBatch(
+            self.broker_id,
+            self.context,
+            self.config,
+            channel=self.channel,
+            on_response=self._on_response,
+            state_change_logger=self.state_change_logger,
+        )
+
+    def _put(self, event: Any) -> Any:
+        return self.event_manager.put(event)
+
+    def _admin(self, operation: str, **arguments: Any) -> Future[Any]:
+        return self._put(ev.AdminRequest(operation=operation, arguments=arguments)).future
+
+    def _on_response(self, received: ResponseReceived) -> None:
+        self.event_manager.put(ev.BrokerResponseReceived(received))
+
+    def _on_watch(self, event: WatchEvent) -> None:
+        """Store watches become controller events (the store calls this; it must not block)."""
+        put = self.event_manager.put
+        kind, change = event.kind, event.change
+        if kind is WatchKind.SESSION:
+            if change is ChangeType.EXPIRED:
+                self.event_manager.clear_and_put(ev.Expire())
+            elif change is ChangeType.RECONNECTED:
+                put(ev.Reelect())
+        elif kind is WatchKind.CONTROLLER:
+            put(ev.Reelect() if change is ChangeType.DELETED else ev.ControllerChange())
+        elif (kind, event.key) not in self._watches and (kind, None) not in self._watches:
+            return  # no longer interested (resigned, topic deleted …)
+        elif kind is WatchKind.BROKER_IDS:
+            put(ev.BrokerChange())
+        elif kind is WatchKind.BROKER:
+            put(ev.BrokerModifications(broker_id=int(event.key)))  # type: ignore[call-overload]
+        elif kind is WatchKind.TOPICS:
+            put(ev.TopicChange())
+        elif kind is WatchKind.TOPIC:
+            put(ev.PartitionModifications(topic=str(event.key)))
+        elif kind is WatchKind.DELETE_TOPICS:
+            put(ev.TopicDeletion())
+        elif kind is WatchKind.REASSIGN_PARTITIONS:
+            if change is ChangeType.CREATED:
+                put(ev.ZkPartitionReassignment())
+        elif kind is WatchKind.PREFERRED_REPLICA_ELECTION:
+            if change is ChangeType.CREATED:
+                put(ev.ReplicaLeaderElection(partitions=None, trigger=ev.ElectionTrigger.ZK))
+        elif kind is WatchKind.ISR_CHANGE_NOTIFICATION:
+            put(ev.IsrChangeNotification())
+        elif kind is WatchKind.LOG_DIR_EVENT_NOTIFICATION:
+            put(ev.LogDirEventNotification())
+        elif kind is WatchKind.PARTITION_STATE:
+            put(ev.PartitionReassignmentIsrChange(partition=event.key))  # type: ignore[arg-type]
+        elif kind is WatchKind.TOPIC_CONFIG:
+            put(ev.TopicConfigChange(topic=str(event.key)))
+
+    def _watch(self, kind: WatchKind, key: object = None) -> None:
+        self._watches.add((kind, key))
+        self.store.watch(kind, key)
+
+    def _unwatch(self, kind: WatchKind, key: object = None) -> None:
+        self._watches.discard((kind, key))
+        self.store.unwatch(kind, key)
+
+    def _watch_topic(self, topic: str) -> None:
+        """A topic's assignment (new partitions) and its config (unclean election enabled)."""
+        self._watch(WatchKind.TOPIC, topic)
+        self._watch(WatchKind.TOPIC_CONFIG, topic)
+
+    def _unwatch_topic(self, topic: str) -> None:
+        self._unwatch(WatchKind.TOPIC, topic)
+        self._unwatch(WatchKind.TOPIC_CONFIG, topic)
+
+    def _handle_broker_request(self, request: Any, callback: Callable[[Any], None]) -> None:
+        """Broker → controller requests arriving through the transport."""
+        if isinstance(request, ControlledShutdownRequest):
+            future = self.controlled_shutdown(request.broker_id, request.broker_epoch)
+
+            def answer_shutdown(f: Future[list[TopicPartition]]) -> None:
+                error = f.exception()
+                if error is None:
+                    callback(ControlledShutdownResponse(Errors.NONE, tuple(f.result())))
+                else:
+                    callback(ControlledShutdownResponse(error_of(error)))
+
+            future.add_done_callback(answer_shutdown)
+        elif isinstance(request, AlterPartitionRequest):
+            alter = self.alter_partition(request.broker_id, request.broker_epoch, request.changes)
+
+            def answer_alter(f: Future[dict[TopicPartition, LeaderAndIsr | KctlError]]) -> None:
+                error = f.exception()
+                if error is not None:
+                    callback(AlterPartitionResponse(error_of(error)))
+                    return
+                results = {tp: (r if isinstance(r, LeaderAndIsr) else r.error) for tp, r in f.result().items()}
+                callback(AlterPartitionResponse(Errors.NONE, results))
+
+            alter.add_done_callback(answer_alter)
+        else:
+            log.warning("Controller %s ignored an unexpected request %r", self.broker_id, request)
+
+    # --- Event processing ----------------------------------------------------------------------
+
+    def _process(self, event: ev.ControllerEvent) -> None:
+        handler = getattr(self, "_process_" + type(event).__name__)
+        try:
+            handler(event)
+        except ControllerMovedError:
+            log.info("Controller %s moved to another broker when processing %s", self.broker_id, event.name)
+            self._maybe_resign()
+        except Exception as e:  # one bad event never stops the controller
+            log.error("Controller %s: error processing event %s", self.broker_id, event.name, exc_info=True)
+            future = getattr(event, "future", None)
+            if future is not None and not future.done():
+                future.set_exception(e if isinstance(e, KctlError) else UnknownServerError(str(e)))
+
+    # Controller election ------------------------------------------------------------------------
+
+    def _process_Startup(self, event: ev.Startup) -> None:
+        self.store.watch(WatchKind.CONTROLLER)  # kept for the controller's lifetime, active or not
+        self._elect()
+
+    def _process_ControllerChange(self, event: ev.ControllerChange) -> None:
+        self._maybe_resign()
+
+    def _process_Reelect(self, event: ev.Reelect) -> None:
+        self._maybe_resign()
+        self._elect()
+
+    def _process_Expire(self, event: ev.Expire) -> None:
+        self.active_controller_id = -1
+        self._on_controller_resignation()
+
+    def _elect(self) -> None:
+        try:
+            self.active_controller_id = self.store.get_controller_id() or -1
+        except KctlError:
+            log.warning("Controller %s could not read the active controller; will retry on the next change", self.broker_id)
+            return
+        if self.active_controller_id != -1:
+            log.debug("Broker %s has been elected as the controller, so stopping the election process.", self.active_controller_id)
+            return
+        try:
+            epoch, epoch_version = self.store.register_controller_and_increment_epoch(self.broker_id)
+        except ControllerMovedError:
+            self._maybe_resign()
+            return
+        except Exception:
+            log.error("Error while electing or becoming controller on broker %s", self.broker_id, exc_info=True)
+            self._trigger_controller_move()
+            return
+        self.context.epoch, self.context.epoch_zk_version = epoch, epoch_version
+        self.active_controller_id = self.broker_id
+        log.info("%s successfully elected as the controller. Epoch incremented to %s and epoch zk version is now %s",
+                 self.broker_id, epoch, epoch_version)
+        self._on_controller_failover()
+
+    def _maybe_resign(self) -> None:
+        was_active = self.is_active
+        try:
+            self.active_controller_id = self.store.get_controller_id() or -1
+        except KctlError:
+            self.active_controller_id = -1
+        if was_active and not self.is_active:
+            self._on_controller_resignation()
+
+    def _trigger_controller_move(self) -> None:
+        try:
+            self.active_controller_id = self.store.get_controller_id() or -1
+        except KctlError:
+            self.active_controller_id = -1
+        if not self.is_active:
+            log.warning("Controller has already moved when trying to trigger controller movement")
+            return
+        fence = self.context.epoch_zk_version
+        self.active_controller_id = -1
+        self._on_controller_resignation()
+        try:
+            self.store.delete_controller(fence)
+        except (ControllerMovedError, KctlError):
+            log.warning("Controller has already moved when trying to trigger controller movement")
+
+    def _handle_illegal_state(self, error: IllegalStateError) -> None:
+        """A batch left unsent is a bug; resign rather than risk inconsistent brokers."""
+        log.error("Forcing the controller to resign")
+        self.batch.clear()
+        self._trigger_controller_move()
+        raise error
+
+    def _on_controller_failover(self) -> None:
+        ctx, store = self.context, self.store
+        for kind in (WatchKind.BROKER_IDS, WatchKind.TOPICS, WatchKind.DELETE_TOPICS,
+                     WatchKind.LOG_DIR_EVENT_NOTIFICATION, WatchKind.ISR_CHANGE_NOTIFICATION,
+                     WatchKind.PREFERRED_REPLICA_ELECTION, WatchKind.REASSIGN_PARTITIONS):
+            self._watch(kind)
+        store.delete_isr_change_notifications(store.get_isr_change_notifications(), ctx.epoch_zk_version)
+        store.delete_log_dir_event_notifications(store.get_log_dir_event_notifications(), ctx.epoch_zk_version)
+        self._initialize_controller_context()
+
+        queued = store.get_topic_deletions()
+        reassigning_topics = {tp.topic for tp in ctx.partitions_being_reassigned}
+        ineligible = [
+            t for t in queued
+            if t in reassigning_topics
+            or any(not ctx.is_replica_online(r.broker, r.tp) for r in ctx.replicas_for_topic(t))
+        ]
+        self.deletion_manager.init(queued, ineligible)
+
+        self._send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids))
+        self.replica_state_machine.startup()
+        self.partition_state_machine.startup()
+        log.info("Ready to serve as the new controller with epoch %s", ctx.epoch)
+        self._initialize_partition_reassignments()
+        self.deletion_manager.try_topic_deletion()
+        pending = self._fetch_pending_preferred_replica_elections()
+        self._on_replica_election(pending, ev.ElectionType.PREFERRED, ev.ElectionTrigger.ZK)
+        if self.config.auto_leader_rebalance_enable:
+            self._schedule_auto_leader_rebalance(AUTO_REBALANCE_FIRST_DELAY)
+        self._host().kctl_controller_started(self)
+
+    def _on_controller_resignation(self) -> None:
+        for kind, key in list(self._watches):
+            self._unwatch(kind, key)
+        if self._rebalance_timer is not None:
+            self._rebalance_timer.cancel()
+            self._rebalance_timer = None
+        was_initialized = self.context.epoch != 0
+        self.partition_state_machine.shutdown()
+        self.replica_state_machine.shutdown()
+        for broker in sorted(self.context.live_or_shutting_down_broker_ids):
+            self.channel.remove_broker(broker)
+        for batch in (self.batch, self.partition_state_machine.batch, self.replica_state_machine.batch):
+            batch.clear()
+        self.context.reset_context()
+        if was_initialized:
+            log.info("Resigned as the controller (broker %s)", self.broker_id)
+            self._host().kctl_controller_resigned(self)
+
+    def _host(self) -> PluginHost:
+        return self.plugins if self.plugins is not None else get_plugin_host()
+
+    def _initialize_controller_context(self) -> None:
+        ctx, store = self.context, self.store
+        brokers = store.get_all_brokers()
+        ctx.set_live_brokers({b: epoch for b, (_, epoch) in brokers.items()}, {b: info for b, (info, _) in brokers.items()})
+        topics = sorted(store.get_all_topics())
+        for topic in topics:
+            self._watch_topic(topic)
+        self._load_topics(topics)
+        ctx.clear_partition_leadership()
+        ctx.remove_shutting_down_brokers(list(ctx.shutting_down_broker_ids))
+        for broker in sorted(brokers):
+            self._watch(WatchKind.BROKER, broker)
+        self._update_leader_and_isr_cache(ctx.all_partitions())
+        for info, _ in (brokers[b] for b in sorted(brokers)):
+            self.channel.add_broker(info)
+
+    def _load_topics(self, topics: Sequence[str]) -> list[TopicPartition]:
+        """Read topics' assignments into the context (giving topic ids to those without);
+        returns their partitions. A topic whose stored assignment is unreadable is logged and skipped."""
+        ctx = self.context
+        read = self.store.get_topic_assignments(topics)
+        added: list[TopicPartition] = []
+        for topic in topics:
+            if topic in read.errors:
+                log.error("Skipping topic %s: %s", topic, read.errors[topic])
+                continue
+            assignment = read.values.get(topic)
+            if assignment is None:
+                continue
+            topic_id = assignment.topic_id
+            if topic_id is None and self.config.uses_topic_ids:
+                topic_id = admin.generate_topic_id(self.scheduler.rng)
+                self.store.set_topic_assignment(topic, TopicAssignment(assignment.partitions, topic_id), ctx.epoch_zk_version)
+            ctx.add_topic(topic, topic_id)
+            for partition in sorted(assignment.partitions):
+                tp = TopicPartition(topic, partition)
+                ra = assignment.partitions[partition]
+                ctx.update_partition_full_replica_assignment(tp, ra)
+                if ra.is_being_reassigned:
+                    ctx.add_partition_being_reassigned(tp)
+                added.append(tp)
+        return added
+
+    def _update_leader_and_isr_cache(self, partitions: Iterable[TopicPartition]) -> None:
+        """Cache stored states as they are (keeping the epoch of the controller that wrote them)."""
+        read = self.store.get_partition_states(list(partitions))
+        for tp, error in read.errors.items():
+            if not isinstance(error, NoNodeError):
+                log.error("Skipping the stored state of %s: %s", tp, error)
+        for tp, leadership in read.values.items():
+            self.context.put_partition_leadership(tp, leadership)
+
+    def _fetch_pending_preferred_replica_elections(self) -> set[TopicPartition]:
+        ctx = self.context
+        try:
+            pending = self.store.get_preferred_replica_election() or set()
+        except KctlError as e:
+            log.error("Ignoring the pending preferred replica election: %s", e)
+            return set()
+        result = set()
+        for tp in pending:
+            if tp.topic not in ctx.all_topics or ctx.is_topic_queued_up_for_deletion(tp.topic):
+                continue
+            leadership = ctx.partition_leadership(tp)
+            replicas = ctx.partition_replica_assignment(tp)
+            if leadership is not None and replicas and leadership.leader_and_isr.leader == replicas[0]:
+                continue
+            result.add(tp)
+        return result
+
+    # Brokers ------------------------------------------------------------------------------------
+
+    def _process_BrokerChange(self, event: ev.BrokerChange) -> None:
+        if not self.is_active:
+            return
+        ctx = self.context
+        current = self.store.get_all_brokers()
+        known = ctx.live_or_shutting_down_broker_ids
+        new = sorted(b for b in current if b not in known)
+        dead = sorted(b for b in known if b not in current)
+        bounced = sorted(b for b in current if b in known and current[b][1] > (ctx.live_broker_epoch(b) or -1))
+        log.info("Newly added brokers: %s, deleted brokers: %s, bounced brokers: %s, all live brokers: %s",
+                 new, dead, bounced, sorted(current))
+        for b in new:
+            self.channel.add_broker(current[b][0])
+        for b in bounced:
+            self.channel.remove_broker(b)
+            self.channel.add_broker(current[b][0])
+        for b in dead:
+            self.channel.remove_broker(b)
+        if new:
+            ctx.add_live_brokers({b: current[b][1] for b in new}, {b: current[b][0] for b in new})
+            self._on_broker_startup(new)
+        if bounced:
+            ctx.remove_live_brokers(bounced)
+            self._on_broker_failure(bounced)
+            ctx.add_live_brokers({b: current[b][1] for b in bounced}, {b: current[b][0] for b in bounced})
+            self._on_broker_startup(bounced)
+        if dead:
+            ctx.remove_live_brokers(dead)
+            self._on_broker_failure(dead)
+
+    def _process_BrokerModifications(self, event: ev.BrokerModifications) -> None:
+        if not self.is_active:
+            return
+        current = self.store.get_all_brokers().get(event.broker_id)
+        known = {b.id: b for b in self.context.live_or_shutting_down_brokers()}.get(event.broker_id)
+        if current is None or known is None:
+            return
+        info = current[0]
+        if info.endpoints != known.endpoints or info.features != known.features or info.rack != known.rack:
+            log.info("Updated broker %s endpoints", event.broker_id)
+            self.context.update_broker_metadata(info)
+            self._send_update_metadata_request(sorted(self.context.live_or_shutting_down_broker_ids))
+
+    def _on_broker_startup(self, new_brokers: list[int]) -> None:
+        ctx = self.context
+        log.info("New broker startup callback for %s", new_brokers)
+        ctx.clear_replicas_on_offline_dirs(new_brokers)
+        existing = sorted(ctx.live_or_shutting_down_broker_ids - set(new_brokers))
+        self._send_update_metadata_request(existing)
+        self._send_update_metadata_request(new_brokers, ctx.partitions_with_leaders())
+        replicas = ctx.replicas_on_brokers(new_brokers)
+        self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
+        self.partition_state_machine.trigger_online_partition_state_change()
+        new = set(new_brokers)
+        self._maybe_resume_reassignments(lambda tp, ra: any(r in new for r in ra.target_replicas))
+        deleting = [r.tp.topic for r in replicas if ctx.is_topic_queued_up_for_deletion(r.tp.topic)]
+        if deleting:
+            self.deletion_manager.resume_deletion_for_topics(deleting)
+        for broker in new_brokers:
+            self._watch(WatchKind.BROKER, broker)
+
+    def _on_broker_failure(self, dead_brokers: list[int]) -> None:
+        ctx = self.context
+        log.info("Broker failure callback for %s", dead_brokers)
+        ctx.clear_replicas_on_offline_dirs(dead_brokers)
+        shutting_down = sorted(set(dead_brokers) & ctx.shutting_down_broker_ids)
+        if shutting_down:
+            log.info("Removed %s from list of shutting down brokers.", shutting_down)
+        ctx.remove_shutting_down_brokers(dead_brokers)
+        self._on_replicas_become_offline(ctx.replicas_on_brokers(dead_brokers))
+        for broker in dead_brokers:
+            self._unwatch(WatchKind.BROKER, broker)
+
+    def _on_replicas_become_offline(self, replicas: list[PartitionReplica]) -> None:
+        ctx = self.context
+        for_deletion = [r for r in replicas if ctx.is_topic_queued_up_for_deletion(r.tp.topic)]
+        others = [r for r in replicas if not ctx.is_topic_queued_up_for_deletion(r.tp.topic)]
+        offline_leader = ctx.partitions_with_offline_leader()
+        self.partition_state_machine.handle_state_changes(offline_leader, PartitionState.OFFLINE)
+        self.partition_state_machine.trigger_online_partition_state_change()
+        self.replica_state_machine.handle_state_changes(others, ReplicaState.OFFLINE)
+        if for_deletion:
+            self.deletion_manager.fail_replica_deletion(for_deletion)
+        if not offline_leader:
+            # Nobody was told about the dead replicas through a leader change: tell everyone.
+            self._send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids))
+
+    def _send_update_metadata_request(self, brokers: Sequence[int], partitions: Iterable[TopicPartition] = ()) -> None:
+        try:
+            self.batch.new_batch()
+            self.batch.add_update_metadata_request_for_brokers(brokers, partitions)
+            self.batch.send_requests_to_brokers(self.context.epoch)
+        except IllegalStateError as e:
+            self._handle_illegal_state(e)
+
+    # Topics -------------------------------------------------------------------------------------
+
+    def _process_TopicChange(self, event: ev.TopicChange) -> None:
+        if not self.is_active:
+            return
+        ctx = self.context
+        topics = self.store.get_all_topics()
+        new = sorted(t for t in topics if t not in ctx.all_topics)
+        deleted = sorted(t for t in ctx.all_topics if t not in topics)
+        for topic in new:
+            self._watch_topic(topic)
+        for topic in deleted:
+            self._unwatch_topic(topic)
+            ctx.remove_topic(topic)
+        added = self._load_topics(new)
+        if added:
+            log.info("New topics: [%s], deleted topics: [%s], new partition replica assignment [%s]",
+                     new, deleted, len(added))
+            self._on_new_partition_creation(added)
+
+    def _process_PartitionModifications(self, event: ev.PartitionModifications) -> None:
+        if not self.is_active:
+            return
+        ctx, topic = self.context, event.topic
+        read = self.store.get_topic_assignments([topic])
+        if topic in read.errors or topic not in read.values:
+            if topic in read.errors and not isinstance(read.errors[topic], NoNodeError):
+                log.error("Ignoring a change of topic %s: %s", topic, read.errors[topic])
+            return
+        stored = read.values[topic].partitions
+        to_add = {
+            TopicPartition(topic, p): ra
+            for p, ra in sorted(stored.items())
+            if not ctx.partition_replica_assignment(TopicPartition(topic, p))
+        }
+        if ctx.is_topic_queued_up_for_deletion(topic):
+            if to_add:
+                log.warning("Skipping adding partitions %s for topic %s since it is currently being deleted",
+                            sorted(tp.partition for tp in to_add), topic)
+                self._restore_partition_replica_assignment(topic)
+            return
+        if to_add:
+            log.info("New partitions to be added %s", [str(tp) for tp in to_add])
+            ctx.put_partition_assignments(to_add)
+            self._on_new_partition_creation(list(to_add))
+
+    def _restore_partition_replica_assignment(self, topic: str) -> None:
+        ctx = self.context
+        partitions = self.store.get_topic_partition_ids(topic)
+        assignment = {p: ctx.partition_full_replica_assignment(TopicPartition(topic, p)) for p in partitions}
+        self.store.set_topic_assignment(topic, TopicAssignment(assignment, ctx.topic_ids.get(topic)), ctx.epoch_zk_version)
+
+    def _on_new_partition_creation(self, partitions: list[TopicPartition]) -> None:
+        log.info("New partition creation callback for %s", ", ".join(map(str, partitions)))
+        replicas = self.context.replicas_for_partitions(partitions)
+        self.partition_state_machine.handle_state_changes(partitions, PartitionState.NEW)
+        self.replica_state_machine.handle_state_changes(replicas, ReplicaState.NEW)
+        self.partition_state_machine.handle_state_changes(
+            partitions, PartitionState.ONLINE, for_config(ElectionKind.OFFLINE, self.config)
+        )
+        self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
+
+    def _process_TopicDeletion(self, event: ev.TopicDeletion) -> None:
+        if not self.is_active:
+            return
+        ctx = self.context
+        requested = self.store.get_topic_deletions()
+        missing = [t for t in requested if t not in ctx.all_topics]
+        if missing:
+            log.warning("Ignoring request to delete non-existing topics %s", ", ".join(missing))
+            self.store.delete_topic_deletions(missing, ctx.epoch_zk_version)
+        to_delete = [t for t in requested if t in ctx.all_topics]
+        if not self.config.delete_topic_enable:
+            if to_delete:
+                log.info("Removing %s since delete topic is disabled", ", ".join(to_delete))
+                self.store.delete_topic_deletions(to_delete, ctx.epoch_zk_version)
+            return
+        if not to_delete:
+            return
+        log.info("Starting topic deletion for topics %s", ", ".join(to_delete))
+        reassigning = {tp.topic for tp in ctx.partitions_being_reassigned}
+        self.deletion_manager.mark_topic_ineligible_for_deletion(
+            [t for t in to_delete if t in reassigning], "topic reassignment in progress"
+        )
+        self.deletion_manager.enqueue_topics_for_deletion(to_delete)
+
+    def _process_TopicConfigChange(self, event: ev.TopicConfigChange) -> None:
+        """Kafka's TopicConfigHandler: enabling unclean election for a topic re-runs its elections."""
+        if not self.is_active:
+            return
+        read = self.store.get_topic_configs([event.topic])
+        value = read.values.get(event.topic, {}).get("unclean.leader.election.enable", "")
+        if str(value).strip().lower() == "true":
+            self.event_manager.put(ev.TopicUncleanLeaderElectionEnable(topic=event.topic))
+
+    def _process_UncleanLeaderElectionEnable(self, event: ev.UncleanLeaderElectionEnable) -> None:
+        if self.is_active:
+            self.partition_state_machine.trigger_online_partition_state_change()
+
+    def _process_TopicUncleanLeaderElectionEnable(self, event: ev.TopicUncleanLeaderElectionEnable) -> None:
+        if self.is_active:
+            self.partition_state_machine.trigger_online_partition_state_change(event.topic)
+
+    # Admin requests (topic creation and deletion, partition additions) --------------------------
+
+    def _process_AdminRequest(self, event: ev.AdminRequest) -> None:
+        if not self.is_active:
+            event.future.set_exception(NotControllerError(f"Broker {self.broker_id} is not the controller"))
+            return
+        operation = getattr(self, "_admin_" + event.operation)
+        event.future.set_result(operation(**event.arguments))
+
+    def _broker_racks(self) -> dict[int, str | None]:
+        return {b.id: b.rack for b in self.context.live_or_shutting_down_brokers() if b.id in self.context.live_broker_ids}
+
+    def _admin_create_topics(self, topics: list[Mapping[str, Any]]) -> dict[str, KctlError | None]:
+        results: dict[str, KctlError | None] = {}
+        for spec in topics:
+            name = spec.get("name")
+            try:
+                if not isinstance(name, str):
+                    raise InvalidTopicError(f"Topic name must be a string, not {name!r}")
+                unknown = set(spec) - {"name", "partitions", "replication_factor", "assignment", "config"}
+                if unknown:
+                    raise InvalidTopicError(f"Unknown topic properties {sorted(unknown)} for topic {name}")
+                assignment = spec.get("assignment")
+                partitions = spec.get("partitions")
+                rf = spec.get("replication_factor")
+                if assignment is None:
+                    partitions = self.config.num_partitions if partitions is None else partitions
+                    rf = self.config.default_replication_factor if rf is None else rf
+                topic_id = admin.generate_topic_id(self.scheduler.rng) if self.config.uses_topic_ids else None
+                admin.create_topic(
+                    self.store, name, broker_racks=self._broker_racks(), partitions=partitions,
+                    replication_factor=rf, assignment=assignment, config=spec.get("config"),
+                    topic_id=topic_id, rng=self.scheduler.rng,
+                )
+                results[str(name)] = None
+            except KctlError as e:
+                results[str(name)] = e
+        return results
+
+    def _admin_create_partitions(
+        self, increases: dict[str, int], assignments: dict[str, Mapping[int, Sequence[int]]]
+    ) -> dict[str, KctlError | None]:
+        results: dict[str, KctlError | None] = {}
+        for topic, total in increases.items():
+            try:
+                admin.add_partitions(self.store, topic, total, broker_racks=self._broker_racks(), manual=assignments.get(topic))
+                results[topic] = None
+            except KctlError as e:
+                results[topic] = e
+        return results
+
+    def _admin_delete_topics(self, topics: list[str]) -> dict[str, KctlError | None]:
+        results: dict[str, KctlError | None] = {}
+        for topic in topics:
+            try:
+                admin.delete_topic(self.store, topic, delete_topic_enable=self.config.delete_topic_enable)
+                results[topic] = None
+            except KctlError as e:
+                results[topic] = e
+        return results
+
+    # Reassignment ---------------------------------------------------------------------------------
+
+    def _process_ApiPartitionReassignment(self, event: ev.ApiPartitionReassignment) -> None:
+        if not self.is_active:
+            event.future.set_exception(NotControllerError(f"Broker {self.broker_id} is not the controller"))
+            return
+        results: dict[TopicPartition, KctlError | None] = {}
+        to_reassign: dict[TopicPartition, ReplicaAssignment] = {}
+        for tp, target in event.reassignments.items():
+            error = None if target is None else self._validate_replicas(tp, target)
+            if error is not None:
+                results[tp] = error
+                continue
+            assignment = self._maybe_build_reassignment(tp, target)
+            if assignment is None:
+                results[tp] = NoReassignmentInProgressError(f"No reassignment in progress for partition {tp}")
+            else:
+                to_reassign[tp] = assignment
+        # The latest request wins: drop these partitions from the admin-path reassignment.
+        self._maybe_remove_from_zk_reassignment(lambda tp, _: tp in to_reassign)
+        results.update(self._maybe_trigger_partition_reassignment(to_reassign))
+        event.future.set_result(results)
+
+    def _process_ZkPartitionReassignment(self, event: ev.ZkPartitionReassignment) -> None:
+        self._process_zk_partition_reassignment()
+
+    def _process_zk_partition_reassignment(self) -> set[TopicPartition]:
+        """Start the reassignments of ``/admin/reassign_partitions``; returns those started."""
+        if not self.is_active:
+            return set()
+        try:
+            requested = self.store.get_partition_reassignments()
+        except KctlError as e:
+            log.error("Ignoring the reassignment request: %s", e)
+            self.store.delete_partition_reassignments(self.context.epoch_zk_version)
+            self.event_manager.put(ev.ZkPartitionReassignment())
+            return set()
+        if requested is None:
+            return set()
+        results: dict[TopicPartition, KctlError | None] = {}
+        to_reassign: dict[TopicPartition, ReplicaAssignment] = {}
+        for tp, target in requested.items():
+            error = self._validate_replicas(tp, tuple(target))
+            assignment = None if error is not None else self._maybe_build_reassignment(tp, tuple(target))
+            if error is not None:
+                results[tp] = error
+            elif assignment is None:
+                results[tp] = NoReassignmentInProgressError(f"No reassignment in progress for partition {tp}")
+            else:
+                to_reassign[tp] = assignment
+        results.update(self._maybe_trigger_partition_reassignment(to_reassign))
+        failed = {tp for tp, error in results.items() if error is not None}
+        if failed:
+            log.warning("Failed reassignment through zk: %s", {str(tp): results[tp] for tp in failed})
+            self._maybe_remove_from_zk_reassignment(lambda tp, _: tp in failed)
+        return {tp for tp, error in results.items() if error is None}
+
+    def _validate_replicas(self, tp: TopicPartition, replicas: Sequence[int]) -> KctlError | None:
+        if not replicas:
+            return InvalidReplicaAssignmentError("Empty replica list specified in partition reassignment.")
+        if len(set(replicas)) != len(replicas):
+            return InvalidReplicaAssignmentError(f"Duplicate replica ids in partition reassignment replica list: {list(replicas)}")
+        if any(not isinstance(r, int) or isinstance(r, bool) or r < 0 for r in replicas):
+            return InvalidReplicaAssignmentError(f"Invalid broker id in replica list: {list(replicas)}")
+        new = self.context.partition_full_replica_assignment(tp).reassign_to(tuple(replicas))
+        live = self.context.live_broker_ids
+        if not set(new.adding_replicas) <= live:
+            return InvalidReplicaAssignmentError(
+                f"Replica assignment has brokers that are not alive. Replica list: {list(new.adding_replicas)}, "
+                f"live broker list: {sorted(live)}"
+            )
+        return None
+
+    def _maybe_build_reassignment(self, tp: TopicPartition, target: Sequence[int] | None) -> ReplicaAssignment | None:
+        current = self.context.partition_full_replica_assignment(tp)
+        if current.is_being_reassigned:
+            return current.reassign_to(current.origin_replicas if target is None else tuple(target))
+        return None if target is None else current.reassign_to(tuple(target))
+
+    def _maybe_trigger_partition_reassignment(
+        self, reassignments: Mapping[TopicPartition, ReplicaAssignment]
+    ) -> dict[TopicPartition, KctlError | None]:
+        results: dict[TopicPartition, KctlError | None] = {}
+        for tp, assignment in reassignments.items():
+            if self.deletion_manager.is_topic_queued_up_for_deletion(tp.topic):
+                log.info("Skipping reassignment of %s since the topic is currently being deleted", tp)
+                results[tp] = UnknownTopicOrPartitionError("The partition does not exist.")
+            elif not self.context.partition_replica_assignment(tp):
+                results[tp] = UnknownTopicOrPartitionError("The partition does not exist.")
+            else:
+                try:
+                    self._on_partition_reassignment(tp, assignment)
+                    results[tp] = None
+                except ControllerMovedError:
+                    log.info("Failed completing reassignment of partition %s because controller has moved", tp)
+                    raise
+                except Exception as e:
+                    log.error("Error completing reassignment of partition %s", tp, exc_info=True)
+                    results[tp] = UnknownServerError(str(e))
+        return results
+
+    def _on_partition_reassignment(self, tp: TopicPartition, reassignment: ReplicaAssignment) -> None:
+        """Reference §6.8: phase A while the target replicas are not all in the ISR, phase B after."""
+        ctx = self.context
+        self.deletion_manager.mark_topic_ineligible_for_deletion([tp.topic], "topic reassignment in progress")
+        self._update_current_reassignment(tp, reassignment)
+        adding, removing = reassignment.adding_replicas, reassignment.removing_replicas
+        if not self._is_reassignment_complete(tp, reassignment):
+            self._update_leader_epoch_and_send_request(tp, reassignment)  # A1
+            for broker in adding:  # A2
+                self.replica_state_machine.handle_state_changes([PartitionReplica(tp, broker)], ReplicaState.NEW)
+            return
+        self.replica_state_machine.handle_state_changes([PartitionReplica(tp, b) for b in adding], ReplicaState.ONLINE)  # B1
+        completed = ReplicaAssignment(reassignment.target_replicas)
+        ctx.update_partition_full_replica_assignment(tp, completed)  # B2
+        self._move_reassigned_partition_leader_if_required(tp, completed)  # B3
+        self._stop_removed_replicas_of_reassigned_partition(tp, removing)  # B4, B5
+        self._update_replica_assignment_for_partition(tp, completed)  # B6
+        self._remove_partition_from_reassigning_partitions(tp, completed)  # B7
+        self._send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids), [tp])  # B8
+        self.deletion_manager.resume_deletion_for_topics([tp.topic])
+
+    def _update_current_reassignment(self, tp: TopicPartition, reassignment: ReplicaAssignment) -> None:
+        ctx = self.context
+        current = ctx.partition_full_replica_assignment(tp)
+        if current != reassignment:
+            self._update_replica_assignment_for_partition(tp, reassignment)  # U1
+            ctx.update_partition_full_replica_assignment(tp, reassignment)  # U2
+            unneeded = [r for r in current.replicas if r not in reassignment.replicas]
+            if unneeded:  # U3: adding replicas of a superseded reassignment
+                self._stop_removed_replicas_of_reassigned_partition(tp, unneeded)
+        if not self.config.uses_alter_partition:
+            self._watch(WatchKind.PARTITION_STATE, tp)
+        ctx.add_partition_being_reassigned(tp)
+
+    def _update_replica_assignment_for_partition(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        ctx = self.context
+        partitions = ctx.partition_full_replica_assignment_for_topic(tp.topic)
+        partitions[tp.partition] = assignment
+        try:
+            self.store.set_topic_assignment(tp.topic, TopicAssignment(partitions, ctx.topic_ids.get(tp.topic)), ctx.epoch_zk_version)
+        except NoNodeError as e:
+            raise IllegalStateError(f"Failed to update assignment for {tp} since the topic has no current assignment") from e
+        log.info("Successfully updated assignment of partition %s to %s", tp, assignment)
+
+    def _is_reassignment_complete(self, tp: TopicPartition, assignment: ReplicaAssignment) -> bool:
+        if not assignment.is_being_reassigned:
+            return True
+        stored = self.store.get_partition_states([tp]).values.get(tp)
+        return stored is not None and set(assignment.target_replicas) <= set(stored.leader_and_isr.isr)
+
+    def _update_leader_epoch(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch | None:
+        """Bump the stored leader epoch (same leader and ISR) so brokers act on a changed replica set."""
+        ctx = self.context
+        while True:
+            stored = self.store.get_partition_states([tp]).values.get(tp)
+            if stored is None:
+                raise IllegalStateError(
+                    f"Cannot update leader epoch for partition {tp} as leaderAndIsr path is empty. This could mean we "
+                    "somehow tried to reassign a partition that doesn't exist"
+                )
+            if stored.controller_epoch > ctx.epoch:
+                raise StateChangeFailedError(
+                    "Leader and isr path written by another controller. This probably means the current controller "
+                    f"with epoch {ctx.epoch} went through a soft failure and another controller was elected with "
+                    f"epoch {stored.controller_epoch}. Aborting state change by this controller"
+                )
+            outcome = self.store.update_partition_states({tp: stored.leader_and_isr.new_epoch()}, ctx.epoch, ctx.epoch_zk_version)
+            if tp in outcome.failed:
+                raise outcome.failed[tp]
+            if tp in outcome.successful:
+                leadership = LeaderIsrAndControllerEpoch(outcome.successful[tp], ctx.epoch)
+                ctx.put_partition_leadership(tp, leadership)
+                return leadership
+
+    def _update_leader_epoch_and_send_request(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        leadership = self._update_leader_epoch(tp)
+        if leadership is None:
+            self.state_change_logger.error(
+                f"Failed to send LeaderAndIsr request with new replica assignment {assignment} to leader for "
+                f"partition being reassigned {tp}"
+            )
+            return
+        try:
+            self.batch.new_batch()
+            self.batch.add_leader_and_isr_request_for_brokers(assignment.origin_replicas, tp, leadership, assignment, False)
+            self.batch.add_leader_and_isr_request_for_brokers(assignment.adding_replicas, tp, leadership, assignment, True)
+            self.batch.send_requests_to_brokers(self.context.epoch)
+        except IllegalStateError as e:
+            self._handle_illegal_state(e)
+        self.state_change_logger.info(
+            f"Sent LeaderAndIsr request {leadership} with new replica assignment {assignment} to leader "
+            f"{leadership.leader_and_isr.leader} for partition being reassigned {tp}"
+        )
+
+    def _move_reassigned_partition_leader_if_required(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        leadership = self.context.partition_leadership(tp)
+        leader = NO_LEADER if leadership is None else leadership.leader_and_isr.leader
+        if leader not in assignment.replicas or not self.context.is_replica_online(leader, tp):
+            log.info("Leader %s for partition %s being reassigned is not in the new list of replicas %s or is offline. "
+                     "Re-electing leader", leader, tp, assignment.replicas)
+            self.partition_state_machine.handle_state_changes(
+                [tp], PartitionState.ONLINE, for_config(ElectionKind.REASSIGN, self.config)
+            )
+        else:
+            log.info("Leader %s for partition %s being reassigned is already in the new list of replicas %s and is "
+                     "alive", leader, tp, assignment.replicas)
+            self._update_leader_epoch_and_send_request(tp, assignment)
+
+    def _stop_removed_replicas_of_reassigned_partition(self, tp: TopicPartition, removed: Sequence[int]) -> None:
+        replicas = [PartitionReplica(tp, b) for b in removed]
+        rsm = self.replica_state_machine
+        rsm.handle_state_changes(replicas, ReplicaState.OFFLINE)
+        rsm.handle_state_changes(replicas, ReplicaState.DELETION_STARTED)
+        rsm.handle_state_changes(replicas, ReplicaState.DELETION_SUCCESSFUL)
+        rsm.handle_state_changes(replicas, ReplicaState.NON_EXISTENT)
+
+    def _remove_partition_from_reassigning_partitions(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        ctx = self.context
+        if tp not in ctx.partitions_being_reassigned:
+            raise IllegalStateError("Cannot remove a reassigning partition because it is not present in memory")
+        if not self.config.uses_alter_partition:
+            self._unwatch(WatchKind.PARTITION_STATE, tp)
+        self._maybe_remove_from_zk_reassignment(lambda p, replicas: p == tp and tuple(replicas) == assignment.replicas)
+        ctx.remove_partition_being_reassigned(tp)
+
+    def _maybe_remove_from_zk_reassignment(self, should_remove: Callable[[TopicPartition, Sequence[int]], bool]) -> None:
+        try:
+            requested = self.store.get_partition_reassignments()
+        except KctlError as e:
+            log.error("Cannot read the admin reassignment path: %s", e)
+            return
+        if requested is None:
+            return
+        remaining = {tp: r for tp, r in requested.items() if not should_remove(tp, r)}
+        if len(remaining) == len(requested):
+            return
+        if not remaining:
+            log.info("No more partitions need to be reassigned. Deleting the admin reassignment path")
+            self.store.delete_partition_reassignments(self.context.epoch_zk_version)
+            self.event_manager.put(ev.ZkPartitionReassignment())  # re-arm: detect future requests
+        else:
+            self.store.set_partition_reassignments(remaining, self.context.epoch_zk_version)
+
+    def _initialize_partition_reassignments(self) -> None:
+        resumed = self._process_zk_partition_reassignment()
+        self._maybe_resume_reassignments(lambda tp, _: tp not in resumed)
+
+    def _maybe_resume_reassignments(self, should_resume: Callable[[TopicPartition, ReplicaAssignment], bool]) -> None:
+        for tp in list(self.context.partitions_being_reassigned):
+            assignment = self.context.partition_full_replica_assignment(tp)
+            if should_resume(tp, assignment):
+                self._on_partition_reassignment(tp, assignment)
+
+    def _maybe_complete_reassignment(self, tp: TopicPartition) -> None:
+        assignment = self.context.partition_full_replica_assignment(tp)
+        if self._is_reassignment_complete(tp, assignment):
+            log.info("Target replicas %s have all caught up with the leader for reassigning partition %s",
+                     assignment.target_replicas, tp)
+            self._on_partition_reassignment(tp, assignment)
+
+    def _process_PartitionReassignmentIsrChange(self, event: ev.PartitionReassignmentIsrChange) -> None:
+        if self.is_active and event.partition in self.context.partitions_being_reassigned:
+            self._maybe_complete_reassignment(event.partition)
+
+    def _process_ListPartitionReassignments(self, event: ev.ListPartitionReassignments) -> None:
+        if not self.is_active:
+            event.future.set_exception(NotControllerError(f"Broker {self.broker_id} is not the controller"))
+            return
+        ctx = self.context
+        partitions = event.partitions if event.partitions is not None else ctx.partitions_being_reassigned
+        results = {}
+        for tp in sorted(partitions):
+            assignment = ctx.partition_full_replica_assignment(tp)
+            if assignment.is_being_reassigned:
+                results[tp] = assignment
+        event.future.set_result(results)
+
+    # Leader elections ---------------------------------------------------------------------------
+
+    def _process_ReplicaLeaderElection(self, event: ev.ReplicaLeaderElection) -> None:
+        ctx = self.context
+        if not self.is_active:
+            event.future.set_result({p: NotControllerError(f"Broker {self.broker_id} is not the controller")
+                                     for p in event.partitions or ()})
+            return
+        if event.trigger is ev.ElectionTrigger.ZK:
+            try:
+                requested = self.store.get_preferred_replica_election()
+            except KctlError as e:
+                log.error("Ignoring the preferred replica election request: %s", e)
+                self.store.delete_preferred_replica_election(ctx.epoch_zk_version)
+                event.future.set_result({})
+                return
+            if requested is None:
+                event.future.set_result({})
+                return
+            partitions = requested
+        else:
+            partitions = set(event.partitions or ())
+        results: ElectionResults = {}
+        electable: list[TopicPartition] = []
+        for tp in sorted(partitions):
+            if not ctx.partition_replica_assignment(tp):
+                log.info("Skipping replica leader election (%s) for partition %s by %s since it doesn't exist.",
+                         event.election_type.value, tp, event.trigger.value)
+                results[tp] = UnknownTopicOrPartitionError("The partition does not exist.")
+            elif ctx.is_topic_queued_up_for_deletion(tp.topic):
+                results[tp] = InvalidTopicError("The topic is being deleted")
+            elif self._election_not_needed(tp, event.election_type):
+                results[tp] = ElectionNotNeededError("Leader election not needed for topic partition")
+            else:
+                electable.append(tp)
+        for tp, outcome in self._on_replica_election(electable, event.election_type, event.trigger).items():
+            if isinstance(outcome, LeaderAndIsr):
+                results[tp] = outcome.leader
+            elif isinstance(outcome, StateChangeFailedError):
+                error_type = (PreferredLeaderNotAvailableError if event.election_type is ev.ElectionType.PREFERRED
+                              else EligibleLeadersNotAvailableError)
+                results[tp] = error_type(str(outcome))
+            else:
+                results[tp] = outcome if isinstance(outcome, KctlError) else UnknownServerError(str(outcome))
+        event.future.set_result(results)
+
+    def _election_not_needed(self, tp: TopicPartition, election_type: ev.ElectionType) -> bool:
+        leadership = self.context.partition_leadership(tp)
+        leader = NO_LEADER if leadership is None else leadership.leader_and_isr.leader
+        if election_type is ev.ElectionType.PREFERRED:
+            replicas = self.context.partition_replica_assignment(tp)
+            return leader == replicas[0]
+        return leader != NO_LEADER and leader in self.context.live_broker_ids
+
+    def _on_replica_election(
+        self, partitions: Iterable[TopicPartition], election_type: ev.ElectionType, trigger: ev.ElectionTrigger
+    ) -> dict[TopicPartition, ElectionOutcome]:
+        partitions = list(partitions)
+        try:
+            if election_type is ev.ElectionType.PREFERRED:
+                election = for_config(ElectionKind.PREFERRED, self.config)
+            else:  # unclean only when an admin asked for it
+                election = for_config(ElectionKind.OFFLINE, self.config, allow_unclean=trigger is ev.ElectionTrigger.ADMIN)
+            results = self.partition_state_machine.handle_state_changes(partitions, PartitionState.ONLINE, election)
+            if trigger is not ev.ElectionTrigger.ADMIN:
+                for tp, outcome in results.items():
+                    if isinstance(outcome, ControllerMovedError):
+                        raise outcome
+                    if isinstance(outcome, Exception):
+                        log.error("Error completing replica leader election (%s) for partition %s: %s",
+                                  election_type.value, tp, outcome)
+            return results
+        finally:
+            if trigger is not ev.ElectionTrigger.ADMIN:
+                self._remove_partitions_from_preferred_replica_election(partitions, trigger is ev.ElectionTrigger.AUTO)
+
+    def _remove_partitions_from_preferred_replica_election(self, partitions: list[TopicPartition], auto: bool) -> None:
+        ctx = self.context
+        for tp in partitions:
+            leadership = ctx.partition_leadership(tp)
+            replicas = ctx.partition_replica_assignment(tp)
+            leader = NO_LEADER if leadership is None else leadership.leader_and_isr.leader
+            if replicas and leader == replicas[0]:
+                log.info("Partition %s completed preferred replica leader election. New leader is %s", tp, leader)
+            else:
+                log.warning("Partition %s failed to complete preferred replica leader election to %s. Leader is still %s",
+                            tp, replicas[0] if replicas else None, leader)
+        if not auto:
+            self.store.delete_preferred_replica_election(ctx.epoch_zk_version)
+            self.event_manager.put(ev.ReplicaLeaderElection(partitions=None, trigger=ev.ElectionTrigger.ZK))
+
+    def _schedule_auto_leader_rebalance(self, delay: float) -> None:
+        put = self.event_manager.put
+        self._rebalance_timer = self.scheduler.schedule(
+            delay, lambda: put(ev.AutoPreferredReplicaLeaderElection()), name=f"auto-leader-rebalance-{self.broker_id}"
+        )
+
+    def _process_AutoPreferredReplicaLeaderElection(self, event: ev.AutoPreferredReplicaLeaderElection) -> None:
+        if not self.is_active:
+            return
+        try:
+            self._check_and_trigger_auto_leader_rebalance()
+        finally:
+            if self.is_active and self.config.auto_leader_rebalance_enable:
+                self._schedule_auto_leader_rebalance(self.config.leader_imbalance_check_interval_seconds)
+
+    def _check_and_trigger_auto_leader_rebalance(self) -> None:
+        ctx = self.context
+        by_preferred: dict[int, list[TopicPartition]] = {}
+        for tp in ctx.all_partitions():
+            replicas = ctx.partition_replica_assignment(tp)
+            if replicas and not ctx.is_topic_queued_up_for_deletion(tp.topic):
+                by_preferred.setdefault(replicas[0], []).append(tp)
+        for broker in sorted(by_preferred):
+            group = by_preferred[broker]
+            not_preferred = []
+            for tp in group:
+                leadership = ctx.partition_leadership(tp)
+                if leadership is not None and leadership.leader_and_isr.leader != broker:
+                    not_preferred.append(tp)
+            ratio = len(not_preferred) / len(group)
+            if ratio > self.config.leader_imbalance_ratio:
+                candidates = [
+                    tp for tp in not_preferred
+                    if not ctx.partitions_being_reassigned
+                    and not ctx.is_topic_queued_up_for_deletion(tp.topic)
+                    and tp.topic in ctx.all_topics
+                    and self._can_preferred_replica_be_leader(tp)
+                ]
+                self._on_replica_election(candidates, ev.ElectionType.PREFERRED, ev.ElectionTrigger.AUTO)
+
+    def _can_preferred_replica_be_leader(self, tp: TopicPartition) -> bool:
+        ctx = self.context
+        replicas = ctx.partition_replica_assignment(tp)
+        leadership = ctx.partition_leadership(tp)
+        preferred = replicas[0]
+        return (
+            leadership is not None
+            and ctx.is_replica_online(preferred, tp)
+            and preferred in leadership.leader_and_isr.isr
+        )
+
+    # Controlled shutdown --------------------------------------------------------------------------
+
+    def _process_ControlledShutdown(self, event: ev.ControlledShutdown) -> None:
+        try:
+            event.future.set_result(self._do_controlled_shutdown(event.broker_id, event.broker_epoch))
+        except ControllerMovedError as e:
+            event.future.set_exception(e)
+            raise
+        except KctlError as e:
+            event.future.set_exception(e)
+
+    def _do_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[TopicPartition]:
+        ctx = self.context
+        if not self.is_active:
+            raise ControllerMovedError("Controller moved to another broker. Aborting controlled shutdown")
+        cached = ctx.live_broker_epoch(broker_id)
+        if broker_epoch != UNKNOWN_BROKER_EPOCH and cached is not None and broker_epoch < cached:
+            message = (f"Received controlled shutdown request from an old broker epoch {broker_epoch} for broker "
+                       f"{broker_id}. Current broker epoch is {cached}.")
+            log.info(message)
+            raise StaleBrokerEpochError(message)
+        log.info("Shutting down broker %s", broker_id)
+        if cached is None:
+            raise BrokerNotAvailableError(f"Broker id {broker_id} does not exist.")
+        ctx.add_shutting_down_broker(broker_id)
+        to_act_on = [
+            tp for tp in ctx.partitions_on_broker(broker_id)
+            if len(ctx.partition_replica_assignment(tp)) > 1
+            and ctx.partition_leadership(tp) is not None
+            and not self.deletion_manager.is_topic_queued_up_for_deletion(tp.topic)
+        ]
+        led = [tp for tp in to_act_on if ctx.partition_leadership(tp).leader_and_isr.leader == broker_id]  # type: ignore[union-attr]
+        followed = [tp for tp in to_act_on if tp not in set(led)]
+        self.partition_state_machine.handle_state_changes(
+            led, PartitionState.ONLINE, for_config(ElectionKind.CONTROLLED_SHUTDOWN, self.config)
+        )
+        try:
+            self.batch.new_batch()
+            for tp in followed:
+                self.batch.add_stop_replica_request_for_brokers([broker_id], tp, False)
+            self.batch.send_requests_to_brokers(ctx.epoch)
+        except IllegalStateError as e:
+            self._handle_illegal_state(e)
+        self.replica_state_machine.handle_state_changes([PartitionReplica(tp, broker_id) for tp in followed], ReplicaState.OFFLINE)
+        return ctx.partition_leaders_on_broker(broker_id)
+
+    # ISR changes ----------------------------------------------------------------------------------
+
+    def _process_AlterPartitionReceived(self, event: ev.AlterPartitionReceived) -> None:
+        ctx = self.context
+        if not self.is_active:
+            event.future.set_exception(NotControllerError(f"Broker {self.broker_id} is not the controller"))
+            return
+        cached_epoch = ctx.live_broker_epoch(event.broker_id)
+        if cached_epoch is None or cached_epoch != event.broker_epoch:
+            log.info("Ignoring AlterPartition due to unknown or stale broker epoch %s for broker %s",
+                     event.broker_epoch, event.broker_id)
+            event.future.set_exception(StaleBrokerEpochError(
+                f"Broker {event.broker_id} epoch {event.broker_epoch} is not the current epoch {cached_epoch}"
+            ))
+            return
+        responses: dict[TopicPartition, LeaderAndIsr | KctlError] = {}
+        to_write: dict[TopicPartition, LeaderAndIsr] = {}
+        check_live = self.config.inter_broker_protocol_version.at_least("3.3-IV0")
+        for tp, proposed in event.changes.items():
+            leadership = ctx.partition_leadership(tp)
+            if leadership is None:
+                responses[tp] = UnknownTopicOrPartitionError(f"Partition {tp} does not exist")
+                continue
+            current = leadership.leader_and_isr
+            if proposed.leader_epoch < current.leader_epoch:
+                responses[tp] = FencedLeaderEpochError(
+                    f"Leader epoch {proposed.leader_epoch} of {tp} is older than the current {current.leader_epoch}"
+                )
+            elif proposed.equals_ignoring_partition_epoch(current):
+                responses[tp] = current
+            elif check_live and any(r not in ctx.live_broker_ids for r in proposed.isr):
+                responses[tp] = IneligibleReplicaError(f"ISR {list(proposed.isr)} of {tp} names brokers that are not live")
+            else:
+                to_write[tp] = proposed
+        try:
+            outcome = self.store.update_partition_states(to_write, ctx.epoch, ctx.epoch_zk_version)
+        except ControllerMovedError as e:
+            event.future.set_exception(e)
+            raise
+        except KctlError as e:
+            log.error("Error when processing AlterPartition for partitions %s", list(event.changes))
+            event.future.set_exception(UnknownServerError(str(e)))
+            return
+        for tp, state in outcome.successful.items():
+            responses[tp] = state
+        for tp, error in outcome.failed.items():
+            responses[tp] = error
+        for tp in outcome.to_retry:
+            responses[tp] = InvalidUpdateVersionError(f"Partition epoch of {tp} is stale")
+        self._update_leader_and_isr_cache(list(outcome.successful))
+        self._send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids), list(event.changes))
+        event.future.set_result(responses)
+        for tp, response in responses.items():
+            if isinstance(response, LeaderAndIsr) and tp in ctx.partitions_being_reassigned:
+                self._maybe_complete_reassignment(tp)
+
+    def _process_IsrChangeNotification(self, event: ev.IsrChangeNotification) -> None:
+        if not self.is_active:
+            return
+        ctx = self.context
+        names = self.store.get_isr_change_notifications()
+        try:
+            partitions = [tp for tp in self.store.get_isr_change_notification_partitions(names)
+                          if ctx.partition_replica_assignment(tp)]
+            if partitions:
+                self._update_leader_and_isr_cache(partitions)
+                self._send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids), partitions)
+                for tp in dict.fromkeys(partitions):
+                    if tp in ctx.partitions_being_reassigned:
+                        self._maybe_complete_reassignment(tp)
+        finally:
+            self.store.delete_isr_change_notifications(names, ctx.epoch_zk_version)
+
+    # Log directories and broker responses -------------------------------------------------------
+
+    def _process_LogDirEventNotification(self, event: ev.LogDirEventNotification) -> None:
+        if not self.is_active:
+            return
+        names = self.store.get_log_dir_event_notifications()
+        try:
+            brokers = sorted(set(self.store.get_log_dir_event_brokers(names)))
+            log.info("Handling log directory failure for brokers %s", brokers)
+            replicas = self.context.replicas_on_brokers(brokers)
+            self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
+        finally:
+            self.store.delete_log_dir_event_notifications(names, self.context.epoch_zk_version)
+
+    def _process_BrokerResponseReceived(self, event: ev.BrokerResponseReceived) -> None:
+        if not self.is_active:
+            return
+        received = event.received
+        if isinstance(received, StopReplicaResponseReceived):
+            self._on_stop_replica_response(received)
+        elif isinstance(received, LeaderAndIsrResponseReceived):
+            self._on_leader_and_isr_response(received.broker, received.response)
+
+    def _on_leader_and_isr_response(self, broker: int, response: LeaderAndIsrResponse) -> None:
+        ctx = self.context
+        if response.error is not Errors.NONE:
+            self.state_change_logger.error(f"Received error {response.error.name} in LeaderAndIsr response from broker {broker}")
+            return
+        offline = [tp for tp, e in response.partition_errors.items() if e is Errors.KAFKA_STORAGE_ERROR]
+        online = [tp for tp, e in response.partition_errors.items() if e is Errors.NONE]
+        previous = set(ctx.replicas_on_offline_dirs(broker))
+        ctx.remove_replicas_on_offline_dirs(broker, online)
+        ctx.add_replicas_on_offline_dirs(broker, offline)
+        newly_offline = [tp for tp in offline if tp not in previous]
+        if newly_offline:
+            self.state_change_logger.info(
+                f"Mark replicas {','.join(map(str, newly_offline))} on broker {broker} as offline"
+            )
+            self._on_replicas_become_offline([PartitionReplica(tp, broker) for tp in newly_offline])
+
+    def _on_stop_replica_response(self, received: StopReplicaResponseReceived) -> None:
+        ctx = self.context
+        errors = {
+            tp: e for tp, e in received.response.partition_errors.items()
+            if ctx.is_topic_deletion_in_progress(tp.topic) and tp in received.deleted_partitions
+        }
+        if not errors:
+            return
+        failed = list(errors) if received.response.error is not Errors.NONE else [tp for tp, e in errors.items() if e is not Errors.NONE]
+        self.deletion_manager.fail_replica_deletion([PartitionReplica(tp, received.broker) for tp in failed])
+        if len(failed) != len(errors):
+            deleted = [tp for tp in errors if tp not in set(failed)]
+            self.deletion_manager.complete_replica_deletion([PartitionReplica(tp, received.broker) for tp in deleted])
+
+
+class _DeletionClient:
+    """What the topic-deletion manager asks of the controller (fenced store writes, requests)."""
+
+    def __init__(self, controller: KafkaController) -> None:
+        self._controller = controller
+
+    def delete_topic(self, topic: str) -> None:
+        c = self._controller
+        c.store.delete_topic(topic, c.context.epoch_zk_version)
+
+    def delete_topic_deletions(self, topics: Iterable[str]) -> None:
+        c = self._controller
+        c.store.delete_topic_deletions(list(topics), c.context.epoch_zk_version)
+
+    def mute_partition_modifications(self, topic: str) -> None:
+        self._controller._unwatch_topic(topic)
+
+    def send_metadata_update(self, partitions: Iterable[TopicPartition]) -> None:
+        c = self._controller
+        c._send_update_metadata_request(sorted(c.context.live_or_shutting_down_broker_ids), list(partitions))

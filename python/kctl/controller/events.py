@@ -1,0 +1,250 @@
+"""Controller events (Kafka's ControllerEvent family, reference §6.1).
+
+Watches, timers, broker responses and admin calls never touch controller state: they enqueue one
+of these, and the single event thread processes them in order. Events that carry a caller's future
+answer it in :meth:`ControllerEvent.preempt` when they are drained unprocessed (the controller is
+resigning or shutting down).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from kctl.errors import ControllerMovedError, NotControllerError
+from kctl.model import LeaderAndIsr, TopicPartition
+from kctl import requests
+from kctl.requests import ResponseReceived
+
+
+class ControllerState(enum.Enum):
+    """What the event thread is doing; names the rate-and-time metric of each event kind."""
+
+    IDLE = "Idle"
+    CONTROLLER_CHANGE = "ControllerChange"
+    BROKER_CHANGE = "BrokerChange"
+    TOPIC_CHANGE = "TopicChange"
+    TOPIC_DELETION = "TopicDeletion"
+    ALTER_PARTITION_REASSIGNMENT = "AlterPartitionReassignment"
+    AUTO_LEADER_BALANCE = "AutoLeaderBalance"
+    MANUAL_LEADER_BALANCE = "ManualLeaderBalance"
+    CONTROLLED_SHUTDOWN = "ControlledShutdown"
+    ISR_CHANGE = "IsrChange"
+    LEADER_AND_ISR_RESPONSE_RECEIVED = "LeaderAndIsrResponseReceived"
+    LOG_DIR_CHANGE = "LogDirChange"
+    CONTROLLER_SHUTDOWN = "ControllerShutdown"
+    UNCLEAN_LEADER_ELECTION_ENABLE = "UncleanLeaderElectionEnable"
+    TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE = "TopicUncleanLeaderElectionEnable"
+    LIST_PARTITION_REASSIGNMENT = "ListPartitionReassignment"
+    UPDATE_METADATA_RESPONSE_RECEIVED = "UpdateMetadataResponseReceived"
+    TOPIC_ADMIN = "TopicAdmin"
+    CONFIG_CHANGE = "ConfigChange"
+
+
+class ElectionType(enum.Enum):
+    PREFERRED = "preferred"
+    UNCLEAN = "unclean"
+
+
+class ElectionTrigger(enum.Enum):
+    ZK = "ZkTriggered"
+    ADMIN = "AdminClientTriggered"
+    AUTO = "AutoTriggered"
+
+
+@dataclass(frozen=True)
+class ControllerEvent:
+    state: ClassVar[ControllerState] = ControllerState.IDLE
+
+    def preempt(self) -> None:
+        """Called instead of processing when the event is drained by a resignation."""
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+
+@dataclass(frozen=True)
+class _WithFuture(ControllerEvent):
+    future: Future[Any] = field(default_factory=Future, compare=False)
+
+    def preempt(self) -> None:
+        if not self.future.done():
+            self.future.set_exception(NotControllerError("The controller moved before this request was processed"))
+
+
+@dataclass(frozen=True)
+class Startup(ControllerEvent):
+    state: ClassVar[ControllerState] = ControllerState.CONTROLLER_CHANGE
+
+
+@dataclass(frozen=True)
+class ControllerChange(ControllerEvent):
+    state: ClassVar[ControllerState] = ControllerState.CONTROLLER_CHANGE
+
+
+@dataclass(frozen=True)
+class Reelect(ControllerEvent):
+    state: ClassVar[ControllerState] = ControllerState.CONTROLLER_CHANGE
+
+
+@dataclass(frozen=True)
+class Expire(ControllerEvent):
+    state: ClassVar[ControllerState] = ControllerState.CONTROLLER_CHANGE
+
+
+@dataclass(frozen=True)
+class ShutdownEventThread(ControllerEvent):
+    state: ClassVar[ControllerState] = ControllerState.CONTROLLER_SHUTDOWN
+
+
+@dataclass(frozen=True)
+class BrokerChange(ControllerEvent):
+    state: ClassVar[ControllerState] = ControllerState.BROKER_CHANGE
+
+
+@dataclass(frozen=True)
+class BrokerModifications(ControllerEvent):
+    broker_id: int = 0
+    state: ClassVar[ControllerState] = ControllerState.BROKER_CHANGE
+
+
+@dataclass(frozen=True)
+class TopicChange(ControllerEvent):
+    state: ClassVar[ControllerState] = ControllerState.TOPIC_CHANGE
+
+
+@dataclass(frozen=True)
+class PartitionModifications(ControllerEvent):
+    topic: str = ""
+    state: ClassVar[ControllerState] = ControllerState.TOPIC_CHANGE
+
+
+@dataclass(frozen=True)
+class TopicDeletion(ControllerEvent):
+    state: ClassVar[ControllerState] = ControllerState.TOPIC_DELETION
+
+
+@dataclass(frozen=True)
+class ZkPartitionReassignment(ControllerEvent):
+    state: ClassVar[ControllerState] = ControllerState.ALTER_PARTITION_REASSIGNMENT
+
+
+@dataclass(frozen=True)
+class PartitionReassignmentIsrChange(ControllerEvent):
+    partition: TopicPartition = TopicPartition("", 0)
+    state: ClassVar[ControllerState] = ControllerState.ALTER_PARTITION_REASSIGNMENT
+
+
+@dataclass(frozen=True)
+class IsrChangeNotification(ControllerEvent):
+    state: ClassVar[ControllerState] = ControllerState.ISR_CHANGE
+
+
+@dataclass(frozen=True)
+class LogDirEventNotification(ControllerEvent):
+    state: ClassVar[ControllerState] = ControllerState.LOG_DIR_CHANGE
+
+
+@dataclass(frozen=True)
+class TopicConfigChange(ControllerEvent):
+    """A topic's config changed (kctl's form of Kafka's TopicConfigHandler hook)."""
+
+    topic: str = ""
+    state: ClassVar[ControllerState] = ControllerState.CONFIG_CHANGE
+
+
+@dataclass(frozen=True)
+class ReplicaLeaderElection(_WithFuture):
+    """``partitions`` None means: read them from the preferred-election admin path (ZK trigger)."""
+
+    partitions: frozenset[TopicPartition] | None = None
+    election_type: ElectionType = ElectionType.PREFERRED
+    trigger: ElectionTrigger = ElectionTrigger.ZK
+    state: ClassVar[ControllerState] = ControllerState.MANUAL_LEADER_BALANCE
+
+    def preempt(self) -> None:
+        if not self.future.done():
+            self.future.set_result({p: NotControllerError() for p in self.partitions or ()})
+
+
+@dataclass(frozen=True)
+class AutoPreferredReplicaLeaderElection(ControllerEvent):
+    state: ClassVar[ControllerState] = ControllerState.AUTO_LEADER_BALANCE
+
+
+@dataclass(frozen=True)
+class ControlledShutdown(_WithFuture):
+    broker_id: int = 0
+    broker_epoch: int = -1
+    state: ClassVar[ControllerState] = ControllerState.CONTROLLED_SHUTDOWN
+
+    def preempt(self) -> None:
+        if not self.future.done():
+            self.future.set_exception(ControllerMovedError("Controller moved to another broker. Aborting controlled shutdown"))
+
+
+@dataclass(frozen=True)
+class BrokerResponseReceived(ControllerEvent):
+    """A broker answered a LeaderAndIsr, UpdateMetadata or StopReplica request (Kafka has one event
+    per request type; they share this one, named by the response they carry)."""
+
+    received: ResponseReceived | None = None
+
+    @property  # type: ignore[override]
+    def state(self) -> ControllerState:
+        if isinstance(self.received, requests.LeaderAndIsrResponseReceived):
+            return ControllerState.LEADER_AND_ISR_RESPONSE_RECEIVED
+        if isinstance(self.received, requests.UpdateMetadataResponseReceived):
+            return ControllerState.UPDATE_METADATA_RESPONSE_RECEIVED
+        return ControllerState.TOPIC_DELETION
+
+    @property
+    def name(self) -> str:
+        return type(self.received).__name__
+
+
+@dataclass(frozen=True)
+class ApiPartitionReassignment(_WithFuture):
+    """Target ``None`` cancels the partition's reassignment."""
+
+    reassignments: Mapping[TopicPartition, tuple[int, ...] | None] = field(default_factory=dict)
+    state: ClassVar[ControllerState] = ControllerState.ALTER_PARTITION_REASSIGNMENT
+
+
+@dataclass(frozen=True)
+class ListPartitionReassignments(_WithFuture):
+    partitions: frozenset[TopicPartition] | None = None
+    state: ClassVar[ControllerState] = ControllerState.LIST_PARTITION_REASSIGNMENT
+
+
+@dataclass(frozen=True)
+class AlterPartitionReceived(_WithFuture):
+    broker_id: int = 0
+    broker_epoch: int = -1
+    changes: Mapping[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
+    state: ClassVar[ControllerState] = ControllerState.ISR_CHANGE
+
+
+@dataclass(frozen=True)
+class UncleanLeaderElectionEnable(ControllerEvent):
+    state: ClassVar[ControllerState] = ControllerState.UNCLEAN_LEADER_ELECTION_ENABLE
+
+
+@dataclass(frozen=True)
+class TopicUncleanLeaderElectionEnable(ControllerEvent):
+    topic: str = ""
+    state: ClassVar[ControllerState] = ControllerState.TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE
+
+
+@dataclass(frozen=True)
+class AdminRequest(_WithFuture):
+    """An admin-tool operation run on the event thread so it is ordered with everything else
+    (topic creation and deletion, partition additions)."""
+
+    operation: str = ""
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    state: ClassVar[ControllerState] = ControllerState.TOPIC_ADMIN

@@ -1,0 +1,142 @@
+"""kctl's hook specifications (pluggy project and entry-point group ``kctl``).
+
+This module is the single source of truth for what a plugin can implement: each hook's docstring
+is its contract, and ``docs/plugins/hooks.md`` documents every hook under a heading that a test
+checks against the signatures below. Types used only in signatures are imported under
+``TYPE_CHECKING`` so that importing the specs imports nothing else of kctl.
+
+Adding a hook takes four things: the spec here, a typed forwarding method on
+:class:`kctl.plugins.PluginHost`, a ``## kctl_name(args…)`` heading in ``docs/plugins/hooks.md``,
+and a ``test_hook_kctl_name`` test.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from kctl.controller import KafkaController
+    from kctl.registry import LeaderSelectorRegistry, StateStoreRegistry, TransportRegistry
+
+hookspec = pluggy.HookspecMarker("kctl")
+hookimpl = pluggy.HookimplMarker("kctl")
+
+
+# -------------------------------------------------------------------------------------------------
+# Registration hooks: add named capabilities to a registry.
+#
+# The plugin host calls every implementation once, in registration order (built-ins, then entry
+# points, then plugins registered explicitly), each with a registry that attributes what it adds
+# to that plugin. Results are cached until a plugin is registered or unregistered.
+# -------------------------------------------------------------------------------------------------
+
+
+@hookspec
+def kctl_register_leader_selectors(register: LeaderSelectorRegistry) -> None:
+    """Register leader selectors by name.
+
+    Called the first time the plugin host is asked for its leader selectors (for example when the
+    controller resolves ``kctl.leader.selector.*`` or ``kctl.election.by_name`` is used), and
+    again after any plugin is registered or unregistered.
+
+    :param register: Call ``register.add(name, factory, kind=ElectionKind.X)`` once per selector.
+        ``factory`` receives the resolved :class:`~kctl.config.ControllerConfig` and returns an
+        object implementing :class:`~kctl.selectors.LeaderSelector` whose ``kind`` is ``kind``.
+        A name already registered by another plugin raises :class:`~kctl.errors.PluginConflict`
+        unless ``override=True`` is passed.
+
+    :return: Nothing; the return value is ignored.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def kctl_register_state_stores(register: StateStoreRegistry) -> None:
+    """Register state stores (the metadata store the controller runs on) by name.
+
+    Called the first time the plugin host is asked for its state stores (for example when an
+    ``EmbeddedCluster(store="memory")`` is built), and again after any plugin is registered or
+    unregistered.
+
+    :param register: Call ``register.add(name, factory)`` once per store. ``factory(**options)``
+        returns an object implementing :class:`~kctl.stores.base.StateStore`; ``options`` are
+        store-specific (``hosts``, ``chroot`` …). A name already registered by another plugin
+        raises :class:`~kctl.errors.PluginConflict` unless ``override=True`` is passed.
+
+    :return: Nothing; the return value is ignored.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def kctl_register_transports(register: TransportRegistry) -> None:
+    """Register controller-to-broker transports by name.
+
+    Called the first time the plugin host is asked for its transports (for example when an
+    ``EmbeddedCluster(transport="inprocess")`` is built), and again after any plugin is
+    registered or unregistered.
+
+    :param register: Call ``register.add(name, factory)`` once per transport.
+        ``factory(**options)`` returns the transport the request batch hands its requests to;
+        ``options`` are transport-specific. A name already registered by another plugin raises
+        :class:`~kctl.errors.PluginConflict` unless ``override=True`` is passed.
+
+    :return: Nothing; the return value is ignored.
+
+    .. versionadded:: 0.1
+    """
+
+
+# -------------------------------------------------------------------------------------------------
+# Lifecycle hooks: observe the controller. They fire once per lifecycle step, never per partition,
+# on the controller's event thread: an implementation must return quickly and must not call back
+# into the controller synchronously (enqueue work instead).
+# -------------------------------------------------------------------------------------------------
+
+
+@hookspec
+def kctl_controller_started(controller: KafkaController) -> None:
+    """A controller became the active controller and finished its failover.
+
+    Called on the controller's event thread right after ``onControllerFailover`` (reference §6.3):
+    the context is loaded, the state machines are started and the brokers have been sent their
+    state. Every implementation is called (a broadcast).
+
+    :param controller: The :class:`~kctl.controller.KafkaController` now active; read
+        ``controller.epoch``, ``controller.context`` or ``controller.metrics()``, but do not block.
+
+    :return: Nothing; the return value is ignored.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def kctl_controller_resigned(controller: KafkaController) -> None:
+    """A controller stopped being the active controller (another took over, its session expired,
+    a fenced write failed, or it was shut down).
+
+    Called on the controller's event thread after its state has been reset. Every implementation
+    is called (a broadcast).
+
+    :param controller: The :class:`~kctl.controller.KafkaController` that resigned.
+
+    :return: Nothing; the return value is ignored.
+
+    .. versionadded:: 0.1
+    """
+
+
+__all__ = [
+    "hookimpl",
+    "hookspec",
+    "kctl_controller_resigned",
+    "kctl_controller_started",
+    "kctl_register_leader_selectors",
+    "kctl_register_state_stores",
+    "kctl_register_transports",
+]

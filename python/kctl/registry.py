@@ -1,0 +1,186 @@
+"""Typed registries that registration hooks fill in.
+
+A plugin never returns its capabilities; it calls ``register.add(name, factory)`` on the registry
+it is handed. The registry validates the name and the factory, records which plugin added the
+entry, and refuses a name another plugin already holds (:class:`~kctl.errors.PluginConflict`), so
+the outcome never depends on the order in which pluggy calls implementations.
+
+The plugin host hands each plugin a *view* (:meth:`Registry.for_plugin`): views share one table of
+entries and differ only in the plugin they attribute new entries to.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, Self, TypeVar
+
+from kctl.config import ControllerConfig
+from kctl.errors import PluginConflict, PluginError
+from kctl.selectors import ElectionKind, LeaderSelector
+from kctl.stores.base import StateStore
+
+LeaderSelectorFactory = Callable[[ControllerConfig], LeaderSelector]
+StateStoreFactory = Callable[..., StateStore]
+TransportFactory = Callable[..., Any]
+
+_NAME = re.compile(r"[a-z0-9_.-]+")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _who(plugin: str | None) -> str:
+    return "direct registration" if plugin is None else f"plugin {plugin!r}"
+
+
+@dataclass(frozen=True)
+class RegistryEntry(Generic[F]):
+    """One registered capability: its name, the factory that builds it, and who registered it.
+
+    ``plugin`` is the registering plugin's name, or ``None`` for an entry added directly to a
+    registry rather than through a hook.
+    """
+
+    name: str
+    factory: F
+    plugin: str | None
+
+
+@dataclass(frozen=True)
+class LeaderSelectorEntry(RegistryEntry[LeaderSelectorFactory]):
+    """A registered leader selector; ``kind`` is the election it serves."""
+
+    kind: ElectionKind
+
+    def create(self, config: ControllerConfig) -> LeaderSelector:
+        """Build the selector and check it honours the registration (protocol and kind)."""
+        selector = self.factory(config)
+        if not isinstance(selector, LeaderSelector):
+            raise PluginError(
+                f"leader selector {self.name!r} of {_who(self.plugin)} built "
+                f"{type(selector).__name__}, which does not implement LeaderSelector"
+            )
+        if selector.kind is not self.kind:
+            raise PluginError(
+                f"leader selector {self.name!r} of {_who(self.plugin)} was registered for "
+                f"{self.kind.value} elections but built a selector for {selector.kind!r}"
+            )
+        return selector
+
+
+E = TypeVar("E", bound=RegistryEntry[Any])
+
+
+class Registry(Generic[E]):
+    """Named entries of one kind of capability, each attributed to a plugin."""
+
+    what: ClassVar[str]
+    """What the entries are, for messages ("leader selector")."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, E] = {}
+        self._plugin: str | None = None
+
+    def for_plugin(self, plugin: str) -> Self:
+        """A view sharing this registry's entries that attributes what it adds to ``plugin``."""
+        view = copy.copy(self)
+        view._plugin = plugin
+        return view
+
+    def get(self, name: str) -> E:
+        """The entry called ``name``; an unknown name is a :class:`PluginError` listing the known."""
+        try:
+            return self._entries[name]
+        except KeyError:
+            known = ", ".join(self.names()) or "none"
+            raise PluginError(f"unknown {self.what} {name!r}; registered: {known}") from None
+
+    def names(self) -> list[str]:
+        """Registered names, sorted."""
+        return sorted(self._entries)
+
+    def __iter__(self) -> Iterator[E]:
+        return (self._entries[name] for name in self.names())
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __repr__(self) -> str:
+        view = "" if self._plugin is None else f" for plugin {self._plugin!r}"
+        return f"<{type(self).__name__}{view}: {', '.join(self.names()) or 'empty'}>"
+
+    def _check(self, name: object, factory: object) -> None:
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise PluginError(
+                f"invalid {self.what} name {name!r} from {_who(self._plugin)}: "
+                "use one or more of a-z, 0-9, '_', '.', '-'"
+            )
+        if not callable(factory):
+            raise PluginError(
+                f"{self.what} {name!r} from {_who(self._plugin)}: factory {factory!r} is not callable"
+            )
+
+    def _put(self, entry: E, override: bool) -> None:
+        existing = self._entries.get(entry.name)
+        if existing is not None and not override:
+            raise PluginConflict(
+                f"{self.what} {entry.name!r} is already registered by {_who(existing.plugin)}; "
+                f"{_who(entry.plugin)} cannot register it again "
+                "(pass override=True to replace it on purpose)"
+            )
+        self._entries[entry.name] = entry
+
+
+class LeaderSelectorRegistry(Registry[LeaderSelectorEntry]):
+    """Leader selectors by name (``offline``, ``preferred``, a plugin's ``least-loaded`` …)."""
+
+    what = "leader selector"
+
+    def add(
+        self, name: str, factory: LeaderSelectorFactory, *, kind: ElectionKind, override: bool = False
+    ) -> None:
+        """Register ``factory(config) -> LeaderSelector`` under ``name`` for ``kind`` elections."""
+        self._check(name, factory)
+        if not isinstance(kind, ElectionKind):
+            raise PluginError(f"{self.what} {name!r}: kind must be an ElectionKind, not {kind!r}")
+        self._put(LeaderSelectorEntry(name, factory, self._plugin, kind), override)
+
+
+class StateStoreRegistry(Registry[RegistryEntry[StateStoreFactory]]):
+    """State stores by name (``memory``, ``zookeeper`` …)."""
+
+    what = "state store"
+
+    def add(self, name: str, factory: StateStoreFactory, *, override: bool = False) -> None:
+        """Register ``factory(**options) -> StateStore`` under ``name``."""
+        self._check(name, factory)
+        self._put(RegistryEntry(name, factory, self._plugin), override)
+
+
+class TransportRegistry(Registry[RegistryEntry[TransportFactory]]):
+    """Controller-to-broker transports by name (``inprocess`` …)."""
+
+    what = "transport"
+
+    def add(self, name: str, factory: TransportFactory, *, override: bool = False) -> None:
+        """Register ``factory(**options) -> transport`` under ``name``."""
+        self._check(name, factory)
+        self._put(RegistryEntry(name, factory, self._plugin), override)
+
+
+__all__ = [
+    "LeaderSelectorEntry",
+    "LeaderSelectorFactory",
+    "LeaderSelectorRegistry",
+    "Registry",
+    "RegistryEntry",
+    "StateStoreFactory",
+    "StateStoreRegistry",
+    "TransportFactory",
+    "TransportRegistry",
+]

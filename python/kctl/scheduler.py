@@ -1,0 +1,157 @@
+"""Time and scheduling, injected everywhere so the same code runs for real or simulated.
+
+:class:`SimulatedScheduler` is a single-threaded discrete-event loop over a virtual clock: callbacks
+run in (time, submission order), randomness comes from one seeded ``random.Random``, so a whole
+cluster run is reproducible bit for bit from its seed. :class:`RealTimeScheduler` runs callbacks on
+one timer thread against the wall clock. Callbacks must be short: they enqueue work, they do not
+block.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+log = logging.getLogger(__name__)
+
+
+class Timer(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Scheduler(Protocol):
+    rng: random.Random
+
+    def now(self) -> float:
+        """Seconds since the scheduler started."""
+
+    def schedule(self, delay: float, fn: Callable[[], None], name: str = "") -> Timer:
+        """Run ``fn`` after ``delay`` seconds (0: as soon as possible, after what is already due)."""
+
+
+class _Entry:
+    __slots__ = ("when", "seq", "fn", "name", "cancelled")
+
+    def __init__(self, when: float, seq: int, fn: Callable[[], None], name: str) -> None:
+        self.when, self.seq, self.fn, self.name, self.cancelled = when, seq, fn, name, False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def __lt__(self, other: _Entry) -> bool:
+        return (self.when, self.seq) < (other.when, other.seq)
+
+
+class SimulatedScheduler:
+    """A virtual clock; nothing happens until :meth:`run_until` / :meth:`run_until_idle` is called."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = random.Random(seed)
+        self._now = 0.0
+        self._queue: list[_Entry] = []
+        self._seq = itertools.count()
+        self.steps = 0
+
+    def now(self) -> float:
+        return self._now
+
+    def schedule(self, delay: float, fn: Callable[[], None], name: str = "") -> Timer:
+        entry = _Entry(self._now + max(0.0, delay), next(self._seq), fn, name)
+        heapq.heappush(self._queue, entry)
+        return entry
+
+    def pending(self) -> int:
+        return sum(1 for e in self._queue if not e.cancelled)
+
+    def next_time(self) -> float | None:
+        while self._queue and self._queue[0].cancelled:
+            heapq.heappop(self._queue)
+        return self._queue[0].when if self._queue else None
+
+    def step(self) -> bool:
+        """Run the next due callback; False when nothing is scheduled."""
+        while self._queue:
+            entry = heapq.heappop(self._queue)
+            if entry.cancelled:
+                continue
+            self._now = max(self._now, entry.when)
+            self.steps += 1
+            entry.fn()
+            return True
+        return False
+
+    def run_until(self, deadline: float, until: Callable[[], bool] | None = None) -> bool:
+        """Run callbacks due up to ``deadline`` (virtual seconds), stopping early once ``until()``
+        holds; the clock ends at ``deadline`` unless stopped early. Returns whether ``until`` held."""
+        while True:
+            if until is not None and until():
+                return True
+            when = self.next_time()
+            if when is None or when > deadline:
+                break
+            self.step()
+        self._now = max(self._now, deadline)
+        return until() if until is not None else False
+
+    def advance(self, seconds: float) -> None:
+        self.run_until(self._now + seconds)
+
+
+class _RealEntry(_Entry):
+    pass
+
+
+class RealTimeScheduler:
+    """Callbacks on one daemon thread, against the wall clock."""
+
+    def __init__(self, seed: int | None = None, name: str = "kctl-scheduler") -> None:
+        self.rng = random.Random(seed)
+        self._start = time.monotonic()
+        self._queue: list[_Entry] = []
+        self._seq = itertools.count()
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def now(self) -> float:
+        return time.monotonic() - self._start
+
+    def schedule(self, delay: float, fn: Callable[[], None], name: str = "") -> Timer:
+        with self._cond:
+            entry = _Entry(self.now() + max(0.0, delay), next(self._seq), fn, name)
+            heapq.heappush(self._queue, entry)
+            self._cond.notify()
+        return entry
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stopped:
+                    if self._queue and self._queue[0].cancelled:
+                        heapq.heappop(self._queue)
+                        continue
+                    wait = self._queue[0].when - self.now() if self._queue else None
+                    if wait is not None and wait <= 0:
+                        break
+                    self._cond.wait(wait)
+                if self._stopped:
+                    return
+                entry = heapq.heappop(self._queue)
+            try:
+                entry.fn()
+            except Exception:  # a failing callback must not stop every other timer
+                log.exception("scheduled callback %s failed", entry.name or entry.fn)
+
+    def shutdown(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout=5)

@@ -1,0 +1,1 @@
+"""Transports carry requests between the controller and brokers (plugins: ``inprocess``, …)."""

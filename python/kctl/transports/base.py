@@ -1,0 +1,56 @@
+"""What a transport provides (registered through ``kctl_register_transports``).
+
+A transport connects three kinds of endpoint: the controller's channel to every broker (Kafka's
+ControllerChannelManager: one FIFO queue per broker, a request retried until it is delivered or the
+broker is removed), brokers receiving controller requests, and controllers receiving broker requests
+(ControlledShutdown, AlterPartition). Handlers run on the transport's delivery thread or scheduler
+step; they must not block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from kctl.model import BrokerInfo
+from kctl.requests import BrokerToControllerRequest, ControllerRequest, ControllerResponse
+
+BrokerHandler = Callable[[ControllerRequest], ControllerResponse]
+"""A broker's answer to a controller request (computed synchronously)."""
+ControllerHandler = Callable[[BrokerToControllerRequest, Callable[[Any], None]], None]
+"""A controller takes a broker request and calls back with the response when it has one."""
+
+
+class ControllerChannel(Protocol):
+    """The controller side: a queue per registered broker."""
+
+    def add_broker(self, broker: BrokerInfo) -> None: ...
+
+    def remove_broker(self, broker_id: int) -> None:
+        """Drop the broker's queue; requests still queued for it are discarded."""
+
+    def send_request(self, broker_id: int, request: ControllerRequest, callback: Callable[[Any], None] | None) -> None:
+        """Queue a request; requests to a broker without a queue are dropped with a warning."""
+
+    def shutdown(self) -> None: ...
+
+
+class Transport(Protocol):
+    def controller_channel(self, controller_id: int) -> ControllerChannel: ...
+
+    def bind_broker(self, broker_id: int, handler: BrokerHandler) -> None:
+        """Start accepting controller requests for ``broker_id`` (the broker process is up)."""
+
+    def unbind_broker(self, broker_id: int) -> None: ...
+
+    def bind_controller(self, controller_id: int, handler: ControllerHandler) -> None: ...
+
+    def unbind_controller(self, controller_id: int) -> None: ...
+
+    def send_to_controller(
+        self, controller_id: int, request: BrokerToControllerRequest, callback: Callable[[Any], None]
+    ) -> None:
+        """Deliver a broker request; the callback gets the response or a
+        :class:`~kctl.errors.BrokerNotAvailableError` when no such controller is reachable."""
+
+    def close(self) -> None: ...
