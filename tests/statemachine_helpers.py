@@ -344,7 +344,7 @@ def make_harness(
     shutting_down: Iterable[int] = (),
     config: ControllerConfig | Mapping[str, Any] | None = None,
     engine: str = DEFAULT_ENGINE,
-    topics: Mapping[str, Mapping[int, Sequence[int]]] | None = None,
+    topics: Mapping[str, Mapping[int, Sequence[int] | ReplicaAssignment]] | None = None,
     register_brokers: bool = True,
 ) -> Harness:
     """A controller (id 0, epoch 1, epoch version 1) on a fresh MemoryStore with ``brokers`` live.

@@ -24,7 +24,7 @@ from kctl.errors import (
     CorruptDataError,
     IllegalArgumentError,
     IllegalStateError,
-    NodeExistsError,
+    NoNodeError,
     StateChangeFailedError,
     StoreUnavailableError,
 )
@@ -472,6 +472,26 @@ def test_badversion_is_retried_with_the_concurrently_written_state() -> None:
         }
         for b in (2, 3)
     }
+
+
+def test_election_write_failure_other_than_badversion_fails_that_partition() -> None:
+    h = make_harness(topics={"t": {0: [1, 2, 3], 1: [1, 2, 3]}})
+    for tp in (TP, TP1):
+        h.write_state(tp, 1, [1, 2, 3], leader_epoch=5, version=2)
+    h.set_partition_states({TP: OFFLINE, TP1: OFFLINE})
+
+    def delete_t0_state() -> None:  # the znode disappears between the read and the write
+        with h.store.tree.transaction() as txn:
+            txn.delete("/brokers/topics/t/partitions/0/state")
+
+    h.partition_sm.store = ConcurrentWriterStore(h.store, delete_t0_state)
+    result = h.partition_sm.handle_state_changes([TP, TP1], ONLINE, OfflineElection())
+    assert isinstance(result[TP], NoNodeError)
+    assert result[TP1] == LeaderAndIsr(1, (1, 2, 3), 6, 3)
+    assert h.partition_states([TP, TP1]) == {TP: OFFLINE, TP1: ONLINE}
+    assert h.context.partition_leadership(TP) == lice(1, [1, 2, 3], 5, 2)  # cache untouched
+    assert len(h.errors()) == 1 and "NoNodeError" in h.errors()[0]
+    assert all(set(states) == {TP1} for states in h.channel.leader_and_isr().values())
 
 
 def test_fenced_election_write_raises_controller_moved() -> None:

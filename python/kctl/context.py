@@ -12,7 +12,6 @@ broker id. This is what makes state-change logs and request batches identical ac
 
 from __future__ import annotations
 
-import abc
 from collections.abc import Collection, Iterable, Mapping, Set
 from typing import Any
 
@@ -39,7 +38,7 @@ def _engine_class(engine: str) -> type[ControllerContext]:
     raise ValueError(f"unknown engine {engine!r}; available engines: {', '.join(ENGINES)}")
 
 
-class ControllerContext(abc.ABC):
+class ControllerContext:
     """The controller's cache of brokers, assignments, leadership and states."""
 
     engine: str
@@ -58,256 +57,256 @@ class ControllerContext(abc.ABC):
     """The version of ``/controller_epoch``: the token that fences every controller write."""
 
     @property
-    @abc.abstractmethod
     def offline_partition_count(self) -> int:
         """Partitions in OfflinePartition, ignoring topics whose deletion has started."""
+        raise NotImplementedError
 
     @property
-    @abc.abstractmethod
     def preferred_replica_imbalance_count(self) -> int:
         """Partitions whose cached leader is not their preferred replica (topics queued for deletion
         excluded; a reassigning partition whose preferred replica is being added counts only once that
         replica is in the ISR)."""
+        raise NotImplementedError
 
     @property
-    @abc.abstractmethod
     def unclean_leader_elections(self) -> int:
         """Unclean leader elections since this context was created."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def record_unclean_leader_election(self) -> None: ...
+    def record_unclean_leader_election(self) -> None:
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def reset_context(self) -> None:
         """Forget everything (controller resignation); epoch and epoch version go back to 0."""
+        raise NotImplementedError
 
     # --- Brokers -------------------------------------------------------------------------------
 
-    @abc.abstractmethod
     def set_live_brokers(
         self, epochs: Mapping[int, int], infos: Mapping[int, BrokerInfo] | None = None
     ) -> None:
         """Replace the live brokers: broker id → broker epoch, with optional registration details."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def add_live_brokers(self, epochs: Mapping[int, int], infos: Mapping[int, BrokerInfo] | None = None) -> None: ...
+    def add_live_brokers(self, epochs: Mapping[int, int], infos: Mapping[int, BrokerInfo] | None = None) -> None:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def remove_live_brokers(self, broker_ids: Iterable[int]) -> None: ...
+    def remove_live_brokers(self, broker_ids: Iterable[int]) -> None:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def update_broker_metadata(self, info: BrokerInfo) -> None: ...
+    def update_broker_metadata(self, info: BrokerInfo) -> None:
+        raise NotImplementedError
 
     @property
-    @abc.abstractmethod
     def live_broker_ids(self) -> Set[int]:
         """Registered brokers that are not shutting down."""
+        raise NotImplementedError
 
     @property
-    @abc.abstractmethod
     def live_or_shutting_down_broker_ids(self) -> Set[int]:
         """All registered brokers."""
+        raise NotImplementedError
 
     @property
-    @abc.abstractmethod
-    def shutting_down_broker_ids(self) -> Set[int]: ...
+    def shutting_down_broker_ids(self) -> Set[int]:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def add_shutting_down_broker(self, broker_id: int) -> None: ...
+    def add_shutting_down_broker(self, broker_id: int) -> None:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def remove_shutting_down_brokers(self, broker_ids: Iterable[int]) -> None: ...
+    def remove_shutting_down_brokers(self, broker_ids: Iterable[int]) -> None:
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def live_broker_epoch(self, broker_id: int) -> int | None:
         """The cached broker epoch of a registered broker, None when it is not registered."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def live_broker_epochs(self) -> dict[int, int]: ...
+    def live_broker_epochs(self) -> dict[int, int]:
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def live_or_shutting_down_brokers(self) -> list[BrokerInfo]:
         """Registration details of every registered broker, by id."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def is_replica_online(self, broker_id: int, tp: TopicPartition, include_shutting_down: bool = False) -> bool:
         """The broker is live (or shutting down, if asked) and the partition is not on one of its
         offline log directories."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def add_replicas_on_offline_dirs(self, broker_id: int, partitions: Iterable[TopicPartition]) -> None: ...
+    def add_replicas_on_offline_dirs(self, broker_id: int, partitions: Iterable[TopicPartition]) -> None:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def remove_replicas_on_offline_dirs(self, broker_id: int, partitions: Iterable[TopicPartition]) -> None: ...
+    def remove_replicas_on_offline_dirs(self, broker_id: int, partitions: Iterable[TopicPartition]) -> None:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def clear_replicas_on_offline_dirs(self, broker_ids: Iterable[int]) -> None: ...
+    def clear_replicas_on_offline_dirs(self, broker_ids: Iterable[int]) -> None:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def replicas_on_offline_dirs(self, broker_id: int) -> Set[TopicPartition]: ...
+    def replicas_on_offline_dirs(self, broker_id: int) -> Set[TopicPartition]:
+        raise NotImplementedError
 
     # --- Topics and assignments ----------------------------------------------------------------
 
     @property
-    @abc.abstractmethod
-    def all_topics(self) -> Set[str]: ...
+    def all_topics(self) -> Set[str]:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def add_topic(self, topic: str, topic_id: str | None = None) -> None: ...
+    def add_topic(self, topic: str, topic_id: str | None = None) -> None:
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def remove_topic(self, topic: str) -> None:
         """Drop a topic with its assignments and cached leadership (after deletion)."""
+        raise NotImplementedError
 
     @property
-    @abc.abstractmethod
-    def topic_ids(self) -> Mapping[str, str]: ...
+    def topic_ids(self) -> Mapping[str, str]:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def update_partition_full_replica_assignment(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None: ...
+    def update_partition_full_replica_assignment(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def put_partition_assignments(self, assignments: Mapping[TopicPartition, ReplicaAssignment]) -> None:
         """Bulk form of :meth:`update_partition_full_replica_assignment` (failover, topic creation)."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def partition_full_replica_assignment(self, tp: TopicPartition) -> ReplicaAssignment:
         """RS/AR/RR of a partition (empty when unknown)."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def partition_replica_assignment(self, tp: TopicPartition) -> tuple[int, ...]: ...
+    def partition_replica_assignment(self, tp: TopicPartition) -> tuple[int, ...]:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def partition_full_replica_assignment_for_topic(self, topic: str) -> dict[int, ReplicaAssignment]: ...
+    def partition_full_replica_assignment_for_topic(self, topic: str) -> dict[int, ReplicaAssignment]:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def partitions_for_topic(self, topic: str) -> list[TopicPartition]: ...
+    def partitions_for_topic(self, topic: str) -> list[TopicPartition]:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def all_partitions(self) -> list[TopicPartition]: ...
-
-    @property
-    @abc.abstractmethod
-    def partition_count(self) -> int: ...
-
-    @abc.abstractmethod
-    def partitions_on_broker(self, broker_id: int) -> list[TopicPartition]: ...
-
-    @abc.abstractmethod
-    def replicas_on_brokers(self, broker_ids: Collection[int]) -> list[PartitionReplica]: ...
-
-    @abc.abstractmethod
-    def replicas_for_topic(self, topic: str) -> list[PartitionReplica]: ...
-
-    @abc.abstractmethod
-    def replicas_for_partitions(self, partitions: Iterable[TopicPartition]) -> list[PartitionReplica]: ...
-
-    @abc.abstractmethod
-    def online_and_offline_replicas(self) -> tuple[list[PartitionReplica], list[PartitionReplica]]: ...
+    def all_partitions(self) -> list[TopicPartition]:
+        raise NotImplementedError
 
     @property
-    @abc.abstractmethod
-    def partitions_being_reassigned(self) -> Set[TopicPartition]: ...
+    def partition_count(self) -> int:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def add_partition_being_reassigned(self, tp: TopicPartition) -> None: ...
+    def partitions_on_broker(self, broker_id: int) -> list[TopicPartition]:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def remove_partition_being_reassigned(self, tp: TopicPartition) -> None: ...
+    def replicas_on_brokers(self, broker_ids: Collection[int]) -> list[PartitionReplica]:
+        raise NotImplementedError
+
+    def replicas_for_topic(self, topic: str) -> list[PartitionReplica]:
+        raise NotImplementedError
+
+    def replicas_for_partitions(self, partitions: Iterable[TopicPartition]) -> list[PartitionReplica]:
+        raise NotImplementedError
+
+    def online_and_offline_replicas(self) -> tuple[list[PartitionReplica], list[PartitionReplica]]:
+        raise NotImplementedError
+
+    @property
+    def partitions_being_reassigned(self) -> Set[TopicPartition]:
+        raise NotImplementedError
+
+    def add_partition_being_reassigned(self, tp: TopicPartition) -> None:
+        raise NotImplementedError
+
+    def remove_partition_being_reassigned(self, tp: TopicPartition) -> None:
+        raise NotImplementedError
 
     # --- Leadership ----------------------------------------------------------------------------
 
-    @abc.abstractmethod
-    def put_partition_leadership(self, tp: TopicPartition, leadership: LeaderIsrAndControllerEpoch) -> None: ...
+    def put_partition_leadership(self, tp: TopicPartition, leadership: LeaderIsrAndControllerEpoch) -> None:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def put_partition_leaderships(self, leaderships: Mapping[TopicPartition, LeaderIsrAndControllerEpoch]) -> None: ...
+    def put_partition_leaderships(self, leaderships: Mapping[TopicPartition, LeaderIsrAndControllerEpoch]) -> None:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def partition_leadership(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch | None: ...
+    def partition_leadership(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch | None:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def clear_partition_leadership(self) -> None: ...
+    def clear_partition_leadership(self) -> None:
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def partitions_with_leaders(self) -> list[TopicPartition]:
         """Partitions with cached leadership, excluding topics queued for deletion."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def partitions_with_offline_leader(self) -> list[TopicPartition]:
         """Cached leader not online, topic not queued for deletion."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def partition_leaders_on_broker(self, broker_id: int) -> list[TopicPartition]:
         """Partitions the broker leads with more than one replica, topic not queued for deletion."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def leader_counts(self) -> dict[int, int]:
         """Partitions led by each broker (cached leadership)."""
+        raise NotImplementedError
 
     # --- States --------------------------------------------------------------------------------
 
-    @abc.abstractmethod
     def partition_state(self, tp: TopicPartition) -> PartitionState:
         """The recorded state; NonExistentPartition when none is recorded."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def has_partition_state(self, tp: TopicPartition) -> bool: ...
+    def has_partition_state(self, tp: TopicPartition) -> bool:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def put_partition_state(self, tp: TopicPartition, state: PartitionState) -> None: ...
+    def put_partition_state(self, tp: TopicPartition, state: PartitionState) -> None:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def partitions_in_states(self, states: Collection[PartitionState], topic: str | None = None) -> list[TopicPartition]: ...
+    def partitions_in_states(self, states: Collection[PartitionState], topic: str | None = None) -> list[TopicPartition]:
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def replica_state(self, replica: PartitionReplica) -> ReplicaState:
         """The recorded state; NonExistentReplica when none is recorded."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def has_replica_state(self, replica: PartitionReplica) -> bool: ...
+    def has_replica_state(self, replica: PartitionReplica) -> bool:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def put_replica_state(self, replica: PartitionReplica, state: ReplicaState) -> None: ...
+    def put_replica_state(self, replica: PartitionReplica, state: ReplicaState) -> None:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def remove_replica_state(self, replica: PartitionReplica) -> None: ...
+    def remove_replica_state(self, replica: PartitionReplica) -> None:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def replicas_in_state(self, topic: str, state: ReplicaState) -> list[PartitionReplica]: ...
+    def replicas_in_state(self, topic: str, state: ReplicaState) -> list[PartitionReplica]:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def are_all_replicas_in_state(self, topic: str, state: ReplicaState) -> bool: ...
+    def are_all_replicas_in_state(self, topic: str, state: ReplicaState) -> bool:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def is_any_replica_in_state(self, topic: str, state: ReplicaState) -> bool: ...
+    def is_any_replica_in_state(self, topic: str, state: ReplicaState) -> bool:
+        raise NotImplementedError
 
     # --- Topic deletion ------------------------------------------------------------------------
 
     @property
-    @abc.abstractmethod
-    def topics_to_be_deleted(self) -> Set[str]: ...
+    def topics_to_be_deleted(self) -> Set[str]:
+        raise NotImplementedError
 
     @property
-    @abc.abstractmethod
-    def topics_with_deletion_started(self) -> Set[str]: ...
+    def topics_with_deletion_started(self) -> Set[str]:
+        raise NotImplementedError
 
     @property
-    @abc.abstractmethod
-    def topics_ineligible_for_deletion(self) -> Set[str]: ...
+    def topics_ineligible_for_deletion(self) -> Set[str]:
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def queue_topic_deletion(self, topics: Iterable[str]) -> None:
         """Queue topics for deletion (their partitions stop counting towards the imbalance metric)."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def begin_topic_deletion(self, topics: Iterable[str]) -> None: ...
+    def begin_topic_deletion(self, topics: Iterable[str]) -> None:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def mark_topics_ineligible_for_deletion(self, topics: Iterable[str]) -> None: ...
+    def mark_topics_ineligible_for_deletion(self, topics: Iterable[str]) -> None:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def clear_topics_ineligible_for_deletion(self, topics: Iterable[str]) -> None: ...
+    def clear_topics_ineligible_for_deletion(self, topics: Iterable[str]) -> None:
+        raise NotImplementedError
 
     def is_topic_queued_up_for_deletion(self, topic: str) -> bool:
         return topic in self.topics_to_be_deleted

@@ -9,7 +9,6 @@ context's engine.
 
 from __future__ import annotations
 
-import abc
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, Union
@@ -216,7 +215,7 @@ def _batch_class(engine: str) -> type[ControllerBrokerRequestBatch]:
     raise ValueError(f"no request batch for engine {engine!r}")
 
 
-class ControllerBrokerRequestBatch(abc.ABC):
+class ControllerBrokerRequestBatch:
     """Kafka's AbstractControllerBrokerRequestBatch.
 
     :param channel: where requests go when the batch is sent (None: only returned).
@@ -247,14 +246,13 @@ class ControllerBrokerRequestBatch(abc.ABC):
         self.on_response = on_response
         self.state_change_logger = state_change_logger or StateChangeLogger(controller_id, lambda: context.epoch)
 
-    @abc.abstractmethod
     def new_batch(self) -> None:
         """Start a batch; :class:`IllegalStateError` if the previous one was not sent."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def clear(self) -> None: ...
+    def clear(self) -> None:
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def add_leader_and_isr_request_for_brokers(
         self,
         brokers: Iterable[int],
@@ -264,24 +262,25 @@ class ControllerBrokerRequestBatch(abc.ABC):
         is_new: bool,
     ) -> None:
         """Queue a partition state for each broker (is_new is sticky) and UpdateMetadata for it."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def add_update_metadata_request_for_brokers(
         self, brokers: Iterable[int], partitions: Iterable[TopicPartition] = ()
-    ) -> None: ...
+    ) -> None:
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def add_stop_replica_request_for_brokers(
         self, brokers: Iterable[int], tp: TopicPartition, delete_partition: bool
-    ) -> None: ...
+    ) -> None:
+        raise NotImplementedError
 
-    @abc.abstractmethod
-    def pending(self) -> PendingRequests: ...
+    def pending(self) -> PendingRequests:
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def send_requests_to_brokers(self, controller_epoch: int) -> list[SentRequest]:
         """Send everything queued (LeaderAndIsr, then UpdateMetadata, then StopReplica) to brokers
         that are registered now; return what was sent, in that order."""
+        raise NotImplementedError
 
 
 # --- Broker-to-controller requests -------------------------------------------------------------------

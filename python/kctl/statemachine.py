@@ -10,9 +10,8 @@ the transition's actions (store writes, queued requests), and sends the batch.
 
 from __future__ import annotations
 
-import abc
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Union, cast
 
 from kctl.model import LeaderAndIsr, PartitionReplica, PartitionState, ReplicaState, TopicPartition
 
@@ -47,12 +46,12 @@ def _default_logger(controller_id: int, context: ControllerContext) -> StateChan
     return StateChangeLogger(controller_id, lambda: context.epoch)
 
 
-class PartitionStateMachine(abc.ABC):
+class PartitionStateMachine:
     """NonExistentPartition → NewPartition → OnlinePartition ⇄ OfflinePartition → NonExistentPartition."""
 
     def __new__(cls, controller_id: int, context: ControllerContext, *args: Any, **kwargs: Any) -> PartitionStateMachine:
         if cls is PartitionStateMachine:
-            return super().__new__(_implementation("partition", context.engine))
+            return cast(PartitionStateMachine, super().__new__(_implementation("partition", context.engine)))
         return super().__new__(cls)
 
     def __init__(
@@ -81,28 +80,28 @@ class PartitionStateMachine(abc.ABC):
     def shutdown(self) -> None:
         """Nothing to release: the state lives in the context, which the controller resets."""
 
-    @abc.abstractmethod
-    def _initialize_partition_states(self) -> None: ...
+    def _initialize_partition_states(self) -> None:
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def handle_state_changes(
         self, partitions: Iterable[TopicPartition], target_state: PartitionState, election: Election | None = None
     ) -> dict[TopicPartition, ElectionOutcome]:
         """Move partitions to ``target_state``; the result holds every partition that went through a
         leader election (its new LeaderAndIsr or the exception that failed it)."""
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def trigger_online_partition_state_change(self, topic: str | None = None) -> dict[TopicPartition, ElectionOutcome]:
         """Elect leaders (offline strategy, unclean per topic config) for every New or Offline
         partition of topics not queued for deletion (of one topic, if given)."""
+        raise NotImplementedError
 
 
-class ReplicaStateMachine(abc.ABC):
+class ReplicaStateMachine:
     """The seven replica states, from NewReplica to NonExistentReplica."""
 
     def __new__(cls, controller_id: int, context: ControllerContext, *args: Any, **kwargs: Any) -> ReplicaStateMachine:
         if cls is ReplicaStateMachine:
-            return super().__new__(_implementation("replica", context.engine))
+            return cast(ReplicaStateMachine, super().__new__(_implementation("replica", context.engine)))
         return super().__new__(cls)
 
     def __init__(
@@ -131,12 +130,12 @@ class ReplicaStateMachine(abc.ABC):
     def shutdown(self) -> None:
         """Nothing to release: the state lives in the context, which the controller resets."""
 
-    @abc.abstractmethod
-    def _initialize_replica_states(self) -> None: ...
+    def _initialize_replica_states(self) -> None:
+        raise NotImplementedError
 
-    @abc.abstractmethod
     def handle_state_changes(
         self, replicas: Iterable[PartitionReplica], target_state: ReplicaState, election: None = None
     ) -> dict[PartitionReplica, ReplicaOutcome]:
         """Move replicas to ``target_state``, broker by broker; the result holds every valid replica:
         its new state, or the exception that kept it in its old one."""
+        raise NotImplementedError

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeVar
 
 from kctl import admin
 from kctl.config import ControllerConfig
@@ -79,6 +79,7 @@ AUTO_REBALANCE_FIRST_DELAY = 5.0
 """Seconds from failover to the first auto-rebalance check (Kafka's constant)."""
 
 ElectionResults = dict[TopicPartition, "int | KctlError"]
+E = TypeVar("E", bound=ev.ControllerEvent)
 
 
 class KafkaController:
@@ -256,14 +257,16 @@ class KafkaController:
             state_change_logger=self.state_change_logger,
         )
 
-    def _put(self, event: Any) -> Any:
-        return self.event_manager.put(event)
+    def _put(self, event: E) -> E:
+        self.event_manager.put(event)
+        return event
 
     def _admin(self, operation: str, **arguments: Any) -> Future[Any]:
-        return self._put(ev.AdminRequest(operation=operation, arguments=arguments)).future
+        future: Future[Any] = self._put(ev.AdminRequest(operation=operation, arguments=arguments)).future
+        return future
 
     def _on_response(self, received: ResponseReceived) -> None:
-        self.event_manager.put(ev.BrokerResponseReceived(received))
+        self.event_manager.put(ev.BrokerResponseReceived.of(received))
 
     def _on_watch(self, event: WatchEvent) -> None:
         """Store watches become controller events (the store calls this; it must not block)."""
@@ -1189,10 +1192,10 @@ class KafkaController:
             self.event_manager.put(ev.ReplicaLeaderElection(partitions=None, trigger=ev.ElectionTrigger.ZK))
 
     def _schedule_auto_leader_rebalance(self, delay: float) -> None:
-        put = self.event_manager.put
-        self._rebalance_timer = self.scheduler.schedule(
-            delay, lambda: put(ev.AutoPreferredReplicaLeaderElection()), name=f"auto-leader-rebalance-{self.broker_id}"
-        )
+        def check() -> None:
+            self.event_manager.put(ev.AutoPreferredReplicaLeaderElection())
+
+        self._rebalance_timer = self.scheduler.schedule(delay, check, name=f"auto-leader-rebalance-{self.broker_id}")
 
     def _process_AutoPreferredReplicaLeaderElection(self, event: ev.AutoPreferredReplicaLeaderElection) -> None:
         if not self.is_active:
@@ -1372,14 +1375,20 @@ class KafkaController:
         finally:
             self.store.delete_log_dir_event_notifications(names, self.context.epoch_zk_version)
 
-    def _process_BrokerResponseReceived(self, event: ev.BrokerResponseReceived) -> None:
-        if not self.is_active:
-            return
+    def _process_LeaderAndIsrResponseReceived(self, event: ev.LeaderAndIsrResponseReceived) -> None:
+        if self.is_active and isinstance(event.received, LeaderAndIsrResponseReceived):
+            self._on_leader_and_isr_response(event.received.broker, event.received.response)
+
+    def _process_UpdateMetadataResponseReceived(self, event: ev.UpdateMetadataResponseReceived) -> None:
+        """Kafka only logs errors of UpdateMetadata responses."""
         received = event.received
-        if isinstance(received, StopReplicaResponseReceived):
-            self._on_stop_replica_response(received)
-        elif isinstance(received, LeaderAndIsrResponseReceived):
-            self._on_leader_and_isr_response(received.broker, received.response)
+        if received is not None and received.response.error is not Errors.NONE:
+            log.error("Received error %s in UpdateMetadata response from broker %s",
+                      received.response.error.name, received.broker)
+
+    def _process_TopicDeletionStopReplicaResponseReceived(self, event: ev.TopicDeletionStopReplicaResponseReceived) -> None:
+        if self.is_active and isinstance(event.received, StopReplicaResponseReceived):
+            self._on_stop_replica_response(event.received)
 
     def _on_leader_and_isr_response(self, broker: int, response: LeaderAndIsrResponse) -> None:
         ctx = self.context

@@ -189,22 +189,32 @@ class ControlledShutdown(_WithFuture):
 
 @dataclass(frozen=True)
 class BrokerResponseReceived(ControllerEvent):
-    """A broker answered a LeaderAndIsr, UpdateMetadata or StopReplica request (Kafka has one event
-    per request type; they share this one, named by the response they carry)."""
+    """A broker answered a request of a batch; ``received`` is what the batch reported."""
 
     received: ResponseReceived | None = None
 
-    @property  # type: ignore[override]
-    def state(self) -> ControllerState:
-        if isinstance(self.received, requests.LeaderAndIsrResponseReceived):
-            return ControllerState.LEADER_AND_ISR_RESPONSE_RECEIVED
-        if isinstance(self.received, requests.UpdateMetadataResponseReceived):
-            return ControllerState.UPDATE_METADATA_RESPONSE_RECEIVED
-        return ControllerState.TOPIC_DELETION
+    @staticmethod
+    def of(received: ResponseReceived) -> BrokerResponseReceived:
+        if isinstance(received, requests.LeaderAndIsrResponseReceived):
+            return LeaderAndIsrResponseReceived(received)
+        if isinstance(received, requests.UpdateMetadataResponseReceived):
+            return UpdateMetadataResponseReceived(received)
+        return TopicDeletionStopReplicaResponseReceived(received)
 
-    @property
-    def name(self) -> str:
-        return type(self.received).__name__
+
+@dataclass(frozen=True)
+class LeaderAndIsrResponseReceived(BrokerResponseReceived):
+    state: ClassVar[ControllerState] = ControllerState.LEADER_AND_ISR_RESPONSE_RECEIVED
+
+
+@dataclass(frozen=True)
+class UpdateMetadataResponseReceived(BrokerResponseReceived):
+    state: ClassVar[ControllerState] = ControllerState.UPDATE_METADATA_RESPONSE_RECEIVED
+
+
+@dataclass(frozen=True)
+class TopicDeletionStopReplicaResponseReceived(BrokerResponseReceived):
+    state: ClassVar[ControllerState] = ControllerState.TOPIC_DELETION
 
 
 @dataclass(frozen=True)

@@ -129,6 +129,8 @@ class PartitionSnapshot:
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
+    controller_epoch: int = -1
+    """Epoch of the controller that wrote the state (-1 before the state exists)."""
 
 
 _NO_ASSIGNMENT = ReplicaAssignment(())
@@ -140,7 +142,7 @@ class _History:
     def __init__(self) -> None:
         self.rows: dict[TopicPartition, list[PartitionSnapshot]] = {}
         self._assignments: dict[str, Mapping[int, ReplicaAssignment]] = {}
-        self._states: dict[TopicPartition, LeaderAndIsr] = {}
+        self._states: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
 
     def record(self, written: list[tuple[str, object]]) -> None:
         for path, data in written:
@@ -154,8 +156,9 @@ class _History:
                 self._state_written(key, data)
 
     def _topic_written(self, topic: str, data: object) -> None:
-        if data is _DELETED:
-            self._assignments.pop(topic, None)
+        if data is _DELETED:  # a re-created topic starts a history of its own
+            for partition in self._assignments.pop(topic, {}):
+                self.rows.pop(TopicPartition(topic, partition), None)
         elif isinstance(data, TopicAssignment):
             previous = self._assignments.get(topic, {})
             for partition, assignment in data.partitions.items():
@@ -168,12 +171,13 @@ class _History:
         if data is _DELETED:
             self._states.pop(tp, None)
         elif isinstance(data, LeaderIsrAndControllerEpoch):
-            state = self._states[tp] = data.leader_and_isr
-            self._append(tp, self._assignments.get(tp.topic, {}).get(tp.partition), state)
+            self._states[tp] = data
+            self._append(tp, self._assignments.get(tp.topic, {}).get(tp.partition), data)
 
     def _append(
-        self, tp: TopicPartition, assignment: ReplicaAssignment | None, state: LeaderAndIsr | None
+        self, tp: TopicPartition, assignment: ReplicaAssignment | None, written: LeaderIsrAndControllerEpoch | None
     ) -> None:
+        state = None if written is None else written.leader_and_isr
         replicas = assignment if assignment is not None else _NO_ASSIGNMENT
         self.rows.setdefault(tp, []).append(
             PartitionSnapshot(
@@ -183,6 +187,7 @@ class _History:
                 NO_LEADER if state is None else state.leader,
                 -1 if state is None else state.leader_epoch,
                 () if state is None else state.isr,
+                -1 if written is None else written.controller_epoch,
             )
         )
 

@@ -3,7 +3,11 @@
 use pyo3::prelude::*;
 
 /// Whether this library was compiled with optimisations (so a slow debug build is easy to spot).
-const BUILD_PROFILE: &str = if cfg!(debug_assertions) { "debug" } else { "release" };
+const BUILD_PROFILE: &str = if cfg!(debug_assertions) {
+    "debug"
+} else {
+    "release"
+};
 
 #[pymodule]
 #[pyo3(name = "_engine")]
