@@ -53,9 +53,10 @@ def test_plugins_lists_plugins_then_what_they_registered(capsys: pytest.CaptureF
     out = capsys.readouterr().out
     sections = out.split("\n\n")
     assert sections[0].splitlines() == [
-        "PLUGIN              SOURCE    HOOKS",
-        "kctl.selectors      built-in  kctl_register_leader_selectors",
-        "kctl.stores.memory  built-in  kctl_register_state_stores",
+        "PLUGIN                     SOURCE    HOOKS",
+        "kctl.selectors             built-in  kctl_register_leader_selectors",
+        "kctl.stores.memory         built-in  kctl_register_state_stores",
+        "kctl.transports.inprocess  built-in  kctl_register_transports",
     ]
     assert sections[1].splitlines() == [
         "LEADER SELECTOR      KIND                 PLUGIN",
@@ -67,6 +68,7 @@ def test_plugins_lists_plugins_then_what_they_registered(capsys: pytest.CaptureF
     assert sections[2].splitlines()[0].split() == ["STATE", "STORE", "PLUGIN"]
     assert "memory" in sections[2].splitlines()[1].split()
     assert sections[3].splitlines()[0].split() == ["TRANSPORT", "PLUGIN"]
+    assert sections[3].splitlines()[1].split() == ["inprocess", "kctl.transports.inprocess"]
 
 
 def test_plugins_shows_a_registered_plugin(capsys: pytest.CaptureFixture[str]) -> None:
@@ -89,13 +91,18 @@ def test_plugins_json(capsys: pytest.CaptureFixture[str]) -> None:
          "hooks": ["kctl_register_leader_selectors"]},
         {"name": "kctl.stores.memory", "distribution": None, "version": None,
          "hooks": ["kctl_register_state_stores"]},
+        {"name": "kctl.transports.inprocess", "distribution": None, "version": None,
+         "hooks": ["kctl_register_transports"]},
         {"name": "extra", "distribution": None, "version": None,
          "hooks": ["kctl_register_leader_selectors", "kctl_register_transports"]},
     ]
     assert {"name": "first-allowed", "kind": "preferred", "plugin": "extra"} in report["leader_selectors"]
     assert {"name": "offline", "kind": "offline", "plugin": "kctl.selectors"} in report["leader_selectors"]
     assert {"name": "memory", "plugin": "kctl.stores.memory"} in report["state_stores"]
-    assert report["transports"] == [{"name": "loopback", "plugin": "extra"}]
+    assert report["transports"] == [
+        {"name": "inprocess", "plugin": "kctl.transports.inprocess"},
+        {"name": "loopback", "plugin": "extra"},
+    ]
 
 
 def test_an_empty_registry_says_so(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

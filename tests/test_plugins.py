@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from kctl import hookimpl
+from kctl.cluster import EmbeddedCluster
 from kctl.config import ControllerConfig
+from kctl.controller import KafkaController
 from kctl.errors import PluginConflict, PluginError
 from kctl.plugins import DEFAULT_PLUGINS, PluginHost, get_plugin_host, reset_plugin_host
 from kctl.registry import LeaderSelectorRegistry, StateStoreRegistry, TransportRegistry
@@ -99,6 +101,54 @@ def test_hook_kctl_register_transports(plugin_host: PluginHost) -> None:
         assert entry.plugin == "test-transports"
         assert entry.factory(latency_ms=3).options == {"latency_ms": 3}
     assert "fake" not in plugin_host.transports()
+
+
+class LifecycleRecorder:
+    """Records the lifecycle hooks in the order they fire."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int, int]] = []
+
+    @hookimpl
+    def kctl_controller_started(self, controller: KafkaController) -> None:
+        self.calls.append(("started", controller.broker_id, controller.epoch))
+
+    @hookimpl
+    def kctl_controller_resigned(self, controller: KafkaController) -> None:
+        self.calls.append(("resigned", controller.broker_id, controller.epoch))
+
+
+def test_hook_kctl_controller_started(plugin_host: PluginHost) -> None:
+    recorder = LifecycleRecorder()
+    with register_plugin(plugin_host, recorder, "lifecycle"), EmbeddedCluster(3, plugins=plugin_host) as cluster:
+        active = cluster.active_controller
+        assert active is not None
+        assert recorder.calls == [("started", active.broker_id, 1)]
+        new = cluster.kill_controller()
+        assert recorder.calls[-1] == ("started", new, 2)
+
+
+def test_hook_kctl_controller_resigned(plugin_host: PluginHost) -> None:
+    recorder = LifecycleRecorder()
+    with register_plugin(plugin_host, recorder, "lifecycle"), EmbeddedCluster(3, plugins=plugin_host) as cluster:
+        first = cluster.active_controller
+        assert first is not None
+        cluster.kill_broker(first.broker_id)
+        cluster.run_until_stable()
+        # Observers hear of the resignation while the ended epoch is still readable.
+        assert ("resigned", first.broker_id, 1) in recorder.calls
+        assert [c for c in recorder.calls if c[0] == "started"][-1][2] == 2
+
+
+def test_a_failing_observer_never_reaches_the_controller(plugin_host: PluginHost) -> None:
+    class Broken:
+        @hookimpl
+        def kctl_controller_started(self, controller: KafkaController) -> None:
+            raise RuntimeError("observer bug")
+
+    with register_plugin(plugin_host, Broken(), "broken"), EmbeddedCluster(3, plugins=plugin_host) as cluster:
+        cluster.create_topic("t", partitions=2, replication_factor=2)
+        assert [d.leader for d in cluster.describe("t")] != [-1, -1]
 
 
 # --- Registries ------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import kctl
-from kctl import _engine
+import kctl._engine as _engine
 from kctl.errors import KctlError
 from kctl.plugins import PluginHost, get_plugin_host
 

@@ -120,8 +120,9 @@ def kctl_controller_resigned(controller: KafkaController) -> None:
     """A controller stopped being the active controller (another took over, its session expired,
     a fenced write failed, or it was shut down).
 
-    Called on the controller's event thread after its state has been reset. Every implementation
-    is called (a broadcast).
+    Called on the controller's event thread as it resigns, just before its in-memory state is
+    reset, so ``controller.epoch`` is still the epoch that ended. Every implementation is called
+    (a broadcast).
 
     :param controller: The :class:`~kctl.controller.KafkaController` that resigned.
 

@@ -483,10 +483,10 @@ class KafkaController:
             self.channel.remove_broker(broker)
         for batch in (self.batch, self.partition_state_machine.batch, self.replica_state_machine.batch):
             batch.clear()
-        self.context.reset_context()
         if was_initialized:
-            log.info("Resigned as the controller (broker %s)", self.broker_id)
+            log.info("Resigned as the controller (broker %s, epoch %s)", self.broker_id, self.context.epoch)
             self._host().kctl_controller_resigned(self)
+        self.context.reset_context()
 
     def _host(self) -> PluginHost:
         return self.plugins if self.plugins is not None else get_plugin_host()

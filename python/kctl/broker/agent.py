@@ -1,0 +1,396 @@
+"""A broker as the controller sees it: registration, the controller requests, controlled shutdown.
+
+:class:`BrokerAgent` is the control plane of one broker process (Kafka's KafkaServer and
+KafkaApis for LeaderAndIsr, UpdateMetadata and StopReplica, reference §6.12, §6.14, §6.15). It
+registers the ephemeral broker znode (whose czxid is the broker epoch), fences requests from stale
+controllers and for stale broker or leader epochs (invariant I5), keeps a metadata cache, and hands
+the decisions that pass to its replica manager — the simulated one by default, or any
+:class:`~kctl.broker.replica_manager.ReplicaManager`.
+
+All timing goes through the injected scheduler, so a simulated run is reproducible from its seed;
+in real-time mode requests arrive on the scheduler's thread while the caller's thread starts, kills
+or shuts the broker down, so the agent's state is guarded by one lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kctl.broker.metadata_cache import BrokerMetadataCache
+from kctl.broker.replica_manager import Ledger, ReplicaManager, SimulatedReplicaManager
+from kctl.config import ControllerConfig
+from kctl.errors import Errors, IllegalArgumentError, IllegalStateError, StoreError
+from kctl.model import (
+    EPOCH_DURING_DELETE,
+    NO_EPOCH,
+    UNKNOWN_BROKER_EPOCH,
+    BrokerInfo,
+    EndPoint,
+    TopicPartition,
+)
+from kctl.requests import (
+    BrokerToControllerRequest,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    ControllerRequest,
+    ControllerResponse,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    StopReplicaPartitionState,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
+from kctl.scheduler import Scheduler
+from kctl.stores.base import StateStore
+from kctl.transports.base import Transport
+
+logger = logging.getLogger(__name__)
+
+UNKNOWN_CONTROLLER = -1
+"""The controller id a broker sends to when it knows of none (the transport answers NOT_CONTROLLER)."""
+
+
+@dataclass(frozen=True)
+class HandledRequest:
+    """One controller request a broker answered, and when (scheduler seconds); ``broker_epoch`` is
+    the epoch of the process that answered (each restart has a larger one)."""
+
+    time: float
+    request: ControllerRequest
+    response: ControllerResponse
+    broker_epoch: int = UNKNOWN_BROKER_EPOCH
+
+
+class BrokerStore(StateStore, Protocol):
+    """A store session a broker process can lose and replace (``MemoryStore`` is one)."""
+
+    def expire_session(self) -> None:
+        """Expire the session as ZooKeeper does when the process stops heart-beating."""
+
+    def new_session(self) -> BrokerStore:
+        """Another session on the same ensemble (the next process)."""
+
+
+class BrokerAgent:
+    """One broker process: its registration, its answers to the controller, its data plane.
+
+    :param store: the broker's own store session (``MemoryStore(tree)`` or ``store.new_session()``);
+        :meth:`restart` opens the next one with ``store.new_session()``.
+    :param config: the broker's properties (``controlled.shutdown.*``, ``replica.lag.time.max.ms``,
+        ``inter.broker.protocol.version`` …), a :class:`ControllerConfig` or a mapping of names.
+    :param port: the PLAINTEXT port it registers (default ``9092 + broker_id``).
+    :param replica_manager: the data plane; a :class:`SimulatedReplicaManager` on ``ledger`` by default.
+    :param ledger: shared by the simulated replica managers of one cluster (followers find their
+        leaders through it); only for the default replica manager.
+
+    ``handled`` records every controller request answered, with its response and time, across
+    restarts (for tests and invariant checks).
+    """
+
+    def __init__(
+        self,
+        broker_id: int,
+        store: BrokerStore,
+        transport: Transport,
+        scheduler: Scheduler,
+        config: ControllerConfig | Mapping[str, Any] | None = None,
+        *,
+        rack: str | None = None,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        replica_manager: ReplicaManager | None = None,
+        ledger: Ledger | None = None,
+    ) -> None:
+        if replica_manager is not None and ledger is not None:
+            raise IllegalArgumentError("pass the ledger to the replica manager, not to the agent")
+        self.broker_id = broker_id
+        self.transport = transport
+        self.scheduler = scheduler
+        self.config = ControllerConfig.coerce(config)
+        self.info = BrokerInfo(broker_id, (EndPoint(host, 9092 + broker_id if port is None else port),), rack)
+        self.replica_manager: ReplicaManager = (
+            replica_manager if replica_manager is not None else SimulatedReplicaManager(ledger)
+        )
+        self.handled: list[HandledRequest] = []
+        self._store = store
+        self._lock = threading.RLock()
+        self._incarnation = 0  # bumped when the process starts or stops: older timers and callbacks are void
+        self._running = False
+        self._shutdown: Future[bool] | None = None
+        self._attempt = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        """What a broker process holds in memory, as a fresh process has it."""
+        self.broker_epoch = UNKNOWN_BROKER_EPOCH
+        self.metadata_cache = BrokerMetadataCache()
+        self._controller_epoch = -1  # the highest controller epoch seen
+        self._leader_epochs: dict[TopicPartition, int] = {}  # hosted partitions
+        self._offline: set[TopicPartition] = set()  # hosted partitions on a failed log directory
+        self._log_dir_failed = False
+
+    @property
+    def store(self) -> BrokerStore:
+        return self._store
+
+    @property
+    def is_running(self) -> bool:
+        return self._running
+
+    def idle(self) -> bool:
+        """No controlled shutdown in progress and, for a replica manager that can tell, no data-plane
+        work in progress (a stopped broker is idle)."""
+        if not self._running:
+            return True
+        if self._shutdown is not None and not self._shutdown.done():
+            return False
+        idle = getattr(self.replica_manager, "idle", None)
+        return True if idle is None else bool(idle())
+
+    def leader_epoch(self, tp: TopicPartition) -> int | None:
+        """The leader epoch this broker holds for ``tp`` (None: not hosted or offline)."""
+        return self._leader_epochs.get(tp)
+
+    # --- Lifecycle ---------------------------------------------------------------------------------
+
+    def startup(self) -> int:
+        """Start the process: serve the controller, start the replica manager, then register the
+        ephemeral broker znode. Returns the broker epoch."""
+        with self._lock:
+            if self._running:
+                raise IllegalStateError(f"broker {self.broker_id} is already running")
+            self._running = True
+            self._incarnation += 1
+            self._shutdown = None
+            self.transport.bind_broker(self.broker_id, self.handle_request)
+            self.replica_manager.startup(self)
+            try:
+                self.broker_epoch = self._store.register_broker(self.info)
+            except BaseException:
+                self._stop(False)
+                raise
+            logger.info("Broker %d registered with epoch %d", self.broker_id, self.broker_epoch)
+            return self.broker_epoch
+
+    def kill(self) -> None:
+        """Crash the process: it stops answering, its data plane stops, its session expires (the
+        broker znode disappears). A controlled shutdown in progress completes with False."""
+        with self._lock:
+            if not self._running:
+                return
+            self._stop(False)
+            self._store.expire_session()
+
+    def restart(self) -> int:
+        """Start again on a fresh store session after :meth:`kill` or :meth:`shutdown`; the new
+        registration has a larger broker epoch."""
+        with self._lock:
+            if self._running:
+                raise IllegalStateError(f"broker {self.broker_id} is running; kill or shut it down first")
+            self._store = self._store.new_session()
+            self._reset()
+            return self.startup()
+
+    def shutdown(self) -> Future[bool]:
+        """Stop the process; with ``controlled.shutdown.enable`` first ask the controller to move
+        leadership away, up to ``controlled.shutdown.max.retries`` times, waiting
+        ``controlled.shutdown.retry.backoff.ms`` between attempts, and stop anyway after the last.
+        The future completes when the broker has stopped, with whether the controlled shutdown
+        succeeded."""
+        with self._lock:
+            if self._shutdown is not None:
+                return self._shutdown
+            future: Future[bool] = Future()
+            self._shutdown = future
+            if not self._running:
+                future.set_result(False)
+            elif self.config.controlled_shutdown_enable and self.config.controlled_shutdown_max_retries > 0:
+                self._attempt_controlled_shutdown(self.config.controlled_shutdown_max_retries)
+            else:
+                self._finish_shutdown(False)
+            return future
+
+    def _attempt_controlled_shutdown(self, attempts_left: int) -> None:
+        self._attempt += 1
+        attempt, incarnation = self._attempt, self._incarnation
+
+        def done(response: ControlledShutdownResponse | None) -> None:
+            with self._lock:
+                if attempt != self._attempt or incarnation != self._incarnation:
+                    return  # answered already (response or timeout), or the broker stopped
+                self._attempt += 1
+                timeout.cancel()
+                if response is not None and response.error is Errors.NONE and not response.remaining_partitions:
+                    self._finish_shutdown(True)
+                    return
+                logger.info("Broker %d: controlled shutdown attempt failed: %s", self.broker_id, response)
+                if attempts_left > 1:
+                    self.scheduler.schedule(
+                        self.config.controlled_shutdown_retry_backoff_ms / 1000,
+                        lambda: self._retry_controlled_shutdown(incarnation, attempts_left - 1),
+                        "controlled-shutdown-backoff",
+                    )
+                else:
+                    logger.warning("Broker %d: controlled shutdown failed; shutting down anyway", self.broker_id)
+                    self._finish_shutdown(False)
+
+        timeout = self.scheduler.schedule(
+            self.config.request_timeout_ms / 1000, lambda: done(None), "controlled-shutdown-timeout"
+        )
+        self.send_to_controller(ControlledShutdownRequest(self.broker_id, self.broker_epoch), done)
+
+    def _retry_controlled_shutdown(self, incarnation: int, attempts_left: int) -> None:
+        with self._lock:
+            if incarnation == self._incarnation:
+                self._attempt_controlled_shutdown(attempts_left)
+
+    def _finish_shutdown(self, controlled: bool) -> None:
+        self._stop(controlled)
+        self._store.close()
+        logger.info("Broker %d shut down (controlled: %s)", self.broker_id, controlled)
+
+    def _stop(self, controlled: bool) -> None:
+        self._running = False
+        self._incarnation += 1
+        self.transport.unbind_broker(self.broker_id)
+        self.replica_manager.shutdown()
+        if self._shutdown is not None and not self._shutdown.done():
+            self._shutdown.set_result(controlled)
+
+    # --- Broker → controller -----------------------------------------------------------------------
+
+    def controller_id(self) -> int | None:
+        """The controller named by the metadata cache, else the one registered in the store."""
+        if self.metadata_cache.controller_id is not None:
+            return self.metadata_cache.controller_id
+        try:
+            return self._store.get_controller_id()
+        except StoreError:
+            return None
+
+    def send_to_controller(self, request: BrokerToControllerRequest, callback: Callable[[Any], None]) -> None:
+        controller_id = self.controller_id()
+        self.transport.send_to_controller(
+            UNKNOWN_CONTROLLER if controller_id is None else controller_id, request, callback
+        )
+
+    # --- Log directories ---------------------------------------------------------------------------
+
+    def fail_log_dir(self, partitions: Iterable[TopicPartition]) -> str:
+        """Simulate the failure of the log directory holding ``partitions``: their replicas go
+        offline and the broker announces it with a log-dir event notification (reference §6.14).
+        Returns the notification's name."""
+        with self._lock:
+            if not self._running:
+                raise IllegalStateError(f"broker {self.broker_id} is not running")
+            lost = list(dict.fromkeys(partitions))
+            self._log_dir_failed = True
+            for tp in lost:
+                if self._leader_epochs.pop(tp, None) is not None:
+                    self._offline.add(tp)
+            self.replica_manager.mark_offline(lost)
+            return self._store.create_log_dir_event_notification(self.broker_id)
+
+    # --- Controller → broker -----------------------------------------------------------------------
+
+    def handle_request(self, request: ControllerRequest) -> ControllerResponse:
+        """Answer a controller request (the transport's BrokerHandler) and record it."""
+        with self._lock:
+            if not self._running:  # it crashed while the request was on the way: the send fails
+                raise IllegalStateError(f"broker {self.broker_id} is not running")
+            if isinstance(request, LeaderAndIsrRequest):
+                response: ControllerResponse = self._leader_and_isr(request)
+            elif isinstance(request, UpdateMetadataRequest):
+                response = self._update_metadata(request)
+            elif isinstance(request, StopReplicaRequest):
+                response = self._stop_replica(request)
+            else:
+                raise IllegalArgumentError(f"broker {self.broker_id} cannot handle {request!r}")
+            self.handled.append(HandledRequest(self.scheduler.now(), request, response, self.broker_epoch))
+            return response
+
+    def _fenced(self, request: ControllerRequest) -> Errors:
+        """KafkaApis' checks, in its order: a stale broker epoch (-1 always passes), then a
+        controller epoch older than the highest seen; the latter becomes the highest seen."""
+        if request.broker_epoch != UNKNOWN_BROKER_EPOCH and request.broker_epoch < self.broker_epoch:
+            logger.info("Broker %d: %s with stale broker epoch %d (current %d)", self.broker_id,
+                        request.api, request.broker_epoch, self.broker_epoch)
+            return Errors.STALE_BROKER_EPOCH
+        if request.controller_epoch < self._controller_epoch:
+            logger.warning("Broker %d: %s from controller %d with stale controller epoch %d (latest %d)",
+                           self.broker_id, request.api, request.controller_id, request.controller_epoch,
+                           self._controller_epoch)
+            return Errors.STALE_CONTROLLER_EPOCH
+        self._controller_epoch = request.controller_epoch
+        return Errors.NONE
+
+    def _leader_and_isr(self, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+        error = self._fenced(request)
+        if error is not Errors.NONE:
+            return LeaderAndIsrResponse(error, {s.tp: error for s in request.partition_states})
+        errors: dict[TopicPartition, Errors] = {}
+        accepted: list[LeaderAndIsrPartitionState] = []
+        for state in request.partition_states:
+            tp = TopicPartition(state.topic, state.partition)
+            errors[tp] = error = self._leader_and_isr_partition(tp, state)
+            if error is Errors.NONE:
+                self._leader_epochs[tp] = state.leader_epoch
+                accepted.append(state)
+        self.replica_manager.become_leader_or_follower(accepted)
+        return LeaderAndIsrResponse(Errors.NONE, errors)
+
+    def _leader_and_isr_partition(self, tp: TopicPartition, state: LeaderAndIsrPartitionState) -> Errors:
+        """ReplicaManager.becomeLeaderOrFollower's per-partition checks."""
+        if tp in self._offline:
+            return Errors.KAFKA_STORAGE_ERROR
+        held = self._leader_epochs.get(tp)
+        if state.leader_epoch <= (NO_EPOCH if held is None else held):
+            return Errors.STALE_CONTROLLER_EPOCH  # Kafka's code for a leader epoch that is not newer
+        if self.broker_id not in state.replicas:
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION
+        if held is None and not state.is_new and self._log_dir_failed:
+            return Errors.KAFKA_STORAGE_ERROR  # its log may be on the failed directory: never re-create it
+        return Errors.NONE
+
+    def _update_metadata(self, request: UpdateMetadataRequest) -> UpdateMetadataResponse:
+        error = self._fenced(request)
+        if error is Errors.NONE:
+            self.metadata_cache.update(request)
+        return UpdateMetadataResponse(error)
+
+    def _stop_replica(self, request: StopReplicaRequest) -> StopReplicaResponse:
+        error = self._fenced(request)
+        if error is not Errors.NONE:
+            return StopReplicaResponse(error, {s.tp: error for s in request.partition_states})
+        errors: dict[TopicPartition, Errors] = {}
+        accepted: list[StopReplicaPartitionState] = []
+        for state in request.partition_states:
+            tp = TopicPartition(state.topic, state.partition)
+            errors[tp] = error = self._stop_replica_partition(tp, state)
+            if error is Errors.NONE:
+                accepted.append(state)
+                if state.delete_partition:
+                    self._leader_epochs.pop(tp, None)
+        self.replica_manager.stop_replicas(accepted)
+        return StopReplicaResponse(Errors.NONE, errors)
+
+    def _stop_replica_partition(self, tp: TopicPartition, state: StopReplicaPartitionState) -> Errors:
+        """ReplicaManager.stopReplicas' per-partition checks: -2 (topic deletion) and -1 (no
+        epoch) always pass; otherwise the epoch must not be older than the one held."""
+        if tp in self._offline:
+            return Errors.KAFKA_STORAGE_ERROR
+        held = self._leader_epochs.get(tp)
+        if held is None or state.leader_epoch in (EPOCH_DURING_DELETE, NO_EPOCH) or state.leader_epoch >= held:
+            return Errors.NONE
+        return Errors.FENCED_LEADER_EPOCH
+
+
+__all__ = ["UNKNOWN_CONTROLLER", "BrokerAgent", "BrokerStore", "HandledRequest"]

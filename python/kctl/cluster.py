@@ -1,0 +1,523 @@
+"""A whole cluster in one process: controller candidates, broker agents, store and transport.
+
+``EmbeddedCluster`` is what ``kctl demo``, ``kctl sim``, the benchmark fleets and most tests run on.
+By default it is simulated: one :class:`~kctl.scheduler.SimulatedScheduler` drives every component
+on a virtual clock, so a run is reproducible bit for bit from its seed and a minute of cluster time
+passes as fast as the work allows. With ``simulated=False`` the same components run on threads and
+the wall clock.
+
+Controller candidates run beside brokers with the same ids (as in Kafka, where every broker hosts a
+candidate): killing a broker kills its candidate too. :meth:`EmbeddedCluster.kill_controller`
+crashes only the active controller, and a fresh candidate replaces it once another has taken over.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from kctl.broker import BrokerAgent, DataPlaneLedger, MetadataSnapshot, SimulatedReplicaManager
+from kctl.config import ControllerConfig
+from kctl.context import DEFAULT_ENGINE
+from kctl.controller import KafkaController
+from kctl.errors import IllegalStateError, KctlError, UnknownTopicOrPartitionError
+from kctl.model import NO_LEADER, PartitionState, ReplicaAssignment, TopicPartition
+from kctl.plugins import PluginHost, get_plugin_host
+from kctl.requests import ControllerRequest
+from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler
+from kctl.stores.base import StateStore
+from kctl.stores.memory import MemoryTree, PartitionSnapshot
+
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT = 120.0
+"""Seconds (virtual when simulated) an operation may take before the cluster gives up on it."""
+
+
+@dataclass(frozen=True)
+class PartitionDescription:
+    """One partition as ``kafka-topics --describe`` shows it, plus its controller state."""
+
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    state: str
+
+
+@dataclass(frozen=True)
+class SentRecord:
+    """A controller request as it left the controller (at ``time`` on the cluster clock)."""
+
+    time: float
+    controller: int
+    broker: int
+    request: ControllerRequest
+
+
+class _RecordingChannel:
+    """Wraps a controller's channel to keep a log of everything it sends."""
+
+    def __init__(self, inner: Any, controller_id: int, cluster: EmbeddedCluster) -> None:
+        self._inner, self._controller_id, self._cluster = inner, controller_id, cluster
+
+    def send_request(self, broker_id: int, request: ControllerRequest, callback: Any) -> None:
+        self._cluster._sent.append(SentRecord(self._cluster.now(), self._controller_id, broker_id, request))
+        self._inner.send_request(broker_id, request, callback)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _RecordingTransport:
+    def __init__(self, inner: Any, cluster: EmbeddedCluster) -> None:
+        self._inner, self._cluster = inner, cluster
+
+    def controller_channel(self, controller_id: int) -> Any:
+        return _RecordingChannel(self._inner.controller_channel(controller_id), controller_id, self._cluster)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class EmbeddedCluster:
+    """A cluster of ``brokers`` brokers (ids 1…N) with controller candidates on the first few."""
+
+    def __init__(
+        self,
+        brokers: int | Sequence[int] = 3,
+        racks: Sequence[str] | Mapping[int, str] | None = None,
+        config: ControllerConfig | Mapping[str, Any] | None = None,
+        engine: str = DEFAULT_ENGINE,
+        store: str = "memory",
+        transport: str = "inprocess",
+        seed: int = 0,
+        simulated: bool = True,
+        *,
+        controllers: int | Sequence[int] = 3,
+        record_history: bool = True,
+        plugins: PluginHost | None = None,
+        store_options: Mapping[str, Any] | None = None,
+        transport_options: Mapping[str, Any] | None = None,
+        broker_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.broker_ids = list(range(1, brokers + 1)) if isinstance(brokers, int) else sorted(brokers)
+        if not self.broker_ids or len(set(self.broker_ids)) != len(self.broker_ids) or min(self.broker_ids) < 0:
+            raise IllegalStateError(f"broker ids must be distinct non-negative integers, got {self.broker_ids}")
+        self.racks = self._rack_map(racks)
+        self.config = ControllerConfig.coerce(config)
+        self.engine = engine
+        self.seed = seed
+        self.simulated = simulated
+        candidates = self.broker_ids[: controllers] if isinstance(controllers, int) else sorted(controllers)
+        if not candidates or not set(candidates) <= set(self.broker_ids):
+            raise IllegalStateError(f"controller candidates {candidates} must be some of the brokers {self.broker_ids}")
+        self.controller_ids = candidates
+        self.plugins = plugins if plugins is not None else get_plugin_host()
+        self.scheduler: Scheduler = SimulatedScheduler(seed) if simulated else RealTimeScheduler(seed)
+        options = dict(store_options or {})
+        if store == "memory" and "tree" not in options:
+            options["tree"] = MemoryTree(record_history=record_history, rng=random.Random(seed))
+        self.store: StateStore = self.plugins.state_stores().get(store).factory(**options)
+        transport_factory = self.plugins.transports().get(transport).factory
+        self.transport = _RecordingTransport(transport_factory(scheduler=self.scheduler, **(transport_options or {})), self)
+        self.ledger = DataPlaneLedger()
+        self._broker_options = dict(broker_options or {})
+        self._state_change_log: list[str] = []
+        self._sent: list[SentRecord] = []
+        self.brokers: dict[int, BrokerAgent] = {}
+        self.controllers: dict[int, KafkaController] = {}
+        self._retired_unclean = 0
+        self.unclean_elections_requested = False
+        self._started = False
+
+    def _rack_map(self, racks: Sequence[str] | Mapping[int, str] | None) -> dict[int, str | None]:
+        if racks is None:
+            return dict.fromkeys(self.broker_ids)
+        if isinstance(racks, Mapping):
+            unknown = set(racks) - set(self.broker_ids)
+            if unknown:
+                raise IllegalStateError(f"racks given for unknown brokers {sorted(unknown)}")
+            return {b: racks.get(b) for b in self.broker_ids}
+        if len(racks) != len(self.broker_ids):
+            raise IllegalStateError(f"{len(racks)} racks given for {len(self.broker_ids)} brokers")
+        return dict(zip(self.broker_ids, racks))
+
+    # --- Lifecycle -----------------------------------------------------------------------------
+
+    def __enter__(self) -> EmbeddedCluster:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        for broker_id in self.broker_ids:
+            self._start_broker_agent(broker_id)
+        for controller_id in self.controller_ids:
+            self._start_controller(controller_id)
+        self.run_until(lambda: self.active_controller is not None, what="a controller to be elected")
+        self.run_until_stable()
+
+    def stop(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        for controller_id in list(self.controllers):
+            self._retire_controller(controller_id, crashed=False)
+        for agent in self.brokers.values():
+            agent.kill()
+        if isinstance(self.scheduler, RealTimeScheduler):
+            self.scheduler.shutdown()
+
+    def _start_broker_agent(self, broker_id: int) -> BrokerAgent:
+        agent = BrokerAgent(
+            broker_id,
+            self.store.new_session(),  # type: ignore[attr-defined]
+            self.transport,
+            self.scheduler,
+            self.config,
+            rack=self.racks[broker_id],
+            ledger=self.ledger,
+            **self._broker_options,
+        )
+        self.brokers[broker_id] = agent
+        agent.startup()
+        return agent
+
+    def _start_controller(self, controller_id: int) -> KafkaController:
+        controller = KafkaController(
+            controller_id,
+            self.store.new_session(),  # type: ignore[attr-defined]
+            self.transport,
+            self.config,
+            self.engine,
+            self.scheduler,
+            state_change_log=self._state_change_log,
+            plugins=self.plugins,
+        )
+        self.controllers[controller_id] = controller
+        controller.startup()
+        return controller
+
+    def _retire_controller(self, controller_id: int, crashed: bool) -> None:
+        """Stop a candidate with its process: a crash lets its session expire (its ephemeral
+        ``/controller`` goes with it), a clean stop closes the session."""
+        controller = self.controllers.pop(controller_id, None)
+        if controller is None:
+            return
+        self._retired_unclean += controller.context.unclean_leader_elections
+        store: Any = controller.store
+        if crashed:
+            store.expire_session()
+        controller.shutdown()
+        if not crashed:
+            store.close()
+
+    # --- Time ----------------------------------------------------------------------------------
+
+    def now(self) -> float:
+        return self.scheduler.now()
+
+    def advance(self, seconds: float) -> None:
+        """Let ``seconds`` of cluster time pass (virtual when simulated)."""
+        if isinstance(self.scheduler, SimulatedScheduler):
+            self.scheduler.advance(seconds)
+        else:
+            time.sleep(seconds)
+
+    def run_until(self, condition: Callable[[], bool], timeout: float = DEFAULT_TIMEOUT, what: str = "") -> bool:
+        """Advance until ``condition()`` holds; raise :class:`IllegalStateError` naming ``what`` on timeout
+        (or return False when ``what`` is empty)."""
+        deadline = self.now() + timeout
+        while not condition():
+            if self.now() >= deadline:
+                if what:
+                    raise IllegalStateError(f"timed out after {timeout} s waiting for {what}")
+                return False
+            if isinstance(self.scheduler, SimulatedScheduler):
+                next_time = self.scheduler.next_time()
+                step_to = min(deadline, max(self.now() + 0.05, next_time if next_time is not None else deadline))
+                self.scheduler.run_until(step_to, until=condition)
+            else:
+                time.sleep(0.02)
+        return True
+
+    def wait(self, future: Future[T], timeout: float = DEFAULT_TIMEOUT, what: str = "the request") -> T:
+        self.run_until(future.done, timeout, what)
+        return future.result()
+
+    def is_quiet(self) -> bool:
+        """A controller is active, and no controller, request or broker has work in progress."""
+        if self.active_controller is None or any(not c.event_manager.is_empty() for c in self.controllers.values()):
+            return False
+        return bool(self.transport.idle()) and all(a.idle() for a in self.brokers.values())
+
+    def is_stable(self) -> bool:
+        """Quiet, with nothing the controller can still finish: reassignments and deletions are
+        done (or wait for a dead broker), every live replica that can be in its ISR is, and every
+        live broker's metadata matches the store."""
+        controller = self.active_controller
+        if controller is None or not self.is_quiet():
+            return False
+        ctx = controller.context
+        for tp in ctx.partitions_being_reassigned:
+            if all(b in ctx.live_broker_ids for b in ctx.partition_full_replica_assignment(tp).target_replicas):
+                return False
+        for topic in ctx.topics_to_be_deleted:
+            if not ctx.is_topic_ineligible_for_deletion(topic):
+                return False
+        return not self._unconverged_partitions(controller, limit=1) and not self.metadata_mismatches(limit=1)
+
+    def run_until_stable(self, timeout: float = DEFAULT_TIMEOUT) -> bool:
+        """Advance until :meth:`is_stable`; False if it did not become stable within ``timeout``."""
+        return self.run_until(self.is_stable, timeout)
+
+    # --- Brokers and controllers ---------------------------------------------------------------
+
+    @property
+    def active_controller(self) -> KafkaController | None:
+        active = [c for c in self.controllers.values() if c.is_active]
+        if not active:
+            return None
+        return max(active, key=lambda c: c.epoch)
+
+    def _controller(self) -> KafkaController:
+        controller = self.active_controller
+        if controller is None:
+            self.run_until(lambda: self.active_controller is not None, what="an active controller")
+            controller = self.active_controller
+        assert controller is not None
+        return controller
+
+    def live_brokers(self) -> list[int]:
+        return [b for b, agent in sorted(self.brokers.items()) if agent.is_running]
+
+    def kill_broker(self, broker_id: int) -> None:
+        """Crash a broker (and the controller candidate beside it): no controlled shutdown."""
+        self._agent(broker_id).kill()
+        self._retire_controller(broker_id, crashed=True)
+
+    def start_broker(self, broker_id: int) -> None:
+        """Restart a stopped broker with a new session (a larger broker epoch)."""
+        agent = self._agent(broker_id)
+        if agent.is_running:
+            raise IllegalStateError(f"broker {broker_id} is already running")
+        agent.restart()  # same logs (replica manager), new session and epoch
+        if broker_id in self.controller_ids and broker_id not in self.controllers:
+            self._start_controller(broker_id)
+
+    def shutdown_broker(self, broker_id: int, timeout: float = DEFAULT_TIMEOUT) -> None:
+        """Controlled shutdown: leadership moves away first, then the broker stops."""
+        self.wait(self._agent(broker_id).shutdown(), timeout, f"the controlled shutdown of broker {broker_id}")
+        self._retire_controller(broker_id, crashed=False)
+
+    def kill_controller(self, timeout: float = DEFAULT_TIMEOUT) -> int:
+        """Crash the active controller; once another candidate has taken over, a fresh candidate
+        replaces the crashed one. Returns the id of the new active controller."""
+        old = self._controller()
+        old_id = old.broker_id
+        self._retire_controller(old_id, crashed=True)
+        self.run_until(
+            lambda: self.active_controller is not None and self.active_controller.broker_id != old_id,
+            timeout, "another controller to take over",
+        )
+        if self._agent(old_id).is_running:
+            self._start_controller(old_id)
+        new = self.active_controller
+        assert new is not None
+        return new.broker_id
+
+    def _agent(self, broker_id: int) -> BrokerAgent:
+        try:
+            return self.brokers[broker_id]
+        except KeyError:
+            raise IllegalStateError(f"no broker {broker_id} in this cluster (brokers {self.broker_ids})") from None
+
+    def update_config(self, properties: Mapping[str, Any]) -> None:
+        """A dynamic broker-config change on every broker (e.g. enabling unclean election)."""
+        self.config = self.config.with_properties(properties)
+        for controller in self.controllers.values():
+            controller.update_config(properties)
+
+    # --- Admin operations ----------------------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int | None = None,
+        replication_factor: int | None = None,
+        assignment: Mapping[int, Sequence[int]] | None = None,
+        config: Mapping[str, Any] | None = None,
+        *,
+        wait: bool = True,
+    ) -> dict[int, tuple[int, ...]]:
+        """Create a topic and (with ``wait``) run until the cluster is stable again; returns its
+        replica assignment. Invalid requests raise the Kafka-named error."""
+        spec: dict[str, Any] = {"name": name}
+        for key, value in (("partitions", partitions), ("replication_factor", replication_factor),
+                           ("assignment", assignment), ("config", config)):
+            if value is not None:
+                spec[key] = value
+        results = self.wait(self._controller().create_topics([spec]), what=f"the creation of topic {name}")
+        error = results.get(name)
+        if error is not None:
+            raise error
+        self.run_until(lambda: name in self._controller().context.all_topics, what=f"topic {name} to be loaded")
+        if wait:
+            self.run_until_stable()
+        return {tp.partition: self._controller().context.partition_replica_assignment(tp)
+                for tp in self._controller().context.partitions_for_topic(name)}
+
+    def create_partitions(self, topic: str, total: int, assignment: Mapping[int, Sequence[int]] | None = None) -> None:
+        future = self._controller().create_partitions({topic: total}, {topic: assignment} if assignment else None)
+        error = self.wait(future, what=f"new partitions for {topic}").get(topic)
+        if error is not None:
+            raise error
+        self.run_until(lambda: len(self._controller().context.partitions_for_topic(topic)) >= total,
+                       what=f"{topic} to have {total} partitions")
+        self.run_until_stable()
+
+    def delete_topic(self, name: str, wait: bool = True) -> None:
+        error = self.wait(self._controller().delete_topics([name]), what=f"the deletion of {name}").get(name)
+        if error is not None:
+            raise error
+        if wait:
+            self.run_until_stable()
+
+    def reassign(self, targets: Mapping[TopicPartition, Sequence[int]], wait: bool = True) -> dict[TopicPartition, KctlError | None]:
+        """Start reassignments (the AlterPartitionReassignments API); per partition None or its error."""
+        results = self.wait(self._controller().alter_partition_reassignments(dict(targets)), what="the reassignment")
+        if wait:
+            self.run_until_stable()
+        return results
+
+    def cancel_reassignment(self, partitions: Iterable[TopicPartition], wait: bool = True) -> dict[TopicPartition, KctlError | None]:
+        cancel: dict[TopicPartition, Sequence[int] | None] = dict.fromkeys(partitions)
+        results = self.wait(self._controller().alter_partition_reassignments(cancel), what="the cancellation")
+        if wait:
+            self.run_until_stable()
+        return results
+
+    def list_reassignments(self) -> dict[TopicPartition, ReplicaAssignment]:
+        return self.wait(self._controller().list_partition_reassignments())
+
+    def elect_leaders(self, partitions: Iterable[TopicPartition], kind: str = "preferred", wait: bool = True) -> dict[TopicPartition, int | KctlError]:
+        self.unclean_elections_requested |= kind == "unclean"
+        results = self.wait(self._controller().elect_leaders(list(partitions), kind), what=f"the {kind} election")
+        if wait:
+            self.run_until_stable()
+        return results
+
+    def set_topic_config(self, topic: str, config: Mapping[str, Any]) -> None:
+        """Replace a topic's config overrides (what ``kafka-configs --alter`` does)."""
+        self.store.set_topic_config(topic, {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in config.items()})
+
+    def produce(self, tp: TopicPartition, records: int = 1) -> None:
+        """Append records on the partition's current leader (the simulated data plane)."""
+        leadership = self._controller().context.partition_leadership(tp)
+        if leadership is None or leadership.leader_and_isr.leader == NO_LEADER:
+            raise UnknownTopicOrPartitionError(f"partition {tp} has no leader")
+        manager = self._agent(leadership.leader_and_isr.leader).replica_manager
+        if not isinstance(manager, SimulatedReplicaManager):
+            raise IllegalStateError("produce needs the simulated replica manager")
+        manager.produce(tp, records)
+
+    def fail_log_dir(self, broker_id: int, partitions: Iterable[TopicPartition]) -> None:
+        self._agent(broker_id).fail_log_dir(list(partitions))
+
+    # --- Inspection ----------------------------------------------------------------------------
+
+    def describe(self, topic: str) -> list[PartitionDescription]:
+        ctx = self._controller().context
+        if topic not in ctx.all_topics:
+            raise UnknownTopicOrPartitionError(f"Topic '{topic}' does not exist.")
+        described = []
+        for tp in ctx.partitions_for_topic(topic):
+            assignment = ctx.partition_full_replica_assignment(tp)
+            leadership = ctx.partition_leadership(tp)
+            lai = None if leadership is None else leadership.leader_and_isr
+            described.append(PartitionDescription(
+                tp.partition,
+                NO_LEADER if lai is None else lai.leader,
+                -1 if lai is None else lai.leader_epoch,
+                assignment.replicas,
+                assignment.adding_replicas,
+                assignment.removing_replicas,
+                () if lai is None else lai.isr,
+                ctx.partition_state(tp).kafka_name,
+            ))
+        return described
+
+    def partition_history(self, tp: TopicPartition) -> list[PartitionSnapshot]:
+        """Every stored version of the partition, oldest first."""
+        return self.store.partition_history(tp)  # type: ignore[attr-defined, no-any-return]
+
+    @property
+    def state_change_log(self) -> list[str]:
+        return list(self._state_change_log)
+
+    @property
+    def sent_requests(self) -> list[SentRecord]:
+        return list(self._sent)
+
+    def metrics(self) -> dict[str, float]:
+        """The active controller's metrics (Kafka's names); unclean elections counted cluster-wide."""
+        controller = self._controller()
+        metrics = controller.metrics()
+        metrics["UncleanLeaderElections"] = self.unclean_leader_elections()
+        return metrics
+
+    def unclean_leader_elections(self) -> int:
+        return self._retired_unclean + sum(c.context.unclean_leader_elections for c in self.controllers.values())
+
+    def _unconverged_partitions(self, controller: KafkaController, limit: int | None = None) -> list[TopicPartition]:
+        """Partitions of live topics whose leader is missing or whose ISR lacks a live replica."""
+        ctx = controller.context
+        found = []
+        for tp in ctx.all_partitions():
+            if ctx.is_topic_queued_up_for_deletion(tp.topic):
+                continue
+            live = [r for r in ctx.partition_replica_assignment(tp) if ctx.is_replica_online(r, tp)]
+            leadership = ctx.partition_leadership(tp)
+            if not live:
+                continue
+            if (
+                leadership is None
+                or ctx.partition_state(tp) is not PartitionState.ONLINE
+                or not set(live) <= set(leadership.leader_and_isr.isr)
+            ):
+                found.append(tp)
+                if limit is not None and len(found) >= limit:
+                    break
+        return found
+
+    def metadata_mismatches(self, limit: int | None = None) -> list[str]:
+        """Live brokers whose metadata cache disagrees with the store (I7 once quiet)."""
+        if self.active_controller is None:
+            return ["no active controller"]
+        expected = MetadataSnapshot.from_store(self.store)
+        mismatches: list[str] = []
+        for broker_id in self.live_brokers():
+            for problem in self.brokers[broker_id].metadata_cache.differences(expected):
+                mismatches.append(f"broker {broker_id}: {problem}")
+                if limit is not None and len(mismatches) >= limit:
+                    return mismatches
+        return mismatches
+
+    def check_invariants(self) -> list[str]:
+        """Violations of invariants I1–I8 (DESIGN §7); empty when they all hold."""
+        from kctl.invariants import check_invariants
+
+        return check_invariants(self)

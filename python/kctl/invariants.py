@@ -1,0 +1,177 @@
+"""Invariants I1–I8 (DESIGN §7), checked against a running :class:`~kctl.cluster.EmbeddedCluster`.
+
+Most checks read the store's history (every stored version of every partition) rather than the
+controller's memory, so they judge what was actually written, including by deposed controllers.
+Each violation is one line naming the invariant, the partition or broker, and what was seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from kctl.errors import Errors
+from kctl.model import NO_LEADER, TopicPartition
+from kctl.requests import LeaderAndIsrRequest
+from kctl.stores.memory import PartitionSnapshot
+
+if TYPE_CHECKING:
+    from kctl.cluster import EmbeddedCluster
+
+
+def check_invariants(cluster: EmbeddedCluster) -> list[str]:
+    violations: list[str] = []
+    violations += _i1_one_active_controller_per_epoch(cluster)
+    partitions = _stored_partitions(cluster)
+    unclean_seen = 0
+    for tp in partitions:
+        history = cluster.partition_history(tp)
+        violations += _i1_fenced_writes(tp, history)
+        violations += _i2_leader_epochs(tp, history)
+        found, problems = _i3_elections(tp, history)
+        unclean_seen += found
+        violations += problems
+        violations += _i4_isr_never_empty(tp, history)
+    counted = cluster.unclean_leader_elections()
+    if unclean_seen != counted:
+        violations.append(f"I3: {unclean_seen} unclean leader changes in the store but {counted} counted by the controllers")
+    if unclean_seen and not _unclean_permitted(cluster):
+        violations.append(f"I3: {unclean_seen} unclean elections although unclean election was never enabled")
+    violations += _i5_brokers_fence_stale_requests(cluster)
+    violations += _i6_reassignments_tracked(cluster)
+    violations += _i7_converged_when_quiet(cluster)
+    violations += [f"I8: {v}" for v in cluster.ledger.violations]
+    return violations
+
+
+def _stored_partitions(cluster: EmbeddedCluster) -> list[TopicPartition]:
+    assignments = cluster.store.get_topic_assignments(sorted(cluster.store.get_all_topics())).values
+    return [TopicPartition(t, p) for t, a in assignments.items() for p in sorted(a.partitions)]
+
+
+def _state_rows(history: Iterable[PartitionSnapshot]) -> list[PartitionSnapshot]:
+    """Rows where the state znode was (re)written; assignment-only rows repeat the previous state."""
+    rows: list[PartitionSnapshot] = []
+    for row in history:
+        if row.controller_epoch < 0:
+            continue
+        if rows and (row.leader, row.leader_epoch, row.isr, row.controller_epoch) == (
+            rows[-1].leader, rows[-1].leader_epoch, rows[-1].isr, rows[-1].controller_epoch
+        ):
+            continue
+        rows.append(row)
+    return rows
+
+
+def _i1_one_active_controller_per_epoch(cluster: EmbeddedCluster) -> list[str]:
+    by_epoch: dict[int, list[int]] = {}
+    for controller in cluster.controllers.values():
+        if controller.is_active:
+            by_epoch.setdefault(controller.epoch, []).append(controller.broker_id)
+    return [f"I1: controllers {ids} are all active in epoch {epoch}" for epoch, ids in sorted(by_epoch.items()) if len(ids) > 1]
+
+
+def _i1_fenced_writes(tp: TopicPartition, history: list[PartitionSnapshot]) -> list[str]:
+    """A state written by a newer controller is never overwritten by an older one."""
+    newest = -1
+    for row in _state_rows(history):
+        if row.controller_epoch < newest:
+            return [f"I1: {tp} was written by controller epoch {row.controller_epoch} after epoch {newest}"]
+        newest = row.controller_epoch
+    return []
+
+
+def _i2_leader_epochs(tp: TopicPartition, history: list[PartitionSnapshot]) -> list[str]:
+    rows = _state_rows(history)
+    for previous, row in zip(rows, rows[1:]):
+        if row.leader_epoch < previous.leader_epoch:
+            return [f"I2: leader epoch of {tp} went back from {previous.leader_epoch} to {row.leader_epoch}"]
+        if row.leader != previous.leader and row.leader_epoch <= previous.leader_epoch:
+            return [f"I2: leader of {tp} changed {previous.leader}->{row.leader} without a new epoch ({row.leader_epoch})"]
+    return []
+
+
+def _i3_elections(tp: TopicPartition, history: list[PartitionSnapshot]) -> tuple[int, list[str]]:
+    """Count leader changes to a replica outside the previous ISR (unclean ones)."""
+    rows = _state_rows(history)
+    unclean = 0
+    for previous, row in zip(rows, rows[1:]):
+        if row.leader != NO_LEADER and row.leader != previous.leader and row.leader not in previous.isr:
+            unclean += 1
+            if row.isr != (row.leader,):
+                return unclean, [f"I3: {tp} elected {row.leader} outside the ISR {previous.isr} but kept ISR {row.isr}"]
+    return unclean, []
+
+
+def _i4_isr_never_empty(tp: TopicPartition, history: list[PartitionSnapshot]) -> list[str]:
+    for row in _state_rows(history):
+        if not row.isr:
+            return [f"I4: {tp} was stored with an empty ISR (leader {row.leader}, epoch {row.leader_epoch})"]
+    return []
+
+
+def _unclean_permitted(cluster: EmbeddedCluster) -> bool:
+    if cluster.config.unclean_leader_election_enable or cluster.unclean_elections_requested:
+        return True
+    topics = cluster.store.get_all_topics()
+    configs = cluster.store.get_topic_configs(topics).values
+    return any(str(c.get("unclean.leader.election.enable", "")).lower() == "true" for c in configs.values())
+
+
+def _i5_brokers_fence_stale_requests(cluster: EmbeddedCluster) -> list[str]:
+    """Replay what each broker process answered: a request from an older controller epoch than one
+    it accepted before is rejected, and a partition state's leader epoch is applied only if newer."""
+    violations = []
+    for broker_id, agent in sorted(cluster.brokers.items()):
+        newest_controller: dict[int, int] = {}  # per process (broker epoch)
+        leader_epochs: dict[tuple[int, TopicPartition], int] = {}
+        for handled in agent.handled:
+            request, response, process = handled.request, handled.response, handled.broker_epoch
+            if request.controller_epoch < newest_controller.get(process, -1):
+                if response.error is not Errors.STALE_CONTROLLER_EPOCH:
+                    violations.append(
+                        f"I5: broker {broker_id} answered {response.error.name} to a {request.api} request of "
+                        f"controller epoch {request.controller_epoch} after accepting epoch {newest_controller[process]}"
+                    )
+                continue
+            if response.error is not Errors.NONE:
+                continue
+            newest_controller[process] = request.controller_epoch
+            if isinstance(request, LeaderAndIsrRequest):
+                partition_errors = response.partition_errors  # type: ignore[union-attr]
+                for state in request.partition_states:
+                    key = (process, state.tp)
+                    applied = partition_errors.get(state.tp) is Errors.NONE
+                    if applied and state.leader_epoch <= leader_epochs.get(key, -1):
+                        violations.append(
+                            f"I5: broker {broker_id} applied leader epoch {state.leader_epoch} of {state.tp} "
+                            f"after epoch {leader_epochs[key]}"
+                        )
+                    if applied:
+                        leader_epochs[key] = state.leader_epoch
+    return violations
+
+
+def _i6_reassignments_tracked(cluster: EmbeddedCluster) -> list[str]:
+    """Every reassignment recorded in the store is being driven by the active controller."""
+    controller = cluster.active_controller
+    if controller is None or not controller.event_manager.is_empty():
+        return []
+    stored = cluster.store.get_topic_assignments(sorted(cluster.store.get_all_topics())).values
+    tracked = controller.context.partitions_being_reassigned
+    return [
+        f"I6: {TopicPartition(t, p)} is being reassigned in the store ({a}) but the controller does not track it"
+        for t, assignment in stored.items()
+        for p, a in sorted(assignment.partitions.items())
+        if a.is_being_reassigned and TopicPartition(t, p) not in tracked
+    ]
+
+
+def _i7_converged_when_quiet(cluster: EmbeddedCluster) -> list[str]:
+    """With every broker up and nothing in flight, partitions are online and metadata agrees."""
+    if len(cluster.live_brokers()) != len(cluster.broker_ids) or not cluster.is_quiet():
+        return []
+    controller = cluster.active_controller
+    assert controller is not None
+    problems = [f"I7: {tp} is not online with a full ISR" for tp in cluster._unconverged_partitions(controller, limit=10)]
+    return problems + [f"I7: {m}" for m in cluster.metadata_mismatches(limit=10)]

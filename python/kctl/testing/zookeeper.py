@@ -1,0 +1,394 @@
+"""Real ZooKeeper servers for tests: a standalone server or a 3-server ensemble on loopback ports.
+
+The store tests must run against the real thing (ZooKeeper's multi, watch and session semantics
+are what the ``zookeeper`` store is about), so this module starts ``QuorumPeerMain`` from Debian's
+``zookeeper`` package (or any classpath given in ``KCTL_ZOOKEEPER_CLASSPATH``) with a config of
+its own: free ports on 127.0.0.1, a temporary data directory, and readiness decided by the
+``srvr`` four-letter word reporting a Mode (``ruok`` answers before the server can serve).
+
+Fixtures (enable with ``pytest_plugins = ["kctl.testing.zookeeper"]`` in a root ``conftest.py``,
+or import them into a ``conftest.py``):
+
+- ``zookeeper_server``: one standalone server for the whole test session;
+- ``zookeeper_ensemble``: a fresh 3-server ensemble for one test (members can be killed);
+- ``zookeeper_chroot``: a unique chroot per test, so tests sharing a server never see each other.
+
+Without Java or ZooKeeper the fixtures skip with the install hint, except under ``CI=true``
+where they fail: CI must never pass by skipping the ZooKeeper tests.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+
+INSTALL_HINT = "apt-get update && apt-get install -y zookeeper  (Debian's ZooKeeper, which pulls in Java)"
+CLASSPATH_ENV = "KCTL_ZOOKEEPER_CLASSPATH"
+"""A classpath holding ZooKeeper's server and its dependencies, instead of Debian's jars."""
+JAVA_ENV = "KCTL_JAVA"
+"""The ``java`` executable to run ZooKeeper with, instead of the one found on ``PATH``."""
+DEBIAN_JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
+"""Debian's server jar (its manifest lists its dependencies) and, when present, a log binding."""
+MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+LOOPBACK = "127.0.0.1"
+
+
+class ZooKeeperNotInstalledError(RuntimeError):
+    """Java or ZooKeeper's jars cannot be found; the message says how to install them."""
+
+
+class ZooKeeperStartError(RuntimeError):
+    """A server did not come up; the message ends with the tail of its log."""
+
+
+@dataclass(frozen=True)
+class ZooKeeperInstallation:
+    """Where the Java runtime and ZooKeeper's classpath are."""
+
+    java: str
+    classpath: str
+
+    @classmethod
+    def find(cls) -> ZooKeeperInstallation:
+        """Look in ``KCTL_JAVA`` / ``PATH`` and ``KCTL_ZOOKEEPER_CLASSPATH`` / Debian's jars."""
+        java = os.environ.get(JAVA_ENV) or shutil.which("java")
+        if not java:
+            raise ZooKeeperNotInstalledError(f"no java executable on PATH (or in {JAVA_ENV}); install: {INSTALL_HINT}")
+        classpath = os.environ.get(CLASSPATH_ENV)
+        if not classpath:
+            if not os.path.exists(DEBIAN_JARS[0]):
+                raise ZooKeeperNotInstalledError(
+                    f"ZooKeeper's jars are missing ({DEBIAN_JARS[0]}; or set {CLASSPATH_ENV}); install: {INSTALL_HINT}"
+                )
+            classpath = os.pathsep.join(jar for jar in DEBIAN_JARS if os.path.exists(jar))
+        return cls(java, classpath)
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct loopback ports that are free now (held open together so none repeats)."""
+    with ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
+        for sock in sockets:
+            sock.bind((LOOPBACK, 0))
+        return [sock.getsockname()[1] for sock in sockets]
+
+
+def four_letter_word(port: int, word: str, timeout: float = 2.0) -> str:
+    """Send a four-letter command to the server on ``port``; the reply, or "" if it cannot answer."""
+    try:
+        with socket.create_connection((LOOPBACK, port), timeout=timeout) as sock:
+            sock.sendall(word.encode())
+            chunks = []
+            while chunk := sock.recv(4096):
+                chunks.append(chunk)
+    except OSError:
+        return ""
+    return b"".join(chunks).decode(errors="replace")
+
+
+class ZooKeeperServer:
+    """One ``QuorumPeerMain`` process: a standalone server or an ensemble member.
+
+    ``start()`` writes its config and returns once the process runs; the ensemble waits for it to
+    serve. ``stop()`` is a clean shutdown (SIGTERM, then SIGKILL after ``timeout``), ``kill()`` a
+    crash (SIGKILL); either way the data directory survives, so ``start()`` brings the member back.
+    """
+
+    def __init__(
+        self,
+        installation: ZooKeeperInstallation,
+        directory: Path,
+        myid: int,
+        client_port: int,
+        quorum: dict[int, tuple[int, int]] | None,
+        tick_time_ms: int,
+        force_sync: bool,
+    ) -> None:
+        self.installation = installation
+        self.directory = directory
+        self.myid = myid
+        self.client_port = client_port
+        self._quorum = quorum
+        self._tick_time_ms = tick_time_ms
+        self._force_sync = force_sync
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def __repr__(self) -> str:
+        return f"ZooKeeperServer(myid={self.myid}, {self.address}, pid={self.pid})"
+
+    @property
+    def address(self) -> str:
+        return f"{LOOPBACK}:{self.client_port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / "zookeeper.log"
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self.running and self._process is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def mode(self) -> str | None:
+        """``standalone``, ``leader`` or ``follower`` once the server serves clients, else None."""
+        for line in four_letter_word(self.client_port, "srvr").splitlines():
+            if line.startswith("Mode: "):
+                return line.removeprefix("Mode: ").strip()
+        return None
+
+    def start(self) -> None:
+        if self.running:
+            return
+        data = self.directory / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        (data / "myid").write_text(f"{self.myid}\n")
+        config = self.directory / "zoo.cfg"
+        config.write_text(self._config(data))
+        command = [
+            self.installation.java,
+            "-Xms64m",
+            "-Xmx1g",
+            "-XX:+UseSerialGC",
+            "-Djava.net.preferIPv4Stack=true",
+            f"-Dzookeeper.forceSync={'yes' if self._force_sync else 'no'}",
+            "-Dzookeeper.admin.enableServer=false",
+            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+            "-cp",
+            self.installation.classpath,
+            MAIN_CLASS,
+            str(config),
+        ]
+        with self.log_path.open("ab") as log:
+            self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Shut the process down by its PID: SIGTERM, then SIGKILL if it lingers."""
+        self._signal(signal.SIGTERM, timeout)
+
+    def kill(self) -> None:
+        """Crash the process (SIGKILL): no goodbye to clients or peers."""
+        self._signal(signal.SIGKILL, 10.0)
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def _signal(self, signum: signal.Signals, timeout: float) -> None:
+        process = self._process
+        if process is None or process.poll() is not None:
+            return
+        os.kill(process.pid, signum)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def _config(self, data: Path) -> str:
+        lines = [
+            f"tickTime={self._tick_time_ms}",
+            f"dataDir={data}",
+            f"clientPort={self.client_port}",
+            f"clientPortAddress={LOOPBACK}",
+            f"minSessionTimeout={2 * self._tick_time_ms}",
+            "maxSessionTimeout=60000",
+            "maxClientCnxns=0",
+            "4lw.commands.whitelist=srvr,ruok,mntr",
+            "admin.enableServer=false",
+        ]
+        if self._quorum is not None:
+            lines += ["initLimit=20", "syncLimit=10", "standaloneEnabled=false"]
+            lines += [f"server.{i}={LOOPBACK}:{peer}:{election}" for i, (peer, election) in self._quorum.items()]
+        return "\n".join(lines) + "\n"
+
+
+class ZooKeeperEnsemble:
+    """``size`` ZooKeeper servers on loopback ports (1: a standalone server; 3: a quorum of three).
+
+    Use as a context manager, or ``start()`` / ``stop()``. ``hosts`` is the connect string for
+    clients. ``force_sync=False`` (the default) skips fsync on every write, as test servers usually
+    do: it measures the client and the protocol rather than this machine's disk.
+    """
+
+    def __init__(
+        self,
+        size: int = 1,
+        *,
+        installation: ZooKeeperInstallation | None = None,
+        tick_time_ms: int = 500,
+        force_sync: bool = False,
+    ) -> None:
+        if size < 1:
+            raise ValueError(f"an ensemble needs at least one server, not {size}")
+        self.size = size
+        self.installation = installation if installation is not None else ZooKeeperInstallation.find()
+        self._tick_time_ms = tick_time_ms
+        self._force_sync = force_sync
+        self._directory: Path | None = None
+        self.servers: list[ZooKeeperServer] = []
+
+    def __enter__(self) -> ZooKeeperEnsemble:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def hosts(self) -> str:
+        return ",".join(server.address for server in self.servers)
+
+    def start(self, timeout: float = 60.0, attempts: int = 3) -> ZooKeeperEnsemble:
+        """Start every server and wait until each one serves; retried on fresh ports if a port was
+        taken in between."""
+        for attempt in range(1, attempts + 1):
+            self._directory = Path(tempfile.mkdtemp(prefix="kctl-zookeeper-"))
+            self.servers = self._members(self._directory)
+            atexit.register(self.stop)
+            for server in self.servers:
+                server.start()
+            try:
+                self._wait(self.servers, timeout)
+                return self
+            except ZooKeeperStartError:
+                if attempt == attempts or "Address already in use" not in self._logs():
+                    self.stop()
+                    raise
+                self.stop()
+        raise AssertionError("unreachable")
+
+    def stop(self) -> None:
+        """Stop every server and remove their data."""
+        for server in self.servers:
+            server.stop()
+        if self._directory is not None:
+            shutil.rmtree(self._directory, ignore_errors=True)
+            self._directory = None
+        atexit.unregister(self.stop)
+
+    def wait_until_serving(self, timeout: float = 60.0) -> None:
+        """Wait until every running member reports a Mode (an ensemble's quorum: one leader)."""
+        running = [server for server in self.servers if server.running]
+        if not running:
+            self._fail("no ZooKeeper server is running")
+        self._wait(running, timeout)
+
+    def _wait(self, members: list[ZooKeeperServer], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            exited = [server for server in members if not server.running]
+            if exited:
+                self._fail(f"{exited} exited")
+            modes = [server.mode() for server in members]
+            if all(modes) and (self.size == 1 or "leader" in modes):
+                return
+            if time.monotonic() > deadline:
+                self._fail(f"ZooKeeper did not serve within {timeout:.0f}s (modes: {modes})")
+            time.sleep(0.1)
+
+    def leader(self) -> ZooKeeperServer:
+        """The member whose ``srvr`` says it leads (the standalone server for size 1)."""
+        for server in self.servers:
+            if server.running and server.mode() in ("leader", "standalone"):
+                return server
+        raise ZooKeeperStartError(f"no leader among {self.servers}")
+
+    def _members(self, directory: Path) -> list[ZooKeeperServer]:
+        ports = free_ports(3 * self.size)
+        quorum = (
+            {i + 1: (ports[3 * i + 1], ports[3 * i + 2]) for i in range(self.size)} if self.size > 1 else None
+        )
+        return [
+            ZooKeeperServer(
+                self.installation,
+                directory / f"server-{i + 1}",
+                i + 1,
+                ports[3 * i],
+                quorum,
+                self._tick_time_ms,
+                self._force_sync,
+            )
+            for i in range(self.size)
+        ]
+
+    def _logs(self) -> str:
+        return "\n".join(server.log_tail(200) for server in self.servers)
+
+    def _fail(self, reason: str) -> NoReturn:
+        tails = "\n".join(f"--- {server} log:\n{server.log_tail()}" for server in self.servers)
+        raise ZooKeeperStartError(f"{reason}\n{tails}")
+
+
+# --- pytest fixtures -----------------------------------------------------------------------------
+
+
+def in_ci() -> bool:
+    """Whether this run is CI's (``CI=true``), where a missing service is a failure."""
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def require_zookeeper() -> ZooKeeperInstallation:
+    """The installation, or skip the test with the install hint (fail it under ``CI=true``)."""
+    try:
+        return ZooKeeperInstallation.find()
+    except ZooKeeperNotInstalledError as exc:
+        if in_ci():
+            pytest.fail(f"CI=true and ZooKeeper cannot run: {exc}", pytrace=False)
+        pytest.skip(f"ZooKeeper cannot run: {exc}")
+
+
+@pytest.fixture(scope="session")
+def zookeeper_server() -> Iterator[ZooKeeperEnsemble]:
+    """A standalone ZooKeeper server shared by the whole session (give each test its own chroot)."""
+    with ZooKeeperEnsemble(1, installation=require_zookeeper()) as ensemble:
+        yield ensemble
+
+
+@pytest.fixture
+def zookeeper_ensemble() -> Iterator[ZooKeeperEnsemble]:
+    """A fresh 3-server ensemble for one test, which may kill and restart its members."""
+    with ZooKeeperEnsemble(3, installation=require_zookeeper()) as ensemble:
+        yield ensemble
+
+
+@pytest.fixture
+def zookeeper_chroot() -> str:
+    """A chroot no other test uses (the kazoo harness's ``/kazootests<uuid>`` idea)."""
+    return f"/kctl-tests-{uuid.uuid4().hex}"
+
+
+__all__ = [
+    "CLASSPATH_ENV",
+    "INSTALL_HINT",
+    "JAVA_ENV",
+    "ZooKeeperEnsemble",
+    "ZooKeeperInstallation",
+    "ZooKeeperNotInstalledError",
+    "ZooKeeperServer",
+    "ZooKeeperStartError",
+    "four_letter_word",
+    "free_ports",
+    "in_ci",
+    "require_zookeeper",
+    "zookeeper_chroot",
+    "zookeeper_ensemble",
+    "zookeeper_server",
+]

@@ -1,0 +1,264 @@
+"""The in-process transport: controller and brokers in one process, every message a scheduler step.
+
+Each delivery (a request reaching a broker or a controller, a response coming back) is a callback
+of the injected scheduler ``latency`` seconds later, so in a simulation the network interleaves
+deterministically with controller events and broker timers, and a run is reproducible from its
+seed. The controller side follows Kafka's ControllerChannelManager (reference §5.5): one FIFO
+queue per broker, one request in flight per broker, and a request retried every
+``retry_backoff`` seconds while the broker process is down, until it is delivered or the broker is
+removed from the channel.
+
+Thread-safe: the controller's thread may send while the scheduler's thread delivers (real-time
+mode). Handlers and callbacks are always called outside the transport's lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kctl.errors import Errors, IllegalStateError
+from kctl.hookspecs import hookimpl
+from kctl.model import BrokerInfo
+from kctl.requests import (
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    BrokerToControllerRequest,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    ControllerRequest,
+)
+from kctl.scheduler import Scheduler
+from kctl.transports.base import BrokerHandler, ControllerHandler
+
+if TYPE_CHECKING:
+    from kctl.registry import TransportRegistry
+
+logger = logging.getLogger(__name__)
+
+Callback = Callable[[Any], None]
+
+_RESPONSE_TYPES: dict[type, type[ControlledShutdownResponse] | type[AlterPartitionResponse]] = {
+    ControlledShutdownRequest: ControlledShutdownResponse,
+    AlterPartitionRequest: AlterPartitionResponse,
+}
+"""The response type of each broker-to-controller request."""
+
+
+class _BrokerQueue:
+    """The requests waiting for one broker; the head is in flight while ``busy``."""
+
+    __slots__ = ("broker_id", "busy", "closed", "requests")
+
+    def __init__(self, broker_id: int) -> None:
+        self.broker_id = broker_id
+        self.requests: deque[tuple[ControllerRequest, Callback | None]] = deque()
+        self.busy = False
+        self.closed = False
+
+
+class InProcessControllerChannel:
+    """One controller's channel to the brokers (Kafka's ControllerChannelManager)."""
+
+    def __init__(self, transport: InProcessTransport, controller_id: int) -> None:
+        self.controller_id = controller_id
+        self._transport = transport
+        self._queues: dict[int, _BrokerQueue] = {}
+
+    def add_broker(self, broker: BrokerInfo) -> None:
+        """Open a queue for the broker; a broker that already has one keeps it, as in Kafka."""
+        with self._transport.lock:
+            if broker.id not in self._queues:
+                self._queues[broker.id] = _BrokerQueue(broker.id)
+
+    def remove_broker(self, broker_id: int) -> None:
+        with self._transport.lock:
+            queue = self._queues.pop(broker_id, None)
+            if queue is not None:
+                queue.closed = True
+                queue.requests.clear()
+
+    def brokers(self) -> list[int]:
+        """The brokers that have a queue, sorted."""
+        with self._transport.lock:
+            return sorted(self._queues)
+
+    def idle(self) -> bool:
+        with self._transport.lock:
+            return not any(queue.requests for queue in self._queues.values())
+
+    def queued(self, broker_id: int) -> int:
+        """Requests waiting for the broker, the one in flight included (0 without a queue)."""
+        with self._transport.lock:
+            queue = self._queues.get(broker_id)
+            return 0 if queue is None else len(queue.requests)
+
+    def send_request(self, broker_id: int, request: ControllerRequest, callback: Callback | None) -> None:
+        with self._transport.lock:
+            queue = self._queues.get(broker_id)
+            if queue is None:
+                logger.warning(
+                    "Controller %d: dropping %s request to broker %d, which has no queue",
+                    self.controller_id, request.api, broker_id,
+                )
+                return
+            queue.requests.append((request, callback))
+            if not queue.busy:
+                queue.busy = True
+                self._transport.after(self._transport.latency, lambda: self._deliver(queue))
+
+    def shutdown(self) -> None:
+        with self._transport.lock:
+            for broker_id in list(self._queues):
+                self.remove_broker(broker_id)
+        self._transport.forget_channel(self)
+
+    def _deliver(self, queue: _BrokerQueue) -> None:
+        transport = self._transport
+        with transport.lock:
+            if queue.closed:
+                return
+            request, callback = queue.requests[0]
+            handler = transport.broker_handler(queue.broker_id)
+        if handler is None:  # the broker process is down: try again, as the send thread reconnects
+            transport.after(transport.retry_backoff, lambda: self._deliver(queue))
+            return
+        try:
+            response = handler(request)
+        except Exception:  # Kafka closes the connection and retries the same request
+            logger.exception("Broker %d failed to handle %s; retrying", queue.broker_id, request.api)
+            transport.after(transport.retry_backoff, lambda: self._deliver(queue))
+            return
+        transport.after(transport.latency, lambda: self._respond(queue, callback, response))
+
+    def _respond(self, queue: _BrokerQueue, callback: Callback | None, response: Any) -> None:
+        with self._transport.lock:
+            if queue.closed:  # the broker was removed: its connection, and the response, are gone
+                return
+            queue.requests.popleft()
+        if callback is not None:
+            callback(response)
+        with self._transport.lock:
+            if queue.closed:
+                return
+            if queue.requests:
+                self._transport.after(self._transport.latency, lambda: self._deliver(queue))
+            else:
+                queue.busy = False
+
+
+class InProcessTransport:
+    """Controllers and brokers of one process, connected through the scheduler.
+
+    :param scheduler: every delivery is a callback of this scheduler.
+    :param latency: seconds a request or a response spends on the way.
+    :param retry_backoff: seconds between attempts to reach a broker that is down.
+    """
+
+    def __init__(self, scheduler: Scheduler, latency: float = 0.001, retry_backoff: float = 0.1) -> None:
+        self.scheduler = scheduler
+        self.latency = latency
+        self.retry_backoff = retry_backoff
+        self.lock = threading.RLock()
+        self._brokers: dict[int, BrokerHandler] = {}
+        self._controllers: dict[int, ControllerHandler] = {}
+        self._channels: list[InProcessControllerChannel] = []
+        self._to_controllers = 0  # broker requests not yet answered
+
+    def controller_channel(self, controller_id: int) -> InProcessControllerChannel:
+        channel = InProcessControllerChannel(self, controller_id)
+        with self.lock:
+            self._channels.append(channel)
+        return channel
+
+    def bind_broker(self, broker_id: int, handler: BrokerHandler) -> None:
+        with self.lock:
+            if broker_id in self._brokers:
+                raise IllegalStateError(f"broker {broker_id} is already bound to the in-process transport")
+            self._brokers[broker_id] = handler
+
+    def unbind_broker(self, broker_id: int) -> None:
+        with self.lock:
+            self._brokers.pop(broker_id, None)
+
+    def is_broker_bound(self, broker_id: int) -> bool:
+        with self.lock:
+            return broker_id in self._brokers
+
+    def bind_controller(self, controller_id: int, handler: ControllerHandler) -> None:
+        with self.lock:
+            if controller_id in self._controllers:
+                raise IllegalStateError(f"controller {controller_id} is already bound to the in-process transport")
+            self._controllers[controller_id] = handler
+
+    def unbind_controller(self, controller_id: int) -> None:
+        with self.lock:
+            self._controllers.pop(controller_id, None)
+
+    def send_to_controller(self, controller_id: int, request: BrokerToControllerRequest, callback: Callback) -> None:
+        """Deliver a broker request after ``latency``; when no controller is bound under
+        ``controller_id`` (-1: the broker knows of none) the answer is ``NOT_CONTROLLER``, as from a
+        broker that is not (or no longer) the controller."""
+        with self.lock:
+            self._to_controllers += 1
+
+        def answered(response: Any) -> None:
+            with self.lock:
+                self._to_controllers -= 1
+            callback(response)
+
+        self.after(self.latency, lambda: self._deliver_to_controller(controller_id, request, answered))
+
+    def idle(self) -> bool:
+        """Nothing is queued for a broker and every broker request has been answered."""
+        with self.lock:
+            channels = list(self._channels)
+            if self._to_controllers:
+                return False
+        return all(channel.idle() for channel in channels)
+
+    def close(self) -> None:
+        """Shut every channel down and unbind everything."""
+        with self.lock:
+            channels = list(self._channels)
+            self._brokers.clear()
+            self._controllers.clear()
+        for channel in channels:
+            channel.shutdown()
+
+    # --- Used by the channels ----------------------------------------------------------------------
+
+    def after(self, delay: float, fn: Callable[[], None]) -> None:
+        self.scheduler.schedule(delay, fn, "inprocess-transport")
+
+    def broker_handler(self, broker_id: int) -> BrokerHandler | None:
+        with self.lock:
+            return self._brokers.get(broker_id)
+
+    def forget_channel(self, channel: InProcessControllerChannel) -> None:
+        with self.lock:
+            if channel in self._channels:
+                self._channels.remove(channel)
+
+    def _deliver_to_controller(
+        self, controller_id: int, request: BrokerToControllerRequest, callback: Callback
+    ) -> None:
+        with self.lock:
+            handler = self._controllers.get(controller_id)
+        if handler is None:
+            response = _RESPONSE_TYPES[type(request)](Errors.NOT_CONTROLLER)
+            self.after(self.latency, lambda: callback(response))
+            return
+        handler(request, lambda response: self.after(self.latency, lambda: callback(response)))
+
+
+@hookimpl
+def kctl_register_transports(register: TransportRegistry) -> None:
+    """Register the in-process transport as ``inprocess`` (``factory(scheduler, latency=0.001)``)."""
+    register.add("inprocess", InProcessTransport)
+
+
+__all__ = ["InProcessControllerChannel", "InProcessTransport"]

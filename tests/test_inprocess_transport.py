@@ -1,0 +1,273 @@
+"""The in-process transport: Kafka's channel-manager behaviour on a simulated (or real) clock."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import pytest
+
+from kctl.errors import Errors, IllegalStateError
+from kctl.model import BrokerInfo, LeaderAndIsr, TopicPartition
+from kctl.plugins import PluginHost
+from kctl.requests import (
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
+)
+from kctl.scheduler import RealTimeScheduler, SimulatedScheduler
+from kctl.transports.inprocess import InProcessTransport
+
+
+def request(n: int) -> StopReplicaRequest:
+    """A distinguishable controller request (its controller epoch is ``n``)."""
+    return StopReplicaRequest(3, 0, n, -1, False, ())
+
+
+class Broker:
+    """A broker handler that records what it handled and when."""
+
+    def __init__(self, scheduler: Any) -> None:
+        self.scheduler = scheduler
+        self.handled: list[tuple[float, int]] = []
+
+    def __call__(self, req: Any) -> StopReplicaResponse:
+        self.handled.append((round(self.scheduler.now(), 6), req.controller_epoch))
+        return StopReplicaResponse()
+
+
+@pytest.fixture
+def scheduler() -> SimulatedScheduler:
+    return SimulatedScheduler()
+
+
+@pytest.fixture
+def transport(scheduler: SimulatedScheduler) -> InProcessTransport:
+    return InProcessTransport(scheduler, latency=0.001)
+
+
+def collect(scheduler: SimulatedScheduler, out: list[tuple[float, Any]], tag: Any = None) -> Any:
+    return lambda response: out.append((round(scheduler.now(), 6), tag if tag is not None else response))
+
+
+def test_registered_as_the_inprocess_transport_plugin(plugin_host: PluginHost) -> None:
+    entry = plugin_host.transports().get("inprocess")
+    assert entry.plugin == "kctl.transports.inprocess"
+    built = entry.factory(scheduler=SimulatedScheduler(), latency=0.5)
+    assert isinstance(built, InProcessTransport) and built.latency == 0.5
+
+
+def test_a_broker_gets_its_requests_in_order_one_in_flight(scheduler: SimulatedScheduler,
+                                                            transport: InProcessTransport) -> None:
+    broker = Broker(scheduler)
+    transport.bind_broker(1, broker)
+    channel = transport.controller_channel(0)
+    channel.add_broker(BrokerInfo(1))
+    responses: list[tuple[float, Any]] = []
+    for n in (1, 2, 3):
+        channel.send_request(1, request(n), collect(scheduler, responses, n))
+    assert channel.queued(1) == 3
+    scheduler.advance(1)
+    # Each request leaves only when the previous response is back: request, response, request, …
+    assert broker.handled == [(0.001, 1), (0.003, 2), (0.005, 3)]
+    assert responses == [(0.002, 1), (0.004, 2), (0.006, 3)]
+    assert channel.queued(1) == 0
+
+
+def test_brokers_have_independent_queues(scheduler: SimulatedScheduler, transport: InProcessTransport) -> None:
+    brokers = {b: Broker(scheduler) for b in (1, 2)}
+    channel = transport.controller_channel(0)
+    for b, handler in brokers.items():
+        transport.bind_broker(b, handler)
+        channel.add_broker(BrokerInfo(b))
+    channel.send_request(1, request(1), None)
+    channel.send_request(1, request(2), None)
+    channel.send_request(2, request(3), None)
+    scheduler.advance(1)
+    assert brokers[1].handled == [(0.001, 1), (0.003, 2)]
+    assert brokers[2].handled == [(0.001, 3)]
+    assert channel.brokers() == [1, 2]
+
+
+def test_a_request_is_retried_every_100ms_while_the_broker_is_down(
+    scheduler: SimulatedScheduler, transport: InProcessTransport
+) -> None:
+    broker = Broker(scheduler)
+    channel = transport.controller_channel(0)
+    channel.add_broker(BrokerInfo(1))
+    responses: list[tuple[float, Any]] = []
+    channel.send_request(1, request(1), collect(scheduler, responses, 1))
+    channel.send_request(1, request(2), collect(scheduler, responses, 2))
+    scheduler.advance(0.25)
+    assert responses == [] and channel.queued(1) == 2
+    transport.bind_broker(1, broker)  # the broker process comes up
+    scheduler.advance(1)
+    # Attempts at 0.001, 0.101, 0.201 found nobody; 0.301 delivers; the next follows the response.
+    assert broker.handled == [(0.301, 1), (0.303, 2)]
+    assert responses == [(0.302, 1), (0.304, 2)]
+
+
+def test_removing_a_broker_discards_its_queue(scheduler: SimulatedScheduler, transport: InProcessTransport) -> None:
+    broker = Broker(scheduler)
+    channel = transport.controller_channel(0)
+    channel.add_broker(BrokerInfo(1))
+    responses: list[tuple[float, Any]] = []
+    channel.send_request(1, request(1), collect(scheduler, responses))
+    channel.send_request(1, request(2), collect(scheduler, responses))
+    scheduler.advance(0.15)
+    channel.remove_broker(1)
+    transport.bind_broker(1, broker)
+    scheduler.advance(1)
+    assert broker.handled == [] and responses == [] and channel.queued(1) == 0
+    # A bounced broker gets a fresh queue; only new requests reach it.
+    channel.add_broker(BrokerInfo(1))
+    channel.send_request(1, request(3), collect(scheduler, responses, 3))
+    scheduler.advance(1)
+    assert broker.handled == [(1.151, 3)] and responses == [(1.152, 3)]
+
+
+def test_the_response_of_a_removed_broker_is_dropped(scheduler: SimulatedScheduler,
+                                                     transport: InProcessTransport) -> None:
+    broker = Broker(scheduler)
+    transport.bind_broker(1, broker)
+    channel = transport.controller_channel(0)
+    channel.add_broker(BrokerInfo(1))
+    responses: list[tuple[float, Any]] = []
+    channel.send_request(1, request(1), collect(scheduler, responses))
+    scheduler.run_until(0.0015)  # delivered, response on the way
+    channel.remove_broker(1)
+    scheduler.advance(1)
+    assert broker.handled == [(0.001, 1)] and responses == []
+
+
+def test_requests_to_a_broker_without_a_queue_are_dropped_with_a_warning(
+    scheduler: SimulatedScheduler, transport: InProcessTransport, caplog: pytest.LogCaptureFixture
+) -> None:
+    broker = Broker(scheduler)
+    transport.bind_broker(7, broker)
+    channel = transport.controller_channel(0)
+    with caplog.at_level(logging.WARNING, logger="kctl.transports.inprocess"):
+        channel.send_request(7, request(1), None)
+    scheduler.advance(1)
+    assert broker.handled == []
+    assert "dropping StopReplica request to broker 7, which has no queue" in caplog.text
+
+
+def test_a_handler_failure_is_retried_like_a_broken_connection(
+    scheduler: SimulatedScheduler, transport: InProcessTransport, caplog: pytest.LogCaptureFixture
+) -> None:
+    calls: list[float] = []
+
+    def flaky(req: Any) -> StopReplicaResponse:
+        calls.append(round(scheduler.now(), 6))
+        if len(calls) == 1:
+            raise RuntimeError("connection reset")
+        return StopReplicaResponse()
+
+    transport.bind_broker(1, flaky)
+    channel = transport.controller_channel(0)
+    channel.add_broker(BrokerInfo(1))
+    responses: list[tuple[float, Any]] = []
+    with caplog.at_level(logging.ERROR, logger="kctl.transports.inprocess"):
+        channel.send_request(1, request(1), collect(scheduler, responses, "ok"))
+        scheduler.advance(1)
+    assert calls == [0.001, 0.101] and responses == [(0.102, "ok")]
+    assert "Broker 1 failed to handle StopReplica; retrying" in caplog.text
+
+
+def test_channel_shutdown_and_transport_close_discard_everything(
+    scheduler: SimulatedScheduler, transport: InProcessTransport
+) -> None:
+    broker = Broker(scheduler)
+    channel = transport.controller_channel(0)
+    channel.add_broker(BrokerInfo(1))
+    channel.send_request(1, request(1), None)
+    channel.shutdown()
+    transport.bind_broker(1, broker)
+    scheduler.advance(1)
+    assert broker.handled == [] and channel.brokers() == []
+    transport.close()
+    assert not transport.is_broker_bound(1)
+
+
+def test_binding_an_id_twice_is_an_error(transport: InProcessTransport) -> None:
+    transport.bind_broker(1, lambda req: StopReplicaResponse())
+    with pytest.raises(IllegalStateError, match="broker 1 is already bound"):
+        transport.bind_broker(1, lambda req: StopReplicaResponse())
+    transport.bind_controller(0, lambda req, respond: None)
+    with pytest.raises(IllegalStateError, match="controller 0 is already bound"):
+        transport.bind_controller(0, lambda req, respond: None)
+    transport.unbind_broker(1)
+    transport.bind_broker(1, lambda req: StopReplicaResponse())  # a restarted broker binds again
+
+
+@pytest.mark.parametrize(
+    ("req", "response_type"),
+    [
+        (ControlledShutdownRequest(1, 5), ControlledShutdownResponse),
+        (AlterPartitionRequest(1, 5, {TopicPartition("t", 0): LeaderAndIsr(1, (1,))}), AlterPartitionResponse),
+    ],
+    ids=["controlled_shutdown", "alter_partition"],
+)
+def test_a_broker_request_without_a_controller_gets_not_controller(
+    scheduler: SimulatedScheduler, transport: InProcessTransport, req: Any, response_type: type
+) -> None:
+    responses: list[tuple[float, Any]] = []
+    transport.send_to_controller(3, req, collect(scheduler, responses))
+    transport.send_to_controller(-1, req, collect(scheduler, responses))
+    scheduler.advance(1)
+    assert responses == [(0.002, response_type(Errors.NOT_CONTROLLER))] * 2
+
+
+def test_a_broker_request_reaches_the_bound_controller(scheduler: SimulatedScheduler,
+                                                        transport: InProcessTransport) -> None:
+    received: list[tuple[float, Any]] = []
+
+    def controller(req: Any, respond: Any) -> None:
+        received.append((round(scheduler.now(), 6), req))
+        # The controller answers when its event has been processed, here half a second later.
+        scheduler.schedule(0.5, lambda: respond(ControlledShutdownResponse(remaining_partitions=(TopicPartition("t", 0),))))
+
+    transport.bind_controller(3, controller)
+    responses: list[tuple[float, Any]] = []
+    transport.send_to_controller(3, ControlledShutdownRequest(1, 5), collect(scheduler, responses))
+    scheduler.advance(1)
+    assert received == [(0.001, ControlledShutdownRequest(1, 5))]
+    assert responses == [(0.502, ControlledShutdownResponse(remaining_partitions=(TopicPartition("t", 0),)))]
+    transport.unbind_controller(3)
+    transport.send_to_controller(3, ControlledShutdownRequest(1, 5), collect(scheduler, responses))
+    scheduler.advance(1)
+    assert responses[-1] == (1.002, ControlledShutdownResponse(Errors.NOT_CONTROLLER))
+
+
+def test_threads_sending_concurrently_on_a_real_clock() -> None:
+    """The controller's thread sends while the scheduler's thread delivers: nothing is lost or
+    reordered per broker."""
+    scheduler = RealTimeScheduler(seed=1)
+    try:
+        transport = InProcessTransport(scheduler, latency=0.0001, retry_backoff=0.001)
+        brokers = {b: Broker(scheduler) for b in range(4)}
+        channel = transport.controller_channel(0)
+        for b, handler in brokers.items():
+            transport.bind_broker(b, handler)
+            channel.add_broker(BrokerInfo(b))
+        done = threading.Semaphore(0)
+
+        def sender(b: int) -> None:
+            for n in range(50):
+                channel.send_request(b, request(n), lambda response: done.release())
+
+        threads = [threading.Thread(target=sender, args=(b,)) for b in brokers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert all(done.acquire(timeout=10) for _ in range(200))
+        for handler in brokers.values():
+            assert [n for _, n in handler.handled] == list(range(50))
+    finally:
+        scheduler.shutdown()
