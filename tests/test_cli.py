@@ -56,6 +56,7 @@ def test_plugins_lists_plugins_then_what_they_registered(capsys: pytest.CaptureF
         "PLUGIN                     SOURCE    HOOKS",
         "kctl.selectors             built-in  kctl_register_leader_selectors",
         "kctl.stores.memory         built-in  kctl_register_state_stores",
+        "kctl.stores.zookeeper      built-in  kctl_register_state_stores",
         "kctl.transports.inprocess  built-in  kctl_register_transports",
     ]
     assert sections[1].splitlines() == [
@@ -90,6 +91,8 @@ def test_plugins_json(capsys: pytest.CaptureFixture[str]) -> None:
         {"name": "kctl.selectors", "distribution": None, "version": None,
          "hooks": ["kctl_register_leader_selectors"]},
         {"name": "kctl.stores.memory", "distribution": None, "version": None,
+         "hooks": ["kctl_register_state_stores"]},
+        {"name": "kctl.stores.zookeeper", "distribution": None, "version": None,
          "hooks": ["kctl_register_state_stores"]},
         {"name": "kctl.transports.inprocess", "distribution": None, "version": None,
          "hooks": ["kctl_register_transports"]},

@@ -3,22 +3,31 @@
 Each subcommand is one ``cmd_*`` function taking the parsed arguments and returning an exit code,
 plus an entry in :data:`COMMANDS` that names it, describes it and declares its arguments. Exit
 codes: 0 on success, 1 for a :class:`~kctl.errors.KctlError` (its message on stderr, no
-traceback), 2 for bad usage.
+traceback), 2 for bad usage. ``kctl demo`` and ``kctl sim`` also exit 1 when a check failed, and
+``kctl sim`` 2 for a scenario file that is not valid (nothing is run).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 
 import kctl
 import kctl._engine as _engine
+from kctl.config import property_docs
+from kctl.context import DEFAULT_ENGINE, ENGINES
 from kctl.errors import KctlError
 from kctl.plugins import PluginHost, get_plugin_host
+from kctl.sim import ScenarioError, load_scenario, run_scenario
+from kctl.sim.demo import MIN_BROKERS, run_demo
+from kctl.sim.report import STEP_HEADER, Style, markdown_table, step_lines, summary, table, use_color, write_json
 
 
 @dataclass(frozen=True)
@@ -51,12 +60,6 @@ def _plugins_report(host: PluginHost) -> dict[str, list[dict[str, Any]]]:
     }
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in (header, *rows)]
-    return "\n".join(lines if rows else [*lines, "(none)"])
-
-
 def cmd_plugins(args: argparse.Namespace) -> int:
     """List loaded plugins with their hooks, then what each registry holds and which plugin added it."""
     report = _plugins_report(get_plugin_host())
@@ -64,7 +67,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         return 0
     sections = [
-        _table(
+        table(
             ("PLUGIN", "SOURCE", "HOOKS"),
             [
                 (p["name"], f"{p['distribution']} {p['version']}" if p["distribution"] else "built-in",
@@ -72,15 +75,127 @@ def cmd_plugins(args: argparse.Namespace) -> int:
                 for p in report["plugins"]
             ],
         ),
-        _table(
+        table(
             ("LEADER SELECTOR", "KIND", "PLUGIN"),
             [(e["name"], e["kind"], str(e["plugin"])) for e in report["leader_selectors"]],
         ),
-        _table(("STATE STORE", "PLUGIN"), [(e["name"], str(e["plugin"])) for e in report["state_stores"]]),
-        _table(("TRANSPORT", "PLUGIN"), [(e["name"], str(e["plugin"])) for e in report["transports"]]),
+        table(("STATE STORE", "PLUGIN"), [(e["name"], str(e["plugin"])) for e in report["state_stores"]]),
+        table(("TRANSPORT", "PLUGIN"), [(e["name"], str(e["plugin"])) for e in report["transports"]]),
     ]
     print("\n\n".join(sections))
     return 0
+
+
+# --- kctl config -----------------------------------------------------------------------------------
+
+
+def _config_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--markdown", action="store_true", help="print a Markdown table (as in docs/user-guide.md)")
+
+
+def _property_text(value: Any) -> str:
+    if value is None:
+        return "(none)"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    """List the broker properties the controller reads, with Kafka's names and defaults."""
+    rows = [(name, _property_text(default), doc) for name, (default, doc) in property_docs().items()]
+    header = ("PROPERTY", "DEFAULT", "DESCRIPTION")
+    print(markdown_table([h.lower() for h in header], rows) if args.markdown else table(header, rows))
+    return 0
+
+
+# --- kctl demo and kctl sim ------------------------------------------------------------------------
+
+
+def _at_least(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+    return parse
+
+
+def _simulation_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--engine", choices=ENGINES, default=DEFAULT_ENGINE,
+                        help=f"controller engine (default: {DEFAULT_ENGINE})")
+    parser.add_argument("--no-color", action="store_true", help="no ANSI colours, even on a terminal")
+    parser.add_argument("--log-level", choices=("TRACE", "DEBUG", "INFO", "WARNING", "ERROR"), default=None,
+                        help="print kctl's logs to stderr (the state-change log: INFO for partitions, TRACE for replicas)")
+
+
+class _LogHandler(logging.StreamHandler[TextIO]):
+    """The one handler ``kctl demo`` and ``kctl sim`` put on the ``kctl`` logger."""
+
+
+def _route_logs(level: str | None) -> None:
+    """kctl's logs go to stderr at ``level``, or nowhere: without a handler, Python would print
+    warnings such as a failed election (normal in a simulation) through its last-resort handler."""
+    logger = logging.getLogger("kctl")
+    for old in [h for h in logger.handlers if isinstance(h, _LogHandler)]:
+        logger.removeHandler(old)
+    handler = _LogHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(logging.CRITICAL + 1 if level is None else level)
+    logger.addHandler(handler)
+    logger.setLevel(logging.NOTSET if level is None else level)
+
+
+def _demo_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--brokers", type=_at_least(MIN_BROKERS), default=5, help="broker count (default: 5)")
+    parser.add_argument("--partitions", type=_at_least(1), default=6, help="partitions per topic (default: 6)")
+    parser.add_argument("--seed", type=int, default=0, help="simulation seed (default: 0)")
+    _simulation_arguments(parser)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Take a small simulated cluster through the controller's main operations; 1 if a check failed."""
+    _route_logs(args.log_level)
+    return run_demo(sys.stdout, args.brokers, args.partitions, args.seed, args.engine,
+                    use_color(sys.stdout, args.no_color))
+
+
+def _sim_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario", metavar="SCENARIO.toml", type=Path, help="the scenario file")
+    parser.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
+    parser.add_argument("--json", metavar="FILE", type=Path, help="also write the report as JSON to FILE")
+    _simulation_arguments(parser)
+
+
+def cmd_sim(args: argparse.Namespace) -> int:
+    """Play a scenario: 0 if every expectation and invariant held, 1 if not, 2 for an invalid scenario."""
+    _route_logs(args.log_level)
+    try:
+        scenario = load_scenario(args.scenario)
+    except ScenarioError as e:
+        print(f"kctl sim: {args.scenario} is not a valid scenario:", file=sys.stderr)
+        print("\n".join(f"  {problem}" for problem in e.problems), file=sys.stderr)
+        return 2
+    style = Style(use_color(sys.stdout, args.no_color))
+    title = f"{scenario.name or args.scenario}: {len(scenario.cluster.brokers)} brokers, {len(scenario.topics)} topics, "
+    print(style.bold(title + f"{len(scenario.steps)} steps"))
+    if scenario.description:
+        print(scenario.description.strip())
+    print(style.dim(STEP_HEADER))
+    report = run_scenario(
+        scenario, engine=args.engine, seed=args.seed,
+        on_step=lambda result: print("\n".join(step_lines(result, style)), flush=True),
+    )
+    print()
+    print(summary(report, style))
+    if args.json is not None:
+        try:
+            write_json(report, args.json)
+        except OSError as e:
+            print(f"kctl sim: cannot write {args.json}: {e.strerror}", file=sys.stderr)
+            return 1
+    return 0 if report.ok else 1
 
 
 # --- The command table and the entry point ---------------------------------------------------------
@@ -89,6 +204,13 @@ COMMANDS: dict[str, Command] = {
     "plugins": Command(
         "list plugins and the selectors, stores and transports they register", cmd_plugins, _plugins_arguments
     ),
+    "config": Command("list the controller's configuration properties and their defaults", cmd_config,
+                      _config_arguments),
+    "demo": Command(
+        "run a small simulated cluster through failures, a reassignment, elections and a failover",
+        cmd_demo, _demo_arguments,
+    ),
+    "sim": Command("play a scenario file (TOML) on a simulated cluster and report", cmd_sim, _sim_arguments),
 }
 
 
@@ -115,4 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.run(args))
     except KctlError as exc:
         print(f"kctl: error: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # the reader went away (kctl demo | head): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 1

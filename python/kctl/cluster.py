@@ -107,7 +107,11 @@ class EmbeddedCluster:
         store_options: Mapping[str, Any] | None = None,
         transport_options: Mapping[str, Any] | None = None,
         broker_options: Mapping[str, Any] | None = None,
+        controller_session: Callable[[int, StateStore], StateStore] | None = None,
     ) -> None:
+        """``controller_session(controller_id, session)``, when given, wraps the store session of
+        every controller candidate started (fault injection: tests use it to expire a controller's
+        session at a chosen write, or to hide watch events from it)."""
         self.broker_ids = list(range(1, brokers + 1)) if isinstance(brokers, int) else sorted(brokers)
         if not self.broker_ids or len(set(self.broker_ids)) != len(self.broker_ids) or min(self.broker_ids) < 0:
             raise IllegalStateError(f"broker ids must be distinct non-negative integers, got {self.broker_ids}")
@@ -130,6 +134,7 @@ class EmbeddedCluster:
         self.transport = _RecordingTransport(transport_factory(scheduler=self.scheduler, **(transport_options or {})), self)
         self.ledger = DataPlaneLedger()
         self._broker_options = dict(broker_options or {})
+        self._controller_session = controller_session
         self._state_change_log: list[str] = []
         self._sent: list[SentRecord] = []
         self.brokers: dict[int, BrokerAgent] = {}
@@ -197,9 +202,12 @@ class EmbeddedCluster:
         return agent
 
     def _start_controller(self, controller_id: int) -> KafkaController:
+        session: StateStore = self.store.new_session()  # type: ignore[attr-defined]
+        if self._controller_session is not None:
+            session = self._controller_session(controller_id, session)
         controller = KafkaController(
             controller_id,
-            self.store.new_session(),  # type: ignore[attr-defined]
+            session,
             self.transport,
             self.config,
             self.engine,

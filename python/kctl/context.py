@@ -12,6 +12,7 @@ broker id. This is what makes state-change logs and request batches identical ac
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection, Iterable, Mapping, Set
 from typing import Any
 
@@ -25,9 +26,12 @@ from kctl.model import (
     TopicPartition,
 )
 
-ENGINES = ("reference",)
+ENGINES = ("reference", "rust")
 """Engines this build provides; ``ControllerContext(engine=...)`` accepts these names."""
-DEFAULT_ENGINE = "reference"
+DEFAULT_ENGINE = os.environ.get("KCTL_ENGINE", "rust")
+"""The native engine, unless ``KCTL_ENGINE`` names another (the test suite runs on each)."""
+if DEFAULT_ENGINE not in ENGINES:
+    raise ImportError(f"KCTL_ENGINE={DEFAULT_ENGINE!r} is not an engine; choose one of {', '.join(ENGINES)}")
 
 
 def _engine_class(engine: str) -> type[ControllerContext]:
@@ -35,6 +39,10 @@ def _engine_class(engine: str) -> type[ControllerContext]:
         from kctl.reference.context import ReferenceContext
 
         return ReferenceContext
+    if engine == "rust":
+        from kctl.native.context import RustContext
+
+        return RustContext
     raise ValueError(f"unknown engine {engine!r}; available engines: {', '.join(ENGINES)}")
 
 

@@ -202,6 +202,10 @@ class CorruptDataError(StoreError):
     """Stored data could not be decoded; the message names the path and the field."""
 
 
+class NoAuthError(StoreError):
+    """ZooKeeper's NOAUTH: the ACL of a znode does not let this identity change it."""
+
+
 class StoreUnavailableError(StoreError):
     """The store cannot be reached (connection loss, closed session)."""
 

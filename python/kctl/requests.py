@@ -212,7 +212,19 @@ def _batch_class(engine: str) -> type[ControllerBrokerRequestBatch]:
         from kctl.reference.request_batch import ReferenceRequestBatch
 
         return ReferenceRequestBatch
+    if engine == "rust":
+        from kctl.native.request_batch import RustRequestBatch
+
+        return RustRequestBatch
     raise ValueError(f"no request batch for engine {engine!r}")
+
+
+def _update_metadata_callback(batch: ControllerBrokerRequestBatch, broker: int) -> Callable[[Any], None]:
+    return lambda response: batch._respond(UpdateMetadataResponseReceived(broker, response))
+
+
+ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
+"""Kafka's Uuid.ZERO_UUID in its base64 form: the topic id sent when a topic has none."""
 
 
 class ControllerBrokerRequestBatch:
@@ -245,6 +257,70 @@ class ControllerBrokerRequestBatch:
         self.channel = channel
         self.on_response = on_response
         self.state_change_logger = state_change_logger or StateChangeLogger(controller_id, lambda: context.epoch)
+
+    # --- Building and delivering requests (shared by every engine) -------------------------------
+
+    def _broker_epoch(self, broker: int) -> int:
+        epoch = self.context.live_broker_epoch(broker)
+        return -1 if epoch is None else epoch
+
+    def _deliver(self, sent: list[SentRequest], broker: int, request: ControllerRequest,
+                 callback: Callable[[Any], None] | None) -> None:
+        sent.append(SentRequest(broker, request))
+        if self.channel is not None:
+            self.channel.send_request(broker, request, callback if self.on_response is not None else None)
+
+    def _deliver_leader_and_isr(
+        self, sent: list[SentRequest], controller_epoch: int, broker: int, states: tuple[LeaderAndIsrPartitionState, ...]
+    ) -> None:
+        ctx = self.context
+        brokers_by_id = {b.id: b for b in ctx.live_or_shutting_down_brokers()}
+        topics = dict.fromkeys(s.topic for s in states)
+        request = LeaderAndIsrRequest(
+            self.config.leader_and_isr_version,
+            self.controller_id,
+            controller_epoch,
+            self._broker_epoch(broker),
+            states,
+            {t: ctx.topic_ids.get(t, ZERO_UUID) for t in topics},
+            tuple(brokers_by_id[b] for b in sorted({s.leader for s in states}) if b in brokers_by_id),
+        )
+        self._deliver(sent, broker, request, lambda r: self._respond(LeaderAndIsrResponseReceived(broker, r)))
+
+    def _deliver_update_metadata(
+        self, sent: list[SentRequest], controller_epoch: int, brokers: list[int],
+        states: tuple[UpdateMetadataPartitionState, ...],
+    ) -> None:
+        ctx = self.context
+        live_brokers = tuple(ctx.live_or_shutting_down_brokers())
+        topic_ids = {t: ctx.topic_ids[t] for t in dict.fromkeys(s.topic for s in states) if t in ctx.topic_ids}
+        for broker in brokers:
+            request = UpdateMetadataRequest(
+                self.config.update_metadata_version, self.controller_id, controller_epoch,
+                self._broker_epoch(broker), states, live_brokers, topic_ids,
+            )
+            self._deliver(sent, broker, request, _update_metadata_callback(self, broker))
+
+    def _deliver_stop_replica(
+        self, sent: list[SentRequest], controller_epoch: int, broker: int, delete_partitions: bool,
+        states: tuple[StopReplicaPartitionState, ...],
+    ) -> None:
+        version = self.config.stop_replica_version
+        request = StopReplicaRequest(
+            version, self.controller_id, controller_epoch, self._broker_epoch(broker), delete_partitions, states
+        )
+        deleted = frozenset(s.tp for s in states if s.delete_partition)
+
+        def answered(response: Any) -> None:
+            self._respond(StopReplicaResponseReceived(broker, response, deleted))
+
+        # Before version 3 only the request that deletes is answered.
+        self._deliver(sent, broker, request, answered if version >= 3 or delete_partitions else None)
+
+    def _respond(self, event: ResponseReceived) -> None:
+        """Response callbacks only hand an event to the controller."""
+        if self.on_response is not None:
+            self.on_response(event)
 
     def new_batch(self) -> None:
         """Start a batch; :class:`IllegalStateError` if the previous one was not sent."""

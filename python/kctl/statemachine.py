@@ -37,6 +37,10 @@ def _implementation(kind: str, engine: str) -> type[Any]:
         from kctl.reference.replica_state_machine import ReferenceReplicaStateMachine
 
         return ReferenceReplicaStateMachine
+    if engine == "rust":
+        from kctl.native.statemachine import RustPartitionStateMachine, RustReplicaStateMachine
+
+        return RustPartitionStateMachine if kind == "partition" else RustReplicaStateMachine
     raise ValueError(f"no {kind} state machine for engine {engine!r}")
 
 

@@ -3,4 +3,10 @@
 //! PyO3 code lives only in `py/`; every other module is plain Rust so that `cargo test` exercises it
 //! without an interpreter.
 
+pub mod context;
+pub mod election;
+pub mod model;
 mod py;
+pub mod requests;
+pub mod statemachine;
+pub mod store;

@@ -31,7 +31,7 @@ from kctl.requests import (
     UpdateMetadataRequest,
 )
 from kctl.scheduler import SimulatedScheduler
-from kctl.stores import MATCH_ANY_VERSION, MemoryStore, MemoryTree, TopicAssignment
+from kctl.stores import MemoryStore, MemoryTree, TopicAssignment
 from kctl.transports.inprocess import InProcessTransport
 
 LATENCY = 0.001

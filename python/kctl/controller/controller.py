@@ -385,7 +385,7 @@ class KafkaController:
 
     def _elect(self) -> None:
         try:
-            self.active_controller_id = self.store.get_controller_id() or -1
+            self.active_controller_id = self._read_controller_id()
         except KctlError:
             log.warning("Controller %s could not read the active controller; will retry on the next change", self.broker_id)
             return
@@ -407,10 +407,15 @@ class KafkaController:
                  self.broker_id, epoch, epoch_version)
         self._on_controller_failover()
 
+    def _read_controller_id(self) -> int:
+        """The registered controller's id, -1 when there is none (broker 0 is a valid controller)."""
+        controller_id = self.store.get_controller_id()
+        return -1 if controller_id is None else controller_id
+
     def _maybe_resign(self) -> None:
         was_active = self.is_active
         try:
-            self.active_controller_id = self.store.get_controller_id() or -1
+            self.active_controller_id = self._read_controller_id()
         except KctlError:
             self.active_controller_id = -1
         if was_active and not self.is_active:
@@ -418,7 +423,7 @@ class KafkaController:
 
     def _trigger_controller_move(self) -> None:
         try:
-            self.active_controller_id = self.store.get_controller_id() or -1
+            self.active_controller_id = self._read_controller_id()
         except KctlError:
             self.active_controller_id = -1
         if not self.is_active:
@@ -864,7 +869,9 @@ class KafkaController:
         results: dict[TopicPartition, KctlError | None] = {}
         to_reassign: dict[TopicPartition, ReplicaAssignment] = {}
         for tp, target in requested.items():
-            error = self._validate_replicas(tp, tuple(target))
+            # No liveness check here (only the API has one): a target broker that is down gets its
+            # replica when it starts (reference §6.8, §6.5 step 6).
+            error = _validate_replica_list(target)
             assignment = None if error is not None else self._maybe_build_reassignment(tp, tuple(target))
             if error is not None:
                 results[tp] = error
@@ -880,12 +887,10 @@ class KafkaController:
         return {tp for tp, error in results.items() if error is None}
 
     def _validate_replicas(self, tp: TopicPartition, replicas: Sequence[int]) -> KctlError | None:
-        if not replicas:
-            return InvalidReplicaAssignmentError("Empty replica list specified in partition reassignment.")
-        if len(set(replicas)) != len(replicas):
-            return InvalidReplicaAssignmentError(f"Duplicate replica ids in partition reassignment replica list: {list(replicas)}")
-        if any(not isinstance(r, int) or isinstance(r, bool) or r < 0 for r in replicas):
-            return InvalidReplicaAssignmentError(f"Invalid broker id in replica list: {list(replicas)}")
+        """The API's validation of a target: a well-formed list whose adding replicas are live."""
+        error = _validate_replica_list(replicas)
+        if error is not None:
+            return error
         new = self.context.partition_full_replica_assignment(tp).reassign_to(tuple(replicas))
         live = self.context.live_broker_ids
         if not set(new.adding_replicas) <= live:
@@ -1420,6 +1425,16 @@ class KafkaController:
         if len(failed) != len(errors):
             deleted = [tp for tp in errors if tp not in set(failed)]
             self.deletion_manager.complete_replica_deletion([PartitionReplica(tp, received.broker) for tp in deleted])
+
+
+def _validate_replica_list(replicas: Sequence[int]) -> KctlError | None:
+    if not replicas:
+        return InvalidReplicaAssignmentError("Empty replica list specified in partition reassignment.")
+    if len(set(replicas)) != len(replicas):
+        return InvalidReplicaAssignmentError(f"Duplicate replica ids in partition reassignment replica list: {list(replicas)}")
+    if any(not isinstance(r, int) or isinstance(r, bool) or r < 0 for r in replicas):
+        return InvalidReplicaAssignmentError(f"Invalid broker id in replica list: {list(replicas)}")
+    return None
 
 
 class _DeletionClient:

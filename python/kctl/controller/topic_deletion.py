@@ -143,7 +143,7 @@ class TopicDeletionManager:
     def _retry_deletion_for_ineligible_replicas(self, topics: list[str]) -> None:
         failed = [r for t in topics for r in self.context.replicas_in_state(t, ReplicaState.DELETION_INELIGIBLE)]
         log.debug("Retrying deletion of replicas %s", failed)
-        self.context.clear_topics_ineligible_for_deletion(topics)
+        # The topic stays ineligible: only resume_deletion_for_topics clears that (reference §6.11).
         self.rsm.handle_state_changes(failed, ReplicaState.OFFLINE)
 
     def _complete_delete_topic(self, topic: str) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from kctl.errors import IllegalStateError
@@ -18,18 +18,11 @@ from kctl.model import (
 )
 from kctl.requests import (
     ControllerBrokerRequestBatch,
-    ControllerRequest,
     LeaderAndIsrPartitionState,
-    LeaderAndIsrRequest,
-    LeaderAndIsrResponseReceived,
     PendingRequests,
     SentRequest,
     StopReplicaPartitionState,
-    StopReplicaRequest,
-    StopReplicaResponseReceived,
     UpdateMetadataPartitionState,
-    UpdateMetadataRequest,
-    UpdateMetadataResponseReceived,
 )
 
 
@@ -146,110 +139,57 @@ class ReferenceRequestBatch(ControllerBrokerRequestBatch):
             raise IllegalStateError(f"failed to send controller requests: {e}") from e
         return sent
 
-    def _deliver(self, sent: list[SentRequest], broker: int, request: ControllerRequest,
-                 callback: Callable[[Any], None] | None) -> None:
-        sent.append(SentRequest(broker, request))
-        if self.channel is not None:
-            self.channel.send_request(broker, request, callback if self.on_response is not None else None)
-
-    def _broker_epoch(self, broker: int) -> int:
-        epoch = self.context.live_broker_epoch(broker)
-        return -1 if epoch is None else epoch
-
     def _send_leader_and_isr(self, controller_epoch: int, sent: list[SentRequest]) -> None:
-        ctx, log = self.context, self.state_change_logger
-        registered = ctx.live_or_shutting_down_broker_ids
-        brokers_by_id = {b.id: b for b in ctx.live_or_shutting_down_brokers()}
+        registered = self.context.live_or_shutting_down_broker_ids
         for broker, states in sorted(self._leader_and_isr.items()):
             if broker not in registered:
                 continue
             become_leaders = sum(1 for s in states.values() if s.leader == broker)
-            log.info(
+            self.state_change_logger.info(
                 f"Sending LeaderAndIsr request to broker {broker} with {become_leaders} become-leader "
                 f"and {len(states) - become_leaders} become-follower partitions"
             )
-            leader_ids = {s.leader for s in states.values()}
-            topics = dict.fromkeys(s.topic for s in states.values())
-            request = LeaderAndIsrRequest(
-                self.config.leader_and_isr_version,
-                self.controller_id,
-                controller_epoch,
-                self._broker_epoch(broker),
-                tuple(states.values()),
-                {t: ctx.topic_ids.get(t, ZERO_UUID) for t in topics},
-                tuple(brokers_by_id[b] for b in sorted(leader_ids) if b in brokers_by_id),
-            )
-            self._deliver(sent, broker, request, self._leader_and_isr_callback(broker))
+            self._deliver_leader_and_isr(sent, controller_epoch, broker, tuple(states.values()))
         self._leader_and_isr.clear()
 
     def _send_update_metadata(self, controller_epoch: int, sent: list[SentRequest]) -> None:
         if not self._update_metadata_brokers:
             self._update_metadata_partitions.clear()
             return
-        ctx, log = self.context, self.state_change_logger
-        targets = sorted(b for b in self._update_metadata_brokers if b in ctx.live_or_shutting_down_broker_ids)
-        log.info(
+        registered = self.context.live_or_shutting_down_broker_ids
+        self.state_change_logger.info(
             f"Sending UpdateMetadata request to brokers {sorted(self._update_metadata_brokers)} "
             f"for {len(self._update_metadata_partitions)} partitions"
         )
-        states = tuple(self._update_metadata_partitions.values())
-        live_brokers = tuple(ctx.live_or_shutting_down_brokers())
-        topics = dict.fromkeys(s.topic for s in states)
-        topic_ids = {t: ctx.topic_ids[t] for t in topics if t in ctx.topic_ids}
-        for broker in targets:
-            request = UpdateMetadataRequest(
-                self.config.update_metadata_version, self.controller_id, controller_epoch,
-                self._broker_epoch(broker), states, live_brokers, topic_ids,
-            )
-            self._deliver(sent, broker, request, self._update_metadata_callback(broker))
+        targets = sorted(b for b in self._update_metadata_brokers if b in registered)
+        self._deliver_update_metadata(sent, controller_epoch, targets, tuple(self._update_metadata_partitions.values()))
         self._update_metadata_brokers.clear()
         self._update_metadata_partitions.clear()
 
     def _send_stop_replica(self, controller_epoch: int, sent: list[SentRequest]) -> None:
-        ctx, log = self.context, self.state_change_logger
+        log = self.state_change_logger
         version = self.config.stop_replica_version
         for broker, states in sorted(self._stop_replica.items()):
-            if broker not in ctx.live_or_shutting_down_broker_ids:
+            if broker not in self.context.live_or_shutting_down_broker_ids:
                 continue
-            epoch = self._broker_epoch(broker)
-            deleted = frozenset(tp for tp, s in states.items() if s.delete_partition)
             if version >= 3:
                 by_topic: dict[str, list[StopReplicaPartitionState]] = {}
                 for s in states.values():
                     by_topic.setdefault(s.topic, []).append(s)
                 grouped = tuple(s for group in by_topic.values() for s in group)
                 log.info(f"Sending StopReplica request for {len(states)} replicas to broker {broker}")
-                request = StopReplicaRequest(version, self.controller_id, controller_epoch, epoch, False, grouped)
-                self._deliver(sent, broker, request, self._stop_replica_callback(broker, deleted))
+                self._deliver_stop_replica(sent, controller_epoch, broker, False, grouped)
                 continue
             # Before version 3: the partitions to delete first, in a request with its own callback.
             to_delete = tuple(s for s in states.values() if s.delete_partition)
             to_stop = tuple(s for s in states.values() if not s.delete_partition)
             if to_delete:
                 log.info(f"Sending StopReplica request (delete = true) for {len(to_delete)} replicas to broker {broker}")
-                request = StopReplicaRequest(version, self.controller_id, controller_epoch, epoch, True, to_delete)
-                self._deliver(sent, broker, request, self._stop_replica_callback(broker, deleted))
+                self._deliver_stop_replica(sent, controller_epoch, broker, True, to_delete)
             if to_stop:
                 log.info(f"Sending StopReplica request (delete = false) for {len(to_stop)} replicas to broker {broker}")
-                request = StopReplicaRequest(version, self.controller_id, controller_epoch, epoch, False, to_stop)
-                self._deliver(sent, broker, request, None)
+                self._deliver_stop_replica(sent, controller_epoch, broker, False, to_stop)
         self._stop_replica.clear()
 
-    # --- Response callbacks (they only hand an event to the controller) ------------------------
-
-    def _leader_and_isr_callback(self, broker: int) -> Callable[[Any], None]:
-        return lambda response: self._respond(LeaderAndIsrResponseReceived(broker, response))
-
-    def _update_metadata_callback(self, broker: int) -> Callable[[Any], None]:
-        return lambda response: self._respond(UpdateMetadataResponseReceived(broker, response))
-
-    def _stop_replica_callback(self, broker: int, deleted: frozenset[TopicPartition]) -> Callable[[Any], None]:
-        return lambda response: self._respond(StopReplicaResponseReceived(broker, response, deleted))
-
-    def _respond(self, event: Any) -> None:
-        if self.on_response is not None:
-            self.on_response(event)
 
 
-ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
-"""Kafka's Uuid.ZERO_UUID in its base64 form: the topic id sent when a topic has none."""

@@ -2,7 +2,9 @@
 
 Everything the controller and the plugins need is importable from here: the
 :class:`StateStore` protocol with its result and watch types, and :class:`MemoryStore`, the
-in-memory store with ZooKeeper's semantics that simulations and tests run on.
+in-memory store with ZooKeeper's semantics that simulations and tests run on, and
+:class:`ZooKeeperStore`, the same protocol on a real ensemble with Kafka's znode layout (kazoo is
+imported only when one is created).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from kctl.stores.base import (
     WatchListener,
 )
 from kctl.stores.memory import MemoryStore, MemoryTree, PartitionSnapshot
+from kctl.stores.zookeeper import ZooKeeperStore
 
 __all__ = [
     "MATCH_ANY_VERSION",
@@ -33,4 +36,5 @@ __all__ = [
     "WatchEvent",
     "WatchKind",
     "WatchListener",
+    "ZooKeeperStore",
 ]

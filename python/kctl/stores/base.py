@@ -100,6 +100,23 @@ class WatchEvent:
 
 WatchListener = Callable[[WatchEvent], None]
 
+WATCH_KEY_TYPES: dict[WatchKind, type] = {
+    WatchKind.BROKER: int,
+    WatchKind.TOPIC: str,
+    WatchKind.PARTITION_STATE: TopicPartition,
+    WatchKind.TOPIC_CONFIG: str,
+}
+"""The key each keyed watch kind takes; the other kinds take none."""
+
+
+def check_watch_key(kind: WatchKind, key: object) -> None:
+    """Refuse a watch registration whose key does not fit its kind (a programming error)."""
+    expected = WATCH_KEY_TYPES.get(kind)
+    if expected is None and key is not None:
+        raise TypeError(f"a {kind.name} watch takes no key, got {key!r}")
+    if expected is not None and not isinstance(key, expected):
+        raise TypeError(f"a {kind.name} watch takes a {expected.__name__} key, got {key!r}")
+
 
 @runtime_checkable
 class StateStore(Protocol):

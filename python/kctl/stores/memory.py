@@ -62,6 +62,7 @@ from kctl.stores.base import (
     WatchEvent,
     WatchKind,
     WatchListener,
+    check_watch_key,
 )
 
 if TYPE_CHECKING:
@@ -560,14 +561,6 @@ _KEYED_CHANGES = {
     WatchKind.PARTITION_STATE: frozenset({ChangeType.DATA_CHANGED}),
     WatchKind.TOPIC_CONFIG: frozenset({ChangeType.CREATED, ChangeType.DATA_CHANGED}),
 }
-_KEY_TYPES: dict[WatchKind, type] = {
-    WatchKind.BROKER: int,
-    WatchKind.TOPIC: str,
-    WatchKind.PARTITION_STATE: TopicPartition,
-    WatchKind.TOPIC_CONFIG: str,
-}
-
-
 def _keyed_node(path: str) -> tuple[WatchKind, object] | None:
     """The keyed watch a node belongs to: a broker, topic, partition-state or topic-config znode."""
     parts = path.split("/")
@@ -677,14 +670,6 @@ def _frozen(assignment: TopicAssignment) -> TopicAssignment:
     return TopicAssignment(MappingProxyType(dict(assignment.partitions)), assignment.topic_id)
 
 
-def _check_watch_key(kind: WatchKind, key: object) -> None:
-    expected = _KEY_TYPES.get(kind)
-    if expected is None and key is not None:
-        raise TypeError(f"a {kind.name} watch takes no key, got {key!r}")
-    if expected is not None and not isinstance(key, expected):
-        raise TypeError(f"a {kind.name} watch takes a {expected.__name__} key, got {key!r}")
-
-
 class MemoryStore:
     """One session on a :class:`MemoryTree`, implementing the ``StateStore`` protocol.
 
@@ -743,7 +728,7 @@ class MemoryStore:
                 self._session.listeners.remove(listener)
 
     def watch(self, kind: WatchKind, key: object = None) -> None:
-        _check_watch_key(kind, key)
+        check_watch_key(kind, key)
         with self._tree._lock:
             self._session.watches.add((kind, key))
 

@@ -63,78 +63,104 @@ def _found(value: object) -> str:
     return f"found {type(value).__name__} {reprlib.repr(value)}"
 
 
-def _object(data: bytes | None, path: str) -> dict[str, object]:
-    """The JSON object stored at ``path``."""
-    if data is None:
-        raise corrupt(path, DOCUMENT, "is missing: the znode has no data")
-    try:
-        value = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise corrupt(path, DOCUMENT, f"is not JSON ({exc}): {reprlib.repr(data)}") from None
-    if not isinstance(value, dict):
-        raise corrupt(path, DOCUMENT, f"must be a JSON object, {_found(value)}")
-    return value
-
-
 _MISSING = object()
+_RECOVERY_STATES = tuple(LeaderRecoveryState)  # indexed by value: 0 RECOVERED, 1 RECOVERING
+_DECIMAL = re.compile(r"-?[0-9]+")
 
 
-def _field(doc: Mapping[str, object], name: str, path: str, default: object = _MISSING) -> object:
-    value = doc.get(name, default)
-    if value is _MISSING:
-        raise corrupt(path, name, "is missing")
-    return value
+class _Fields:
+    """A JSON object read from ``path``: each accessor checks a field's type and names it
+    (``partitions[2].topic``) in the :class:`CorruptDataError` it raises otherwise."""
 
+    __slots__ = ("_doc", "_path", "_prefix")
 
-def _int(value: object, path: str, field: str) -> int:
-    if type(value) is not int:
-        raise corrupt(path, field, f"must be an integer, {_found(value)}")
-    return value
+    def __init__(self, doc: object, path: str, name: str = DOCUMENT) -> None:
+        if not isinstance(doc, dict):
+            raise corrupt(path, name, f"must be a JSON object, {_found(doc)}")
+        self._doc: dict[str, object] = doc
+        self._path = path
+        self._prefix = "" if name == DOCUMENT else f"{name}."
 
+    @classmethod
+    def parse(cls, data: bytes | None, path: str) -> _Fields:
+        """The JSON object stored at ``path``."""
+        if data is None:
+            raise corrupt(path, DOCUMENT, "is missing: the znode has no data")
+        try:
+            return cls(json.loads(data.decode()), path)  # a str skips json's encoding detection
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise corrupt(path, DOCUMENT, f"is not JSON ({exc}): {reprlib.repr(data)}") from None
 
-def _str(value: object, path: str, field: str) -> str:
-    if not isinstance(value, str):
-        raise corrupt(path, field, f"must be a string, {_found(value)}")
-    return value
+    def name(self, key: str) -> str:
+        return f"{self._prefix}{key}"
 
+    def fail(self, key: str, problem: str) -> CorruptDataError:
+        return corrupt(self._path, self.name(key), problem)
 
-def _list(value: object, path: str, field: str) -> list[object]:
-    if not isinstance(value, list):
-        raise corrupt(path, field, f"must be a list, {_found(value)}")
-    return value
+    def value(self, key: str, default: object = _MISSING) -> object:
+        found = self._doc.get(key, default)
+        if found is _MISSING:
+            raise self.fail(key, "is missing")
+        return found
 
+    def integer(self, key: str, default: object = _MISSING) -> int:
+        found = self._doc.get(key, default)
+        if type(found) is int:  # the hot path of every decoder: one lookup, one check
+            return found
+        self.value(key, default)
+        raise self.fail(key, f"must be an integer, {_found(found)}")
 
-def _map(value: object, path: str, field: str) -> dict[str, object]:
-    if not isinstance(value, dict):
-        raise corrupt(path, field, f"must be an object, {_found(value)}")
-    return value
+    def string(self, key: str, default: object = _MISSING) -> str:
+        found = self.value(key, default)
+        if not isinstance(found, str):
+            raise self.fail(key, f"must be a string, {_found(found)}")
+        return found
 
+    def optional_string(self, key: str) -> str | None:
+        return None if self._doc.get(key) is None else self.string(key)
 
-def _int_list(value: object, path: str, field: str) -> tuple[int, ...]:
-    items = _list(value, path, field)
-    if all(type(item) is int for item in items):
+    def decimal(self, key: str) -> int:
+        """A number Kafka writes as a string (timestamps, producer-id block bounds)."""
+        text = self.string(key)
+        if not _DECIMAL.fullmatch(text):
+            raise self.fail(key, f"must be a decimal number in a string, found {text!r}")
+        return int(text)
+
+    def sequence(self, key: str) -> list[object]:
+        found = self.value(key)
+        if not isinstance(found, list):
+            raise self.fail(key, f"must be a list, {_found(found)}")
+        return found
+
+    def integers(self, key: str) -> tuple[int, ...]:
+        items = self.sequence(key)
+        for i, item in enumerate(items):
+            if type(item) is not int:
+                raise self.fail(f"{key}[{i}]", f"must be an integer, {_found(item)}")
         return tuple(items)  # type: ignore[arg-type]
-    return tuple(_int(item, path, f"{field}[{i}]") for i, item in enumerate(items))
+
+    def mapping(self, key: str, default: object = _MISSING) -> _Fields:
+        return _Fields(self.value(key, default), self._path, self.name(key))
+
+    def element(self, key: str, index: int) -> _Fields:
+        """The object at ``key[index]`` of a list."""
+        return _Fields(self.sequence(key)[index], self._path, self.name(f"{key}[{index}]"))
+
+    def elements(self, key: str) -> list[_Fields]:
+        return [self.element(key, i) for i in range(len(self.sequence(key)))]
+
+    def keys(self) -> list[str]:
+        return list(self._doc)
 
 
-def _int_text(value: object, path: str, field: str) -> int:
-    """A number Kafka writes as a string (timestamps, producer-id block bounds)."""
-    text = _str(value, path, field)
-    if not re.fullmatch(r"-?[0-9]+", text):
-        raise corrupt(path, field, f"must be a decimal number in a string, found {text!r}")
-    return int(text)
+def _partition(fields: _Fields) -> TopicPartition:
+    return TopicPartition(fields.string("topic"), fields.integer("partition"))
 
 
-def _partition(value: object, path: str, field: str) -> TopicPartition:
-    entry = _map(value, path, field)
-    topic = _str(_field(entry, "topic", path), path, f"{field}.topic")
-    partition = _int(_field(entry, "partition", path), path, f"{field}.partition")
-    return TopicPartition(topic, partition)
-
-
-def _partition_list(doc: Mapping[str, object], path: str) -> list[TopicPartition]:
-    entries = _list(_field(doc, "partitions", path), path, "partitions")
-    return [_partition(entry, path, f"partitions[{i}]") for i, entry in enumerate(entries)]
+def _partition_id(partitions: _Fields, key: str) -> int:
+    if not key.isdigit():
+        raise partitions.fail(key, "must be keyed by a partition id")
+    return int(key)
 
 
 def _partition_entries(partitions: Iterable[TopicPartition]) -> list[dict[str, object]]:
@@ -160,7 +186,7 @@ class ControllerZNode:
     @staticmethod
     def decode(data: bytes | None, path: str = paths.CONTROLLER) -> int:
         """The controller's broker id; versions 1 and 2 (3.4+, with ``kraftControllerEpoch``)."""
-        return _int(_field(_object(data, path), "brokerid", path), path, "brokerid")
+        return _Fields.parse(data, path).integer("brokerid")
 
 
 class ControllerEpochZNode:
@@ -176,8 +202,8 @@ class ControllerEpochZNode:
 
     @staticmethod
     def decode(data: bytes | None, path: str = paths.CONTROLLER_EPOCH) -> int:
-        text = (data or b"").strip()
-        if not re.fullmatch(rb"-?[0-9]+", text):
+        text = (data or b"").decode(errors="replace").strip()
+        if not _DECIMAL.fullmatch(text):
             raise corrupt(path, DOCUMENT, f"must be the epoch as decimal text, found {reprlib.repr(data)}")
         return int(text)
 
@@ -209,9 +235,7 @@ class BrokerIdZNode:
         ``rack`` appears only when set."""
         plaintext = next((e for e in info.endpoints if e.security_protocol == "PLAINTEXT"), None)
         document: dict[str, object] = {
-            "features": {
-                name: {"min_version": low, "max_version": high} for name, (low, high) in info.features
-            },
+            "features": {name: {"min_version": low, "max_version": high} for name, (low, high) in info.features},
             "listener_security_protocol_map": {e.listener_name: e.security_protocol for e in info.endpoints},
             "endpoints": [_connection_string(e) for e in info.endpoints],
             "jmx_port": info.jmx_port,
@@ -228,42 +252,29 @@ class BrokerIdZNode:
     def decode(data: bytes | None, path: str, broker_id: int) -> BrokerInfo:
         """Version 1 (host and port only: one PLAINTEXT endpoint) and versions 2+ (endpoints, an
         optional listener map, an optional or null rack, features from version 5)."""
-        doc = _object(data, path)
-        version = _int(_field(doc, "version", path), path, "version")
-        jmx_port = _int(doc.get("jmx_port", -1), path, "jmx_port")
-        if version == 1:
-            host = _str(_field(doc, "host", path), path, "host")
-            port = _int(_field(doc, "port", path), path, "port")
-            return BrokerInfo(broker_id, (EndPoint(host, port),), jmx_port=jmx_port)
-        protocols = _map(doc.get("listener_security_protocol_map", {}), path, "listener_security_protocol_map")
+        doc = _Fields.parse(data, path)
+        jmx_port = doc.integer("jmx_port", -1)
+        if doc.integer("version") == 1:
+            return BrokerInfo(broker_id, (EndPoint(doc.string("host"), doc.integer("port")),), jmx_port=jmx_port)
+        protocols = doc.mapping("listener_security_protocol_map", {})
         endpoints = []
-        for i, entry in enumerate(_list(_field(doc, "endpoints", path), path, "endpoints")):
-            field = f"endpoints[{i}]"
-            match = _ENDPOINT.fullmatch(_str(entry, path, field))
+        for i, entry in enumerate(doc.sequence("endpoints")):
+            match = _ENDPOINT.fullmatch(entry) if isinstance(entry, str) else None
             if match is None:
-                raise corrupt(path, field, f"must look like LISTENER://host:port, found {entry!r}")
+                raise doc.fail(f"endpoints[{i}]", f"must look like LISTENER://host:port, {_found(entry)}")
             listener = match["listener"]
-            protocol = protocols.get(listener, listener)  # without a map, listener = protocol
-            endpoints.append(
-                EndPoint(
-                    match["host"],
-                    int(match["port"]),
-                    listener,
-                    _str(protocol, path, f"listener_security_protocol_map.{listener}"),
-                )
-            )
-        rack = doc.get("rack")
-        features = []
-        for name, bounds in _map(doc.get("features", {}), path, "features").items():
-            entry = _map(bounds, path, f"features.{name}")
-            low = _int(_field(entry, "min_version", path), path, f"features.{name}.min_version")
-            high = _int(_field(entry, "max_version", path), path, f"features.{name}.max_version")
-            features.append((name, (low, high)))
+            protocol = protocols.string(listener, listener)  # without a map, listener = protocol
+            endpoints.append(EndPoint(match["host"], int(match["port"]), listener, protocol))
+        features = doc.mapping("features", {})
+        supported = []
+        for name in features.keys():
+            bounds = features.mapping(name)
+            supported.append((name, (bounds.integer("min_version"), bounds.integer("max_version"))))
         return BrokerInfo(
             broker_id,
             tuple(endpoints),
-            rack=None if rack is None else _str(rack, path, "rack"),
-            features=tuple(features),
+            rack=doc.optional_string("rack"),
+            features=tuple(supported),
             jmx_port=jmx_port,
         )
 
@@ -298,25 +309,19 @@ class TopicZNode:
     @staticmethod
     def decode(data: bytes | None, path: str) -> TopicAssignment:
         """Versions 1 to 3: missing ``adding_replicas``/``removing_replicas`` maps or entries are empty."""
-        doc = _object(data, path)
-        _int(_field(doc, "version", path), path, "version")
-        lists: list[dict[int, tuple[int, ...]]] = []
-        for key in ("partitions", "adding_replicas", "removing_replicas"):
-            entries = _map(_field(doc, key, path) if key == "partitions" else doc.get(key, {}), path, key)
-            decoded = {}
-            for name, replicas in entries.items():
-                if not name.isdigit():
-                    raise corrupt(path, f"{key}.{name}", "must be keyed by a partition id")
-                decoded[int(name)] = _int_list(replicas, path, f"{key}.{name}")
-            lists.append(decoded)
-        replicas, adding, removing = lists
-        topic_id = doc.get("topic_id")
+        doc = _Fields.parse(data, path)
+        doc.integer("version")
+        replicas, adding, removing = (
+            {_partition_id(lists, key): lists.integers(key) for key in lists.keys()}
+            for lists in (
+                doc.mapping("partitions"),
+                doc.mapping("adding_replicas", {}),
+                doc.mapping("removing_replicas", {}),
+            )
+        )
         return TopicAssignment(
-            {
-                p: ReplicaAssignment(r, adding.get(p, ()), removing.get(p, ()))
-                for p, r in sorted(replicas.items())
-            },
-            None if topic_id is None else _str(topic_id, path, "topic_id"),
+            {p: ReplicaAssignment(r, adding.get(p, ()), removing.get(p, ())) for p, r in sorted(replicas.items())},
+            doc.optional_string("topic_id"),
         )
 
 
@@ -363,19 +368,19 @@ class TopicPartitionStateZNode:
     @staticmethod
     def decode(data: bytes | None, path: str, zk_version: int) -> LeaderIsrAndControllerEpoch:
         """The state with ``zk_version`` (the znode's data version) as its partition epoch."""
-        doc = _object(data, path)
-        recovery = _int(doc.get("leader_recovery_state", 0), path, "leader_recovery_state")
-        if recovery not in (LeaderRecoveryState.RECOVERED, LeaderRecoveryState.RECOVERING):
-            raise corrupt(path, "leader_recovery_state", f"must be 0 or 1, found {recovery}")
+        doc = _Fields.parse(data, path)
+        recovery = doc.integer("leader_recovery_state", LeaderRecoveryState.RECOVERED.value)
+        if not 0 <= recovery < len(_RECOVERY_STATES):
+            raise doc.fail("leader_recovery_state", f"must be 0 or 1, found {recovery}")
         return LeaderIsrAndControllerEpoch(
             LeaderAndIsr(
-                _int(_field(doc, "leader", path), path, "leader"),
-                _int_list(_field(doc, "isr", path), path, "isr"),
-                _int(_field(doc, "leader_epoch", path), path, "leader_epoch"),
+                doc.integer("leader"),
+                doc.integers("isr"),
+                doc.integer("leader_epoch"),
                 zk_version,
-                LeaderRecoveryState(recovery),
+                _RECOVERY_STATES[recovery],
             ),
-            _int(_field(doc, "controller_epoch", path), path, "controller_epoch"),
+            doc.integer("controller_epoch"),
         )
 
 
@@ -399,13 +404,10 @@ class ReassignPartitionsZNode:
 
     @staticmethod
     def decode(data: bytes | None, path: str = paths.REASSIGN_PARTITIONS) -> dict[TopicPartition, list[int]]:
-        doc = _object(data, path)
-        result = {}
-        for i, entry in enumerate(_list(_field(doc, "partitions", path), path, "partitions")):
-            tp = _partition(entry, path, f"partitions[{i}]")
-            replicas = _field(_map(entry, path, f"partitions[{i}]"), "replicas", path)
-            result[tp] = list(_int_list(replicas, path, f"partitions[{i}].replicas"))
-        return result
+        return {
+            _partition(entry): list(entry.integers("replicas"))
+            for entry in _Fields.parse(data, path).elements("partitions")
+        }
 
 
 class PreferredReplicaElectionZNode:
@@ -422,7 +424,7 @@ class PreferredReplicaElectionZNode:
 
     @staticmethod
     def decode(data: bytes | None, path: str = paths.PREFERRED_REPLICA_ELECTION) -> set[TopicPartition]:
-        return set(_partition_list(_object(data, path), path))
+        return set(map(_partition, _Fields.parse(data, path).elements("partitions")))
 
 
 class DeleteTopicsTopicZNode:
@@ -452,7 +454,7 @@ class IsrChangeNotificationSequenceZNode:
     @staticmethod
     def decode(data: bytes | None, path: str) -> list[TopicPartition]:
         """The partitions in stored order, duplicates kept."""
-        return _partition_list(_object(data, path), path)
+        return list(map(_partition, _Fields.parse(data, path).elements("partitions")))
 
 
 class LogDirEventNotificationSequenceZNode:
@@ -471,7 +473,7 @@ class LogDirEventNotificationSequenceZNode:
     @staticmethod
     def decode(data: bytes | None, path: str) -> int:
         """The broker whose log directory failed."""
-        return _int(_field(_object(data, path), "broker", path), path, "broker")
+        return _Fields.parse(data, path).integer("broker")
 
 
 # --- Configs ---------------------------------------------------------------------------------------
@@ -490,9 +492,8 @@ class ConfigEntityZNode:
 
     @staticmethod
     def decode(data: bytes | None, path: str) -> dict[str, str]:
-        doc = _object(data, path)
-        config = _map(_field(doc, "config", path), path, "config")
-        return {name: _str(value, path, f"config.{name}") for name, value in config.items()}
+        config = _Fields.parse(data, path).mapping("config")
+        return {name: config.string(name) for name in config.keys()}
 
 
 class ConfigEntityChangeNotificationSequenceZNode:
@@ -511,7 +512,7 @@ class ConfigEntityChangeNotificationSequenceZNode:
 
     @staticmethod
     def decode(data: bytes | None, path: str) -> str:
-        return _str(_field(_object(data, path), "entity_path", path), path, "entity_path")
+        return _Fields.parse(data, path).string("entity_path")
 
 
 # --- Cluster-wide ----------------------------------------------------------------------------------
@@ -530,7 +531,7 @@ class ClusterIdZNode:
 
     @staticmethod
     def decode(data: bytes | None, path: str = paths.CLUSTER_ID) -> str:
-        return _str(_field(_object(data, path), "id", path), path, "id")
+        return _Fields.parse(data, path).string("id")
 
 
 class FinalizedFeatures(NamedTuple):
@@ -558,18 +559,16 @@ class FeatureZNode:
 
     @staticmethod
     def decode(data: bytes | None, path: str = paths.FEATURE) -> FinalizedFeatures:
-        doc = _object(data, path)
-        status = _int(_field(doc, "status", path), path, "status")
+        doc = _Fields.parse(data, path)
+        status = doc.integer("status")
         if status not in (FEATURE_STATUS_DISABLED, FEATURE_STATUS_ENABLED):
-            raise corrupt(path, "status", f"must be 0 (disabled) or 1 (enabled), found {status}")
-        features = {}
-        for name, levels in _map(doc.get("features", {}), path, "features").items():
-            entry = _map(levels, path, f"features.{name}")
-            features[name] = (
-                _int(_field(entry, "min_version_level", path), path, f"features.{name}.min_version_level"),
-                _int(_field(entry, "max_version_level", path), path, f"features.{name}.max_version_level"),
-            )
-        return FinalizedFeatures(status, features)
+            raise doc.fail("status", f"must be 0 (disabled) or 1 (enabled), found {status}")
+        features = doc.mapping("features", {})
+        finalized = {}
+        for name in features.keys():
+            levels = features.mapping(name)
+            finalized[name] = (levels.integer("min_version_level"), levels.integer("max_version_level"))
+        return FinalizedFeatures(status, finalized)
 
 
 class ProducerIdBlock(NamedTuple):
@@ -600,12 +599,8 @@ class ProducerIdBlockZNode:
 
     @staticmethod
     def decode(data: bytes | None, path: str = paths.LATEST_PRODUCER_ID_BLOCK) -> ProducerIdBlock:
-        doc = _object(data, path)
-        return ProducerIdBlock(
-            _int(_field(doc, "broker", path), path, "broker"),
-            _int_text(_field(doc, "block_start", path), path, "block_start"),
-            _int_text(_field(doc, "block_end", path), path, "block_end"),
-        )
+        doc = _Fields.parse(data, path)
+        return ProducerIdBlock(doc.integer("broker"), doc.decimal("block_start"), doc.decimal("block_end"))
 
 
 __all__ = [

@@ -65,9 +65,12 @@ class ZooKeeperInstallation:
     @classmethod
     def find(cls) -> ZooKeeperInstallation:
         """Look in ``KCTL_JAVA`` / ``PATH`` and ``KCTL_ZOOKEEPER_CLASSPATH`` / Debian's jars."""
-        java = os.environ.get(JAVA_ENV) or shutil.which("java")
+        java = shutil.which(os.environ.get(JAVA_ENV) or "java")
         if not java:
-            raise ZooKeeperNotInstalledError(f"no java executable on PATH (or in {JAVA_ENV}); install: {INSTALL_HINT}")
+            raise ZooKeeperNotInstalledError(
+                f"no java executable on PATH (or at {JAVA_ENV}={os.environ.get(JAVA_ENV, '')!r}); "
+                f"install: {INSTALL_HINT}"
+            )
         classpath = os.environ.get(CLASSPATH_ENV)
         if not classpath:
             if not os.path.exists(DEBIAN_JARS[0]):
@@ -176,7 +179,9 @@ class ZooKeeperServer:
             str(config),
         ]
         with self.log_path.open("ab") as log:
-            self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+            self._process = subprocess.Popen(
+                command, cwd=self.directory, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+            )
 
     def stop(self, timeout: float = 10.0) -> None:
         """Shut the process down by its PID: SIGTERM, then SIGKILL if it lingers."""
@@ -259,7 +264,8 @@ class ZooKeeperEnsemble:
     def start(self, timeout: float = 60.0, attempts: int = 3) -> ZooKeeperEnsemble:
         """Start every server and wait until each one serves; retried on fresh ports if a port was
         taken in between."""
-        for attempt in range(1, attempts + 1):
+        attempt = 1
+        while True:
             self._directory = Path(tempfile.mkdtemp(prefix="kctl-zookeeper-"))
             self.servers = self._members(self._directory)
             atexit.register(self.stop)
@@ -269,11 +275,11 @@ class ZooKeeperEnsemble:
                 self._wait(self.servers, timeout)
                 return self
             except ZooKeeperStartError:
-                if attempt == attempts or "Address already in use" not in self._logs():
-                    self.stop()
-                    raise
+                again = attempt < attempts and "Address already in use" in self._logs()
                 self.stop()
-        raise AssertionError("unreachable")
+                if not again:
+                    raise
+            attempt += 1
 
     def stop(self) -> None:
         """Stop every server and remove their data."""
@@ -313,9 +319,7 @@ class ZooKeeperEnsemble:
 
     def _members(self, directory: Path) -> list[ZooKeeperServer]:
         ports = free_ports(3 * self.size)
-        quorum = (
-            {i + 1: (ports[3 * i + 1], ports[3 * i + 2]) for i in range(self.size)} if self.size > 1 else None
-        )
+        quorum = {i + 1: (ports[3 * i + 1], ports[3 * i + 2]) for i in range(self.size)} if self.size > 1 else None
         return [
             ZooKeeperServer(
                 self.installation,
@@ -350,9 +354,10 @@ def require_zookeeper() -> ZooKeeperInstallation:
     try:
         return ZooKeeperInstallation.find()
     except ZooKeeperNotInstalledError as exc:
-        if in_ci():
-            pytest.fail(f"CI=true and ZooKeeper cannot run: {exc}", pytrace=False)
-        pytest.skip(f"ZooKeeper cannot run: {exc}")
+        reason = str(exc)
+    if in_ci():
+        pytest.fail(f"CI=true and ZooKeeper cannot run: {reason}", pytrace=False)
+    pytest.skip(f"ZooKeeper cannot run: {reason}")
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,10 @@
 //! The only module of the crate that imports PyO3: it builds the `kctl._engine` extension module.
 
+mod convert;
+mod engine;
+mod selector;
+mod store;
+
 use pyo3::prelude::*;
 
 /// Whether this library was compiled with optimisations (so a slow debug build is easy to spot).
@@ -14,5 +19,6 @@ const BUILD_PROFILE: &str = if cfg!(debug_assertions) {
 fn engine_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("build_profile", BUILD_PROFILE)?;
+    m.add_class::<engine::Engine>()?;
     Ok(())
 }

@@ -1,0 +1,109 @@
+"""A simulated cluster at scale: topic creation and a rolling restart (DESIGN §8: a rolling restart
+of 100 brokers and 100K partitions in at most 10 s of wall time).
+
+Group ``cluster:create`` times creating topics that total the scale's partitions (RF 3) on a
+started cluster, until the cluster is stable again. Group ``cluster:rolling-restart`` times
+restarting every broker in turn: controlled shutdown, restart, wait until stable. Each round gets a
+fresh cluster from its (untimed) setup, and correctness is asserted after the timed call. The
+size comes from ``--kctl-bench-scale`` or ``KCTL_BENCH_SCALE`` (see ``conftest.py``): CI's smoke
+run uses 10 brokers and 2K partitions, ``full`` is 100 brokers and 100K partitions.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from kctl.cluster import EmbeddedCluster
+
+if TYPE_CHECKING:
+    from conftest import Scale
+
+RF = 3
+TOPICS = 10
+RACKS = 3
+SEED = 0
+TIMEOUT = 3600.0
+"""Virtual seconds to wait for stability; a healthy cluster needs a few."""
+
+
+def topic_sizes(partitions: int) -> dict[str, int]:
+    """Up to ``TOPICS`` topics whose partition counts add up to ``partitions``."""
+    count = min(TOPICS, partitions)
+    return {f"topic-{t}": partitions // count + (1 if t < partitions % count else 0) for t in range(count)}
+
+
+def new_cluster(engine: str, scale: Scale) -> EmbeddedCluster:
+    """A started cluster on ``RACKS`` racks, without partition history (it would dominate memory)."""
+    racks = [f"rack-{b % RACKS}" for b in range(scale.brokers)]
+    cluster = EmbeddedCluster(scale.brokers, racks, engine=engine, seed=SEED, record_history=False)
+    cluster.start()
+    return cluster
+
+
+def create_topics(cluster: EmbeddedCluster, sizes: dict[str, int]) -> EmbeddedCluster:
+    for name, partitions in sizes.items():
+        cluster.create_topic(name, partitions, RF, wait=False)
+    cluster.run_until(cluster.is_stable, TIMEOUT, "the cluster to be stable after creating the topics")
+    return cluster
+
+
+def rolling_restart(cluster: EmbeddedCluster) -> EmbeddedCluster:
+    for broker in cluster.broker_ids:
+        cluster.shutdown_broker(broker)
+        cluster.start_broker(broker)
+        cluster.run_until(cluster.is_stable, TIMEOUT, f"the cluster to be stable after restarting broker {broker}")
+    return cluster
+
+
+def assert_healthy(cluster: EmbeddedCluster, sizes: dict[str, int]) -> None:
+    """Every broker is up, every partition exists and is online with a full ISR, metadata agrees."""
+    metrics = cluster.metrics()
+    assert cluster.live_brokers() == cluster.broker_ids
+    assert metrics["GlobalTopicCount"] == len(sizes)
+    assert metrics["GlobalPartitionCount"] == sum(sizes.values())
+    assert metrics["OfflinePartitionsCount"] == 0
+    assert cluster.is_stable()
+
+
+def describe_run(benchmark: Any, engine: str, scale: Scale) -> None:
+    benchmark.extra_info.update(
+        engine=engine, partitions=scale.partitions, brokers=scale.brokers, rf=RF, seed=SEED,
+        topics=len(topic_sizes(scale.partitions)), scale=scale.name,
+    )
+
+
+@pytest.mark.benchmark(group="cluster:create")
+def test_create(benchmark: Any, engine: str, bench_scale: Scale) -> None:
+    sizes = topic_sizes(bench_scale.partitions)
+    describe_run(benchmark, engine, bench_scale)
+    cluster = benchmark.pedantic(
+        create_topics, setup=lambda: ((new_cluster(engine, bench_scale), sizes), {}), rounds=1, iterations=1
+    )
+    try:
+        assert_healthy(cluster, sizes)
+    finally:
+        cluster.stop()
+
+
+@pytest.mark.benchmark(group="cluster:rolling-restart")
+def test_rolling_restart(benchmark: Any, engine: str, bench_scale: Scale) -> None:
+    sizes = topic_sizes(bench_scale.partitions)
+    describe_run(benchmark, engine, bench_scale)
+    before: dict[str, float] = {}
+
+    def setup() -> tuple[tuple[EmbeddedCluster], dict[str, Any]]:
+        cluster = create_topics(new_cluster(engine, bench_scale), sizes)
+        before.update({str(b): agent.broker_epoch for b, agent in cluster.brokers.items()})
+        before["controller"] = cluster.metrics()["ControllerEpoch"]
+        return (cluster,), {}
+
+    cluster = benchmark.pedantic(rolling_restart, setup=setup, rounds=1, iterations=1)
+    try:
+        assert_healthy(cluster, sizes)
+        # Every broker came back as a new process, and restarting the controller's broker moved it.
+        assert all(agent.broker_epoch > before[str(b)] for b, agent in cluster.brokers.items())
+        assert cluster.metrics()["ControllerEpoch"] > before["controller"]
+    finally:
+        cluster.stop()

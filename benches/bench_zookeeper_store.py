@@ -1,0 +1,181 @@
+"""ZooKeeper store throughput: 50K partition states written and read, against raw kazoo in one run.
+
+Group ``zookeeper:state-writes`` compares the store's fenced, conditional
+``update_partition_states`` with raw kazoo multis of the same size (1000 ops, each multi starting
+with the controller-epoch check, data pre-encoded), on kazoo's stock threading handler and on the
+store's polling handler. Group ``zookeeper:state-reads`` compares ``get_partition_states``
+(multiRead, and pipelined gets with ``multi_read=False``) with raw pipelined ``get_async``.
+
+A standalone ZooKeeper server is started for the module (``kctl.testing.zookeeper``); like the
+tests, this fails under ``CI=true`` when Java or ZooKeeper is missing. Run with
+``--benchmark-enable`` for numbers; CI runs it once with ``--benchmark-disable`` as a smoke test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.handlers.threading import SequentialThreadingHandler
+
+from kctl.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
+from kctl.stores import paths, zookeeper
+from kctl.stores.zkdata import TopicPartitionStateZNode
+from kctl.stores.zookeeper import ZooKeeperStore
+from kctl.testing.zookeeper import ZooKeeperEnsemble, require_zookeeper
+
+TOPICS, PARTITIONS_PER_TOPIC, RF, BROKERS = 50, 1000, 2, 5
+PARTITIONS = TOPICS * PARTITIONS_PER_TOPIC
+MULTI_OPS = 1000
+
+
+def extra(benchmark: Any, store: str, **more: object) -> None:
+    benchmark.extra_info.update(
+        engine="none", store=store, partitions=PARTITIONS, brokers=BROKERS, rf=RF, seed=0, **more
+    )
+
+
+def rate(benchmark: Any) -> None:
+    """Partitions per second from the mean round, when timing is enabled."""
+    if benchmark.stats is not None:
+        benchmark.extra_info["partitions_per_second"] = round(PARTITIONS / benchmark.stats.stats.mean)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ZooKeeperEnsemble]:
+    with ZooKeeperEnsemble(1, installation=require_zookeeper()) as ensemble:
+        yield ensemble
+
+
+@pytest.fixture(scope="module")
+def cluster(server: ZooKeeperEnsemble) -> Iterator[tuple[ZooKeeperStore, int, list[TopicPartition]]]:
+    """A controller's store over 50 topics of 1000 partitions (RF 2 on 5 brokers), all initialised."""
+    store = ZooKeeperStore(server.hosts, "/bench-store")
+    _, version = store.register_controller_and_increment_epoch(1)
+    tps = []
+    for t in range(TOPICS):
+        topic = f"topic-{t}"
+        replicas = {p: ReplicaAssignment((p % BROKERS, (p + 1) % BROKERS)) for p in range(PARTITIONS_PER_TOPIC)}
+        store.create_topic(topic, replicas)
+        tps.extend(TopicPartition(topic, p) for p in range(PARTITIONS_PER_TOPIC))
+    initial = {tp: LeaderIsrAndControllerEpoch(LeaderAndIsr(tp.partition % BROKERS, (0, 1)), 1) for tp in tps}
+    assert set(store.create_partition_states(initial, version).values()) == {None}
+    yield store, version, tps
+    store.close()
+
+
+def raw_client(server: ZooKeeperEnsemble, handler: str) -> KazooClient:
+    chosen = zookeeper._kazoo().handler() if handler == "polling" else SequentialThreadingHandler()
+    client = KazooClient(server.hosts + "/bench-raw", handler=chosen)
+    client.start()
+    return client
+
+
+@pytest.fixture(scope="module")
+def raw_nodes(server: ZooKeeperEnsemble) -> list[str]:
+    """50K state znodes written by plain kazoo, and /controller_epoch to fence on."""
+    setup = ZooKeeperStore(server.hosts, "/bench-raw")  # creates the chroot and Kafka's paths
+    setup.close()
+    client = raw_client(server, "polling")
+    client.create(paths.CONTROLLER_EPOCH, b"1")
+    data = TopicPartitionStateZNode.encode(LeaderIsrAndControllerEpoch(LeaderAndIsr(1, (1, 2)), 1))
+    nodes = [paths.partition_state(TopicPartition("raw", p)) for p in range(PARTITIONS)]
+    client.ensure_path(paths.topic_partitions("raw"))
+    for chunk in range(0, PARTITIONS, MULTI_OPS // 2):
+        txn = client.transaction()
+        for node in nodes[chunk : chunk + MULTI_OPS // 2]:
+            txn.create(node.rpartition("/")[0])
+            txn.create(node, data)
+        assert not any(isinstance(r, Exception) for r in txn.commit())
+    client.stop()
+    client.close()
+    return nodes
+
+
+@pytest.mark.parametrize("handler", ["stock", "polling"])
+def test_raw_kazoo_multi_writes(benchmark: Any, server: ZooKeeperEnsemble, raw_nodes: list[str], handler: str) -> None:
+    client = raw_client(server, handler)
+    version = [client.exists(raw_nodes[0]).version]  # the other handler's run wrote before
+
+    def write() -> None:
+        data = TopicPartitionStateZNode.encode(LeaderIsrAndControllerEpoch(LeaderAndIsr(2, (2, 1), version[0] + 1), 1))
+        pending = []
+        for chunk in range(0, PARTITIONS, MULTI_OPS):
+            txn = client.transaction()
+            txn.check(paths.CONTROLLER_EPOCH, 0)
+            for node in raw_nodes[chunk : chunk + MULTI_OPS]:
+                txn.set_data(node, data, version[0])
+            pending.append(txn.commit_async())
+        assert all(not isinstance(r, Exception) for result in pending for r in result.get())
+        version[0] += 1
+
+    benchmark.group = "zookeeper:state-writes"
+    extra(benchmark, f"raw-kazoo-{handler}-handler", multi_ops=MULTI_OPS)
+    benchmark.pedantic(write, rounds=5, iterations=1)
+    rate(benchmark)
+    assert client.exists(raw_nodes[-1]).version == version[0] > 0
+    client.stop()
+    client.close()
+
+
+def test_store_partition_state_writes(
+    benchmark: Any, cluster: tuple[ZooKeeperStore, int, list[TopicPartition]]
+) -> None:
+    store, version, tps = cluster
+    current = {tp: s.leader_and_isr for tp, s in store.get_partition_states(tps).values.items()}
+
+    def updates() -> tuple[tuple[dict[TopicPartition, LeaderAndIsr]], dict[str, Any]]:
+        return ({tp: lai.new_leader_and_isr(1, (1, 0)) for tp, lai in current.items()},), {}
+
+    def write(planned: dict[TopicPartition, LeaderAndIsr]) -> None:
+        result = store.update_partition_states(planned, 1, version)
+        assert len(result.successful) == PARTITIONS
+        current.update(result.successful)
+
+    benchmark.group = "zookeeper:state-writes"
+    extra(benchmark, "zookeeper", multi_ops=MULTI_OPS)
+    benchmark.pedantic(write, setup=updates, rounds=5, iterations=1)
+    rate(benchmark)
+    stored = store.get_partition_states(tps[-1:]).values[tps[-1]].leader_and_isr
+    assert stored == current[tps[-1]] and stored.partition_epoch > 0
+
+
+@pytest.mark.parametrize("handler", ["stock", "polling"])
+def test_raw_kazoo_pipelined_reads(
+    benchmark: Any, server: ZooKeeperEnsemble, raw_nodes: list[str], handler: str
+) -> None:
+    client = raw_client(server, handler)
+
+    def read() -> list[Any]:
+        return [result.get() for result in [client.get_async(node) for node in raw_nodes]]
+
+    benchmark.group = "zookeeper:state-reads"
+    extra(benchmark, f"raw-kazoo-{handler}-handler")
+    found = benchmark.pedantic(read, rounds=3, iterations=1)
+    rate(benchmark)
+    assert len(found) == PARTITIONS and all(data for data, _ in found)
+    client.stop()
+    client.close()
+
+
+@pytest.mark.parametrize("multi_read", [True, False], ids=["multi_read", "pipelined_gets"])
+def test_store_partition_state_reads(
+    benchmark: Any,
+    server: ZooKeeperEnsemble,
+    cluster: tuple[ZooKeeperStore, int, list[TopicPartition]],
+    multi_read: bool,
+) -> None:
+    _, _, tps = cluster
+    store = ZooKeeperStore(server.hosts, "/bench-store", multi_read=multi_read)
+
+    def read() -> Any:
+        return store.get_partition_states(tps)
+
+    benchmark.group = "zookeeper:state-reads"
+    extra(benchmark, "zookeeper", multi_read=multi_read)
+    found = benchmark.pedantic(read, rounds=3, iterations=1)
+    rate(benchmark)
+    assert len(found.values) == PARTITIONS and not found.errors
+    store.close()

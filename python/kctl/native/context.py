@@ -1,0 +1,323 @@
+"""``ControllerContext(engine="rust")``: the context kept by ``kctl._engine.Engine``.
+
+Broker registrations (endpoints, rack) stay here in Python, since only request building reads
+them; everything per partition lives in the engine's columnar arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Set
+
+from kctl._engine import Engine
+from kctl.context import ControllerContext
+from kctl.model import (
+    BrokerInfo,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+    LeaderRecoveryState,
+    PartitionReplica,
+    PartitionState,
+    ReplicaAssignment,
+    ReplicaState,
+    TopicPartition,
+)
+
+_PARTITION_STATES = {s.state_id: s for s in PartitionState}
+_REPLICA_STATES = {s.state_id: s for s in ReplicaState}
+LiceTuple = tuple[int, list[int], int, int, int, int]
+
+
+def lice_tuple(lice: LeaderIsrAndControllerEpoch) -> LiceTuple:
+    lai = lice.leader_and_isr
+    return (lai.leader, list(lai.isr), lai.leader_epoch, lai.partition_epoch, int(lai.leader_recovery_state),
+            lice.controller_epoch)
+
+
+def lice_of(t: LiceTuple) -> LeaderIsrAndControllerEpoch:
+    leader, isr, leader_epoch, partition_epoch, recovery, controller_epoch = t
+    return LeaderIsrAndControllerEpoch(
+        LeaderAndIsr(leader, tuple(isr), leader_epoch, partition_epoch, LeaderRecoveryState(recovery)), controller_epoch
+    )
+
+
+def assignment_tuple(a: ReplicaAssignment) -> tuple[list[int], list[int], list[int]]:
+    return list(a.replicas), list(a.adding_replicas), list(a.removing_replicas)
+
+
+def assignment_of(t: tuple[list[int], list[int], list[int]]) -> ReplicaAssignment:
+    return ReplicaAssignment(tuple(t[0]), tuple(t[1]), tuple(t[2]))
+
+
+def tps(items: Iterable[tuple[str, int]]) -> list[TopicPartition]:
+    return [TopicPartition(t, p) for t, p in items]
+
+
+def replicas(items: Iterable[tuple[str, int, int]]) -> list[PartitionReplica]:
+    return [PartitionReplica(TopicPartition(t, p), b) for t, p, b in items]
+
+
+class RustContext(ControllerContext):
+    engine = "rust"
+
+    def __init__(self, engine: str = "rust") -> None:
+        self.native = Engine()
+        self._broker_infos: dict[int, BrokerInfo] = {}
+
+    # --- Controller epoch and metrics ----------------------------------------------------------
+
+    @property
+    def epoch(self) -> int:
+        return self.native.epoch
+
+    @epoch.setter
+    def epoch(self, value: int) -> None:
+        self.native.epoch = value
+
+    @property
+    def epoch_zk_version(self) -> int:
+        return self.native.epoch_zk_version
+
+    @epoch_zk_version.setter
+    def epoch_zk_version(self, value: int) -> None:
+        self.native.epoch_zk_version = value
+
+    @property
+    def offline_partition_count(self) -> int:
+        return self.native.offline_partition_count()
+
+    @property
+    def preferred_replica_imbalance_count(self) -> int:
+        return self.native.preferred_replica_imbalance_count()
+
+    @property
+    def unclean_leader_elections(self) -> int:
+        return self.native.unclean_leader_elections()
+
+    def record_unclean_leader_election(self) -> None:
+        self.native.record_unclean_leader_election()
+
+    def reset_context(self) -> None:
+        self.native.reset()
+        self._broker_infos.clear()
+
+    # --- Brokers -------------------------------------------------------------------------------
+
+    def set_live_brokers(self, epochs: Mapping[int, int], infos: Mapping[int, BrokerInfo] | None = None) -> None:
+        self.native.set_live_brokers(list(epochs.items()))
+        self._broker_infos = {b: (infos or {}).get(b) or BrokerInfo(b) for b in epochs}
+
+    def add_live_brokers(self, epochs: Mapping[int, int], infos: Mapping[int, BrokerInfo] | None = None) -> None:
+        self.native.add_live_brokers(list(epochs.items()))
+        for broker in epochs:
+            self._broker_infos[broker] = (infos or {}).get(broker) or BrokerInfo(broker)
+
+    def remove_live_brokers(self, broker_ids: Iterable[int]) -> None:
+        broker_ids = list(broker_ids)
+        self.native.remove_live_brokers(broker_ids)
+        for broker in broker_ids:
+            self._broker_infos.pop(broker, None)
+
+    def update_broker_metadata(self, info: BrokerInfo) -> None:
+        if info.id in self._broker_infos:
+            self._broker_infos[info.id] = info
+
+    @property
+    def live_broker_ids(self) -> Set[int]:
+        return frozenset(self.native.live_broker_ids())
+
+    @property
+    def live_or_shutting_down_broker_ids(self) -> Set[int]:
+        return frozenset(self.native.live_or_shutting_down_broker_ids())
+
+    @property
+    def shutting_down_broker_ids(self) -> Set[int]:
+        return frozenset(self.native.shutting_down_broker_ids())
+
+    def add_shutting_down_broker(self, broker_id: int) -> None:
+        self.native.add_shutting_down_broker(broker_id)
+
+    def remove_shutting_down_brokers(self, broker_ids: Iterable[int]) -> None:
+        self.native.remove_shutting_down_brokers(list(broker_ids))
+
+    def live_broker_epoch(self, broker_id: int) -> int | None:
+        return self.native.live_broker_epoch(broker_id)
+
+    def live_broker_epochs(self) -> dict[int, int]:
+        return dict(self.native.live_broker_epochs())
+
+    def live_or_shutting_down_brokers(self) -> list[BrokerInfo]:
+        return [self._broker_infos[b] for b in sorted(self._broker_infos)]
+
+    def is_replica_online(self, broker_id: int, tp: TopicPartition, include_shutting_down: bool = False) -> bool:
+        return self.native.is_replica_online(broker_id, tp.topic, tp.partition, include_shutting_down)
+
+    def add_replicas_on_offline_dirs(self, broker_id: int, partitions: Iterable[TopicPartition]) -> None:
+        self.native.add_replicas_on_offline_dirs(broker_id, list(partitions))
+
+    def remove_replicas_on_offline_dirs(self, broker_id: int, partitions: Iterable[TopicPartition]) -> None:
+        self.native.remove_replicas_on_offline_dirs(broker_id, list(partitions))
+
+    def clear_replicas_on_offline_dirs(self, broker_ids: Iterable[int]) -> None:
+        self.native.clear_replicas_on_offline_dirs(list(broker_ids))
+
+    def replicas_on_offline_dirs(self, broker_id: int) -> Set[TopicPartition]:
+        return frozenset(tps(self.native.replicas_on_offline_dirs(broker_id)))
+
+    # --- Topics and assignments ----------------------------------------------------------------
+
+    @property
+    def all_topics(self) -> Set[str]:
+        return dict.fromkeys(self.native.all_topics()).keys()
+
+    def add_topic(self, topic: str, topic_id: str | None = None) -> None:
+        self.native.add_topic(topic, topic_id)
+
+    def remove_topic(self, topic: str) -> None:
+        self.native.remove_topic(topic)
+
+    @property
+    def topic_ids(self) -> Mapping[str, str]:
+        return dict(self.native.topic_ids())
+
+    def update_partition_full_replica_assignment(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        self.native.update_assignment(tp.topic, tp.partition, assignment_tuple(assignment))
+
+    def put_partition_assignments(self, assignments: Mapping[TopicPartition, ReplicaAssignment]) -> None:
+        self.native.put_assignments([(tp.topic, tp.partition, assignment_tuple(a)) for tp, a in assignments.items()])
+
+    def partition_full_replica_assignment(self, tp: TopicPartition) -> ReplicaAssignment:
+        return assignment_of(self.native.assignment(tp.topic, tp.partition))
+
+    def partition_replica_assignment(self, tp: TopicPartition) -> tuple[int, ...]:
+        return tuple(self.native.assignment(tp.topic, tp.partition)[0])
+
+    def partition_full_replica_assignment_for_topic(self, topic: str) -> dict[int, ReplicaAssignment]:
+        return {p: assignment_of(a) for p, a in self.native.assignments_for_topic(topic)}
+
+    def partitions_for_topic(self, topic: str) -> list[TopicPartition]:
+        return [TopicPartition(topic, p) for p in self.native.partitions_for_topic(topic)]
+
+    def all_partitions(self) -> list[TopicPartition]:
+        return tps(self.native.all_partitions())
+
+    @property
+    def partition_count(self) -> int:
+        return self.native.partition_count()
+
+    def partitions_on_broker(self, broker_id: int) -> list[TopicPartition]:
+        return tps(self.native.partitions_on_broker(broker_id))
+
+    def replicas_on_brokers(self, broker_ids: Collection[int]) -> list[PartitionReplica]:
+        return replicas(self.native.replicas_on_brokers(list(broker_ids)))
+
+    def replicas_for_topic(self, topic: str) -> list[PartitionReplica]:
+        return replicas(self.native.replicas_for_topic(topic))
+
+    def replicas_for_partitions(self, partitions: Iterable[TopicPartition]) -> list[PartitionReplica]:
+        return replicas(self.native.replicas_for_partitions(list(partitions)))
+
+    def online_and_offline_replicas(self) -> tuple[list[PartitionReplica], list[PartitionReplica]]:
+        online, offline = self.native.online_and_offline_replicas()
+        return replicas(online), replicas(offline)
+
+    @property
+    def partitions_being_reassigned(self) -> Set[TopicPartition]:
+        return dict.fromkeys(tps(self.native.partitions_being_reassigned())).keys()
+
+    def add_partition_being_reassigned(self, tp: TopicPartition) -> None:
+        self.native.add_partition_being_reassigned(tp.topic, tp.partition)
+
+    def remove_partition_being_reassigned(self, tp: TopicPartition) -> None:
+        self.native.remove_partition_being_reassigned(tp.topic, tp.partition)
+
+    # --- Leadership ----------------------------------------------------------------------------
+
+    def put_partition_leadership(self, tp: TopicPartition, leadership: LeaderIsrAndControllerEpoch) -> None:
+        self.native.put_leadership(tp.topic, tp.partition, lice_tuple(leadership))
+
+    def put_partition_leaderships(self, leaderships: Mapping[TopicPartition, LeaderIsrAndControllerEpoch]) -> None:
+        self.native.put_leaderships([(tp.topic, tp.partition, lice_tuple(l)) for tp, l in leaderships.items()])
+
+    def partition_leadership(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch | None:
+        t = self.native.leadership(tp.topic, tp.partition)
+        return None if t is None else lice_of(t)
+
+    def clear_partition_leadership(self) -> None:
+        self.native.clear_leadership()
+
+    def partitions_with_leaders(self) -> list[TopicPartition]:
+        return tps(self.native.partitions_with_leaders())
+
+    def partitions_with_offline_leader(self) -> list[TopicPartition]:
+        return tps(self.native.partitions_with_offline_leader())
+
+    def partition_leaders_on_broker(self, broker_id: int) -> list[TopicPartition]:
+        return tps(self.native.partition_leaders_on_broker(broker_id))
+
+    def leader_counts(self) -> dict[int, int]:
+        return dict(self.native.leader_counts())
+
+    # --- States --------------------------------------------------------------------------------
+
+    def partition_state(self, tp: TopicPartition) -> PartitionState:
+        return _PARTITION_STATES[self.native.partition_state(tp.topic, tp.partition)]
+
+    def has_partition_state(self, tp: TopicPartition) -> bool:
+        return self.native.has_partition_state(tp.topic, tp.partition)
+
+    def put_partition_state(self, tp: TopicPartition, state: PartitionState) -> None:
+        self.native.put_partition_state(tp.topic, tp.partition, state.state_id)
+
+    def partitions_in_states(self, states: Collection[PartitionState], topic: str | None = None) -> list[TopicPartition]:
+        return tps(self.native.partitions_in_states([s.state_id for s in states], topic))
+
+    def replica_state(self, replica: PartitionReplica) -> ReplicaState:
+        state = self.native.replica_state(replica.tp.topic, replica.tp.partition, replica.broker)
+        return ReplicaState.NON_EXISTENT if state is None else _REPLICA_STATES[state]
+
+    def has_replica_state(self, replica: PartitionReplica) -> bool:
+        return self.native.replica_state(replica.tp.topic, replica.tp.partition, replica.broker) is not None
+
+    def put_replica_state(self, replica: PartitionReplica, state: ReplicaState) -> None:
+        self.native.put_replica_state(replica.tp.topic, replica.tp.partition, replica.broker, state.state_id)
+
+    def remove_replica_state(self, replica: PartitionReplica) -> None:
+        self.native.remove_replica_state(replica.tp.topic, replica.tp.partition, replica.broker)
+
+    def replicas_in_state(self, topic: str, state: ReplicaState) -> list[PartitionReplica]:
+        return replicas(self.native.replicas_in_state(topic, state.state_id))
+
+    def are_all_replicas_in_state(self, topic: str, state: ReplicaState) -> bool:
+        return self.native.are_all_replicas_in_state(topic, state.state_id)
+
+    def is_any_replica_in_state(self, topic: str, state: ReplicaState) -> bool:
+        return self.native.is_any_replica_in_state(topic, state.state_id)
+
+    # --- Topic deletion ------------------------------------------------------------------------
+
+    @property
+    def topics_to_be_deleted(self) -> Set[str]:
+        return dict.fromkeys(self.native.topics_to_be_deleted()).keys()
+
+    @property
+    def topics_with_deletion_started(self) -> Set[str]:
+        return dict.fromkeys(self.native.topics_with_deletion_started()).keys()
+
+    @property
+    def topics_ineligible_for_deletion(self) -> Set[str]:
+        return dict.fromkeys(self.native.topics_ineligible_for_deletion()).keys()
+
+    def queue_topic_deletion(self, topics: Iterable[str]) -> None:
+        self.native.queue_topic_deletion(list(topics))
+
+    def begin_topic_deletion(self, topics: Iterable[str]) -> None:
+        self.native.begin_topic_deletion(list(topics))
+
+    def mark_topics_ineligible_for_deletion(self, topics: Iterable[str]) -> None:
+        self.native.mark_topics_ineligible_for_deletion(list(topics))
+
+    def clear_topics_ineligible_for_deletion(self, topics: Iterable[str]) -> None:
+        self.native.clear_topics_ineligible_for_deletion(list(topics))
+
+    def __repr__(self) -> str:
+        return f"RustContext(epoch={self.epoch}, brokers={sorted(self._broker_infos)}, partitions={self.partition_count})"

@@ -1,0 +1,123 @@
+"""``ControllerBrokerRequestBatch`` on the native engine: the engine accumulates and flushes; this
+class turns what it sent into request objects and delivers them through the channel."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from kctl.errors import IllegalStateError
+from kctl.model import LeaderIsrAndControllerEpoch, LeaderRecoveryState, ReplicaAssignment, TopicPartition
+from kctl.native.context import RustContext, assignment_tuple, lice_tuple
+from kctl.requests import (
+    ControllerBrokerRequestBatch,
+    LeaderAndIsrPartitionState,
+    PendingRequests,
+    SentRequest,
+    StopReplicaPartitionState,
+    UpdateMetadataPartitionState,
+)
+from kctl.statechange import StateChangeLogger
+
+
+def leader_and_isr_state(t: Sequence[Any]) -> LeaderAndIsrPartitionState:
+    topic, partition, ce, leader, le, isr, pe, replicas, adding, removing, is_new, recovery = t
+    return LeaderAndIsrPartitionState(
+        topic, partition, ce, leader, le, tuple(isr), pe, tuple(replicas), tuple(adding), tuple(removing),
+        is_new, LeaderRecoveryState(recovery),
+    )
+
+
+def update_metadata_state(t: Sequence[Any]) -> UpdateMetadataPartitionState:
+    topic, partition, ce, leader, le, isr, pe, replicas, offline = t
+    return UpdateMetadataPartitionState(topic, partition, ce, leader, le, tuple(isr), pe, tuple(replicas), tuple(offline))
+
+
+def stop_replica_state(t: Sequence[Any]) -> StopReplicaPartitionState:
+    topic, partition, leader_epoch, delete = t
+    return StopReplicaPartitionState(topic, partition, leader_epoch, delete)
+
+
+def emit(machine: StateChangeLogger, batch: StateChangeLogger, lines: Iterable[tuple[int, bool, str]]) -> None:
+    """Log the engine's lines in order, the request batch's through the batch's own logger."""
+    for level, from_batch, line in lines:
+        (batch if from_batch else machine).log(level, line)
+
+
+class RustRequestBatch(ControllerBrokerRequestBatch):
+    context: RustContext
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.slot: int = self.context.native.new_batch_slot()
+
+    def new_batch(self) -> None:
+        error = self.context.native.batch_check_empty(self.slot)
+        if error is not None:
+            raise IllegalStateError(error)
+
+    def clear(self) -> None:
+        self.context.native.batch_clear(self.slot)
+
+    def add_leader_and_isr_request_for_brokers(
+        self,
+        brokers: Iterable[int],
+        tp: TopicPartition,
+        leadership: LeaderIsrAndControllerEpoch,
+        replica_assignment: ReplicaAssignment,
+        is_new: bool,
+    ) -> None:
+        self.context.native.batch_add_leader_and_isr(
+            self.slot, list(brokers), tp.topic, tp.partition, lice_tuple(leadership),
+            assignment_tuple(replica_assignment), is_new,
+        )
+
+    def add_update_metadata_request_for_brokers(self, brokers: Iterable[int], partitions: Iterable[TopicPartition] = ()) -> None:
+        self.context.native.batch_add_update_metadata(self.slot, list(brokers), list(partitions))
+
+    def add_stop_replica_request_for_brokers(self, brokers: Iterable[int], tp: TopicPartition, delete_partition: bool) -> None:
+        self.context.native.batch_add_stop_replica(self.slot, list(brokers), tp.topic, tp.partition, delete_partition)
+
+    def pending(self) -> PendingRequests:
+        per_broker, um_brokers, um = self.context.native.batch_pending(self.slot)
+        leader_and_isr: dict[int, dict[TopicPartition, LeaderAndIsrPartitionState]] = {}
+        stop_replica: dict[int, dict[TopicPartition, StopReplicaPartitionState]] = {}
+        for kind, broker, _, states, _, _ in per_broker:
+            if kind == "LeaderAndIsr":
+                leader_and_isr[broker] = {s.tp: s for s in map(leader_and_isr_state, states)}
+            else:
+                stop_replica[broker] = {s.tp: s for s in map(stop_replica_state, states)}
+        return PendingRequests(
+            leader_and_isr, stop_replica, set(um_brokers), {s.tp: s for s in map(update_metadata_state, um[3])}
+        )
+
+    def send_requests_to_brokers(self, controller_epoch: int) -> list[SentRequest]:
+        lines, raw = self.context.native.batch_send(
+            self.slot, self.config.stop_replica_version, self.state_change_logger.enabled(20)
+        )
+        emit(self.state_change_logger, self.state_change_logger, lines)
+        return self.deliver_raw(controller_epoch, raw)
+
+    def deliver_raw(self, controller_epoch: int, raw: Iterable[Sequence[Any]]) -> list[SentRequest]:
+        """Build and deliver the requests the engine sent, in its order (a failing channel is an
+        IllegalStateError, as in the reference)."""
+        try:
+            return self._deliver_all(controller_epoch, raw)
+        except Exception as e:
+            raise IllegalStateError(f"failed to send controller requests: {e}") from e
+
+    def _deliver_all(self, controller_epoch: int, raw: Iterable[Sequence[Any]]) -> list[SentRequest]:
+        sent: list[SentRequest] = []
+        update_metadata: dict[int, tuple[list[int], tuple[UpdateMetadataPartitionState, ...]]] = {}
+        for kind, broker, _, states, _, delete in raw:
+            if kind == "LeaderAndIsr":
+                self._deliver_leader_and_isr(sent, controller_epoch, broker, tuple(map(leader_and_isr_state, states)))
+            elif kind == "UpdateMetadata":
+                # One payload for every target broker, as the engine shares it.
+                key = id(states)
+                if key not in update_metadata:
+                    update_metadata[key] = ([], tuple(map(update_metadata_state, states)))
+                self._deliver_update_metadata(sent, controller_epoch, [broker], update_metadata[key][1])
+            else:
+                self._deliver_stop_replica(sent, controller_epoch, broker, delete, tuple(map(stop_replica_state, states)))
+        return sent

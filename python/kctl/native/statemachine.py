@@ -1,0 +1,98 @@
+"""The partition and replica state machines on the native engine."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from kctl.election import Election, for_config
+from kctl.errors import IllegalStateError
+from kctl.model import PartitionReplica, PartitionState, ReplicaState, TopicPartition
+from kctl.native.context import RustContext
+from kctl.native.request_batch import RustRequestBatch, emit
+from kctl.selectors import ElectionKind, KafkaLeaderSelector
+from kctl.statechange import TRACE
+from kctl.statemachine import ElectionOutcome, PartitionStateMachine, ReplicaOutcome, ReplicaStateMachine
+
+log = logging.getLogger(__name__)
+
+_REPLICA_STATES = {s.state_id: s for s in ReplicaState}
+
+
+def _options(machine: Any, config: Any) -> dict[str, Any]:
+    logger = machine.state_change_logger
+    batch_logger = machine.batch.state_change_logger
+    return {
+        "controller_id": machine.controller_id,
+        "stop_replica_version": config.stop_replica_version,
+        "leader_recovery": config.uses_leader_recovery,
+        "unclean_default": config.unclean_leader_election_enable,
+        "trace": logger.enabled(TRACE),
+        "info": logger.enabled(20),
+        "batch_info": batch_logger.enabled(20),
+    }
+
+
+def _strategy(election: Election | None) -> tuple[tuple[str, bool] | None, Election | None]:
+    """The engine's strategy spec, and the election itself when its selector is a plugin."""
+    if election is None:
+        return None, None
+    spec = (election.kind.value, bool(getattr(election, "allow_unclean", False)))
+    builtin = isinstance(election.selector, KafkaLeaderSelector)
+    return spec, None if builtin else election
+
+
+class RustPartitionStateMachine(PartitionStateMachine):
+    context: RustContext
+    batch: RustRequestBatch
+
+    def _initialize_partition_states(self) -> None:
+        self.context.native.initialize_partition_states()
+
+    def trigger_online_partition_state_change(self, topic: str | None = None) -> dict[TopicPartition, ElectionOutcome]:
+        partitions = [TopicPartition(t, p) for t, p in self.context.native.partitions_to_trigger_online(topic)]
+        return self.handle_state_changes(partitions, PartitionState.ONLINE, for_config(ElectionKind.OFFLINE, self.config))
+
+    def handle_state_changes(
+        self, partitions: Iterable[TopicPartition], target_state: PartitionState, election: Election | None = None
+    ) -> dict[TopicPartition, ElectionOutcome]:
+        partitions = list(dict.fromkeys(partitions))
+        spec, plugin = _strategy(election)
+        results, lines, raw = self.context.native.partition_state_changes(
+            self.batch.slot, partitions, target_state.state_id, spec, plugin, self.store, _options(self, self.config),
+        )
+        emit(self.state_change_logger, self.batch.state_change_logger, lines)
+        try:
+            self.batch.deliver_raw(self.context.epoch, raw)
+        except IllegalStateError as e:  # as the reference: every partition reports the failed send
+            log.error("Error while moving some partitions to %s state", target_state, exc_info=True)
+            return dict.fromkeys(partitions, e)
+        return {TopicPartition(t, p): outcome for (t, p), outcome in results}
+
+
+class RustReplicaStateMachine(ReplicaStateMachine):
+    context: RustContext
+    batch: RustRequestBatch
+
+    def _initialize_replica_states(self) -> None:
+        self.context.native.initialize_replica_states()
+
+    def handle_state_changes(
+        self, replicas: Iterable[PartitionReplica], target_state: ReplicaState, election: None = None
+    ) -> dict[PartitionReplica, ReplicaOutcome]:
+        config = self.batch.config
+        results, lines, raw = self.context.native.replica_state_changes(
+            self.batch.slot, [(r.tp.topic, r.tp.partition, r.broker) for r in replicas], target_state.state_id,
+            self.store, _options(self, config),
+        )
+        emit(self.state_change_logger, self.batch.state_change_logger, lines)
+        try:
+            self.batch.deliver_raw(self.context.epoch, raw)
+        except IllegalStateError:  # as the reference: logged, the transitions stand
+            log.error("Error while moving some replicas to %s state", target_state, exc_info=True)
+        return {
+            PartitionReplica(TopicPartition(t, p), b): (_REPLICA_STATES[o] if isinstance(o, int) else o)
+            for (t, p, b), o in results
+        }
+

@@ -1,0 +1,923 @@
+//! The columnar controller context (Kafka's ControllerContext, reference §1.4).
+//!
+//! Partitions are dense indices (`Part`) into per-partition arrays; topics are interned. The
+//! observable behaviour is exactly `kctl.reference.context.ReferenceContext`'s, including *context
+//! order*: topics in the order they were first given an assignment, partitions of a topic likewise,
+//! brokers ascending. A partition keeps its index when its topic is removed and re-created, so its
+//! partition and replica states carry over as they do in the reference's dicts.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use indexmap::IndexSet;
+use smallvec::SmallVec;
+
+use crate::model::{
+    BrokerId, LeaderAndIsr, LeaderIsrAndControllerEpoch, LeaderRecoveryState, PartitionState,
+    ReplicaAssignment, ReplicaState,
+};
+
+pub type Part = u32;
+pub type TopicIdx = u32;
+pub type Replicas = SmallVec<[BrokerId; 3]>;
+/// A replica: a partition and the broker hosting it.
+pub type Replica = (Part, BrokerId);
+
+const NO_LEADERSHIP: i32 = i32::MIN;
+const NO_STATE: u8 = u8::MAX;
+const ABSENT: Part = Part::MAX;
+
+#[derive(Debug, Default)]
+struct Topic {
+    name: String,
+    topic_id: Option<String>,
+    /// Partition id → index (`ABSENT` for ids never seen).
+    by_id: Vec<Part>,
+    /// Partitions with an assignment, in the order they got it.
+    assigned: Vec<Part>,
+}
+
+/// The reassignment lists of the (few) partitions that have them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Moving {
+    adding: Replicas,
+    removing: Replicas,
+}
+
+#[derive(Debug, Default)]
+pub struct Context {
+    pub epoch: i32,
+    pub epoch_zk_version: i32,
+    live: BTreeMap<BrokerId, i64>,
+    shutting_down: BTreeSet<BrokerId>,
+    offline_dirs: HashMap<BrokerId, HashSet<Part>>,
+
+    topic_index: HashMap<String, TopicIdx>,
+    topics: Vec<Topic>,
+    all_topics: IndexSet<TopicIdx>,
+    /// Topics with assigned partitions, in context order.
+    assigned_topics: IndexSet<TopicIdx>,
+
+    p_topic: Vec<TopicIdx>,
+    p_id: Vec<i32>,
+    has_assignment: Vec<bool>,
+    replicas: Vec<Replicas>,
+    moving: HashMap<Part, Moving>,
+    leader: Vec<i32>,
+    leader_epoch: Vec<i32>,
+    partition_epoch: Vec<i32>,
+    controller_epoch: Vec<i32>,
+    recovery: Vec<LeaderRecoveryState>,
+    isr: Vec<Replicas>,
+    p_state: Vec<u8>,
+    r_states: Vec<SmallVec<[(BrokerId, ReplicaState); 3]>>,
+
+    being_reassigned: IndexSet<Part>,
+    to_be_deleted: IndexSet<TopicIdx>,
+    deletion_started: IndexSet<TopicIdx>,
+    ineligible: IndexSet<TopicIdx>,
+
+    offline_partition_count: i64,
+    imbalance_count: i64,
+    unclean_elections: i64,
+}
+
+impl Context {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Forget everything but the unclean-election meter (controller resignation).
+    pub fn reset(&mut self) {
+        let unclean = self.unclean_elections;
+        *self = Self::default();
+        self.unclean_elections = unclean;
+    }
+
+    // --- Interning -----------------------------------------------------------------------------
+
+    pub fn topic_idx(&self, name: &str) -> Option<TopicIdx> {
+        self.topic_index.get(name).copied()
+    }
+
+    fn intern_topic(&mut self, name: &str) -> TopicIdx {
+        if let Some(t) = self.topic_index.get(name) {
+            return *t;
+        }
+        let t = TopicIdx::try_from(self.topics.len()).expect("fewer than 2^32 topics");
+        self.topics.push(Topic {
+            name: name.to_owned(),
+            ..Topic::default()
+        });
+        self.topic_index.insert(name.to_owned(), t);
+        t
+    }
+
+    pub fn topic_name(&self, t: TopicIdx) -> &str {
+        &self.topics[t as usize].name
+    }
+
+    /// The index of an existing partition.
+    pub fn part(&self, topic: &str, partition: i32) -> Option<Part> {
+        let t = self.topic_idx(topic)?;
+        let p = *self.topics[t as usize]
+            .by_id
+            .get(usize::try_from(partition).ok()?)?;
+        (p != ABSENT).then_some(p)
+    }
+
+    /// The index of a partition, created (without state) if it is new.
+    pub fn intern_part(&mut self, topic: &str, partition: i32) -> Part {
+        if let Some(p) = self.part(topic, partition) {
+            return p;
+        }
+        let t = self.intern_topic(topic);
+        let p = Part::try_from(self.p_topic.len()).expect("fewer than 2^32 partitions");
+        let id = usize::try_from(partition).expect("partition ids are not negative");
+        let by_id = &mut self.topics[t as usize].by_id;
+        if by_id.len() <= id {
+            by_id.resize(id + 1, ABSENT);
+        }
+        by_id[id] = p;
+        self.p_topic.push(t);
+        self.p_id.push(partition);
+        self.has_assignment.push(false);
+        self.replicas.push(Replicas::new());
+        self.leader.push(NO_LEADERSHIP);
+        self.leader_epoch.push(0);
+        self.partition_epoch.push(0);
+        self.controller_epoch.push(0);
+        self.recovery.push(LeaderRecoveryState::Recovered);
+        self.isr.push(Replicas::new());
+        self.p_state.push(NO_STATE);
+        self.r_states.push(SmallVec::new());
+        p
+    }
+
+    pub fn partition_topic(&self, p: Part) -> TopicIdx {
+        self.p_topic[p as usize]
+    }
+
+    pub fn partition_id(&self, p: Part) -> i32 {
+        self.p_id[p as usize]
+    }
+
+    /// `topic-partition`, as `TopicPartition.__str__`.
+    pub fn tp_name(&self, p: Part) -> String {
+        format!(
+            "{}-{}",
+            self.topic_name(self.partition_topic(p)),
+            self.partition_id(p)
+        )
+    }
+
+    // --- Metrics -------------------------------------------------------------------------------
+
+    pub fn offline_partition_count(&self) -> i64 {
+        self.offline_partition_count
+    }
+
+    pub fn preferred_replica_imbalance_count(&self) -> i64 {
+        self.imbalance_count
+    }
+
+    pub fn unclean_leader_elections(&self) -> i64 {
+        self.unclean_elections
+    }
+
+    pub fn record_unclean_leader_election(&mut self) {
+        self.unclean_elections += 1;
+    }
+
+    fn is_imbalanced(&self, p: Part) -> Option<bool> {
+        let i = p as usize;
+        if !self.has_assignment[i] || self.leader[i] == NO_LEADERSHIP {
+            return None;
+        }
+        let replicas = &self.replicas[i];
+        let Some(&preferred) = replicas.first() else {
+            return Some(false);
+        };
+        if let Some(moving) = self.moving.get(&p) {
+            if moving.adding.contains(&preferred) {
+                // An adding preferred replica only counts once it has joined the ISR.
+                return Some(self.isr[i].contains(&preferred));
+            }
+        }
+        Some(self.leader[i] != preferred)
+    }
+
+    /// Run a mutation of one partition while keeping the imbalance metric right.
+    fn tracking_imbalance(&mut self, p: Part, change: impl FnOnce(&mut Self)) {
+        let queued = self.to_be_deleted.contains(&self.p_topic[p as usize]);
+        let before = if queued { None } else { self.is_imbalanced(p) };
+        change(self);
+        if queued {
+            return;
+        }
+        if before == Some(true) {
+            self.imbalance_count -= 1;
+        }
+        if self.is_imbalanced(p) == Some(true) {
+            self.imbalance_count += 1;
+        }
+    }
+
+    fn clean_imbalance(&mut self, t: TopicIdx) {
+        let parts = self.topics[t as usize].assigned.clone();
+        for p in parts {
+            if self.is_imbalanced(p) == Some(true) {
+                self.imbalance_count -= 1;
+            }
+        }
+    }
+
+    // --- Brokers -------------------------------------------------------------------------------
+
+    pub fn set_live_brokers(&mut self, epochs: &[(BrokerId, i64)]) {
+        self.live.clear();
+        self.add_live_brokers(epochs);
+    }
+
+    pub fn add_live_brokers(&mut self, epochs: &[(BrokerId, i64)]) {
+        self.live.extend(epochs.iter().copied());
+    }
+
+    pub fn remove_live_brokers(&mut self, brokers: &[BrokerId]) {
+        for b in brokers {
+            self.live.remove(b);
+        }
+    }
+
+    pub fn live_broker_ids(&self) -> Vec<BrokerId> {
+        self.live
+            .keys()
+            .copied()
+            .filter(|b| !self.shutting_down.contains(b))
+            .collect()
+    }
+
+    pub fn live_or_shutting_down_broker_ids(&self) -> Vec<BrokerId> {
+        self.live.keys().copied().collect()
+    }
+
+    pub fn is_registered(&self, broker: BrokerId) -> bool {
+        self.live.contains_key(&broker)
+    }
+
+    pub fn is_live(&self, broker: BrokerId) -> bool {
+        self.live.contains_key(&broker) && !self.shutting_down.contains(&broker)
+    }
+
+    pub fn shutting_down_broker_ids(&self) -> Vec<BrokerId> {
+        self.shutting_down.iter().copied().collect()
+    }
+
+    pub fn is_shutting_down(&self, broker: BrokerId) -> bool {
+        self.shutting_down.contains(&broker)
+    }
+
+    pub fn add_shutting_down_broker(&mut self, broker: BrokerId) {
+        self.shutting_down.insert(broker);
+    }
+
+    pub fn remove_shutting_down_brokers(&mut self, brokers: &[BrokerId]) {
+        for b in brokers {
+            self.shutting_down.remove(b);
+        }
+    }
+
+    pub fn live_broker_epoch(&self, broker: BrokerId) -> Option<i64> {
+        self.live.get(&broker).copied()
+    }
+
+    pub fn live_broker_epochs(&self) -> Vec<(BrokerId, i64)> {
+        self.live.iter().map(|(b, e)| (*b, *e)).collect()
+    }
+
+    pub fn is_replica_online(
+        &self,
+        broker: BrokerId,
+        p: Part,
+        include_shutting_down: bool,
+    ) -> bool {
+        if !self.live.contains_key(&broker) {
+            return false;
+        }
+        if !include_shutting_down && self.shutting_down.contains(&broker) {
+            return false;
+        }
+        self.offline_dirs
+            .get(&broker)
+            .is_none_or(|dirs| !dirs.contains(&p))
+    }
+
+    pub fn add_replicas_on_offline_dirs(&mut self, broker: BrokerId, parts: &[Part]) {
+        self.offline_dirs
+            .entry(broker)
+            .or_default()
+            .extend(parts.iter().copied());
+    }
+
+    pub fn remove_replicas_on_offline_dirs(&mut self, broker: BrokerId, parts: &[Part]) {
+        if let Some(dirs) = self.offline_dirs.get_mut(&broker) {
+            for p in parts {
+                dirs.remove(p);
+            }
+            if dirs.is_empty() {
+                self.offline_dirs.remove(&broker);
+            }
+        }
+    }
+
+    pub fn clear_replicas_on_offline_dirs(&mut self, brokers: &[BrokerId]) {
+        for b in brokers {
+            self.offline_dirs.remove(b);
+        }
+    }
+
+    /// The partitions on the broker's offline log directories, in context order.
+    pub fn replicas_on_offline_dirs(&self, broker: BrokerId) -> Vec<Part> {
+        let Some(dirs) = self.offline_dirs.get(&broker) else {
+            return Vec::new();
+        };
+        let mut parts: Vec<Part> = dirs.iter().copied().collect();
+        parts.sort_unstable();
+        parts
+    }
+
+    // --- Topics and assignments ----------------------------------------------------------------
+
+    pub fn all_topics(&self) -> Vec<&str> {
+        self.all_topics
+            .iter()
+            .map(|t| self.topic_name(*t))
+            .collect()
+    }
+
+    pub fn has_topic(&self, name: &str) -> bool {
+        self.topic_idx(name)
+            .is_some_and(|t| self.all_topics.contains(&t))
+    }
+
+    pub fn add_topic(&mut self, name: &str, topic_id: Option<String>) {
+        let t = self.intern_topic(name);
+        self.all_topics.insert(t);
+        if topic_id.is_some() {
+            self.topics[t as usize].topic_id = topic_id;
+        }
+    }
+
+    pub fn topic_id(&self, t: TopicIdx) -> Option<&str> {
+        self.topics[t as usize].topic_id.as_deref()
+    }
+
+    pub fn topic_ids(&self) -> Vec<(&str, &str)> {
+        self.topics
+            .iter()
+            .filter_map(|t| t.topic_id.as_deref().map(|id| (t.name.as_str(), id)))
+            .collect()
+    }
+
+    pub fn remove_topic(&mut self, name: &str) {
+        let Some(t) = self.topic_idx(name) else {
+            return;
+        };
+        if !self.to_be_deleted.contains(&t) {
+            self.clean_imbalance(t);
+        }
+        self.to_be_deleted.shift_remove(&t);
+        self.deletion_started.shift_remove(&t);
+        self.all_topics.shift_remove(&t);
+        self.topics[t as usize].topic_id = None;
+        self.assigned_topics.shift_remove(&t);
+        for p in std::mem::take(&mut self.topics[t as usize].assigned) {
+            let i = p as usize;
+            self.has_assignment[i] = false;
+            self.replicas[i].clear();
+            self.moving.remove(&p);
+            self.leader[i] = NO_LEADERSHIP;
+        }
+    }
+
+    pub fn update_assignment(&mut self, p: Part, assignment: &ReplicaAssignment) {
+        self.tracking_imbalance(p, |ctx| {
+            let i = p as usize;
+            if !ctx.has_assignment[i] {
+                ctx.has_assignment[i] = true;
+                let t = ctx.p_topic[i];
+                ctx.topics[t as usize].assigned.push(p);
+                ctx.assigned_topics.insert(t);
+            }
+            ctx.replicas[i] = assignment.replicas.iter().copied().collect();
+            if assignment.adding.is_empty() && assignment.removing.is_empty() {
+                ctx.moving.remove(&p);
+            } else {
+                ctx.moving.insert(
+                    p,
+                    Moving {
+                        adding: assignment.adding.iter().copied().collect(),
+                        removing: assignment.removing.iter().copied().collect(),
+                    },
+                );
+            }
+        });
+    }
+
+    pub fn assignment(&self, p: Part) -> ReplicaAssignment {
+        let i = p as usize;
+        if !self.has_assignment[i] {
+            return ReplicaAssignment::default();
+        }
+        let moving = self.moving.get(&p);
+        ReplicaAssignment {
+            replicas: self.replicas[i].to_vec(),
+            adding: moving.map(|m| m.adding.to_vec()).unwrap_or_default(),
+            removing: moving.map(|m| m.removing.to_vec()).unwrap_or_default(),
+        }
+    }
+
+    /// RS without copying (empty when unassigned).
+    pub fn replicas(&self, p: Part) -> &[BrokerId] {
+        &self.replicas[p as usize]
+    }
+
+    pub fn target_replicas(&self, p: Part) -> Vec<BrokerId> {
+        match self.moving.get(&p) {
+            Some(m) => self
+                .replicas(p)
+                .iter()
+                .copied()
+                .filter(|r| !m.removing.contains(r))
+                .collect(),
+            None => self.replicas(p).to_vec(),
+        }
+    }
+
+    pub fn is_being_reassigned_assignment(&self, p: Part) -> bool {
+        self.moving.contains_key(&p)
+    }
+
+    pub fn has_assignment(&self, p: Part) -> bool {
+        self.has_assignment[p as usize]
+    }
+
+    pub fn partitions_for_topic(&self, name: &str) -> Vec<Part> {
+        self.topic_idx(name)
+            .map(|t| self.topics[t as usize].assigned.clone())
+            .unwrap_or_default()
+    }
+
+    pub fn all_partitions(&self) -> Vec<Part> {
+        let mut parts = Vec::with_capacity(self.p_topic.len());
+        for t in &self.assigned_topics {
+            parts.extend_from_slice(&self.topics[*t as usize].assigned);
+        }
+        parts
+    }
+
+    pub fn partition_count(&self) -> usize {
+        self.assigned_topics
+            .iter()
+            .map(|t| self.topics[*t as usize].assigned.len())
+            .sum()
+    }
+
+    pub fn partitions_on_broker(&self, broker: BrokerId) -> Vec<Part> {
+        self.all_partitions()
+            .into_iter()
+            .filter(|p| self.replicas(*p).contains(&broker))
+            .collect()
+    }
+
+    /// Replicas hosted on the brokers, brokers ascending then context order.
+    pub fn replicas_on_brokers(&self, brokers: &[BrokerId]) -> Vec<Replica> {
+        let brokers: BTreeSet<BrokerId> = brokers.iter().copied().collect();
+        let all = self.all_partitions();
+        let mut out = Vec::new();
+        for b in brokers {
+            out.extend(
+                all.iter()
+                    .filter(|p| self.replicas(**p).contains(&b))
+                    .map(|p| (*p, b)),
+            );
+        }
+        out
+    }
+
+    pub fn replicas_for_partitions(&self, parts: &[Part]) -> Vec<Replica> {
+        parts
+            .iter()
+            .flat_map(|p| self.replicas(*p).iter().map(move |b| (*p, *b)))
+            .collect()
+    }
+
+    pub fn replicas_for_topic(&self, name: &str) -> Vec<Replica> {
+        self.replicas_for_partitions(&self.partitions_for_topic(name))
+    }
+
+    pub fn online_and_offline_replicas(&self) -> (Vec<Replica>, Vec<Replica>) {
+        self.replicas_for_partitions(&self.all_partitions())
+            .into_iter()
+            .partition(|(p, b)| self.is_replica_online(*b, *p, false))
+    }
+
+    pub fn partitions_being_reassigned(&self) -> Vec<Part> {
+        self.being_reassigned.iter().copied().collect()
+    }
+
+    pub fn is_partition_being_reassigned(&self, p: Part) -> bool {
+        self.being_reassigned.contains(&p)
+    }
+
+    pub fn add_partition_being_reassigned(&mut self, p: Part) {
+        self.being_reassigned.insert(p);
+    }
+
+    pub fn remove_partition_being_reassigned(&mut self, p: Part) {
+        self.being_reassigned.shift_remove(&p);
+    }
+
+    // --- Leadership ----------------------------------------------------------------------------
+
+    pub fn put_leadership(&mut self, p: Part, lice: &LeaderIsrAndControllerEpoch) {
+        self.tracking_imbalance(p, |ctx| {
+            let i = p as usize;
+            let lai = &lice.leader_and_isr;
+            ctx.leader[i] = lai.leader;
+            ctx.leader_epoch[i] = lai.leader_epoch;
+            ctx.partition_epoch[i] = lai.partition_epoch;
+            ctx.controller_epoch[i] = lice.controller_epoch;
+            ctx.recovery[i] = lai.recovery;
+            ctx.isr[i] = lai.isr.iter().copied().collect();
+        });
+    }
+
+    pub fn has_leadership(&self, p: Part) -> bool {
+        self.leader[p as usize] != NO_LEADERSHIP
+    }
+
+    pub fn leadership(&self, p: Part) -> Option<LeaderIsrAndControllerEpoch> {
+        let i = p as usize;
+        if self.leader[i] == NO_LEADERSHIP {
+            return None;
+        }
+        Some(LeaderIsrAndControllerEpoch {
+            leader_and_isr: LeaderAndIsr {
+                leader: self.leader[i],
+                isr: self.isr[i].to_vec(),
+                leader_epoch: self.leader_epoch[i],
+                partition_epoch: self.partition_epoch[i],
+                recovery: self.recovery[i],
+            },
+            controller_epoch: self.controller_epoch[i],
+        })
+    }
+
+    /// The cached leader (None without cached leadership).
+    pub fn leader(&self, p: Part) -> Option<BrokerId> {
+        let leader = self.leader[p as usize];
+        (leader != NO_LEADERSHIP).then_some(leader)
+    }
+
+    pub fn leader_epoch(&self, p: Part) -> i32 {
+        self.leader_epoch[p as usize]
+    }
+
+    pub fn isr(&self, p: Part) -> &[BrokerId] {
+        &self.isr[p as usize]
+    }
+
+    pub fn clear_leadership(&mut self) {
+        self.leader.iter_mut().for_each(|l| *l = NO_LEADERSHIP);
+        self.imbalance_count = 0;
+    }
+
+    fn is_queued_for_deletion_part(&self, p: Part) -> bool {
+        self.to_be_deleted.contains(&self.p_topic[p as usize])
+    }
+
+    pub fn partitions_with_leaders(&self) -> Vec<Part> {
+        self.all_partitions()
+            .into_iter()
+            .filter(|p| !self.is_queued_for_deletion_part(*p) && self.has_leadership(*p))
+            .collect()
+    }
+
+    pub fn partitions_with_offline_leader(&self) -> Vec<Part> {
+        self.all_partitions()
+            .into_iter()
+            .filter(|p| {
+                !self.is_queued_for_deletion_part(*p)
+                    && self
+                        .leader(*p)
+                        .is_some_and(|l| !self.is_replica_online(l, *p, false))
+            })
+            .collect()
+    }
+
+    pub fn partition_leaders_on_broker(&self, broker: BrokerId) -> Vec<Part> {
+        self.all_partitions()
+            .into_iter()
+            .filter(|p| {
+                !self.is_queued_for_deletion_part(*p)
+                    && self.leader(*p) == Some(broker)
+                    && self.replicas(*p).len() > 1
+            })
+            .collect()
+    }
+
+    /// Partitions led by each broker: every cached leadership, assigned or not.
+    pub fn leader_counts(&self) -> BTreeMap<BrokerId, i64> {
+        let mut counts = BTreeMap::new();
+        for leader in &self.leader {
+            if *leader >= 0 {
+                *counts.entry(*leader).or_insert(0) += 1;
+            }
+        }
+        counts
+    }
+
+    // --- States --------------------------------------------------------------------------------
+
+    pub fn partition_state(&self, p: Part) -> PartitionState {
+        PartitionState::from_id(self.p_state[p as usize]).unwrap_or(PartitionState::NonExistent)
+    }
+
+    pub fn has_partition_state(&self, p: Part) -> bool {
+        self.p_state[p as usize] != NO_STATE
+    }
+
+    pub fn put_partition_state(&mut self, p: Part, state: PartitionState) {
+        let current = self.partition_state(p);
+        self.p_state[p as usize] = state as u8;
+        if !self.deletion_started.contains(&self.p_topic[p as usize]) {
+            if current != PartitionState::Offline && state == PartitionState::Offline {
+                self.offline_partition_count += 1;
+            } else if current == PartitionState::Offline && state != PartitionState::Offline {
+                self.offline_partition_count -= 1;
+            }
+        }
+    }
+
+    pub fn partitions_in_states(
+        &self,
+        states: &[PartitionState],
+        topic: Option<&str>,
+    ) -> Vec<Part> {
+        let parts = match topic {
+            Some(name) => self.partitions_for_topic(name),
+            None => self.all_partitions(),
+        };
+        parts
+            .into_iter()
+            .filter(|p| self.has_partition_state(*p) && states.contains(&self.partition_state(*p)))
+            .collect()
+    }
+
+    pub fn replica_state(&self, p: Part, broker: BrokerId) -> Option<ReplicaState> {
+        self.r_states[p as usize]
+            .iter()
+            .find(|(b, _)| *b == broker)
+            .map(|(_, s)| *s)
+    }
+
+    pub fn put_replica_state(&mut self, p: Part, broker: BrokerId, state: ReplicaState) {
+        let states = &mut self.r_states[p as usize];
+        match states.iter_mut().find(|(b, _)| *b == broker) {
+            Some(entry) => entry.1 = state,
+            None => states.push((broker, state)),
+        }
+    }
+
+    pub fn remove_replica_state(&mut self, p: Part, broker: BrokerId) {
+        self.r_states[p as usize].retain(|(b, _)| *b != broker);
+    }
+
+    pub fn replicas_in_state(&self, topic: &str, state: ReplicaState) -> Vec<Replica> {
+        self.replicas_for_topic(topic)
+            .into_iter()
+            .filter(|(p, b)| self.replica_state(*p, *b) == Some(state))
+            .collect()
+    }
+
+    pub fn are_all_replicas_in_state(&self, topic: &str, state: ReplicaState) -> bool {
+        self.replicas_for_topic(topic)
+            .into_iter()
+            .all(|(p, b)| self.replica_state(p, b) == Some(state))
+    }
+
+    pub fn is_any_replica_in_state(&self, topic: &str, state: ReplicaState) -> bool {
+        self.replicas_for_topic(topic)
+            .into_iter()
+            .any(|(p, b)| self.replica_state(p, b) == Some(state))
+    }
+
+    // --- State-machine startup (reference §3.4, §4.4) --------------------------------------------
+
+    /// Partition states from cached leadership: New without it, Online if the leader is online.
+    pub fn initialize_partition_states(&mut self) {
+        for p in self.all_partitions() {
+            let state = match self.leader(p) {
+                None => PartitionState::New,
+                Some(leader) if self.is_replica_online(leader, p, false) => PartitionState::Online,
+                Some(_) => PartitionState::Offline,
+            };
+            self.put_partition_state(p, state);
+        }
+    }
+
+    /// New and Offline partitions of topics not queued for deletion (of one topic, if given).
+    pub fn partitions_to_trigger_online(&self, topic: Option<&str>) -> Vec<Part> {
+        self.partitions_in_states(&[PartitionState::Offline, PartitionState::New], topic)
+            .into_iter()
+            .filter(|p| !self.is_queued_for_deletion_part(*p))
+            .collect()
+    }
+
+    /// Replicas online where their broker is, else ReplicaDeletionIneligible (so that a topic being
+    /// deleted is not stuck in ReplicaDeletionStarted after a failover).
+    pub fn initialize_replica_states(&mut self) {
+        for (p, b) in self.replicas_for_partitions(&self.all_partitions()) {
+            let state = if self.is_replica_online(b, p, false) {
+                ReplicaState::Online
+            } else {
+                ReplicaState::DeletionIneligible
+            };
+            self.put_replica_state(p, b, state);
+        }
+    }
+
+    // --- Topic deletion ------------------------------------------------------------------------
+
+    fn names(&self, set: &IndexSet<TopicIdx>) -> Vec<&str> {
+        set.iter().map(|t| self.topic_name(*t)).collect()
+    }
+
+    pub fn topics_to_be_deleted(&self) -> Vec<&str> {
+        self.names(&self.to_be_deleted)
+    }
+
+    pub fn topics_with_deletion_started(&self) -> Vec<&str> {
+        self.names(&self.deletion_started)
+    }
+
+    pub fn topics_ineligible_for_deletion(&self) -> Vec<&str> {
+        self.names(&self.ineligible)
+    }
+
+    pub fn is_topic_queued_up_for_deletion(&self, topic: &str) -> bool {
+        self.topic_idx(topic)
+            .is_some_and(|t| self.to_be_deleted.contains(&t))
+    }
+
+    pub fn is_topic_idx_queued_up_for_deletion(&self, t: TopicIdx) -> bool {
+        self.to_be_deleted.contains(&t)
+    }
+
+    pub fn queue_topic_deletion(&mut self, topics: &[&str]) {
+        for name in topics {
+            let t = self.intern_topic(name);
+            if !self.to_be_deleted.contains(&t) {
+                self.clean_imbalance(t);
+                self.to_be_deleted.insert(t);
+            }
+        }
+    }
+
+    pub fn begin_topic_deletion(&mut self, topics: &[&str]) {
+        for name in topics {
+            let t = self.intern_topic(name);
+            self.deletion_started.insert(t);
+        }
+    }
+
+    pub fn mark_topics_ineligible_for_deletion(&mut self, topics: &[&str]) {
+        for name in topics {
+            let t = self.intern_topic(name);
+            self.ineligible.insert(t);
+        }
+    }
+
+    pub fn clear_topics_ineligible_for_deletion(&mut self, topics: &[&str]) {
+        for name in topics {
+            if let Some(t) = self.topic_idx(name) {
+                self.ineligible.shift_remove(&t);
+            }
+        }
+    }
+
+    /// Bytes held per partition by the per-partition arrays (the memory target counts these).
+    pub fn heap_bytes(&self) -> usize {
+        fn spilled(lists: &[Replicas]) -> usize {
+            lists
+                .iter()
+                .filter(|l| l.spilled())
+                .map(|l| l.capacity() * 4)
+                .sum()
+        }
+        let n = self.p_topic.capacity();
+        n * (4 + 4 + 1 + 4 + 4 + 4 + 4 + 1 + 1)
+            + self.replicas.capacity() * std::mem::size_of::<Replicas>()
+            + self.isr.capacity() * std::mem::size_of::<Replicas>()
+            + self.r_states.capacity()
+                * std::mem::size_of::<SmallVec<[(BrokerId, ReplicaState); 3]>>()
+            + spilled(&self.replicas)
+            + spilled(&self.isr)
+            + self
+                .topics
+                .iter()
+                .map(|t| t.by_id.capacity() * 4 + t.assigned.capacity() * 4)
+                .sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ra(replicas: &[BrokerId]) -> ReplicaAssignment {
+        ReplicaAssignment {
+            replicas: replicas.to_vec(),
+            ..ReplicaAssignment::default()
+        }
+    }
+
+    fn lice(leader: BrokerId, isr: &[BrokerId]) -> LeaderIsrAndControllerEpoch {
+        LeaderIsrAndControllerEpoch {
+            leader_and_isr: LeaderAndIsr::new(leader, isr.to_vec()),
+            controller_epoch: 1,
+        }
+    }
+
+    #[test]
+    fn context_order_follows_first_assignment() {
+        let mut ctx = Context::new();
+        let b1 = ctx.intern_part("b", 1);
+        let a0 = ctx.intern_part("a", 0);
+        let b0 = ctx.intern_part("b", 0);
+        for p in [b1, a0, b0] {
+            ctx.update_assignment(p, &ra(&[1, 2]));
+        }
+        assert_eq!(ctx.all_partitions(), vec![b1, b0, a0]);
+        ctx.remove_topic("b");
+        assert_eq!(ctx.all_partitions(), vec![a0]);
+        ctx.update_assignment(b0, &ra(&[1]));
+        assert_eq!(
+            ctx.all_partitions(),
+            vec![a0, b0],
+            "a re-created topic goes last"
+        );
+        assert_eq!(ctx.part("b", 0), Some(b0), "and keeps its partition index");
+    }
+
+    #[test]
+    fn imbalance_and_offline_metrics() {
+        let mut ctx = Context::new();
+        let p = ctx.intern_part("t", 0);
+        ctx.update_assignment(p, &ra(&[1, 2]));
+        ctx.put_leadership(p, &lice(2, &[1, 2]));
+        assert_eq!(ctx.preferred_replica_imbalance_count(), 1);
+        ctx.put_leadership(p, &lice(1, &[1, 2]));
+        assert_eq!(ctx.preferred_replica_imbalance_count(), 0);
+        let moving = ReplicaAssignment {
+            replicas: vec![3, 1, 2],
+            adding: vec![3],
+            removing: vec![2],
+        };
+        ctx.update_assignment(p, &moving);
+        assert_eq!(
+            ctx.preferred_replica_imbalance_count(),
+            0,
+            "adding preferred replica not yet in the ISR"
+        );
+        ctx.put_leadership(p, &lice(1, &[1, 2, 3]));
+        assert_eq!(ctx.preferred_replica_imbalance_count(), 1);
+        ctx.queue_topic_deletion(&["t"]);
+        assert_eq!(ctx.preferred_replica_imbalance_count(), 0);
+
+        ctx.put_partition_state(p, PartitionState::Offline);
+        assert_eq!(ctx.offline_partition_count(), 1);
+        ctx.begin_topic_deletion(&["t"]);
+        ctx.put_partition_state(p, PartitionState::NonExistent);
+        assert_eq!(
+            ctx.offline_partition_count(),
+            1,
+            "deletion-started topics are ignored"
+        );
+    }
+
+    #[test]
+    fn replica_online_rules() {
+        let mut ctx = Context::new();
+        let p = ctx.intern_part("t", 0);
+        ctx.set_live_brokers(&[(1, 10), (2, 11)]);
+        ctx.add_shutting_down_broker(2);
+        assert!(ctx.is_replica_online(1, p, false));
+        assert!(!ctx.is_replica_online(2, p, false));
+        assert!(ctx.is_replica_online(2, p, true));
+        ctx.add_replicas_on_offline_dirs(1, &[p]);
+        assert!(!ctx.is_replica_online(1, p, true));
+        assert_eq!(ctx.live_broker_ids(), vec![1]);
+        assert_eq!(ctx.live_or_shutting_down_broker_ids(), vec![1, 2]);
+    }
+}

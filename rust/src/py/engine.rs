@@ -1,0 +1,937 @@
+//! `kctl._engine.Engine`: one controller's context, request batches and state machines in native
+//! memory. `kctl.native` wraps it in the public `ControllerContext` / state-machine / request-batch
+//! API; partitions cross as `(topic, partition)` pairs, states as tuples.
+
+use pyo3::exceptions::{PyKeyError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+use crate::context::{Context, Part, Replica};
+use crate::election::Strategy;
+use crate::model::{
+    BrokerId, LeaderAndIsr, LeaderIsrAndControllerEpoch, LeaderRecoveryState, PartitionState,
+    ReplicaAssignment, ReplicaState,
+};
+use crate::py::convert::{failure_to_err, failure_to_py, leader_and_isr_to_py};
+use crate::py::selector::PySelector;
+use crate::py::store::PyStore;
+use crate::requests::{RequestBatch, Sent};
+use crate::statemachine::{KafkaSelector, Level, Log, Machine, Selector};
+
+type Tp = (String, i32);
+/// `(leader, isr, leader_epoch, partition_epoch, recovery, controller_epoch)`.
+type LiceTuple = (BrokerId, Vec<BrokerId>, i32, i32, u8, i32);
+/// `(replicas, adding, removing)`.
+type AssignmentTuple = (Vec<BrokerId>, Vec<BrokerId>, Vec<BrokerId>);
+/// `(topic, partition, broker)`.
+type ReplicaTuple = (String, i32, BrokerId);
+/// State-change log lines: `(logging level, from the request batch, line)`.
+type Lines = Vec<(u8, bool, String)>;
+/// What a state-machine call returns to Python: `(results, log lines, sent requests)`.
+type CallResult<'py> = (Bound<'py, PyList>, Lines, Bound<'py, PyList>);
+
+/// Options of a state-machine call that come from the controller's config and logger.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct CallOptions {
+    controller_id: i32,
+    stop_replica_version: i32,
+    leader_recovery: bool,
+    unclean_default: bool,
+    trace: bool,
+    info: bool,
+    batch_info: bool,
+}
+
+#[pyclass(module = "kctl._engine")]
+pub struct Engine {
+    ctx: Context,
+    batches: Vec<RequestBatch>,
+}
+
+fn lice_from_tuple(t: &LiceTuple) -> LeaderIsrAndControllerEpoch {
+    let (leader, isr, leader_epoch, partition_epoch, recovery, controller_epoch) = t.clone();
+    LeaderIsrAndControllerEpoch {
+        leader_and_isr: LeaderAndIsr {
+            leader,
+            isr,
+            leader_epoch,
+            partition_epoch,
+            recovery: if recovery == 1 {
+                LeaderRecoveryState::Recovering
+            } else {
+                LeaderRecoveryState::Recovered
+            },
+        },
+        controller_epoch,
+    }
+}
+
+fn lice_to_tuple(l: &LeaderIsrAndControllerEpoch) -> LiceTuple {
+    let lai = &l.leader_and_isr;
+    (
+        lai.leader,
+        lai.isr.clone(),
+        lai.leader_epoch,
+        lai.partition_epoch,
+        lai.recovery as u8,
+        l.controller_epoch,
+    )
+}
+
+fn assignment_from_tuple(t: AssignmentTuple) -> ReplicaAssignment {
+    ReplicaAssignment {
+        replicas: t.0,
+        adding: t.1,
+        removing: t.2,
+    }
+}
+
+fn partition_state(id: u8) -> PyResult<PartitionState> {
+    PartitionState::from_id(id)
+        .ok_or_else(|| PyValueError::new_err(format!("no partition state {id}")))
+}
+
+fn replica_state(id: u8) -> PyResult<ReplicaState> {
+    ReplicaState::from_id(id).ok_or_else(|| PyValueError::new_err(format!("no replica state {id}")))
+}
+
+fn strategy(spec: Option<(String, bool)>) -> PyResult<Option<Strategy>> {
+    Ok(match spec {
+        None => None,
+        Some((kind, allow_unclean)) => Some(match kind.as_str() {
+            "offline" => Strategy::Offline { allow_unclean },
+            "reassign" => Strategy::Reassign,
+            "preferred" => Strategy::Preferred,
+            "controlled_shutdown" => Strategy::ControlledShutdown,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "no election strategy {other:?}"
+                )))
+            }
+        }),
+    })
+}
+
+impl Engine {
+    fn tp(&self, p: Part) -> Tp {
+        (
+            self.ctx.topic_name(self.ctx.partition_topic(p)).to_owned(),
+            self.ctx.partition_id(p),
+        )
+    }
+
+    fn tps(&self, parts: &[Part]) -> Vec<Tp> {
+        parts.iter().map(|p| self.tp(*p)).collect()
+    }
+
+    fn replicas_out(&self, replicas: &[Replica]) -> Vec<ReplicaTuple> {
+        replicas
+            .iter()
+            .map(|(p, b)| {
+                (
+                    self.ctx.topic_name(self.ctx.partition_topic(*p)).to_owned(),
+                    self.ctx.partition_id(*p),
+                    *b,
+                )
+            })
+            .collect()
+    }
+
+    fn existing(&self, topic: &str, partition: i32) -> Option<Part> {
+        self.ctx.part(topic, partition)
+    }
+
+    fn parts(&mut self, tps: Vec<Tp>) -> Vec<Part> {
+        tps.into_iter()
+            .map(|(t, p)| self.ctx.intern_part(&t, p))
+            .collect()
+    }
+
+    fn batch(&mut self, slot: usize) -> PyResult<&mut RequestBatch> {
+        self.batches
+            .get_mut(slot)
+            .ok_or_else(|| PyKeyError::new_err(format!("no request batch {slot}")))
+    }
+
+    /// Run one state-machine call with a Python store and selector, returning the log lines and the
+    /// requests it sent.
+    fn run<'py, T>(
+        &mut self,
+        py: Python<'py>,
+        slot: usize,
+        store: &Bound<'py, PyAny>,
+        options: &CallOptions,
+        call: impl FnOnce(&mut Machine<'_>) -> T,
+    ) -> PyResult<(T, Lines, Vec<Sent>)> {
+        if slot >= self.batches.len() {
+            return Err(PyKeyError::new_err(format!("no request batch {slot}")));
+        }
+        let mut store = PyStore {
+            py,
+            store: store.clone(),
+        };
+        let mut log = Log {
+            lines: Vec::new(),
+            trace: options.trace,
+            info: options.info,
+            batch_info: options.batch_info,
+        };
+        let mut sent = Vec::new();
+        let mut machine = Machine {
+            controller_id: options.controller_id,
+            ctx: &mut self.ctx,
+            batch: &mut self.batches[slot],
+            store: &mut store,
+            log: &mut log,
+            sent: &mut sent,
+            stop_replica_version: options.stop_replica_version,
+            leader_recovery: options.leader_recovery,
+            unclean_default: options.unclean_default,
+        };
+        let out = call(&mut machine);
+        let lines = log
+            .lines
+            .into_iter()
+            .map(|l| (level_code(l.level), l.from_batch, l.text))
+            .collect();
+        Ok((out, lines, sent))
+    }
+
+    fn sent_to_py<'py>(&self, py: Python<'py>, sent: &[Sent]) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        for s in sent {
+            let item = match s {
+                Sent::LeaderAndIsr {
+                    broker,
+                    broker_epoch,
+                    entries,
+                    live_leaders,
+                } => {
+                    let states = entries
+                        .iter()
+                        .map(|e| {
+                            let (topic, partition) = self.tp(e.part);
+                            (
+                                topic,
+                                partition,
+                                e.controller_epoch,
+                                e.leader,
+                                e.leader_epoch,
+                                e.isr.to_vec(),
+                                e.partition_epoch,
+                                e.replicas.to_vec(),
+                                e.adding.to_vec(),
+                                e.removing.to_vec(),
+                                e.is_new,
+                                e.recovery as u8,
+                            )
+                        })
+                        .collect::<Vec<_>>();
+                    (
+                        "LeaderAndIsr",
+                        *broker,
+                        *broker_epoch,
+                        states,
+                        live_leaders.clone(),
+                        false,
+                    )
+                        .into_pyobject(py)?
+                        .into_any()
+                }
+                Sent::UpdateMetadata {
+                    broker,
+                    broker_epoch,
+                    entries,
+                } => {
+                    let states = entries
+                        .iter()
+                        .map(|e| {
+                            let (topic, partition) = self.tp(e.part);
+                            (
+                                topic,
+                                partition,
+                                e.controller_epoch,
+                                e.leader,
+                                e.leader_epoch,
+                                e.isr.to_vec(),
+                                e.partition_epoch,
+                                e.replicas.to_vec(),
+                                e.offline_replicas.to_vec(),
+                            )
+                        })
+                        .collect::<Vec<_>>();
+                    (
+                        "UpdateMetadata",
+                        *broker,
+                        *broker_epoch,
+                        states,
+                        Vec::<BrokerId>::new(),
+                        false,
+                    )
+                        .into_pyobject(py)?
+                        .into_any()
+                }
+                Sent::StopReplica {
+                    broker,
+                    broker_epoch,
+                    delete_partitions,
+                    entries,
+                } => {
+                    let states = entries
+                        .iter()
+                        .map(|e| {
+                            let (topic, partition) = self.tp(e.part);
+                            (topic, partition, e.leader_epoch, e.delete)
+                        })
+                        .collect::<Vec<_>>();
+                    (
+                        "StopReplica",
+                        *broker,
+                        *broker_epoch,
+                        states,
+                        Vec::<BrokerId>::new(),
+                        *delete_partitions,
+                    )
+                        .into_pyobject(py)?
+                        .into_any()
+                }
+            };
+            out.append(item)?;
+        }
+        Ok(out)
+    }
+}
+
+fn level_code(level: Level) -> u8 {
+    match level {
+        Level::Trace => 5,
+        Level::Info => 20,
+        Level::Error => 40,
+    }
+}
+
+#[pymethods]
+impl Engine {
+    #[new]
+    fn new() -> Self {
+        Self {
+            ctx: Context::new(),
+            batches: Vec::new(),
+        }
+    }
+
+    // --- Epoch, metrics, reset -----------------------------------------------------------------
+
+    #[getter]
+    fn epoch(&self) -> i32 {
+        self.ctx.epoch
+    }
+
+    #[setter]
+    fn set_epoch(&mut self, value: i32) {
+        self.ctx.epoch = value;
+    }
+
+    #[getter]
+    fn epoch_zk_version(&self) -> i32 {
+        self.ctx.epoch_zk_version
+    }
+
+    #[setter]
+    fn set_epoch_zk_version(&mut self, value: i32) {
+        self.ctx.epoch_zk_version = value;
+    }
+
+    fn reset(&mut self) {
+        self.ctx.reset();
+    }
+
+    fn offline_partition_count(&self) -> i64 {
+        self.ctx.offline_partition_count()
+    }
+
+    fn preferred_replica_imbalance_count(&self) -> i64 {
+        self.ctx.preferred_replica_imbalance_count()
+    }
+
+    fn unclean_leader_elections(&self) -> i64 {
+        self.ctx.unclean_leader_elections()
+    }
+
+    fn record_unclean_leader_election(&mut self) {
+        self.ctx.record_unclean_leader_election();
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.ctx.heap_bytes()
+    }
+
+    // --- Brokers -------------------------------------------------------------------------------
+
+    fn set_live_brokers(&mut self, epochs: Vec<(BrokerId, i64)>) {
+        self.ctx.set_live_brokers(&epochs);
+    }
+
+    fn add_live_brokers(&mut self, epochs: Vec<(BrokerId, i64)>) {
+        self.ctx.add_live_brokers(&epochs);
+    }
+
+    fn remove_live_brokers(&mut self, brokers: Vec<BrokerId>) {
+        self.ctx.remove_live_brokers(&brokers);
+    }
+
+    fn live_broker_ids(&self) -> Vec<BrokerId> {
+        self.ctx.live_broker_ids()
+    }
+
+    fn live_or_shutting_down_broker_ids(&self) -> Vec<BrokerId> {
+        self.ctx.live_or_shutting_down_broker_ids()
+    }
+
+    fn shutting_down_broker_ids(&self) -> Vec<BrokerId> {
+        self.ctx.shutting_down_broker_ids()
+    }
+
+    fn add_shutting_down_broker(&mut self, broker: BrokerId) {
+        self.ctx.add_shutting_down_broker(broker);
+    }
+
+    fn remove_shutting_down_brokers(&mut self, brokers: Vec<BrokerId>) {
+        self.ctx.remove_shutting_down_brokers(&brokers);
+    }
+
+    fn live_broker_epoch(&self, broker: BrokerId) -> Option<i64> {
+        self.ctx.live_broker_epoch(broker)
+    }
+
+    fn live_broker_epochs(&self) -> Vec<(BrokerId, i64)> {
+        self.ctx.live_broker_epochs()
+    }
+
+    fn is_replica_online(
+        &self,
+        broker: BrokerId,
+        topic: &str,
+        partition: i32,
+        include_shutting_down: bool,
+    ) -> bool {
+        match self.existing(topic, partition) {
+            Some(p) => self.ctx.is_replica_online(broker, p, include_shutting_down),
+            None => {
+                self.ctx.is_registered(broker)
+                    && (include_shutting_down || !self.ctx.is_shutting_down(broker))
+            }
+        }
+    }
+
+    fn add_replicas_on_offline_dirs(&mut self, broker: BrokerId, tps: Vec<Tp>) {
+        let parts = self.parts(tps);
+        self.ctx.add_replicas_on_offline_dirs(broker, &parts);
+    }
+
+    fn remove_replicas_on_offline_dirs(&mut self, broker: BrokerId, tps: Vec<Tp>) {
+        let parts: Vec<Part> = tps
+            .iter()
+            .filter_map(|(t, p)| self.existing(t, *p))
+            .collect();
+        self.ctx.remove_replicas_on_offline_dirs(broker, &parts);
+    }
+
+    fn clear_replicas_on_offline_dirs(&mut self, brokers: Vec<BrokerId>) {
+        self.ctx.clear_replicas_on_offline_dirs(&brokers);
+    }
+
+    fn replicas_on_offline_dirs(&self, broker: BrokerId) -> Vec<Tp> {
+        self.tps(&self.ctx.replicas_on_offline_dirs(broker))
+    }
+
+    // --- Topics and assignments ----------------------------------------------------------------
+
+    fn all_topics(&self) -> Vec<String> {
+        self.ctx
+            .all_topics()
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn add_topic(&mut self, topic: &str, topic_id: Option<String>) {
+        self.ctx.add_topic(topic, topic_id);
+    }
+
+    fn remove_topic(&mut self, topic: &str) {
+        self.ctx.remove_topic(topic);
+    }
+
+    fn topic_ids(&self) -> Vec<(String, String)> {
+        self.ctx
+            .topic_ids()
+            .into_iter()
+            .map(|(t, id)| (t.to_owned(), id.to_owned()))
+            .collect()
+    }
+
+    fn update_assignment(&mut self, topic: &str, partition: i32, assignment: AssignmentTuple) {
+        let p = self.ctx.intern_part(topic, partition);
+        self.ctx
+            .update_assignment(p, &assignment_from_tuple(assignment));
+    }
+
+    fn put_assignments(&mut self, items: Vec<(String, i32, AssignmentTuple)>) {
+        for (topic, partition, assignment) in items {
+            let p = self.ctx.intern_part(&topic, partition);
+            self.ctx
+                .update_assignment(p, &assignment_from_tuple(assignment));
+        }
+    }
+
+    fn assignment(&self, topic: &str, partition: i32) -> AssignmentTuple {
+        let a = self
+            .existing(topic, partition)
+            .map(|p| self.ctx.assignment(p))
+            .unwrap_or_default();
+        (a.replicas, a.adding, a.removing)
+    }
+
+    fn assignments_for_topic(&self, topic: &str) -> Vec<(i32, AssignmentTuple)> {
+        self.ctx
+            .partitions_for_topic(topic)
+            .into_iter()
+            .map(|p| {
+                let a = self.ctx.assignment(p);
+                (self.ctx.partition_id(p), (a.replicas, a.adding, a.removing))
+            })
+            .collect()
+    }
+
+    fn partitions_for_topic(&self, topic: &str) -> Vec<i32> {
+        self.ctx
+            .partitions_for_topic(topic)
+            .into_iter()
+            .map(|p| self.ctx.partition_id(p))
+            .collect()
+    }
+
+    fn all_partitions(&self) -> Vec<Tp> {
+        self.tps(&self.ctx.all_partitions())
+    }
+
+    fn partition_count(&self) -> usize {
+        self.ctx.partition_count()
+    }
+
+    fn partitions_on_broker(&self, broker: BrokerId) -> Vec<Tp> {
+        self.tps(&self.ctx.partitions_on_broker(broker))
+    }
+
+    fn replicas_on_brokers(&self, brokers: Vec<BrokerId>) -> Vec<ReplicaTuple> {
+        self.replicas_out(&self.ctx.replicas_on_brokers(&brokers))
+    }
+
+    fn replicas_for_topic(&self, topic: &str) -> Vec<ReplicaTuple> {
+        self.replicas_out(&self.ctx.replicas_for_topic(topic))
+    }
+
+    fn replicas_for_partitions(&self, tps: Vec<Tp>) -> Vec<ReplicaTuple> {
+        let parts: Vec<Part> = tps
+            .iter()
+            .filter_map(|(t, p)| self.existing(t, *p))
+            .collect();
+        self.replicas_out(&self.ctx.replicas_for_partitions(&parts))
+    }
+
+    fn online_and_offline_replicas(&self) -> (Vec<ReplicaTuple>, Vec<ReplicaTuple>) {
+        let (online, offline) = self.ctx.online_and_offline_replicas();
+        (self.replicas_out(&online), self.replicas_out(&offline))
+    }
+
+    fn partitions_being_reassigned(&self) -> Vec<Tp> {
+        self.tps(&self.ctx.partitions_being_reassigned())
+    }
+
+    fn add_partition_being_reassigned(&mut self, topic: &str, partition: i32) {
+        let p = self.ctx.intern_part(topic, partition);
+        self.ctx.add_partition_being_reassigned(p);
+    }
+
+    fn remove_partition_being_reassigned(&mut self, topic: &str, partition: i32) {
+        if let Some(p) = self.existing(topic, partition) {
+            self.ctx.remove_partition_being_reassigned(p);
+        }
+    }
+
+    // --- Leadership ----------------------------------------------------------------------------
+
+    fn put_leadership(&mut self, topic: &str, partition: i32, lice: LiceTuple) {
+        let p = self.ctx.intern_part(topic, partition);
+        self.ctx.put_leadership(p, &lice_from_tuple(&lice));
+    }
+
+    fn put_leaderships(&mut self, items: Vec<(String, i32, LiceTuple)>) {
+        for (topic, partition, lice) in items {
+            let p = self.ctx.intern_part(&topic, partition);
+            self.ctx.put_leadership(p, &lice_from_tuple(&lice));
+        }
+    }
+
+    fn leadership(&self, topic: &str, partition: i32) -> Option<LiceTuple> {
+        self.existing(topic, partition)
+            .and_then(|p| self.ctx.leadership(p))
+            .map(|l| lice_to_tuple(&l))
+    }
+
+    fn clear_leadership(&mut self) {
+        self.ctx.clear_leadership();
+    }
+
+    fn partitions_with_leaders(&self) -> Vec<Tp> {
+        self.tps(&self.ctx.partitions_with_leaders())
+    }
+
+    fn partitions_with_offline_leader(&self) -> Vec<Tp> {
+        self.tps(&self.ctx.partitions_with_offline_leader())
+    }
+
+    fn partition_leaders_on_broker(&self, broker: BrokerId) -> Vec<Tp> {
+        self.tps(&self.ctx.partition_leaders_on_broker(broker))
+    }
+
+    fn leader_counts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let counts = PyDict::new(py);
+        for (broker, count) in self.ctx.leader_counts() {
+            counts.set_item(broker, count)?;
+        }
+        Ok(counts)
+    }
+
+    // --- States --------------------------------------------------------------------------------
+
+    fn partition_state(&self, topic: &str, partition: i32) -> u8 {
+        self.existing(topic, partition)
+            .map_or(PartitionState::NonExistent, |p| self.ctx.partition_state(p)) as u8
+    }
+
+    fn has_partition_state(&self, topic: &str, partition: i32) -> bool {
+        self.existing(topic, partition)
+            .is_some_and(|p| self.ctx.has_partition_state(p))
+    }
+
+    fn put_partition_state(&mut self, topic: &str, partition: i32, state: u8) -> PyResult<()> {
+        let p = self.ctx.intern_part(topic, partition);
+        self.ctx.put_partition_state(p, partition_state(state)?);
+        Ok(())
+    }
+
+    #[pyo3(signature = (states, topic=None))]
+    fn partitions_in_states(&self, states: Vec<u8>, topic: Option<&str>) -> PyResult<Vec<Tp>> {
+        let states = states
+            .into_iter()
+            .map(partition_state)
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(self.tps(&self.ctx.partitions_in_states(&states, topic)))
+    }
+
+    fn replica_state(&self, topic: &str, partition: i32, broker: BrokerId) -> Option<u8> {
+        self.existing(topic, partition)
+            .and_then(|p| self.ctx.replica_state(p, broker))
+            .map(|s| s as u8)
+    }
+
+    fn put_replica_state(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        broker: BrokerId,
+        state: u8,
+    ) -> PyResult<()> {
+        let p = self.ctx.intern_part(topic, partition);
+        self.ctx.put_replica_state(p, broker, replica_state(state)?);
+        Ok(())
+    }
+
+    fn remove_replica_state(&mut self, topic: &str, partition: i32, broker: BrokerId) {
+        if let Some(p) = self.existing(topic, partition) {
+            self.ctx.remove_replica_state(p, broker);
+        }
+    }
+
+    fn replicas_in_state(&self, topic: &str, state: u8) -> PyResult<Vec<ReplicaTuple>> {
+        Ok(self.replicas_out(&self.ctx.replicas_in_state(topic, replica_state(state)?)))
+    }
+
+    fn are_all_replicas_in_state(&self, topic: &str, state: u8) -> PyResult<bool> {
+        Ok(self
+            .ctx
+            .are_all_replicas_in_state(topic, replica_state(state)?))
+    }
+
+    fn is_any_replica_in_state(&self, topic: &str, state: u8) -> PyResult<bool> {
+        Ok(self
+            .ctx
+            .is_any_replica_in_state(topic, replica_state(state)?))
+    }
+
+    // --- Topic deletion ------------------------------------------------------------------------
+
+    fn topics_to_be_deleted(&self) -> Vec<String> {
+        self.ctx
+            .topics_to_be_deleted()
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn topics_with_deletion_started(&self) -> Vec<String> {
+        self.ctx
+            .topics_with_deletion_started()
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn topics_ineligible_for_deletion(&self) -> Vec<String> {
+        self.ctx
+            .topics_ineligible_for_deletion()
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn queue_topic_deletion(&mut self, topics: Vec<String>) {
+        let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+        self.ctx.queue_topic_deletion(&names);
+    }
+
+    fn begin_topic_deletion(&mut self, topics: Vec<String>) {
+        let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+        self.ctx.begin_topic_deletion(&names);
+    }
+
+    fn mark_topics_ineligible_for_deletion(&mut self, topics: Vec<String>) {
+        let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+        self.ctx.mark_topics_ineligible_for_deletion(&names);
+    }
+
+    fn clear_topics_ineligible_for_deletion(&mut self, topics: Vec<String>) {
+        let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+        self.ctx.clear_topics_ineligible_for_deletion(&names);
+    }
+
+    // --- Request batches -----------------------------------------------------------------------
+
+    fn new_batch_slot(&mut self) -> usize {
+        self.batches.push(RequestBatch::default());
+        self.batches.len() - 1
+    }
+
+    fn batch_check_empty(&mut self, slot: usize) -> PyResult<Option<String>> {
+        Ok(self.batch(slot)?.check_empty().err())
+    }
+
+    fn batch_clear(&mut self, slot: usize) -> PyResult<()> {
+        self.batch(slot)?.clear();
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn batch_add_leader_and_isr(
+        &mut self,
+        slot: usize,
+        brokers: Vec<BrokerId>,
+        topic: &str,
+        partition: i32,
+        lice: LiceTuple,
+        assignment: AssignmentTuple,
+        is_new: bool,
+    ) -> PyResult<()> {
+        let p = self.ctx.intern_part(topic, partition);
+        self.batch(slot)?;
+        let batch = &mut self.batches[slot];
+        batch.add_leader_and_isr(
+            &self.ctx,
+            &brokers,
+            p,
+            &lice_from_tuple(&lice),
+            &assignment_from_tuple(assignment),
+            is_new,
+        );
+        Ok(())
+    }
+
+    fn batch_add_update_metadata(
+        &mut self,
+        slot: usize,
+        brokers: Vec<BrokerId>,
+        tps: Vec<Tp>,
+    ) -> PyResult<()> {
+        let parts: Vec<Part> = tps
+            .iter()
+            .filter_map(|(t, p)| self.existing(t, *p))
+            .collect();
+        self.batch(slot)?;
+        self.batches[slot].add_update_metadata(&self.ctx, &brokers, &parts);
+        Ok(())
+    }
+
+    fn batch_add_stop_replica(
+        &mut self,
+        slot: usize,
+        brokers: Vec<BrokerId>,
+        topic: &str,
+        partition: i32,
+        delete: bool,
+    ) -> PyResult<()> {
+        let p = self.ctx.intern_part(topic, partition);
+        self.batch(slot)?;
+        self.batches[slot].add_stop_replica(&self.ctx, &brokers, p, delete);
+        Ok(())
+    }
+
+    /// `(leader_and_isr, stop_replica, update_metadata_brokers, update_metadata_states)`, raw.
+    fn batch_pending<'py>(
+        &mut self,
+        py: Python<'py>,
+        slot: usize,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        self.batch(slot)?;
+        let batch = &self.batches[slot];
+        let mut sent = Vec::new();
+        for (broker, states) in batch.pending_leader_and_isr() {
+            sent.push(Sent::LeaderAndIsr {
+                broker: *broker,
+                broker_epoch: -1,
+                entries: states.values().cloned().collect(),
+                live_leaders: Vec::new(),
+            });
+        }
+        for (broker, states) in batch.pending_stop_replica() {
+            sent.push(Sent::StopReplica {
+                broker: *broker,
+                broker_epoch: -1,
+                delete_partitions: false,
+                entries: states.values().copied().collect(),
+            });
+        }
+        let (brokers, states) = batch.pending_update_metadata();
+        let um = Sent::UpdateMetadata {
+            broker: -1,
+            broker_epoch: -1,
+            entries: std::sync::Arc::new(states.into_iter().cloned().collect()),
+        };
+        let per_broker = self.sent_to_py(py, &sent)?;
+        let shared = self.sent_to_py(py, std::slice::from_ref(&um))?;
+        PyTuple::new(
+            py,
+            [
+                per_broker.into_any(),
+                brokers.into_pyobject(py)?.into_any(),
+                shared.get_item(0)?,
+            ],
+        )
+    }
+
+    /// Flush a batch: `(log lines, sent requests as tuples)`.
+    fn batch_send<'py>(
+        &mut self,
+        py: Python<'py>,
+        slot: usize,
+        stop_replica_version: i32,
+        info: bool,
+    ) -> PyResult<(Lines, Bound<'py, PyList>)> {
+        self.batch(slot)?;
+        let mut lines = Vec::new();
+        let sent = self.batches[slot].send(&self.ctx, stop_replica_version, &mut |line| {
+            if info {
+                lines.push((level_code(Level::Info), true, line));
+            }
+        });
+        Ok((lines, self.sent_to_py(py, &sent)?))
+    }
+
+    // --- State machines ------------------------------------------------------------------------
+
+    fn initialize_partition_states(&mut self) {
+        self.ctx.initialize_partition_states();
+    }
+
+    #[pyo3(signature = (topic=None))]
+    fn partitions_to_trigger_online(&self, topic: Option<&str>) -> Vec<Tp> {
+        self.tps(&self.ctx.partitions_to_trigger_online(topic))
+    }
+
+    /// The partition state machine's `handle_state_changes`: `(results, log lines, sent)`; results
+    /// are `((topic, partition), LeaderAndIsr | exception)`. A moved controller raises.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (slot, tps, target, election, selector, store, options))]
+    fn partition_state_changes<'py>(
+        &mut self,
+        py: Python<'py>,
+        slot: usize,
+        tps: Vec<Tp>,
+        target: u8,
+        election: Option<(String, bool)>,
+        selector: Option<Bound<'py, PyAny>>,
+        store: Bound<'py, PyAny>,
+        options: CallOptions,
+    ) -> PyResult<CallResult<'py>> {
+        let target = partition_state(target)?;
+        let strategy = strategy(election)?;
+        let parts = self.parts(tps);
+        let (result, lines, sent) = self.run(py, slot, &store, &options, |m| {
+            let mut kafka = KafkaSelector;
+            let mut plugin = selector.map(|election| PySelector { py, election });
+            let chosen: &mut dyn Selector = match plugin.as_mut() {
+                Some(p) => p,
+                None => &mut kafka,
+            };
+            m.handle_partition_state_changes(&parts, target, strategy, chosen)
+        })?;
+        let results = result.map_err(|e| failure_to_err(py, &e))?;
+        let out = PyList::empty(py);
+        for (p, outcome) in results {
+            let value = match &outcome {
+                Ok(lai) => leader_and_isr_to_py(py, lai)?,
+                Err(e) => failure_to_py(py, e)?,
+            };
+            out.append((self.tp(p), value))?;
+        }
+        Ok((out, lines, self.sent_to_py(py, &sent)?))
+    }
+
+    fn initialize_replica_states(&mut self) {
+        self.ctx.initialize_replica_states();
+    }
+
+    /// The replica state machine's `handle_state_changes`: `(results, log lines, sent)`; results
+    /// are `((topic, partition, broker), state id | exception)`. A moved controller raises.
+    fn replica_state_changes<'py>(
+        &mut self,
+        py: Python<'py>,
+        slot: usize,
+        replicas: Vec<ReplicaTuple>,
+        target: u8,
+        store: Bound<'py, PyAny>,
+        options: CallOptions,
+    ) -> PyResult<CallResult<'py>> {
+        let target = replica_state(target)?;
+        let replicas: Vec<Replica> = replicas
+            .into_iter()
+            .map(|(t, p, b)| (self.ctx.intern_part(&t, p), b))
+            .collect();
+        let (result, lines, sent) = self.run(py, slot, &store, &options, |m| {
+            m.handle_replica_state_changes(&replicas, target)
+        })?;
+        let results = result.map_err(|e| failure_to_err(py, &e))?;
+        let out = PyList::empty(py);
+        for ((p, b), outcome) in results {
+            let (topic, partition) = self.tp(p);
+            let value = match &outcome {
+                Ok(state) => (*state as u8).into_pyobject(py)?.into_any(),
+                Err(e) => failure_to_py(py, e)?,
+            };
+            out.append(((topic, partition, b), value))?;
+        }
+        Ok((out, lines, self.sent_to_py(py, &sent)?))
+    }
+}

@@ -1,0 +1,394 @@
+//! Controller-to-broker request batching (reference §5), mirroring
+//! `kctl.reference.request_batch.ReferenceRequestBatch`: per-broker accumulation in insertion order,
+//! sticky `is_new` and delete flags, the -2 sentinels for topics queued for deletion, and a flush in
+//! Kafka's order (LeaderAndIsr, UpdateMetadata, StopReplica) to the brokers registered at send time.
+
+use std::collections::BTreeMap;
+
+use indexmap::{IndexMap, IndexSet};
+
+use crate::context::{Context, Part, Replicas};
+use crate::model::{
+    BrokerId, LeaderIsrAndControllerEpoch, LeaderRecoveryState, ReplicaAssignment,
+    EPOCH_DURING_DELETE, LEADER_DURING_DELETE, NO_EPOCH,
+};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaderAndIsrEntry {
+    pub part: Part,
+    pub controller_epoch: i32,
+    pub leader: BrokerId,
+    pub leader_epoch: i32,
+    pub isr: Replicas,
+    pub partition_epoch: i32,
+    pub replicas: Replicas,
+    pub adding: Replicas,
+    pub removing: Replicas,
+    pub is_new: bool,
+    pub recovery: LeaderRecoveryState,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UpdateMetadataEntry {
+    pub part: Part,
+    pub controller_epoch: i32,
+    pub leader: BrokerId,
+    pub leader_epoch: i32,
+    pub isr: Replicas,
+    pub partition_epoch: i32,
+    pub replicas: Replicas,
+    pub offline_replicas: Replicas,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StopReplicaEntry {
+    pub part: Part,
+    pub leader_epoch: i32,
+    pub delete: bool,
+}
+
+/// One request as sent (payloads are snapshots taken when the entries were added).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Sent {
+    LeaderAndIsr {
+        broker: BrokerId,
+        broker_epoch: i64,
+        entries: Vec<LeaderAndIsrEntry>,
+        live_leaders: Vec<BrokerId>,
+    },
+    UpdateMetadata {
+        broker: BrokerId,
+        broker_epoch: i64,
+        entries: std::sync::Arc<Vec<UpdateMetadataEntry>>,
+    },
+    StopReplica {
+        broker: BrokerId,
+        broker_epoch: i64,
+        delete_partitions: bool,
+        entries: Vec<StopReplicaEntry>,
+    },
+}
+
+#[derive(Debug, Default)]
+pub struct RequestBatch {
+    leader_and_isr: BTreeMap<BrokerId, IndexMap<Part, LeaderAndIsrEntry>>,
+    stop_replica: BTreeMap<BrokerId, IndexMap<Part, StopReplicaEntry>>,
+    update_metadata_brokers: IndexSet<BrokerId>,
+    update_metadata_parts: IndexMap<Part, UpdateMetadataEntry>,
+}
+
+impl RequestBatch {
+    /// The error of `newBatch()` on a batch that was not sent (reference §5.3), if any.
+    pub fn check_empty(&self) -> Result<(), String> {
+        let pending: [(&str, Vec<BrokerId>); 3] = [
+            (
+                "LeaderAndIsr",
+                self.leader_and_isr.keys().copied().collect(),
+            ),
+            ("StopReplica", self.stop_replica.keys().copied().collect()),
+            ("UpdateMetadata", {
+                let mut b: Vec<BrokerId> = self.update_metadata_brokers.iter().copied().collect();
+                b.sort_unstable();
+                b
+            }),
+        ];
+        for (name, brokers) in pending {
+            if !brokers.is_empty() {
+                return Err(format!(
+                    "Controller to broker state change requests batch is not empty while creating a new one. Some {name} state changes to brokers [{}] might be lost",
+                    brokers.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn clear(&mut self) {
+        *self = Self::default();
+    }
+
+    pub fn add_leader_and_isr(
+        &mut self,
+        ctx: &Context,
+        brokers: &[BrokerId],
+        p: Part,
+        lice: &LeaderIsrAndControllerEpoch,
+        assignment: &ReplicaAssignment,
+        is_new: bool,
+    ) {
+        let lai = &lice.leader_and_isr;
+        for broker in brokers.iter().copied().filter(|b| *b >= 0) {
+            let per_broker = self.leader_and_isr.entry(broker).or_default();
+            let sticky = per_broker.get(&p).is_some_and(|e| e.is_new);
+            per_broker.insert(
+                p,
+                LeaderAndIsrEntry {
+                    part: p,
+                    controller_epoch: lice.controller_epoch,
+                    leader: lai.leader,
+                    leader_epoch: lai.leader_epoch,
+                    isr: lai.isr.iter().copied().collect(),
+                    partition_epoch: lai.partition_epoch,
+                    replicas: assignment.replicas.iter().copied().collect(),
+                    adding: assignment.adding.iter().copied().collect(),
+                    removing: assignment.removing.iter().copied().collect(),
+                    is_new: is_new || sticky,
+                    recovery: lai.recovery,
+                },
+            );
+        }
+        self.add_update_metadata(ctx, &ctx.live_or_shutting_down_broker_ids(), &[p]);
+    }
+
+    pub fn add_update_metadata(&mut self, ctx: &Context, brokers: &[BrokerId], parts: &[Part]) {
+        self.update_metadata_brokers
+            .extend(brokers.iter().copied().filter(|b| *b >= 0));
+        for &p in parts {
+            let Some(lice) = ctx.leadership(p) else {
+                continue;
+            };
+            let lai = lice.leader_and_isr;
+            let replicas = ctx.replicas(p);
+            let offline = replicas
+                .iter()
+                .copied()
+                .filter(|r| !ctx.is_replica_online(*r, p, false))
+                .collect();
+            let (leader, leader_epoch, version) =
+                if ctx.is_topic_idx_queued_up_for_deletion(ctx.partition_topic(p)) {
+                    (LEADER_DURING_DELETE, 0, 0)
+                } else {
+                    (lai.leader, lai.leader_epoch, lai.partition_epoch)
+                };
+            self.update_metadata_parts.insert(
+                p,
+                UpdateMetadataEntry {
+                    part: p,
+                    controller_epoch: lice.controller_epoch,
+                    leader,
+                    leader_epoch,
+                    isr: lai.isr.into_iter().collect(),
+                    partition_epoch: version,
+                    replicas: replicas.iter().copied().collect(),
+                    offline_replicas: offline,
+                },
+            );
+        }
+    }
+
+    pub fn add_stop_replica(&mut self, ctx: &Context, brokers: &[BrokerId], p: Part, delete: bool) {
+        let leader_epoch = if ctx.is_topic_idx_queued_up_for_deletion(ctx.partition_topic(p)) {
+            EPOCH_DURING_DELETE
+        } else if ctx.has_leadership(p) {
+            ctx.leader_epoch(p)
+        } else {
+            NO_EPOCH
+        };
+        for broker in brokers.iter().copied().filter(|b| *b >= 0) {
+            let per_broker = self.stop_replica.entry(broker).or_default();
+            let sticky = per_broker.get(&p).is_some_and(|e| e.delete);
+            per_broker.insert(
+                p,
+                StopReplicaEntry {
+                    part: p,
+                    leader_epoch,
+                    delete: delete || sticky,
+                },
+            );
+        }
+    }
+
+    pub fn pending_leader_and_isr(&self) -> &BTreeMap<BrokerId, IndexMap<Part, LeaderAndIsrEntry>> {
+        &self.leader_and_isr
+    }
+
+    pub fn pending_stop_replica(&self) -> &BTreeMap<BrokerId, IndexMap<Part, StopReplicaEntry>> {
+        &self.stop_replica
+    }
+
+    pub fn pending_update_metadata(&self) -> (Vec<BrokerId>, Vec<&UpdateMetadataEntry>) {
+        (
+            self.update_metadata_brokers.iter().copied().collect(),
+            self.update_metadata_parts.values().collect(),
+        )
+    }
+
+    /// Flush to the brokers registered now; `log` receives Kafka's INFO lines in order.
+    pub fn send(
+        &mut self,
+        ctx: &Context,
+        stop_replica_version: i32,
+        log: &mut dyn FnMut(String),
+    ) -> Vec<Sent> {
+        let mut sent = Vec::new();
+        let epoch = |b: BrokerId| ctx.live_broker_epoch(b).unwrap_or(-1);
+
+        for (broker, states) in std::mem::take(&mut self.leader_and_isr) {
+            if !ctx.is_registered(broker) {
+                continue;
+            }
+            let leaders = states.values().filter(|s| s.leader == broker).count();
+            log(format!(
+                "Sending LeaderAndIsr request to broker {broker} with {leaders} become-leader and {} become-follower partitions",
+                states.len() - leaders
+            ));
+            let mut live_leaders: Vec<BrokerId> = states.values().map(|s| s.leader).collect();
+            live_leaders.sort_unstable();
+            live_leaders.dedup();
+            live_leaders.retain(|b| ctx.is_registered(*b));
+            sent.push(Sent::LeaderAndIsr {
+                broker,
+                broker_epoch: epoch(broker),
+                entries: states.into_values().collect(),
+                live_leaders,
+            });
+        }
+
+        if self.update_metadata_brokers.is_empty() {
+            self.update_metadata_parts.clear();
+        } else {
+            let mut requested: Vec<BrokerId> =
+                self.update_metadata_brokers.iter().copied().collect();
+            requested.sort_unstable();
+            log(format!(
+                "Sending UpdateMetadata request to brokers [{}] for {} partitions",
+                requested
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                self.update_metadata_parts.len()
+            ));
+            let entries: std::sync::Arc<Vec<UpdateMetadataEntry>> = std::sync::Arc::new(
+                std::mem::take(&mut self.update_metadata_parts)
+                    .into_values()
+                    .collect(),
+            );
+            for broker in requested.into_iter().filter(|b| ctx.is_registered(*b)) {
+                sent.push(Sent::UpdateMetadata {
+                    broker,
+                    broker_epoch: epoch(broker),
+                    entries: entries.clone(),
+                });
+            }
+            self.update_metadata_brokers.clear();
+        }
+
+        for (broker, states) in std::mem::take(&mut self.stop_replica) {
+            if !ctx.is_registered(broker) {
+                continue;
+            }
+            if stop_replica_version >= 3 {
+                // Grouped by topic, topics in order of first appearance.
+                let mut by_topic: IndexMap<u32, Vec<StopReplicaEntry>> = IndexMap::new();
+                for s in states.values() {
+                    by_topic
+                        .entry(ctx.partition_topic(s.part))
+                        .or_default()
+                        .push(*s);
+                }
+                log(format!(
+                    "Sending StopReplica request for {} replicas to broker {broker}",
+                    states.len()
+                ));
+                sent.push(Sent::StopReplica {
+                    broker,
+                    broker_epoch: epoch(broker),
+                    delete_partitions: false,
+                    entries: by_topic.into_values().flatten().collect(),
+                });
+                continue;
+            }
+            let (to_delete, to_stop): (Vec<StopReplicaEntry>, Vec<StopReplicaEntry>) =
+                states.values().copied().partition(|s| s.delete);
+            if !to_delete.is_empty() {
+                log(format!(
+                    "Sending StopReplica request (delete = true) for {} replicas to broker {broker}",
+                    to_delete.len()
+                ));
+                sent.push(Sent::StopReplica {
+                    broker,
+                    broker_epoch: epoch(broker),
+                    delete_partitions: true,
+                    entries: to_delete,
+                });
+            }
+            if !to_stop.is_empty() {
+                log(format!(
+                    "Sending StopReplica request (delete = false) for {} replicas to broker {broker}",
+                    to_stop.len()
+                ));
+                sent.push(Sent::StopReplica {
+                    broker,
+                    broker_epoch: epoch(broker),
+                    delete_partitions: false,
+                    entries: to_stop,
+                });
+            }
+        }
+        sent
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::LeaderAndIsr;
+
+    #[test]
+    fn sticky_flags_sentinels_and_order() {
+        let mut ctx = Context::new();
+        ctx.set_live_brokers(&[(1, 10), (2, 20)]);
+        let p = ctx.intern_part("t", 0);
+        let ra = ReplicaAssignment {
+            replicas: vec![1, 2],
+            ..Default::default()
+        };
+        ctx.update_assignment(p, &ra);
+        let lice = LeaderIsrAndControllerEpoch {
+            leader_and_isr: LeaderAndIsr::new(1, vec![1, 2]),
+            controller_epoch: 3,
+        };
+        ctx.put_leadership(p, &lice);
+
+        let mut batch = RequestBatch::default();
+        batch.add_leader_and_isr(&ctx, &[1, -1], p, &lice, &ra, true);
+        batch.add_leader_and_isr(&ctx, &[1], p, &lice, &ra, false);
+        assert!(
+            batch.pending_leader_and_isr()[&1][&p].is_new,
+            "is_new is sticky"
+        );
+        batch.add_stop_replica(&ctx, &[2], p, true);
+        batch.add_stop_replica(&ctx, &[2], p, false);
+        assert!(
+            batch.pending_stop_replica()[&2][&p].delete,
+            "delete is sticky"
+        );
+        assert!(batch.check_empty().is_err());
+
+        ctx.queue_topic_deletion(&["t"]);
+        batch.add_update_metadata(&ctx, &[], &[p]);
+        let mut lines = Vec::new();
+        let sent = batch.send(&ctx, 3, &mut |l| lines.push(l));
+        assert!(matches!(
+            sent[0],
+            Sent::LeaderAndIsr {
+                broker: 1,
+                broker_epoch: 10,
+                ..
+            }
+        ));
+        let Sent::UpdateMetadata { entries, .. } = &sent[1] else {
+            panic!("UpdateMetadata second")
+        };
+        assert_eq!(
+            (entries[0].leader, entries[0].leader_epoch),
+            (LEADER_DURING_DELETE, 0)
+        );
+        assert!(
+            matches!(&sent[3], Sent::StopReplica { broker: 2, entries, .. } if entries[0].delete)
+        );
+        assert_eq!(lines[0], "Sending LeaderAndIsr request to broker 1 with 1 become-leader and 0 become-follower partitions");
+        assert!(batch.check_empty().is_ok());
+    }
+}

@@ -1,0 +1,998 @@
+//! Both state machines (reference §3, §4), natively: a port of `kctl.reference`'s
+//! `partition_state_machine` and `replica_state_machine` that keeps their order of store calls,
+//! results and log lines, so the two engines can be compared line for line.
+
+use crate::context::{Context, Part, Replica};
+use crate::election::{self, Candidates, Input, Pick, Strategy};
+use crate::model::{
+    joined, BrokerId, LeaderAndIsr, LeaderIsrAndControllerEpoch, PartitionState, ReplicaState,
+    NO_LEADER,
+};
+use crate::requests::{RequestBatch, Sent};
+use crate::store::{Failure, FailureKind, Read, Store};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    Trace,
+    Info,
+    Error,
+}
+
+/// State-change log lines of one call, without the `[Controller id=… epoch=…]` prefix. Lines of
+/// the request batch (`from_batch`) go to the batch's logger, the others to the state machine's.
+#[derive(Debug, Default)]
+pub struct Log {
+    pub lines: Vec<Line>,
+    pub trace: bool,
+    pub info: bool,
+    /// Whether the batch's logger wants INFO lines.
+    pub batch_info: bool,
+}
+
+#[derive(Debug)]
+pub struct Line {
+    pub level: Level,
+    pub from_batch: bool,
+    pub text: String,
+}
+
+impl Log {
+    pub fn enabled(&self, level: Level) -> bool {
+        match level {
+            Level::Trace => self.trace,
+            Level::Info => self.info,
+            Level::Error => true,
+        }
+    }
+
+    fn push(&mut self, level: Level, text: String) {
+        self.lines.push(Line {
+            level,
+            from_batch: false,
+            text,
+        });
+    }
+}
+
+/// One election batch handed to a selector: only partitions with allowed replicas.
+pub struct SelectionBatch<'a> {
+    pub strategy: Strategy,
+    pub parts: Vec<Part>,
+    pub candidates: Vec<&'a Candidates>,
+    pub isrs: Vec<&'a [BrokerId]>,
+}
+
+pub trait Selector {
+    /// One pick per partition of the batch.
+    fn select(&mut self, ctx: &Context, batch: &SelectionBatch<'_>) -> Result<Vec<Pick>, Failure>;
+}
+
+/// Kafka's rule for every strategy.
+pub struct KafkaSelector;
+
+impl Selector for KafkaSelector {
+    fn select(&mut self, _ctx: &Context, batch: &SelectionBatch<'_>) -> Result<Vec<Pick>, Failure> {
+        Ok(batch
+            .candidates
+            .iter()
+            .map(|c| {
+                c.allowed
+                    .first()
+                    .map_or(Pick::NoLeader, |b| Pick::Leader(*b))
+            })
+            .collect())
+    }
+}
+
+pub type Outcome = Result<LeaderAndIsr, Failure>;
+pub type ReplicaOutcome = Result<ReplicaState, Failure>;
+/// Finished elections and the partitions to retry.
+type ElectionRound = (Vec<(Part, Outcome)>, Vec<Part>);
+
+/// What a state-machine call works with.
+pub struct Machine<'a> {
+    pub controller_id: i32,
+    pub ctx: &'a mut Context,
+    pub batch: &'a mut RequestBatch,
+    pub store: &'a mut dyn Store,
+    pub log: &'a mut Log,
+    pub sent: &'a mut Vec<Sent>,
+    pub stop_replica_version: i32,
+    pub leader_recovery: bool,
+    pub unclean_default: bool,
+}
+
+fn dedupe<T: Copy + Eq + std::hash::Hash>(items: &[T]) -> Vec<T> {
+    let mut seen = std::collections::HashSet::with_capacity(items.len());
+    items.iter().copied().filter(|i| seen.insert(*i)).collect()
+}
+
+impl Machine<'_> {
+    fn new_batch(&mut self) -> Result<(), Failure> {
+        self.batch
+            .check_empty()
+            .map_err(|m| Failure::new(FailureKind::IllegalState, m))
+    }
+
+    fn send(&mut self) {
+        let log = &mut *self.log;
+        let wanted = log.batch_info;
+        let sent = self
+            .batch
+            .send(self.ctx, self.stop_replica_version, &mut |text| {
+                if wanted {
+                    log.lines.push(Line {
+                        level: Level::Info,
+                        from_batch: true,
+                        text,
+                    });
+                }
+            });
+        self.sent.extend(sent);
+    }
+
+    fn fence(&self) -> i32 {
+        self.ctx.epoch_zk_version
+    }
+
+    // === Partition state machine ================================================================
+
+    /// `handle_state_changes` of the partition state machine: results for the partitions that went
+    /// through an election; `Err` only for a moved controller (the batch is not sent).
+    pub fn handle_partition_state_changes(
+        &mut self,
+        parts: &[Part],
+        target: PartitionState,
+        election: Option<Strategy>,
+        selector: &mut dyn Selector,
+    ) -> Result<Vec<(Part, Outcome)>, Failure> {
+        let parts = dedupe(parts);
+        if parts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let attempt = self
+            .new_batch()
+            .and_then(|()| self.do_partition_state_changes(&parts, target, election, selector));
+        match attempt {
+            Ok(results) => {
+                self.send();
+                Ok(results)
+            }
+            Err(e) if e.kind == FailureKind::ControllerMoved => Err(e),
+            Err(e) => Ok(all_failed(&parts, &e)),
+        }
+    }
+
+    fn do_partition_state_changes(
+        &mut self,
+        parts: &[Part],
+        target: PartitionState,
+        election: Option<Strategy>,
+        selector: &mut dyn Selector,
+    ) -> Result<Vec<(Part, Outcome)>, Failure> {
+        for &p in parts {
+            if !self.ctx.has_partition_state(p) {
+                self.ctx.put_partition_state(p, PartitionState::NonExistent);
+            }
+        }
+        let mut valid = Vec::with_capacity(parts.len());
+        for &p in parts {
+            if target
+                .valid_previous_states()
+                .contains(&self.ctx.partition_state(p))
+            {
+                valid.push(p);
+            } else {
+                self.log_invalid_partition_transition(p, target);
+            }
+        }
+        match target {
+            PartitionState::New => {
+                for p in valid {
+                    if self.log.enabled(Level::Info) {
+                        let line = format!(
+                            "Changed partition {} state from {} to {target} with assigned replicas {}",
+                            self.ctx.tp_name(p),
+                            self.ctx.partition_state(p),
+                            joined(self.ctx.replicas(p), ",")
+                        );
+                        self.log.push(Level::Info, line);
+                    }
+                    self.ctx.put_partition_state(p, PartitionState::New);
+                }
+                Ok(Vec::new())
+            }
+            PartitionState::Online => {
+                let uninitialized: Vec<Part> = valid
+                    .iter()
+                    .copied()
+                    .filter(|p| self.ctx.partition_state(*p) == PartitionState::New)
+                    .collect();
+                let to_elect: Vec<Part> = valid
+                    .iter()
+                    .copied()
+                    .filter(|p| {
+                        matches!(
+                            self.ctx.partition_state(*p),
+                            PartitionState::Online | PartitionState::Offline
+                        )
+                    })
+                    .collect();
+                for p in self.initialize_leader_and_isr(&uninitialized)? {
+                    if self.log.enabled(Level::Info) {
+                        let lai = self
+                            .ctx
+                            .leadership(p)
+                            .expect("just initialized")
+                            .leader_and_isr;
+                        let line = format!(
+                            "Changed partition {} from {} to {target} with state {lai}",
+                            self.ctx.tp_name(p),
+                            self.ctx.partition_state(p)
+                        );
+                        self.log.push(Level::Info, line);
+                    }
+                    self.ctx.put_partition_state(p, PartitionState::Online);
+                }
+                if to_elect.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let Some(strategy) = election else {
+                    return Err(Failure::new(
+                        FailureKind::IllegalArgument,
+                        "Election strategy is a required field when the target state is OnlinePartition",
+                    ));
+                };
+                let results = self.elect_leaders(&to_elect, strategy, selector)?;
+                for (p, outcome) in &results {
+                    if let Ok(lai) = outcome {
+                        if self.log.enabled(Level::Info) {
+                            let line = format!(
+                                "Changed partition {} from {} to {target} with state {lai}",
+                                self.ctx.tp_name(*p),
+                                self.ctx.partition_state(*p)
+                            );
+                            self.log.push(Level::Info, line);
+                        }
+                        self.ctx.put_partition_state(*p, PartitionState::Online);
+                    }
+                }
+                Ok(results)
+            }
+            PartitionState::Offline | PartitionState::NonExistent => {
+                for p in valid {
+                    if self.log.enabled(Level::Trace) {
+                        let line = format!(
+                            "Changed partition {} state from {} to {target}",
+                            self.ctx.tp_name(p),
+                            self.ctx.partition_state(p)
+                        );
+                        self.log.push(Level::Trace, line);
+                    }
+                    self.ctx.put_partition_state(p, target);
+                }
+                Ok(Vec::new())
+            }
+        }
+    }
+
+    fn initialize_leader_and_isr(&mut self, parts: &[Part]) -> Result<Vec<Part>, Failure> {
+        let mut states: Vec<(Part, LeaderIsrAndControllerEpoch)> = Vec::new();
+        for &p in parts {
+            let replicas = self.ctx.replicas(p).to_vec();
+            let live: Vec<BrokerId> = replicas
+                .iter()
+                .copied()
+                .filter(|r| self.ctx.is_replica_online(*r, p, false))
+                .collect();
+            if live.is_empty() {
+                let message = format!(
+                    "Controller {} epoch {} encountered error during state change of partition {} from New to Online, assigned replicas are [{}], live brokers are [{}]. No assigned replica is alive.",
+                    self.controller_id,
+                    self.ctx.epoch,
+                    self.ctx.tp_name(p),
+                    joined(&replicas, ","),
+                    joined(&self.ctx.live_broker_ids(), ",")
+                );
+                self.log_failed_partition(
+                    p,
+                    PartitionState::New,
+                    PartitionState::Online,
+                    &Failure::state_change_failed(message),
+                );
+                continue;
+            }
+            let lai = LeaderAndIsr::new(live[0], live);
+            states.push((
+                p,
+                LeaderIsrAndControllerEpoch {
+                    leader_and_isr: lai,
+                    controller_epoch: self.ctx.epoch,
+                },
+            ));
+        }
+        if states.is_empty() {
+            return Ok(Vec::new());
+        }
+        let responses = match self.store.create_states(self.ctx, &states, self.fence()) {
+            Ok(responses) => responses,
+            Err(e) if e.kind == FailureKind::ControllerMoved => return Err(e),
+            Err(e) => {
+                for (p, _) in &states {
+                    let current = self.ctx.partition_state(*p);
+                    self.log_failed_partition(*p, current, PartitionState::New, &e);
+                }
+                return Ok(Vec::new());
+            }
+        };
+        let mut initialized = Vec::new();
+        for ((p, lice), error) in states.into_iter().zip(responses) {
+            if let Some(error) = error {
+                self.log_failed_partition(p, PartitionState::New, PartitionState::Online, &error);
+                continue;
+            }
+            self.ctx.put_leadership(p, &lice);
+            let isr = lice.leader_and_isr.isr.clone();
+            let assignment = self.ctx.assignment(p);
+            self.batch
+                .add_leader_and_isr(self.ctx, &isr, p, &lice, &assignment, true);
+            initialized.push(p);
+        }
+        Ok(initialized)
+    }
+
+    fn elect_leaders(
+        &mut self,
+        parts: &[Part],
+        strategy: Strategy,
+        selector: &mut dyn Selector,
+    ) -> Result<Vec<(Part, Outcome)>, Failure> {
+        let mut finished: Vec<(Part, Outcome)> = Vec::new();
+        let mut remaining = parts.to_vec();
+        while !remaining.is_empty() {
+            let (done, retry) = self.do_elect_leaders(&remaining, strategy, selector)?;
+            for (p, outcome) in &done {
+                if let Err(e) = outcome {
+                    let current = self.ctx.partition_state(*p);
+                    self.log_failed_partition(*p, current, PartitionState::Online, e);
+                }
+            }
+            finished.extend(done);
+            remaining = retry;
+        }
+        Ok(finished)
+    }
+
+    fn do_elect_leaders(
+        &mut self,
+        parts: &[Part],
+        strategy: Strategy,
+        selector: &mut dyn Selector,
+    ) -> Result<ElectionRound, Failure> {
+        let reads = match self.store.read_states(self.ctx, parts) {
+            Ok(reads) => reads,
+            Err(e) => return Ok((all_failed(parts, &e), Vec::new())),
+        };
+        let mut failed: Vec<(Part, Outcome)> = Vec::new();
+        let mut current: Vec<(Part, LeaderAndIsr)> = Vec::new();
+        for (&p, read) in parts.iter().zip(reads) {
+            match read {
+                Read::Missing => failed.push((
+                    p,
+                    Err(Failure::state_change_failed(format!(
+                        "LeaderAndIsr information doesn't exist for partition {} in {} state",
+                        self.ctx.tp_name(p),
+                        self.ctx.partition_state(p)
+                    ))),
+                )),
+                Read::Failed(e) => failed.push((p, Err(e))),
+                Read::Found(lice) if lice.controller_epoch > self.ctx.epoch => failed.push((
+                    p,
+                    Err(Failure::state_change_failed(format!(
+                        "Aborted leader election for partition {} since the LeaderAndIsr path was already written by another controller. This probably means that the current controller {} went through a soft failure and another controller was elected with epoch {}.",
+                        self.ctx.tp_name(p),
+                        self.controller_id,
+                        lice.controller_epoch
+                    ))),
+                )),
+                Read::Found(lice) => current.push((p, lice.leader_and_isr)),
+            }
+        }
+        if current.is_empty() {
+            return Ok((failed, Vec::new()));
+        }
+        let inputs = self.election_inputs(current, strategy)?;
+        let candidates: Vec<Candidates> = inputs
+            .iter()
+            .map(|i| election::candidates(self.ctx, strategy, i))
+            .collect();
+        let picks = self.select(strategy, &inputs, &candidates, selector)?;
+        let mut recipients: Vec<(Part, Vec<BrokerId>)> = Vec::new();
+        let mut updates: Vec<(Part, LeaderAndIsr)> = Vec::new();
+        for ((input, cand), pick) in inputs.iter().zip(&candidates).zip(picks) {
+            match pick {
+                Pick::Leader(leader) => {
+                    if cand.unclean {
+                        self.ctx.record_unclean_leader_election();
+                    }
+                    let state = election::new_state(
+                        self.ctx,
+                        strategy,
+                        input,
+                        leader,
+                        self.leader_recovery,
+                    );
+                    updates.push((input.part, state));
+                    recipients.push((input.part, cand.recipients.clone()));
+                }
+                Pick::NoLeader => failed.push((
+                    input.part,
+                    Err(Failure::state_change_failed(format!(
+                        "Failed to elect leader for partition {} under strategy {}",
+                        self.ctx.tp_name(input.part),
+                        strategy.kafka_string()
+                    ))),
+                )),
+                Pick::Error(failure) => failed.push((input.part, Err(failure))),
+            }
+        }
+        let outcome = self
+            .store
+            .update_states(self.ctx, &updates, self.ctx.epoch, self.fence())?;
+        let mut finished: Vec<(Part, Outcome)> = Vec::new();
+        for (p, state) in outcome.successful {
+            let lice = LeaderIsrAndControllerEpoch {
+                leader_and_isr: state.clone(),
+                controller_epoch: self.ctx.epoch,
+            };
+            self.ctx.put_leadership(p, &lice);
+            let to = recipients
+                .iter()
+                .find(|(q, _)| *q == p)
+                .map(|(_, r)| r.clone())
+                .unwrap_or_default();
+            let assignment = self.ctx.assignment(p);
+            self.batch
+                .add_leader_and_isr(self.ctx, &to, p, &lice, &assignment, false);
+            finished.push((p, Ok(state)));
+        }
+        finished.extend(outcome.failed.into_iter().map(|(p, e)| (p, Err(e))));
+        finished.extend(failed);
+        Ok((finished, outcome.to_retry))
+    }
+
+    /// Whether each offline election may be unclean (reference §2.3): partitions without a live
+    /// ISR member first, their topics' `unclean.leader.election.enable` deciding.
+    fn election_inputs(
+        &mut self,
+        current: Vec<(Part, LeaderAndIsr)>,
+        strategy: Strategy,
+    ) -> Result<Vec<Input>, Failure> {
+        let Strategy::Offline { allow_unclean } = strategy else {
+            return Ok(current
+                .into_iter()
+                .map(|(part, current)| Input {
+                    part,
+                    current,
+                    unclean_allowed: Some(false),
+                })
+                .collect());
+        };
+        let has_live_isr = |ctx: &Context, p: Part, lai: &LeaderAndIsr| {
+            lai.isr.iter().any(|r| ctx.is_replica_online(*r, p, false))
+        };
+        let (without, with): (Vec<_>, Vec<_>) = current
+            .into_iter()
+            .partition(|(p, lai)| !has_live_isr(self.ctx, *p, lai));
+        let mut inputs = Vec::with_capacity(without.len() + with.len());
+        if allow_unclean {
+            inputs.extend(without.into_iter().map(|(part, current)| Input {
+                part,
+                current,
+                unclean_allowed: Some(true),
+            }));
+        } else {
+            let mut topics: Vec<u32> = Vec::new();
+            for (p, _) in &without {
+                let t = self.ctx.partition_topic(*p);
+                if !topics.contains(&t) {
+                    topics.push(t);
+                }
+            }
+            let enabled = self.unclean_election_enabled(&topics)?;
+            for (part, current) in without {
+                let t = self.ctx.partition_topic(part);
+                let index = topics
+                    .iter()
+                    .position(|x| *x == t)
+                    .expect("collected above");
+                match &enabled[index] {
+                    Ok(flag) => inputs.push(Input {
+                        part,
+                        current,
+                        unclean_allowed: Some(*flag),
+                    }),
+                    Err(e) => {
+                        let state = self.ctx.partition_state(part);
+                        self.log_failed_partition(part, state, PartitionState::Online, e);
+                        inputs.push(Input {
+                            part,
+                            current,
+                            unclean_allowed: None,
+                        });
+                    }
+                }
+            }
+        }
+        inputs.extend(with.into_iter().map(|(part, current)| Input {
+            part,
+            current,
+            unclean_allowed: Some(false),
+        }));
+        Ok(inputs)
+    }
+
+    fn unclean_election_enabled(
+        &mut self,
+        topics: &[u32],
+    ) -> Result<Vec<Result<bool, Failure>>, Failure> {
+        let overrides = match self.store.unclean_overrides(self.ctx, topics) {
+            Ok(values) => values,
+            Err(e) if e.store_error => return Ok(topics.iter().map(|_| Err(e.clone())).collect()),
+            Err(e) => return Err(e),
+        };
+        Ok(overrides
+            .into_iter()
+            .zip(topics)
+            .map(|(value, t)| match value? {
+                None => Ok(self.unclean_default),
+                Some(v) => match v.trim().to_lowercase().as_str() {
+                    "true" => Ok(true),
+                    "false" => Ok(false),
+                    _ => Err(Failure::state_change_failed(format!(
+                        "Invalid value '{v}' for configuration unclean.leader.election.enable of topic {}",
+                        self.ctx.topic_name(*t)
+                    ))),
+                },
+            })
+            .collect())
+    }
+
+    fn select(
+        &mut self,
+        strategy: Strategy,
+        inputs: &[Input],
+        candidates: &[Candidates],
+        selector: &mut dyn Selector,
+    ) -> Result<Vec<Pick>, Failure> {
+        let mut picks = vec![Pick::NoLeader; inputs.len()];
+        let eligible: Vec<usize> = (0..inputs.len())
+            .filter(|i| !candidates[*i].allowed.is_empty())
+            .collect();
+        if eligible.is_empty() {
+            return Ok(picks);
+        }
+        let batch = SelectionBatch {
+            strategy,
+            parts: eligible.iter().map(|i| inputs[*i].part).collect(),
+            candidates: eligible.iter().map(|i| &candidates[*i]).collect(),
+            isrs: eligible
+                .iter()
+                .map(|i| inputs[*i].current.isr.as_slice())
+                .collect(),
+        };
+        for (i, pick) in eligible.into_iter().zip(selector.select(self.ctx, &batch)?) {
+            picks[i] = pick;
+        }
+        Ok(picks)
+    }
+
+    fn log_invalid_partition_transition(&mut self, p: Part, target: PartitionState) {
+        let current = self.ctx.partition_state(p);
+        let valid: Vec<&str> = target
+            .valid_previous_states()
+            .iter()
+            .map(|s| s.kafka_name())
+            .collect();
+        let error = Failure::new(
+            FailureKind::IllegalState,
+            format!(
+                "Partition {} should be in one of {} states before moving to {target} state. Instead it is in {current} state",
+                self.ctx.tp_name(p),
+                valid.join(",")
+            ),
+        );
+        self.log_failed_partition(p, current, target, &error);
+    }
+
+    fn log_failed_partition(
+        &mut self,
+        p: Part,
+        current: PartitionState,
+        target: PartitionState,
+        error: &Failure,
+    ) {
+        let line = format!(
+            "Controller {} epoch {} failed to change state for partition {} from {current} to {target}: {}",
+            self.controller_id,
+            self.ctx.epoch,
+            self.ctx.tp_name(p),
+            error.describe()
+        );
+        self.log.push(Level::Error, line);
+    }
+
+    // === Replica state machine ==================================================================
+
+    /// `handle_state_changes` of the replica state machine: per valid replica its new state or
+    /// why it kept its old one; `Err` only for a moved controller.
+    pub fn handle_replica_state_changes(
+        &mut self,
+        replicas: &[Replica],
+        target: ReplicaState,
+    ) -> Result<Vec<(Replica, ReplicaOutcome)>, Failure> {
+        let replicas = dedupe(replicas);
+        if replicas.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut results = Vec::new();
+        let attempt = (|| -> Result<(), Failure> {
+            self.new_batch()?;
+            let mut brokers: Vec<BrokerId> = replicas.iter().map(|(_, b)| *b).collect();
+            brokers.sort_unstable();
+            brokers.dedup();
+            for broker in brokers {
+                let group: Vec<Replica> = replicas
+                    .iter()
+                    .copied()
+                    .filter(|(_, b)| *b == broker)
+                    .collect();
+                self.do_replica_state_changes(broker, &group, target, &mut results)?;
+            }
+            self.send();
+            Ok(())
+        })();
+        match attempt {
+            Err(e) if e.kind == FailureKind::ControllerMoved => Err(e),
+            _ => Ok(results),
+        }
+    }
+
+    fn do_replica_state_changes(
+        &mut self,
+        broker: BrokerId,
+        replicas: &[Replica],
+        target: ReplicaState,
+        results: &mut Vec<(Replica, ReplicaOutcome)>,
+    ) -> Result<(), Failure> {
+        for &(p, b) in replicas {
+            if self.ctx.replica_state(p, b).is_none() {
+                self.ctx.put_replica_state(p, b, ReplicaState::NonExistent);
+            }
+        }
+        let mut valid = Vec::new();
+        for &r in replicas {
+            if target
+                .valid_previous_states()
+                .contains(&self.replica_state(r))
+            {
+                valid.push(r);
+            } else {
+                self.log_invalid_replica_transition(r, target);
+            }
+        }
+        match target {
+            ReplicaState::New => self.become_new_replica(broker, &valid, results),
+            ReplicaState::Online => self.become_online_replica(broker, &valid, results),
+            ReplicaState::Offline => return self.become_offline_replica(broker, &valid, results),
+            _ => {
+                for r in valid {
+                    self.transition(r, target);
+                    if target == ReplicaState::DeletionStarted {
+                        self.batch.add_stop_replica(self.ctx, &[broker], r.0, true);
+                    }
+                    results.push((r, Ok(target)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn replica_state(&self, (p, b): Replica) -> ReplicaState {
+        self.ctx
+            .replica_state(p, b)
+            .unwrap_or(ReplicaState::NonExistent)
+    }
+
+    fn replica_name(&self, (p, b): Replica) -> String {
+        format!(
+            "[Topic={},Partition={},Replica={b}]",
+            self.ctx.topic_name(self.ctx.partition_topic(p)),
+            self.ctx.partition_id(p)
+        )
+    }
+
+    /// Record a successful transition (NonExistentReplica also drops the replica from the assignment).
+    fn transition(&mut self, r: Replica, target: ReplicaState) {
+        let (p, b) = r;
+        if self.log.enabled(Level::Trace) {
+            let line = format!(
+                "Changed state of replica {b} for partition {} from {} to {target}",
+                self.ctx.tp_name(p),
+                self.replica_state(r)
+            );
+            self.log.push(Level::Trace, line);
+        }
+        if target == ReplicaState::NonExistent {
+            let assignment = self.ctx.assignment(p).remove_replica(b);
+            self.ctx.update_assignment(p, &assignment);
+            self.ctx.remove_replica_state(p, b);
+        } else {
+            self.ctx.put_replica_state(p, b, target);
+        }
+    }
+
+    fn become_new_replica(
+        &mut self,
+        broker: BrokerId,
+        replicas: &[Replica],
+        results: &mut Vec<(Replica, ReplicaOutcome)>,
+    ) {
+        for &r in replicas {
+            let p = r.0;
+            if let Some(lice) = self.ctx.leadership(p) {
+                if lice.leader_and_isr.leader == broker {
+                    let error = Failure::state_change_failed(format!(
+                        "Replica {broker} for partition {} cannot be moved to NewReplica state as it is being requested to become leader",
+                        self.ctx.tp_name(p)
+                    ));
+                    // Kafka names OfflineReplica as the target in this message; kept for parity.
+                    let current = self.replica_state(r);
+                    self.log_failed_replica(r, current, ReplicaState::Offline, &error);
+                    results.push((r, Err(error)));
+                    continue;
+                }
+                let assignment = self.ctx.assignment(p);
+                self.batch
+                    .add_leader_and_isr(self.ctx, &[broker], p, &lice, &assignment, true);
+            }
+            self.transition(r, ReplicaState::New);
+            results.push((r, Ok(ReplicaState::New)));
+        }
+    }
+
+    fn become_online_replica(
+        &mut self,
+        broker: BrokerId,
+        replicas: &[Replica],
+        results: &mut Vec<(Replica, ReplicaOutcome)>,
+    ) {
+        for &r in replicas {
+            let p = r.0;
+            let assignment = self.ctx.assignment(p);
+            if self.replica_state(r) == ReplicaState::New {
+                if !assignment.replicas.contains(&broker) {
+                    let mut grown = assignment.clone();
+                    grown.replicas.push(broker);
+                    self.ctx.update_assignment(p, &grown);
+                }
+            } else if let Some(lice) = self.ctx.leadership(p) {
+                self.batch
+                    .add_leader_and_isr(self.ctx, &[broker], p, &lice, &assignment, false);
+            }
+            self.transition(r, ReplicaState::Online);
+        }
+        results.extend(replicas.iter().map(|r| (*r, Ok(ReplicaState::Online))));
+    }
+
+    fn become_offline_replica(
+        &mut self,
+        broker: BrokerId,
+        replicas: &[Replica],
+        results: &mut Vec<(Replica, ReplicaOutcome)>,
+    ) -> Result<(), Failure> {
+        for &(p, _) in replicas {
+            self.batch.add_stop_replica(self.ctx, &[broker], p, false);
+        }
+        let with: Vec<Part> = replicas
+            .iter()
+            .filter(|(p, _)| self.ctx.has_leadership(*p))
+            .map(|(p, _)| *p)
+            .collect();
+        let without: Vec<Replica> = replicas
+            .iter()
+            .copied()
+            .filter(|(p, _)| !self.ctx.has_leadership(*p))
+            .collect();
+        let (updated, failures) = self.remove_replica_from_isr(broker, &with)?;
+        for (p, error) in failures {
+            let r = (p, broker);
+            let current = self.replica_state(r);
+            self.log_failed_replica(r, current, ReplicaState::Offline, &error);
+            results.push((r, Err(error)));
+        }
+        for (p, lice) in updated {
+            if self.log.enabled(Level::Info) {
+                let line = format!(
+                    "Partition {} state changed to {lice} after removing replica {broker} from the ISR as part of transition to OfflineReplica",
+                    self.ctx.tp_name(p)
+                );
+                self.log.push(Level::Info, line);
+            }
+            if !self
+                .ctx
+                .is_topic_idx_queued_up_for_deletion(self.ctx.partition_topic(p))
+            {
+                let recipients: Vec<BrokerId> = self
+                    .ctx
+                    .replicas(p)
+                    .iter()
+                    .copied()
+                    .filter(|r| *r != broker)
+                    .collect();
+                let assignment = self.ctx.assignment(p);
+                self.batch
+                    .add_leader_and_isr(self.ctx, &recipients, p, &lice, &assignment, false);
+            }
+            self.transition((p, broker), ReplicaState::Offline);
+            results.push(((p, broker), Ok(ReplicaState::Offline)));
+        }
+        for r in without {
+            self.transition(r, ReplicaState::Offline);
+            let brokers = self.ctx.live_or_shutting_down_broker_ids();
+            self.batch.add_update_metadata(self.ctx, &brokers, &[r.0]);
+            results.push((r, Ok(ReplicaState::Offline)));
+        }
+        Ok(())
+    }
+
+    /// Take `broker` out of the stored ISRs (never emptying one), retrying partitions whose state
+    /// changed concurrently; returns the states now cached (input order) and the failures.
+    #[allow(clippy::type_complexity)]
+    fn remove_replica_from_isr(
+        &mut self,
+        broker: BrokerId,
+        parts: &[Part],
+    ) -> Result<
+        (
+            Vec<(Part, LeaderIsrAndControllerEpoch)>,
+            Vec<(Part, Failure)>,
+        ),
+        Failure,
+    > {
+        let mut updated: Vec<(Part, LeaderIsrAndControllerEpoch)> = Vec::new();
+        let mut failures: Vec<(Part, Failure)> = Vec::new();
+        let mut remaining = parts.to_vec();
+        while !remaining.is_empty() {
+            remaining =
+                self.do_remove_replica_from_isr(broker, &remaining, &mut updated, &mut failures)?;
+        }
+        let mut ordered = Vec::with_capacity(updated.len());
+        for p in parts {
+            if let Some(i) = updated.iter().position(|(q, _)| q == p) {
+                ordered.push(updated.swap_remove(i));
+            }
+        }
+        Ok((ordered, failures))
+    }
+
+    fn do_remove_replica_from_isr(
+        &mut self,
+        broker: BrokerId,
+        parts: &[Part],
+        updated: &mut Vec<(Part, LeaderIsrAndControllerEpoch)>,
+        failures: &mut Vec<(Part, Failure)>,
+    ) -> Result<Vec<Part>, Failure> {
+        let reads = match self.store.read_states(self.ctx, parts) {
+            Ok(reads) => reads,
+            Err(e) => {
+                failures.extend(parts.iter().map(|p| (*p, e.clone())));
+                return Ok(Vec::new());
+            }
+        };
+        let mut unchanged: Vec<(Part, LeaderAndIsr)> = Vec::new();
+        let mut adjusted: Vec<(Part, LeaderAndIsr)> = Vec::new();
+        for (&p, read) in parts.iter().zip(reads) {
+            let lice = match read {
+                Read::Failed(e) => {
+                    failures.push((p, e));
+                    continue;
+                }
+                Read::Missing => {
+                    if !self
+                        .ctx
+                        .is_topic_idx_queued_up_for_deletion(self.ctx.partition_topic(p))
+                    {
+                        failures.push((
+                            p,
+                            Failure::state_change_failed(format!(
+                                "Failed to change state of replica {broker} for partition {} since the leader and isr path in zookeeper is empty",
+                                self.ctx.tp_name(p)
+                            )),
+                        ));
+                    }
+                    continue;
+                }
+                Read::Found(lice) => lice,
+            };
+            if lice.controller_epoch > self.ctx.epoch {
+                failures.push((
+                    p,
+                    Failure::state_change_failed(format!(
+                        "Leader and isr path written by another controller. This probably means the current controller with epoch {} went through a soft failure and another controller was elected with epoch {}. Aborting state change by this controller",
+                        self.ctx.epoch, lice.controller_epoch
+                    )),
+                ));
+                continue;
+            }
+            let lai = lice.leader_and_isr;
+            if !lai.isr.contains(&broker) {
+                unchanged.push((p, lai));
+                continue;
+            }
+            let leader = if lai.leader == broker {
+                NO_LEADER
+            } else {
+                lai.leader
+            };
+            let isr = if lai.isr.len() == 1 {
+                lai.isr.clone()
+            } else {
+                lai.isr.iter().copied().filter(|r| *r != broker).collect()
+            };
+            adjusted.push((p, lai.new_leader_and_isr(leader, isr)));
+        }
+        let outcome =
+            self.store
+                .update_states(self.ctx, &adjusted, self.ctx.epoch, self.fence())?;
+        failures.extend(outcome.failed);
+        for (p, lai) in unchanged.into_iter().chain(outcome.successful) {
+            let lice = LeaderIsrAndControllerEpoch {
+                leader_and_isr: lai,
+                controller_epoch: self.ctx.epoch,
+            };
+            self.ctx.put_leadership(p, &lice);
+            updated.push((p, lice));
+        }
+        Ok(outcome.to_retry)
+    }
+
+    fn log_invalid_replica_transition(&mut self, r: Replica, target: ReplicaState) {
+        let current = self.replica_state(r);
+        let valid: Vec<&str> = target
+            .valid_previous_states()
+            .iter()
+            .map(|s| s.kafka_name())
+            .collect();
+        let error = Failure::new(
+            FailureKind::IllegalState,
+            format!(
+                "Replica {} should be in the {} states before moving to {target} state. Instead it is in {current} state",
+                self.replica_name(r),
+                valid.join(",")
+            ),
+        );
+        self.log_failed_replica(r, current, target, &error);
+    }
+
+    fn log_failed_replica(
+        &mut self,
+        (p, b): Replica,
+        current: ReplicaState,
+        target: ReplicaState,
+        error: &Failure,
+    ) {
+        let line = format!(
+            "Controller {} epoch {} initiated state change of replica {b} for partition {} from {current} to {target} failed: {}",
+            self.controller_id,
+            self.ctx.epoch,
+            self.ctx.tp_name(p),
+            error.describe()
+        );
+        self.log.push(Level::Error, line);
+    }
+}
+
+fn all_failed(parts: &[Part], e: &Failure) -> Vec<(Part, Outcome)> {
+    parts.iter().map(|p| (*p, Err(e.clone()))).collect()
+}

@@ -1,0 +1,272 @@
+"""Controller operations end to end on an EmbeddedCluster (reference §6): topic and partition
+creation, broker failure, startup and bounce, controlled shutdown, ISR changes through
+AlterPartition and through ZooKeeper notifications, and log-directory failures.
+
+Reassignment, elections, deletion and failover have files of their own.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections import Counter
+
+import pytest
+from helpers import TP, active, core_metrics, healthy, leaders, partition, stored_state, wait_for_isr
+
+from kctl.broker import ReplicaRole
+from kctl.cluster import EmbeddedCluster
+from kctl.model import TopicPartition
+from kctl.requests import LeaderAndIsrRequest, StopReplicaRequest
+
+
+# --- Topic and partition creation (§6.7) ----------------------------------------------------------
+
+
+def test_new_topic_partitions_are_online_with_the_first_replica_leading_and_all_in_the_isr() -> None:
+    with EmbeddedCluster(5, seed=3) as cluster:
+        assignment = cluster.create_topic("t", partitions=5, replication_factor=3)
+
+        assert sorted(assignment) == [0, 1, 2, 3, 4]
+        for p in cluster.describe("t"):
+            assert len(set(p.replicas)) == 3 and set(p.replicas) <= {1, 2, 3, 4, 5}
+            assert p.replicas == assignment[p.partition]
+            assert (p.leader, p.isr, p.leader_epoch, p.state) == (p.replicas[0], p.replicas, 0, "OnlinePartition")
+            assert p.adding_replicas == p.removing_replicas == ()
+        # The initialising LeaderAndIsr goes to the ISR members with isNew=true.
+        initial = [s for r in cluster.sent_requests if isinstance(r.request, LeaderAndIsrRequest)
+                   for s in r.request.partition_states if s.topic == "t" and s.leader_epoch == 0]
+        assert initial and all(s.is_new for s in initial)
+        assert core_metrics(cluster) == healthy(topics=1, partitions=5)
+        assert cluster.check_invariants() == []
+
+
+def test_rack_aware_placement_puts_every_replica_of_a_partition_on_another_rack() -> None:
+    racks = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
+    with EmbeddedCluster(6, racks=racks, seed=11) as cluster:
+        cluster.create_topic("t", partitions=6, replication_factor=3)
+
+        described = cluster.describe("t")
+        for p in described:
+            assert sorted(racks[b] for b in p.replicas) == ["a", "b", "c"]
+        # Equal-sized racks: leaders and replicas are spread evenly (reference §9.4).
+        assert sorted(p.leader for p in described) == [1, 2, 3, 4, 5, 6]
+        assert set(Counter(b for p in described for b in p.replicas).values()) == {3}
+
+
+def test_an_explicit_assignment_is_used_as_given() -> None:
+    with EmbeddedCluster(4) as cluster:
+        cluster.create_topic("t", assignment={0: [3, 1], 1: [2, 4], 2: [4, 3]})
+
+        assert [(p.replicas, p.leader, p.isr) for p in cluster.describe("t")] == [
+            ((3, 1), 3, (3, 1)), ((2, 4), 2, (2, 4)), ((4, 3), 4, (4, 3)),
+        ]
+
+
+def test_topics_get_ids_that_travel_in_requests_and_survive_failover() -> None:
+    with EmbeddedCluster(3, seed=5) as cluster:
+        cluster.create_topic("t", partitions=2, replication_factor=2)
+        cluster.create_topic("u", partitions=1, replication_factor=3)
+
+        ids = dict(active(cluster).context.topic_ids)
+        assert set(ids) == {"t", "u"} and ids["t"] != ids["u"]
+        for topic, topic_id in ids.items():
+            assert len(topic_id) == 22 and len(base64.urlsafe_b64decode(topic_id + "==")) == 16
+            assert cluster.store.get_topic_assignments([topic]).values[topic].topic_id == topic_id
+        sent_ids = {t: i for r in cluster.sent_requests if isinstance(r.request, LeaderAndIsrRequest)
+                    for t, i in r.request.topic_ids.items()}
+        assert sent_ids == ids
+
+        cluster.kill_controller()
+        assert active(cluster).context.topic_ids == ids
+
+
+def test_adding_partitions_places_them_like_kafka_and_brings_them_online() -> None:
+    with EmbeddedCluster(4) as cluster:
+        cluster.create_topic("t", assignment={0: [3, 4, 1, 2]})
+        cluster.create_partitions("t", 7)
+
+        # AddPartitionsTest's example (brokers 0..3 there, 1..4 here): RF and start come from partition 0.
+        assert [p.replicas for p in cluster.describe("t")] == [
+            (3, 4, 1, 2), (4, 3, 1, 2), (1, 4, 2, 3), (2, 1, 3, 4), (3, 4, 1, 2), (4, 1, 2, 3), (1, 2, 3, 4),
+        ]
+        cluster.create_partitions("t", 8, assignment={7: [2, 1, 4, 3]})
+        last = cluster.describe("t")[7]
+        assert (last.replicas, last.leader, last.state) == ((2, 1, 4, 3), 2, "OnlinePartition")
+        assert all(p.state == "OnlinePartition" and p.isr == p.replicas for p in cluster.describe("t"))
+        assert core_metrics(cluster)["GlobalPartitionCount"] == 8
+        assert cluster.check_invariants() == []
+
+
+# --- Broker failure, startup and bounce (§6.4–§6.6) -------------------------------------------------
+
+
+def test_broker_failure_moves_leaders_to_live_isr_members_and_shrinks_isrs() -> None:
+    with EmbeddedCluster(3, controllers=[3]) as cluster:
+        cluster.create_topic("t", assignment={0: [1, 2, 3], 1: [2, 1, 3], 2: [1, 3, 2]})
+        cluster.create_topic("single", assignment={0: [1]})
+
+        cluster.kill_broker(1)
+        cluster.run_until_stable()
+
+        assert [(p.leader, p.isr, p.leader_epoch) for p in cluster.describe("t")] == [
+            (2, (2, 3), 1), (2, (2, 3), 1), (3, (3, 2), 1),
+        ]
+        offline = partition(cluster, TopicPartition("single", 0))
+        assert (offline.leader, offline.isr, offline.state) == (-1, (1,), "OfflinePartition")  # never emptied
+        metrics = core_metrics(cluster)
+        assert metrics["OfflinePartitionsCount"] == 1
+        assert metrics["PreferredReplicaImbalanceCount"] == 3  # t-0, t-2 and single-0 lost their preferred leader
+        assert cluster.check_invariants() == []
+
+
+def test_broker_startup_brings_its_replicas_back_and_offline_partitions_online() -> None:
+    with EmbeddedCluster(3, controllers=[3]) as cluster:
+        cluster.create_topic("t", assignment={0: [1, 2, 3]})
+        cluster.create_topic("single", assignment={0: [1]})
+        first_epoch = active(cluster).context.live_broker_epoch(1)
+        cluster.kill_broker(1)
+        cluster.run_until_stable()
+
+        cluster.start_broker(1)
+        assert cluster.run_until_stable()
+
+        assert active(cluster).context.live_broker_epoch(1) > first_epoch
+        assert set(partition(cluster).isr) == {1, 2, 3} and partition(cluster).leader == 2
+        single = partition(cluster, TopicPartition("single", 0))
+        assert (single.leader, single.isr, single.state) == (1, (1,), "OnlinePartition")
+        assert core_metrics(cluster) == {**healthy(topics=2, partitions=2), "PreferredReplicaImbalanceCount": 1}
+        # The new broker learnt every partition's metadata.
+        assert cluster.metadata_mismatches() == []
+        assert cluster.check_invariants() == []
+
+
+def test_a_bounced_broker_is_handled_as_a_failure_then_a_startup(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="kctl.controller.controller")
+    with EmbeddedCluster(3, controllers=[3]) as cluster:
+        cluster.create_topic("t", assignment={0: [2, 3, 1], 1: [1, 3, 2]})
+        old_epoch = active(cluster).context.live_broker_epoch(2)
+
+        # Crash and restart before the controller sees the crash: same id, larger epoch.
+        cluster.kill_broker(2)
+        cluster.start_broker(2)
+        assert cluster.run_until_stable()
+
+        assert any("bounced brokers: [2]" in r.getMessage() for r in caplog.records)
+        new_epoch = active(cluster).context.live_broker_epoch(2)
+        assert new_epoch == cluster.brokers[2].broker_epoch > old_epoch
+        # Failure handling moved its leadership away (epoch bump); startup brought it back in the ISR.
+        t0 = partition(cluster)
+        assert (t0.leader, t0.leader_epoch, set(t0.isr)) == (3, 1, {1, 2, 3})
+        # Requests to it now carry its new epoch (the broker would reject older ones).
+        assert [r.request for r in cluster.sent_requests if r.broker == 2][-1].broker_epoch == new_epoch
+        assert cluster.check_invariants() == []
+
+
+# --- Controlled shutdown (§6.12) --------------------------------------------------------------------
+
+
+def test_controlled_shutdown_shrinks_the_isr_then_reports_partitions_it_cannot_move() -> None:
+    """Kafka's ControllerIntegrationTest example with brokers [1, 2, 3] and leader 1."""
+    with EmbeddedCluster(4, controllers=[4]) as cluster:
+        cluster.create_topic("t", assignment={0: [1, 2, 3]})
+
+        cluster.shutdown_broker(3)
+        assert (partition(cluster).leader, partition(cluster).isr) == (1, (1, 2))
+        cluster.shutdown_broker(2)
+        assert (partition(cluster).leader, partition(cluster).isr) == (1, (1,))
+
+        remaining = cluster.wait(active(cluster).controlled_shutdown(1, cluster.brokers[1].broker_epoch))
+        assert remaining == [TP]
+        assert (partition(cluster).leader, partition(cluster).isr, partition(cluster).leader_epoch) == (1, (1,), 2)
+        assert 1 in active(cluster).context.shutting_down_broker_ids
+        assert cluster.check_invariants() == []
+
+
+def test_controlled_shutdown_moves_leadership_off_the_broker_before_it_stops() -> None:
+    with EmbeddedCluster(4, controllers=[4]) as cluster:
+        cluster.create_topic("t", assignment={0: [1, 2, 3], 1: [2, 1, 3], 2: [3, 2, 1]})
+        cluster.create_topic("single", assignment={0: [1]})
+        epoch = cluster.brokers[1].broker_epoch
+
+        assert cluster.wait(cluster.brokers[1].shutdown()) is True  # clean: nothing remained
+
+        assert [(p.leader, p.isr) for p in cluster.describe("t")] == [(2, (2, 3)), (2, (2, 3)), (3, (3, 2))]
+        # The follower replicas were stopped without deletion (StopReplica, delete=false).
+        stops = [s for r in cluster.sent_requests if r.broker == 1 and isinstance(r.request, StopReplicaRequest)
+                 and r.request.broker_epoch == epoch for s in r.request.partition_states]
+        assert {(s.topic, s.partition) for s in stops} == {("t", 1), ("t", 2)}
+        assert not any(s.delete_partition for s in stops)
+        # RF 1 partitions are not acted on: they go offline when the broker stops.
+        assert cluster.run_until_stable()
+        assert partition(cluster, TopicPartition("single", 0)).leader == -1
+        cluster.start_broker(1)
+        assert cluster.run_until_stable()
+        assert cluster.check_invariants() == []
+
+
+# --- ISR changes (§6.13) ----------------------------------------------------------------------------
+
+
+def test_isr_expansion_goes_through_alter_partition_by_default() -> None:
+    with EmbeddedCluster(3, controllers=[1]) as cluster:
+        cluster.create_topic("t", assignment={0: [1, 2, 3]})
+        cluster.kill_broker(3)
+        cluster.run_until_stable()
+        cluster.start_broker(3)
+
+        wait_for_isr(cluster, {1, 2, 3})
+        # The controller made the write itself, so its cache already holds the stored state.
+        cached = active(cluster).context.partition_leadership(TP)
+        assert cached is not None and cached.leader_and_isr == stored_state(cluster)
+        assert cluster.store.get_isr_change_notifications() == []
+        assert cluster.run_until_stable()
+        assert cluster.brokers[2].metadata_cache.partition_state(TP).isr == stored_state(cluster).isr
+        assert cluster.check_invariants() == []
+
+
+def test_isr_changes_before_alter_partition_are_written_by_leaders_and_notified_to_the_controller() -> None:
+    with EmbeddedCluster(3, controllers=[1], config={"inter.broker.protocol.version": "2.6"}) as cluster:
+        cluster.create_topic("t", assignment={0: [1, 2, 3]})
+        cluster.kill_broker(3)
+        cluster.run_until_stable()
+        cluster.start_broker(3)
+
+        wait_for_isr(cluster, {1, 2, 3})
+        # The leader wrote the state znode; the controller does not know yet.
+        cached = active(cluster).context.partition_leadership(TP)
+        assert cached is not None and 3 not in cached.leader_and_isr.isr
+        cluster.run_until(lambda: cluster.store.get_isr_change_notifications() != [], what="an ISR change notification")
+        cluster.run_until(lambda: cluster.store.get_isr_change_notifications() == [], what="the notification processed")
+        cached = active(cluster).context.partition_leadership(TP)
+        assert cached is not None and cached.leader_and_isr == stored_state(cluster)
+        assert cluster.run_until_stable()
+        for broker in (1, 2, 3):
+            assert set(cluster.brokers[broker].metadata_cache.partition_state(TP).isr) == {1, 2, 3}
+        assert cluster.check_invariants() == []
+
+
+# --- Log directory failures (§6.14) -----------------------------------------------------------------
+
+
+def test_a_failed_log_dir_takes_its_replicas_offline_and_moves_their_leadership() -> None:
+    with EmbeddedCluster(3, controllers=[3]) as cluster:
+        cluster.create_topic("t", assignment={0: [1, 2, 3], 1: [1, 3, 2]})
+
+        cluster.fail_log_dir(1, [TP])
+        assert cluster.run_until_stable()
+
+        ctx = active(cluster).context
+        assert not ctx.is_replica_online(1, TP) and ctx.is_replica_online(1, TopicPartition("t", 1))
+        assert (partition(cluster).leader, partition(cluster).isr) == (2, (2, 3))
+        assert leaders(cluster, "t")[1] == 1  # the other log directory is fine
+        assert cluster.brokers[1].replica_manager.replica_state(TP).role is ReplicaRole.OFFLINE
+        assert cluster.brokers[2].metadata_cache.partition_state(TP).offline_replicas == (1,)
+        assert core_metrics(cluster)["OfflinePartitionsCount"] == 0
+
+        # A restart (the directory replaced) brings the replica back, empty, and it catches up.
+        cluster.kill_broker(1)
+        cluster.start_broker(1)
+        assert cluster.run_until_stable()
+        assert set(partition(cluster).isr) == {1, 2, 3}
+        assert cluster.check_invariants() == []
