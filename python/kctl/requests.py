@@ -275,6 +275,7 @@ class ControllerBrokerRequestBatch:
     ) -> None:
         ctx = self.context
         brokers_by_id = {b.id: b for b in ctx.live_or_shutting_down_brokers()}
+        known = ctx.topic_ids
         topics = dict.fromkeys(s.topic for s in states)
         request = LeaderAndIsrRequest(
             self.config.leader_and_isr_version,
@@ -282,7 +283,7 @@ class ControllerBrokerRequestBatch:
             controller_epoch,
             self._broker_epoch(broker),
             states,
-            {t: ctx.topic_ids.get(t, ZERO_UUID) for t in topics},
+            {t: known.get(t, ZERO_UUID) for t in topics},
             tuple(brokers_by_id[b] for b in sorted({s.leader for s in states}) if b in brokers_by_id),
         )
         self._deliver(sent, broker, request, lambda r: self._respond(LeaderAndIsrResponseReceived(broker, r)))
@@ -293,7 +294,8 @@ class ControllerBrokerRequestBatch:
     ) -> None:
         ctx = self.context
         live_brokers = tuple(ctx.live_or_shutting_down_brokers())
-        topic_ids = {t: ctx.topic_ids[t] for t in dict.fromkeys(s.topic for s in states) if t in ctx.topic_ids}
+        known = ctx.topic_ids
+        topic_ids = {t: known[t] for t in dict.fromkeys(s.topic for s in states) if t in known}
         for broker in brokers:
             request = UpdateMetadataRequest(
                 self.config.update_metadata_version, self.controller_id, controller_epoch,

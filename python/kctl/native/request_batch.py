@@ -108,16 +108,26 @@ class RustRequestBatch(ControllerBrokerRequestBatch):
 
     def _deliver_all(self, controller_epoch: int, raw: Iterable[Sequence[Any]]) -> list[SentRequest]:
         sent: list[SentRequest] = []
-        update_metadata: dict[int, tuple[list[int], tuple[UpdateMetadataPartitionState, ...]]] = {}
+        pending_metadata: list[int] = []  # consecutive UpdateMetadata requests share one payload
+        metadata_states: Any = None
+
+        def flush_metadata() -> None:
+            if pending_metadata:
+                states = tuple(map(update_metadata_state, metadata_states))
+                self._deliver_update_metadata(sent, controller_epoch, list(pending_metadata), states)
+                pending_metadata.clear()
+
         for kind, broker, _, states, _, delete in raw:
+            if kind == "UpdateMetadata":
+                if pending_metadata and states is not metadata_states:
+                    flush_metadata()
+                metadata_states = states
+                pending_metadata.append(broker)
+                continue
+            flush_metadata()
             if kind == "LeaderAndIsr":
                 self._deliver_leader_and_isr(sent, controller_epoch, broker, tuple(map(leader_and_isr_state, states)))
-            elif kind == "UpdateMetadata":
-                # One payload for every target broker, as the engine shares it.
-                key = id(states)
-                if key not in update_metadata:
-                    update_metadata[key] = ([], tuple(map(update_metadata_state, states)))
-                self._deliver_update_metadata(sent, controller_epoch, [broker], update_metadata[key][1])
             else:
                 self._deliver_stop_replica(sent, controller_epoch, broker, delete, tuple(map(stop_replica_state, states)))
+        flush_metadata()
         return sent

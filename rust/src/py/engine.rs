@@ -200,6 +200,8 @@ impl Engine {
 
     fn sent_to_py<'py>(&self, py: Python<'py>, sent: &[Sent]) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
+        let mut shared: Vec<(*const Vec<crate::requests::UpdateMetadataEntry>, Py<PyList>)> =
+            Vec::new();
         for s in sent {
             let item = match s {
                 Sent::LeaderAndIsr {
@@ -244,23 +246,31 @@ impl Engine {
                     broker_epoch,
                     entries,
                 } => {
-                    let states = entries
-                        .iter()
-                        .map(|e| {
-                            let (topic, partition) = self.tp(e.part);
-                            (
-                                topic,
-                                partition,
-                                e.controller_epoch,
-                                e.leader,
-                                e.leader_epoch,
-                                e.isr.to_vec(),
-                                e.partition_epoch,
-                                e.replicas.to_vec(),
-                                e.offline_replicas.to_vec(),
-                            )
-                        })
-                        .collect::<Vec<_>>();
+                    // One payload for every target broker: convert it once and share the list.
+                    let key = std::sync::Arc::as_ptr(entries);
+                    let states = match shared.iter().find(|(k, _)| *k == key) {
+                        Some((_, list)) => list.clone_ref(py),
+                        None => {
+                            let list = PyList::empty(py);
+                            for e in entries.iter() {
+                                let (topic, partition) = self.tp(e.part);
+                                list.append((
+                                    topic,
+                                    partition,
+                                    e.controller_epoch,
+                                    e.leader,
+                                    e.leader_epoch,
+                                    e.isr.to_vec(),
+                                    e.partition_epoch,
+                                    e.replicas.to_vec(),
+                                    e.offline_replicas.to_vec(),
+                                ))?;
+                            }
+                            let list = list.unbind();
+                            shared.push((key, list.clone_ref(py)));
+                            list
+                        }
+                    };
                     (
                         "UpdateMetadata",
                         *broker,
