@@ -79,6 +79,7 @@ EXPECTED: dict[str, tuple[str, type[BaseException] | None]] = {
     # stores and plugins: internal failures
     "StoreError": ("UNKNOWN_SERVER_ERROR", None),
     "NoNodeError": ("UNKNOWN_SERVER_ERROR", StoreError),
+    "NoAuthError": ("UNKNOWN_SERVER_ERROR", StoreError),
     "NodeExistsError": ("UNKNOWN_SERVER_ERROR", StoreError),
     "BadVersionError": ("UNKNOWN_SERVER_ERROR", StoreError),
     "CorruptDataError": ("UNKNOWN_SERVER_ERROR", StoreError),

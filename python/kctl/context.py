@@ -13,7 +13,7 @@ broker id. This is what makes state-change logs and request batches identical ac
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable, Mapping, Set
+from collections.abc import Collection, Iterable, Mapping, Sequence, Set
 from typing import Any
 
 from kctl.model import (
@@ -187,29 +187,29 @@ class ControllerContext:
     def partition_full_replica_assignment_for_topic(self, topic: str) -> dict[int, ReplicaAssignment]:
         raise NotImplementedError
 
-    def partitions_for_topic(self, topic: str) -> list[TopicPartition]:
+    def partitions_for_topic(self, topic: str) -> Sequence[TopicPartition]:
         raise NotImplementedError
 
-    def all_partitions(self) -> list[TopicPartition]:
+    def all_partitions(self) -> Sequence[TopicPartition]:
         raise NotImplementedError
 
     @property
     def partition_count(self) -> int:
         raise NotImplementedError
 
-    def partitions_on_broker(self, broker_id: int) -> list[TopicPartition]:
+    def partitions_on_broker(self, broker_id: int) -> Sequence[TopicPartition]:
         raise NotImplementedError
 
-    def replicas_on_brokers(self, broker_ids: Collection[int]) -> list[PartitionReplica]:
+    def replicas_on_brokers(self, broker_ids: Collection[int]) -> Sequence[PartitionReplica]:
         raise NotImplementedError
 
-    def replicas_for_topic(self, topic: str) -> list[PartitionReplica]:
+    def replicas_for_topic(self, topic: str) -> Sequence[PartitionReplica]:
         raise NotImplementedError
 
-    def replicas_for_partitions(self, partitions: Iterable[TopicPartition]) -> list[PartitionReplica]:
+    def replicas_for_partitions(self, partitions: Iterable[TopicPartition]) -> Sequence[PartitionReplica]:
         raise NotImplementedError
 
-    def online_and_offline_replicas(self) -> tuple[list[PartitionReplica], list[PartitionReplica]]:
+    def online_and_offline_replicas(self) -> tuple[Sequence[PartitionReplica], Sequence[PartitionReplica]]:
         raise NotImplementedError
 
     @property
@@ -236,20 +236,49 @@ class ControllerContext:
     def clear_partition_leadership(self) -> None:
         raise NotImplementedError
 
-    def partitions_with_leaders(self) -> list[TopicPartition]:
+    def partitions_with_leaders(self) -> Sequence[TopicPartition]:
         """Partitions with cached leadership, excluding topics queued for deletion."""
         raise NotImplementedError
 
-    def partitions_with_offline_leader(self) -> list[TopicPartition]:
+    def partitions_with_offline_leader(self) -> Sequence[TopicPartition]:
         """Cached leader not online, topic not queued for deletion."""
         raise NotImplementedError
 
-    def partition_leaders_on_broker(self, broker_id: int) -> list[TopicPartition]:
+    def partition_leaders_on_broker(self, broker_id: int) -> Sequence[TopicPartition]:
         """Partitions the broker leads with more than one replica, topic not queued for deletion."""
         raise NotImplementedError
 
     def leader_counts(self) -> dict[int, int]:
         """Partitions led by each broker (cached leadership)."""
+        raise NotImplementedError
+
+    # --- Bulk views for the controller's hot paths (no per-partition Python on the native engine) --
+
+    def split_replicas_by_topic_deletion(
+        self, replicas: Sequence[PartitionReplica]
+    ) -> tuple[Sequence[PartitionReplica], Sequence[PartitionReplica]]:
+        """Replicas of topics queued for deletion, and the others (reference §6.6 step 1)."""
+        raise NotImplementedError
+
+    def controlled_shutdown_partitions(self, broker_id: int) -> tuple[Sequence[TopicPartition], Sequence[TopicPartition]]:
+        """Partitions a controlled shutdown acts on (RF > 1, cached leadership, topic not queued for
+        deletion): those the broker leads, and those it follows (reference §6.12 steps 5–6)."""
+        raise NotImplementedError
+
+    def replicas_of(self, partitions: Sequence[TopicPartition], broker_id: int) -> Sequence[PartitionReplica]:
+        """The replicas of ``partitions`` on one broker."""
+        raise NotImplementedError
+
+    def partitions_not_led_by_preferred(self, partitions: Sequence[TopicPartition]) -> Sequence[TopicPartition]:
+        """Those of ``partitions`` whose cached leader is not the head of their assignment."""
+        raise NotImplementedError
+
+    def auto_rebalance_candidates(
+        self, ratio: float, reassignments_block: bool
+    ) -> list[tuple[int, Sequence[TopicPartition]]]:
+        """The auto-rebalance check (reference §6.10): each preferred broker, ascending, whose share
+        of partitions led elsewhere exceeds ``ratio``, with the partitions its preferred replica could
+        lead now (none while any reassignment runs, when ``reassignments_block``)."""
         raise NotImplementedError
 
     # --- States --------------------------------------------------------------------------------
@@ -264,7 +293,7 @@ class ControllerContext:
     def put_partition_state(self, tp: TopicPartition, state: PartitionState) -> None:
         raise NotImplementedError
 
-    def partitions_in_states(self, states: Collection[PartitionState], topic: str | None = None) -> list[TopicPartition]:
+    def partitions_in_states(self, states: Collection[PartitionState], topic: str | None = None) -> Sequence[TopicPartition]:
         raise NotImplementedError
 
     def replica_state(self, replica: PartitionReplica) -> ReplicaState:
@@ -280,7 +309,7 @@ class ControllerContext:
     def remove_replica_state(self, replica: PartitionReplica) -> None:
         raise NotImplementedError
 
-    def replicas_in_state(self, topic: str, state: ReplicaState) -> list[PartitionReplica]:
+    def replicas_in_state(self, topic: str, state: ReplicaState) -> Sequence[PartitionReplica]:
         raise NotImplementedError
 
     def are_all_replicas_in_state(self, topic: str, state: ReplicaState) -> bool:

@@ -352,6 +352,14 @@ class ControllerBrokerRequestBatch:
     ) -> None:
         raise NotImplementedError
 
+    def add_stop_replica_requests_for_brokers(
+        self, brokers: Iterable[int], partitions: Iterable[TopicPartition], delete_partition: bool
+    ) -> None:
+        """StopReplica for each partition, to the same brokers (bulk form of the call above)."""
+        brokers = list(brokers)
+        for tp in partitions:
+            self.add_stop_replica_request_for_brokers(brokers, tp, delete_partition)
+
     def pending(self) -> PendingRequests:
         raise NotImplementedError
 

@@ -10,7 +10,7 @@ the transition's actions (store writes, queued requests), and sends the batch.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Union, cast
 
 from kctl.model import LeaderAndIsr, PartitionReplica, PartitionState, ReplicaState, TopicPartition
@@ -89,12 +89,12 @@ class PartitionStateMachine:
 
     def handle_state_changes(
         self, partitions: Iterable[TopicPartition], target_state: PartitionState, election: Election | None = None
-    ) -> dict[TopicPartition, ElectionOutcome]:
+    ) -> Mapping[TopicPartition, ElectionOutcome]:
         """Move partitions to ``target_state``; the result holds every partition that went through a
         leader election (its new LeaderAndIsr or the exception that failed it)."""
         raise NotImplementedError
 
-    def trigger_online_partition_state_change(self, topic: str | None = None) -> dict[TopicPartition, ElectionOutcome]:
+    def trigger_online_partition_state_change(self, topic: str | None = None) -> Mapping[TopicPartition, ElectionOutcome]:
         """Elect leaders (offline strategy, unclean per topic config) for every New or Offline
         partition of topics not queued for deletion (of one topic, if given)."""
         raise NotImplementedError
@@ -139,7 +139,7 @@ class ReplicaStateMachine:
 
     def handle_state_changes(
         self, replicas: Iterable[PartitionReplica], target_state: ReplicaState, election: None = None
-    ) -> dict[PartitionReplica, ReplicaOutcome]:
+    ) -> Mapping[PartitionReplica, ReplicaOutcome]:
         """Move replicas to ``target_state``, broker by broker; the result holds every valid replica:
         its new state, or the exception that kept it in its old one."""
         raise NotImplementedError

@@ -712,6 +712,89 @@ impl Context {
             .any(|(p, b)| self.replica_state(p, b) == Some(state))
     }
 
+    // --- Bulk views for the controller's hot paths --------------------------------------------------
+
+    /// Replicas of topics queued for deletion, and the others (reference §6.6 step 1).
+    pub fn split_replicas_by_topic_deletion(
+        &self,
+        replicas: &[Replica],
+    ) -> (Vec<Replica>, Vec<Replica>) {
+        replicas
+            .iter()
+            .partition(|(p, _)| self.is_queued_for_deletion_part(*p))
+    }
+
+    /// The partitions a controlled shutdown acts on (RF > 1, cached leadership, topic not queued for
+    /// deletion): those the broker leads, and those it follows (reference §6.12 steps 5–6).
+    pub fn controlled_shutdown_partitions(&self, broker: BrokerId) -> (Vec<Part>, Vec<Part>) {
+        self.partitions_on_broker(broker)
+            .into_iter()
+            .filter(|p| {
+                self.replicas(*p).len() > 1
+                    && self.has_leadership(*p)
+                    && !self.is_queued_for_deletion_part(*p)
+            })
+            .partition(|p| self.leader(*p) == Some(broker))
+    }
+
+    /// The partitions led by someone other than their preferred replica (head of the assignment).
+    pub fn partitions_not_led_by_preferred(&self, parts: &[Part]) -> Vec<Part> {
+        parts
+            .iter()
+            .copied()
+            .filter(|p| {
+                let replicas = self.replicas(*p);
+                replicas.is_empty() || self.leader(*p) != Some(replicas[0])
+            })
+            .collect()
+    }
+
+    /// The auto leader rebalance check (reference §6.10): for each preferred broker, in order, whose
+    /// share of partitions led elsewhere exceeds `ratio`, the partitions whose preferred replica could
+    /// lead now (none while any reassignment runs, when `reassignments_block`).
+    pub fn auto_rebalance_candidates(
+        &self,
+        ratio: f64,
+        reassignments_block: bool,
+    ) -> Vec<(BrokerId, Vec<Part>)> {
+        let mut groups: BTreeMap<BrokerId, (usize, Vec<Part>)> = BTreeMap::new();
+        for p in self.all_partitions() {
+            let Some(&preferred) = self.replicas(p).first() else {
+                continue;
+            };
+            if self.is_queued_for_deletion_part(p) {
+                continue;
+            }
+            let group = groups.entry(preferred).or_default();
+            group.0 += 1;
+            if self.leader(p).is_some_and(|l| l != preferred) {
+                group.1.push(p);
+            }
+        }
+        let blocked = reassignments_block && !self.being_reassigned.is_empty();
+        groups
+            .into_iter()
+            .filter(|(_, (total, not_preferred))| {
+                not_preferred.len() as f64 / *total as f64 > ratio
+            })
+            .map(|(broker, (_, not_preferred))| {
+                let candidates = if blocked {
+                    Vec::new()
+                } else {
+                    not_preferred
+                        .into_iter()
+                        .filter(|p| {
+                            self.all_topics.contains(&self.p_topic[*p as usize])
+                                && self.is_replica_online(broker, *p, false)
+                                && self.isr(*p).contains(&broker)
+                        })
+                        .collect()
+                };
+                (broker, candidates)
+            })
+            .collect()
+    }
+
     // --- State-machine startup (reference §3.4, §4.4) --------------------------------------------
 
     /// Partition states from cached leadership: New without it, Online if the leader is online.

@@ -648,6 +648,7 @@ def test_fired_and_missed_changes() -> None:
     fired, missed = zookeeper._fired_changes, zookeeper._missed_changes
     C, D, M, K = ChangeType.CREATED, ChangeType.DELETED, ChangeType.DATA_CHANGED, ChangeType.CHILDREN_CHANGED
     assert fired(False, "CREATED", (1, 1)) == [C]
+    assert fired(False, "CREATED", (1, 4)) == [C, M]  # written between the firing and the re-arming
     assert fired(False, "CREATED", None) == [C, D]
     assert fired(False, "CHANGED", None) == [M, D]
     assert fired(False, "DELETED", (5, 5)) == [D, C]

@@ -469,7 +469,7 @@ class KafkaController:
         log.info("Ready to serve as the new controller with epoch %s", ctx.epoch)
         self._initialize_partition_reassignments()
         self.deletion_manager.try_topic_deletion()
-        pending = self._fetch_pending_preferred_replica_elections()
+        pending = sorted(self._fetch_pending_preferred_replica_elections())
         self._on_replica_election(pending, ev.ElectionType.PREFERRED, ev.ElectionTrigger.ZK)
         if self.config.auto_leader_rebalance_enable:
             self._schedule_auto_leader_rebalance(AUTO_REBALANCE_FIRST_DELAY)
@@ -623,9 +623,9 @@ class KafkaController:
         self.partition_state_machine.trigger_online_partition_state_change()
         new = set(new_brokers)
         self._maybe_resume_reassignments(lambda tp, ra: any(r in new for r in ra.target_replicas))
-        deleting = [r.tp.topic for r in replicas if ctx.is_topic_queued_up_for_deletion(r.tp.topic)]
+        deleting, _ = ctx.split_replicas_by_topic_deletion(replicas)
         if deleting:
-            self.deletion_manager.resume_deletion_for_topics(deleting)
+            self.deletion_manager.resume_deletion_for_topics(dict.fromkeys(r.tp.topic for r in deleting))
         for broker in new_brokers:
             self._watch(WatchKind.BROKER, broker)
 
@@ -641,10 +641,9 @@ class KafkaController:
         for broker in dead_brokers:
             self._unwatch(WatchKind.BROKER, broker)
 
-    def _on_replicas_become_offline(self, replicas: list[PartitionReplica]) -> None:
+    def _on_replicas_become_offline(self, replicas: Sequence[PartitionReplica]) -> None:
         ctx = self.context
-        for_deletion = [r for r in replicas if ctx.is_topic_queued_up_for_deletion(r.tp.topic)]
-        others = [r for r in replicas if not ctx.is_topic_queued_up_for_deletion(r.tp.topic)]
+        for_deletion, others = ctx.split_replicas_by_topic_deletion(replicas)
         offline_leader = ctx.partitions_with_offline_leader()
         self.partition_state_machine.handle_state_changes(offline_leader, PartitionState.OFFLINE)
         self.partition_state_machine.trigger_online_partition_state_change()
@@ -1160,9 +1159,8 @@ class KafkaController:
         return leader != NO_LEADER and leader in self.context.live_broker_ids
 
     def _on_replica_election(
-        self, partitions: Iterable[TopicPartition], election_type: ev.ElectionType, trigger: ev.ElectionTrigger
-    ) -> dict[TopicPartition, ElectionOutcome]:
-        partitions = list(partitions)
+        self, partitions: Sequence[TopicPartition], election_type: ev.ElectionType, trigger: ev.ElectionTrigger
+    ) -> Mapping[TopicPartition, ElectionOutcome]:
         try:
             if election_type is ev.ElectionType.PREFERRED:
                 election = for_config(ElectionKind.PREFERRED, self.config)
@@ -1181,17 +1179,21 @@ class KafkaController:
             if trigger is not ev.ElectionTrigger.ADMIN:
                 self._remove_partitions_from_preferred_replica_election(partitions, trigger is ev.ElectionTrigger.AUTO)
 
-    def _remove_partitions_from_preferred_replica_election(self, partitions: list[TopicPartition], auto: bool) -> None:
+    def _remove_partitions_from_preferred_replica_election(self, partitions: Sequence[TopicPartition], auto: bool) -> None:
         ctx = self.context
-        for tp in partitions:
+        failed = ctx.partitions_not_led_by_preferred(partitions)
+        for tp in failed:
             leadership = ctx.partition_leadership(tp)
             replicas = ctx.partition_replica_assignment(tp)
-            leader = NO_LEADER if leadership is None else leadership.leader_and_isr.leader
-            if replicas and leader == replicas[0]:
-                log.info("Partition %s completed preferred replica leader election. New leader is %s", tp, leader)
-            else:
-                log.warning("Partition %s failed to complete preferred replica leader election to %s. Leader is still %s",
-                            tp, replicas[0] if replicas else None, leader)
+            log.warning("Partition %s failed to complete preferred replica leader election to %s. Leader is still %s",
+                        tp, replicas[0] if replicas else None,
+                        NO_LEADER if leadership is None else leadership.leader_and_isr.leader)
+        if log.isEnabledFor(logging.INFO) and len(failed) < len(partitions):
+            unfinished = set(failed)
+            for tp in partitions:
+                if tp not in unfinished:
+                    log.info("Partition %s completed preferred replica leader election. New leader is %s",
+                             tp, ctx.partition_replica_assignment(tp)[0])
         if not auto:
             self.store.delete_preferred_replica_election(ctx.epoch_zk_version)
             self.event_manager.put(ev.ReplicaLeaderElection(partitions=None, trigger=ev.ElectionTrigger.ZK))
@@ -1212,40 +1214,9 @@ class KafkaController:
                 self._schedule_auto_leader_rebalance(self.config.leader_imbalance_check_interval_seconds)
 
     def _check_and_trigger_auto_leader_rebalance(self) -> None:
-        ctx = self.context
-        by_preferred: dict[int, list[TopicPartition]] = {}
-        for tp in ctx.all_partitions():
-            replicas = ctx.partition_replica_assignment(tp)
-            if replicas and not ctx.is_topic_queued_up_for_deletion(tp.topic):
-                by_preferred.setdefault(replicas[0], []).append(tp)
-        for broker in sorted(by_preferred):
-            group = by_preferred[broker]
-            not_preferred = []
-            for tp in group:
-                leadership = ctx.partition_leadership(tp)
-                if leadership is not None and leadership.leader_and_isr.leader != broker:
-                    not_preferred.append(tp)
-            ratio = len(not_preferred) / len(group)
-            if ratio > self.config.leader_imbalance_ratio:
-                candidates = [
-                    tp for tp in not_preferred
-                    if not ctx.partitions_being_reassigned
-                    and not ctx.is_topic_queued_up_for_deletion(tp.topic)
-                    and tp.topic in ctx.all_topics
-                    and self._can_preferred_replica_be_leader(tp)
-                ]
-                self._on_replica_election(candidates, ev.ElectionType.PREFERRED, ev.ElectionTrigger.AUTO)
-
-    def _can_preferred_replica_be_leader(self, tp: TopicPartition) -> bool:
-        ctx = self.context
-        replicas = ctx.partition_replica_assignment(tp)
-        leadership = ctx.partition_leadership(tp)
-        preferred = replicas[0]
-        return (
-            leadership is not None
-            and ctx.is_replica_online(preferred, tp)
-            and preferred in leadership.leader_and_isr.isr
-        )
+        # Kafka 3.0 checks brokers in turn; any reassignment in progress blocks (KAFKA-10149 lifted it in 3.4).
+        for _, candidates in self.context.auto_rebalance_candidates(self.config.leader_imbalance_ratio, True):
+            self._on_replica_election(candidates, ev.ElectionType.PREFERRED, ev.ElectionTrigger.AUTO)
 
     # Controlled shutdown --------------------------------------------------------------------------
 
@@ -1272,26 +1243,18 @@ class KafkaController:
         if cached is None:
             raise BrokerNotAvailableError(f"Broker id {broker_id} does not exist.")
         ctx.add_shutting_down_broker(broker_id)
-        to_act_on = [
-            tp for tp in ctx.partitions_on_broker(broker_id)
-            if len(ctx.partition_replica_assignment(tp)) > 1
-            and ctx.partition_leadership(tp) is not None
-            and not self.deletion_manager.is_topic_queued_up_for_deletion(tp.topic)
-        ]
-        led = [tp for tp in to_act_on if ctx.partition_leadership(tp).leader_and_isr.leader == broker_id]  # type: ignore[union-attr]
-        followed = [tp for tp in to_act_on if tp not in set(led)]
+        led, followed = ctx.controlled_shutdown_partitions(broker_id)
         self.partition_state_machine.handle_state_changes(
             led, PartitionState.ONLINE, for_config(ElectionKind.CONTROLLED_SHUTDOWN, self.config)
         )
         try:
             self.batch.new_batch()
-            for tp in followed:
-                self.batch.add_stop_replica_request_for_brokers([broker_id], tp, False)
+            self.batch.add_stop_replica_requests_for_brokers([broker_id], followed, False)
             self.batch.send_requests_to_brokers(ctx.epoch)
         except IllegalStateError as e:
             self._handle_illegal_state(e)
-        self.replica_state_machine.handle_state_changes([PartitionReplica(tp, broker_id) for tp in followed], ReplicaState.OFFLINE)
-        return ctx.partition_leaders_on_broker(broker_id)
+        self.replica_state_machine.handle_state_changes(ctx.replicas_of(followed, broker_id), ReplicaState.OFFLINE)
+        return list(ctx.partition_leaders_on_broker(broker_id))
 
     # ISR changes ----------------------------------------------------------------------------------
 

@@ -6,10 +6,12 @@ them; everything per partition lives in the engine's columnar arrays.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Set
+from collections.abc import Collection, Iterable, Mapping, Sequence, Set
+from typing import Any
 
 from kctl._engine import Engine
 from kctl.context import ControllerContext
+from kctl.native.sets import PartitionList, ReplicaList
 from kctl.model import (
     BrokerInfo,
     LeaderAndIsr,
@@ -48,12 +50,12 @@ def assignment_of(t: tuple[list[int], list[int], list[int]]) -> ReplicaAssignmen
     return ReplicaAssignment(tuple(t[0]), tuple(t[1]), tuple(t[2]))
 
 
-def tps(items: Iterable[tuple[str, int]]) -> list[TopicPartition]:
-    return [TopicPartition(t, p) for t, p in items]
-
-
-def replicas(items: Iterable[tuple[str, int, int]]) -> list[PartitionReplica]:
-    return [PartitionReplica(TopicPartition(t, p), b) for t, p, b in items]
+def native_set(items: Any) -> Any:
+    """What to hand the engine for a collection: its own handle as is, anything else as a list
+    (of ``(topic, partition)`` or ``(topic, partition, broker)`` tuples)."""
+    if isinstance(items, (PartitionList, ReplicaList)):
+        return items.handle
+    return [(r.tp.topic, r.tp.partition, r.broker) if isinstance(r, PartitionReplica) else r for r in items]
 
 
 class RustContext(ControllerContext):
@@ -152,16 +154,16 @@ class RustContext(ControllerContext):
         return self.native.is_replica_online(broker_id, tp.topic, tp.partition, include_shutting_down)
 
     def add_replicas_on_offline_dirs(self, broker_id: int, partitions: Iterable[TopicPartition]) -> None:
-        self.native.add_replicas_on_offline_dirs(broker_id, list(partitions))
+        self.native.add_replicas_on_offline_dirs(broker_id, native_set(partitions))
 
     def remove_replicas_on_offline_dirs(self, broker_id: int, partitions: Iterable[TopicPartition]) -> None:
-        self.native.remove_replicas_on_offline_dirs(broker_id, list(partitions))
+        self.native.remove_replicas_on_offline_dirs(broker_id, native_set(partitions))
 
     def clear_replicas_on_offline_dirs(self, broker_ids: Iterable[int]) -> None:
         self.native.clear_replicas_on_offline_dirs(list(broker_ids))
 
     def replicas_on_offline_dirs(self, broker_id: int) -> Set[TopicPartition]:
-        return frozenset(tps(self.native.replicas_on_offline_dirs(broker_id)))
+        return frozenset(PartitionList(self.native, self.native.replicas_on_offline_dirs(broker_id)))
 
     # --- Topics and assignments ----------------------------------------------------------------
 
@@ -194,35 +196,35 @@ class RustContext(ControllerContext):
     def partition_full_replica_assignment_for_topic(self, topic: str) -> dict[int, ReplicaAssignment]:
         return {p: assignment_of(a) for p, a in self.native.assignments_for_topic(topic)}
 
-    def partitions_for_topic(self, topic: str) -> list[TopicPartition]:
-        return [TopicPartition(topic, p) for p in self.native.partitions_for_topic(topic)]
+    def partitions_for_topic(self, topic: str) -> Sequence[TopicPartition]:
+        return PartitionList(self.native, self.native.partitions_for_topic(topic))
 
-    def all_partitions(self) -> list[TopicPartition]:
-        return tps(self.native.all_partitions())
+    def all_partitions(self) -> Sequence[TopicPartition]:
+        return PartitionList(self.native, self.native.all_partitions())
 
     @property
     def partition_count(self) -> int:
         return self.native.partition_count()
 
-    def partitions_on_broker(self, broker_id: int) -> list[TopicPartition]:
-        return tps(self.native.partitions_on_broker(broker_id))
+    def partitions_on_broker(self, broker_id: int) -> Sequence[TopicPartition]:
+        return PartitionList(self.native, self.native.partitions_on_broker(broker_id))
 
-    def replicas_on_brokers(self, broker_ids: Collection[int]) -> list[PartitionReplica]:
-        return replicas(self.native.replicas_on_brokers(list(broker_ids)))
+    def replicas_on_brokers(self, broker_ids: Collection[int]) -> Sequence[PartitionReplica]:
+        return ReplicaList(self.native, self.native.replicas_on_brokers(list(broker_ids)))
 
-    def replicas_for_topic(self, topic: str) -> list[PartitionReplica]:
-        return replicas(self.native.replicas_for_topic(topic))
+    def replicas_for_topic(self, topic: str) -> Sequence[PartitionReplica]:
+        return ReplicaList(self.native, self.native.replicas_for_topic(topic))
 
-    def replicas_for_partitions(self, partitions: Iterable[TopicPartition]) -> list[PartitionReplica]:
-        return replicas(self.native.replicas_for_partitions(list(partitions)))
+    def replicas_for_partitions(self, partitions: Iterable[TopicPartition]) -> Sequence[PartitionReplica]:
+        return ReplicaList(self.native, self.native.replicas_for_partitions(list(partitions)))
 
-    def online_and_offline_replicas(self) -> tuple[list[PartitionReplica], list[PartitionReplica]]:
+    def online_and_offline_replicas(self) -> tuple[Sequence[PartitionReplica], Sequence[PartitionReplica]]:
         online, offline = self.native.online_and_offline_replicas()
-        return replicas(online), replicas(offline)
+        return ReplicaList(self.native, online), ReplicaList(self.native, offline)
 
     @property
     def partitions_being_reassigned(self) -> Set[TopicPartition]:
-        return dict.fromkeys(tps(self.native.partitions_being_reassigned())).keys()
+        return dict.fromkeys(PartitionList(self.native, self.native.partitions_being_reassigned())).keys()
 
     def add_partition_being_reassigned(self, tp: TopicPartition) -> None:
         self.native.add_partition_being_reassigned(tp.topic, tp.partition)
@@ -245,17 +247,41 @@ class RustContext(ControllerContext):
     def clear_partition_leadership(self) -> None:
         self.native.clear_leadership()
 
-    def partitions_with_leaders(self) -> list[TopicPartition]:
-        return tps(self.native.partitions_with_leaders())
+    def partitions_with_leaders(self) -> Sequence[TopicPartition]:
+        return PartitionList(self.native, self.native.partitions_with_leaders())
 
-    def partitions_with_offline_leader(self) -> list[TopicPartition]:
-        return tps(self.native.partitions_with_offline_leader())
+    def partitions_with_offline_leader(self) -> Sequence[TopicPartition]:
+        return PartitionList(self.native, self.native.partitions_with_offline_leader())
 
-    def partition_leaders_on_broker(self, broker_id: int) -> list[TopicPartition]:
-        return tps(self.native.partition_leaders_on_broker(broker_id))
+    def partition_leaders_on_broker(self, broker_id: int) -> Sequence[TopicPartition]:
+        return PartitionList(self.native, self.native.partition_leaders_on_broker(broker_id))
 
     def leader_counts(self) -> dict[int, int]:
         return dict(self.native.leader_counts())
+
+    # --- Bulk views for the controller's hot paths --------------------------------------------------
+
+    def split_replicas_by_topic_deletion(
+        self, replicas: Sequence[PartitionReplica]
+    ) -> tuple[Sequence[PartitionReplica], Sequence[PartitionReplica]]:
+        deleting, others = self.native.split_replicas_by_topic_deletion(native_set(replicas))
+        return ReplicaList(self.native, deleting), ReplicaList(self.native, others)
+
+    def controlled_shutdown_partitions(self, broker_id: int) -> tuple[Sequence[TopicPartition], Sequence[TopicPartition]]:
+        led, followed = self.native.controlled_shutdown_partitions(broker_id)
+        return PartitionList(self.native, led), PartitionList(self.native, followed)
+
+    def replicas_of(self, partitions: Sequence[TopicPartition], broker_id: int) -> Sequence[PartitionReplica]:
+        return ReplicaList(self.native, self.native.replicas_of(native_set(partitions), broker_id))
+
+    def partitions_not_led_by_preferred(self, partitions: Sequence[TopicPartition]) -> Sequence[TopicPartition]:
+        return PartitionList(self.native, self.native.partitions_not_led_by_preferred(native_set(partitions)))
+
+    def auto_rebalance_candidates(self, ratio: float, reassignments_block: bool) -> list[tuple[int, Sequence[TopicPartition]]]:
+        return [
+            (broker, PartitionList(self.native, parts))
+            for broker, parts in self.native.auto_rebalance_candidates(ratio, reassignments_block)
+        ]
 
     # --- States --------------------------------------------------------------------------------
 
@@ -268,8 +294,8 @@ class RustContext(ControllerContext):
     def put_partition_state(self, tp: TopicPartition, state: PartitionState) -> None:
         self.native.put_partition_state(tp.topic, tp.partition, state.state_id)
 
-    def partitions_in_states(self, states: Collection[PartitionState], topic: str | None = None) -> list[TopicPartition]:
-        return tps(self.native.partitions_in_states([s.state_id for s in states], topic))
+    def partitions_in_states(self, states: Collection[PartitionState], topic: str | None = None) -> Sequence[TopicPartition]:
+        return PartitionList(self.native, self.native.partitions_in_states([s.state_id for s in states], topic))
 
     def replica_state(self, replica: PartitionReplica) -> ReplicaState:
         state = self.native.replica_state(replica.tp.topic, replica.tp.partition, replica.broker)
@@ -284,8 +310,8 @@ class RustContext(ControllerContext):
     def remove_replica_state(self, replica: PartitionReplica) -> None:
         self.native.remove_replica_state(replica.tp.topic, replica.tp.partition, replica.broker)
 
-    def replicas_in_state(self, topic: str, state: ReplicaState) -> list[PartitionReplica]:
-        return replicas(self.native.replicas_in_state(topic, state.state_id))
+    def replicas_in_state(self, topic: str, state: ReplicaState) -> Sequence[PartitionReplica]:
+        return ReplicaList(self.native, self.native.replicas_in_state(topic, state.state_id))
 
     def are_all_replicas_in_state(self, topic: str, state: ReplicaState) -> bool:
         return self.native.are_all_replicas_in_state(topic, state.state_id)

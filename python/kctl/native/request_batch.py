@@ -8,7 +8,7 @@ from typing import Any
 
 from kctl.errors import IllegalStateError
 from kctl.model import LeaderIsrAndControllerEpoch, LeaderRecoveryState, ReplicaAssignment, TopicPartition
-from kctl.native.context import RustContext, assignment_tuple, lice_tuple
+from kctl.native.context import RustContext, assignment_tuple, lice_tuple, native_set
 from kctl.requests import (
     ControllerBrokerRequestBatch,
     LeaderAndIsrPartitionState,
@@ -73,10 +73,15 @@ class RustRequestBatch(ControllerBrokerRequestBatch):
         )
 
     def add_update_metadata_request_for_brokers(self, brokers: Iterable[int], partitions: Iterable[TopicPartition] = ()) -> None:
-        self.context.native.batch_add_update_metadata(self.slot, list(brokers), list(partitions))
+        self.context.native.batch_add_update_metadata(self.slot, list(brokers), native_set(partitions))
 
     def add_stop_replica_request_for_brokers(self, brokers: Iterable[int], tp: TopicPartition, delete_partition: bool) -> None:
-        self.context.native.batch_add_stop_replica(self.slot, list(brokers), tp.topic, tp.partition, delete_partition)
+        self.context.native.batch_add_stop_replicas(self.slot, list(brokers), [tp], delete_partition)
+
+    def add_stop_replica_requests_for_brokers(
+        self, brokers: Iterable[int], partitions: Iterable[TopicPartition], delete_partition: bool
+    ) -> None:
+        self.context.native.batch_add_stop_replicas(self.slot, list(brokers), native_set(partitions), delete_partition)
 
     def pending(self) -> PendingRequests:
         per_broker, um_brokers, um = self.context.native.batch_pending(self.slot)

@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kctl.election import Election, for_config
 from kctl.errors import IllegalStateError
 from kctl.model import PartitionReplica, PartitionState, ReplicaState, TopicPartition
-from kctl.native.context import RustContext
+from kctl.native.context import RustContext, native_set
 from kctl.native.request_batch import RustRequestBatch, emit
+from kctl.native.sets import LazyOutcomes, PartitionList
 from kctl.selectors import ElectionKind, KafkaLeaderSelector
 from kctl.statechange import TRACE
 from kctl.statemachine import ElectionOutcome, PartitionStateMachine, ReplicaOutcome, ReplicaStateMachine
 
 log = logging.getLogger(__name__)
 
-_REPLICA_STATES = {s.state_id: s for s in ReplicaState}
 
 
 def _options(machine: Any, config: Any) -> dict[str, Any]:
@@ -50,17 +50,19 @@ class RustPartitionStateMachine(PartitionStateMachine):
     def _initialize_partition_states(self) -> None:
         self.context.native.initialize_partition_states()
 
-    def trigger_online_partition_state_change(self, topic: str | None = None) -> dict[TopicPartition, ElectionOutcome]:
-        partitions = [TopicPartition(t, p) for t, p in self.context.native.partitions_to_trigger_online(topic)]
+    def trigger_online_partition_state_change(self, topic: str | None = None) -> Mapping[TopicPartition, ElectionOutcome]:
+        native = self.context.native
+        partitions = PartitionList(native, native.partitions_to_trigger_online(topic))
         return self.handle_state_changes(partitions, PartitionState.ONLINE, for_config(ElectionKind.OFFLINE, self.config))
 
     def handle_state_changes(
         self, partitions: Iterable[TopicPartition], target_state: PartitionState, election: Election | None = None
-    ) -> dict[TopicPartition, ElectionOutcome]:
-        partitions = list(dict.fromkeys(partitions))
+    ) -> Mapping[TopicPartition, ElectionOutcome]:
         spec, plugin = _strategy(election)
-        results, lines, raw = self.context.native.partition_state_changes(
-            self.batch.slot, partitions, target_state.state_id, spec, plugin, self.store, _options(self, self.config),
+        native = self.context.native
+        parts = native_set(partitions)
+        results, lines, raw = native.partition_state_changes(
+            self.batch.slot, parts, target_state.state_id, spec, plugin, self.store, _options(self, self.config),
         )
         emit(self.state_change_logger, self.batch.state_change_logger, lines)
         try:
@@ -68,7 +70,7 @@ class RustPartitionStateMachine(PartitionStateMachine):
         except IllegalStateError as e:  # as the reference: every partition reports the failed send
             log.error("Error while moving some partitions to %s state", target_state, exc_info=True)
             return dict.fromkeys(partitions, e)
-        return {TopicPartition(t, p): outcome for (t, p), outcome in results}
+        return LazyOutcomes(native, results, replicas=False)
 
 
 class RustReplicaStateMachine(ReplicaStateMachine):
@@ -80,19 +82,15 @@ class RustReplicaStateMachine(ReplicaStateMachine):
 
     def handle_state_changes(
         self, replicas: Iterable[PartitionReplica], target_state: ReplicaState, election: None = None
-    ) -> dict[PartitionReplica, ReplicaOutcome]:
-        config = self.batch.config
-        results, lines, raw = self.context.native.replica_state_changes(
-            self.batch.slot, [(r.tp.topic, r.tp.partition, r.broker) for r in replicas], target_state.state_id,
-            self.store, _options(self, config),
+    ) -> Mapping[PartitionReplica, ReplicaOutcome]:
+        native = self.context.native
+        results, lines, raw = native.replica_state_changes(
+            self.batch.slot, native_set(replicas), target_state.state_id, self.store, _options(self, self.batch.config),
         )
         emit(self.state_change_logger, self.batch.state_change_logger, lines)
         try:
             self.batch.deliver_raw(self.context.epoch, raw)
         except IllegalStateError:  # as the reference: logged, the transitions stand
             log.error("Error while moving some replicas to %s state", target_state, exc_info=True)
-        return {
-            PartitionReplica(TopicPartition(t, p), b): (_REPLICA_STATES[o] if isinstance(o, int) else o)
-            for (t, p, b), o in results
-        }
+        return LazyOutcomes(native, results, replicas=True)
 

@@ -6,7 +6,7 @@ Python randomises string hashing between runs and results must be reproducible.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Set
+from collections.abc import Collection, Iterable, Mapping, Sequence, Set
 
 from kctl.context import ControllerContext
 from kctl.model import (
@@ -318,6 +318,60 @@ class ReferenceContext(ControllerContext):
             if leader >= 0:
                 counts[leader] = counts.get(leader, 0) + 1
         return counts
+
+    # --- Bulk views for the controller's hot paths --------------------------------------------------
+
+    def split_replicas_by_topic_deletion(
+        self, replicas: Sequence[PartitionReplica]
+    ) -> tuple[list[PartitionReplica], list[PartitionReplica]]:
+        deleting = [r for r in replicas if r.tp.topic in self._to_be_deleted]
+        return deleting, [r for r in replicas if r.tp.topic not in self._to_be_deleted]
+
+    def controlled_shutdown_partitions(self, broker_id: int) -> tuple[list[TopicPartition], list[TopicPartition]]:
+        acted_on = [
+            tp for tp in self.partitions_on_broker(broker_id)
+            if len(self.partition_replica_assignment(tp)) > 1
+            and tp in self._leadership
+            and tp.topic not in self._to_be_deleted
+        ]
+        led = [tp for tp in acted_on if self._leadership[tp].leader_and_isr.leader == broker_id]
+        return led, [tp for tp in acted_on if self._leadership[tp].leader_and_isr.leader != broker_id]
+
+    def replicas_of(self, partitions: Sequence[TopicPartition], broker_id: int) -> list[PartitionReplica]:
+        return [PartitionReplica(tp, broker_id) for tp in partitions]
+
+    def partitions_not_led_by_preferred(self, partitions: Sequence[TopicPartition]) -> list[TopicPartition]:
+        def led_by_preferred(tp: TopicPartition) -> bool:
+            replicas = self.partition_replica_assignment(tp)
+            leadership = self._leadership.get(tp)
+            return bool(replicas) and leadership is not None and leadership.leader_and_isr.leader == replicas[0]
+
+        return [tp for tp in partitions if not led_by_preferred(tp)]
+
+    def auto_rebalance_candidates(self, ratio: float, reassignments_block: bool) -> list[tuple[int, Sequence[TopicPartition]]]:
+        groups: dict[int, tuple[list[TopicPartition], list[TopicPartition]]] = {}
+        for tp in self.all_partitions():
+            replicas = self.partition_replica_assignment(tp)
+            if not replicas or tp.topic in self._to_be_deleted:
+                continue
+            group, not_preferred = groups.setdefault(replicas[0], ([], []))
+            group.append(tp)
+            leadership = self._leadership.get(tp)
+            if leadership is not None and leadership.leader_and_isr.leader != replicas[0]:
+                not_preferred.append(tp)
+        blocked = reassignments_block and bool(self._being_reassigned)
+        out: list[tuple[int, Sequence[TopicPartition]]] = []
+        for broker in sorted(groups):
+            group, not_preferred = groups[broker]
+            if len(not_preferred) / len(group) <= ratio:
+                continue
+            out.append((broker, [] if blocked else [
+                tp for tp in not_preferred
+                if tp.topic in self._all_topics
+                and self.is_replica_online(broker, tp)
+                and broker in self._leadership[tp].leader_and_isr.isr
+            ]))
+        return out
 
     # --- States --------------------------------------------------------------------------------
 

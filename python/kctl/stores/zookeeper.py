@@ -371,11 +371,14 @@ class _Watch:
 
 def _fired_changes(children: bool, event_type: str, after: _Snapshot) -> list[ChangeType]:
     """The changes a fired ZooKeeper watch reports, given what re-arming it found: a node that was
-    created (or changed) and is gone again was also deleted, one deleted and back was recreated."""
+    created (or changed) and is gone again was also deleted, one deleted and back was recreated,
+    and one created and written since (its mzxid past its czxid) also changed."""
     if children:
         return [ChangeType.CHILDREN_CHANGED] if event_type == "CHILD" else []
     change = _FIRED[event_type]
     if (event_type != "DELETED") == (after is not None):
+        if event_type == "CREATED" and after is not None and after[1] != after[0]:
+            return [change, ChangeType.DATA_CHANGED]
         return [change]
     return [change, ChangeType.CREATED if after is not None else ChangeType.DELETED]
 

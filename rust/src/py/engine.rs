@@ -1,6 +1,7 @@
 //! `kctl._engine.Engine`: one controller's context, request batches and state machines in native
 //! memory. `kctl.native` wraps it in the public `ControllerContext` / state-machine / request-batch
-//! API; partitions cross as `(topic, partition)` pairs, states as tuples.
+//! API. Partition and replica sets travel as opaque [`Parts`] / [`Replicas`] handles (or as lists of
+//! `(topic, partition[, broker])` when they come from Python); results as [`Outcomes`].
 
 use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
@@ -14,8 +15,9 @@ use crate::model::{
 };
 use crate::py::convert::{failure_to_err, failure_to_py, leader_and_isr_to_py};
 use crate::py::selector::PySelector;
+use crate::py::sets::{Outcome, Outcomes, Parts, Replicas};
 use crate::py::store::PyStore;
-use crate::requests::{RequestBatch, Sent};
+use crate::requests::{RequestBatch, Sent, UpdateMetadataEntry};
 use crate::statemachine::{KafkaSelector, Level, Log, Machine, Selector};
 
 type Tp = (String, i32);
@@ -28,7 +30,7 @@ type ReplicaTuple = (String, i32, BrokerId);
 /// State-change log lines: `(logging level, from the request batch, line)`.
 type Lines = Vec<(u8, bool, String)>;
 /// What a state-machine call returns to Python: `(results, log lines, sent requests)`.
-type CallResult<'py> = (Bound<'py, PyList>, Lines, Bound<'py, PyList>);
+type CallResult<'py> = (Outcomes, Lines, Bound<'py, PyList>);
 
 /// Options of a state-machine call that come from the controller's config and logger.
 #[derive(FromPyObject)]
@@ -113,7 +115,33 @@ fn strategy(spec: Option<(String, bool)>) -> PyResult<Option<Strategy>> {
     })
 }
 
+fn level_code(level: Level) -> u8 {
+    match level {
+        Level::Trace => 5,
+        Level::Info => 20,
+        Level::Error => 40,
+    }
+}
+
 impl Engine {
+    fn owner(&self) -> usize {
+        std::ptr::from_ref(self) as usize
+    }
+
+    fn handle(&self, parts: Vec<Part>) -> Parts {
+        Parts {
+            parts,
+            owner: self.owner(),
+        }
+    }
+
+    fn replica_handle(&self, items: Vec<Replica>) -> Replicas {
+        Replicas {
+            items,
+            owner: self.owner(),
+        }
+    }
+
     fn tp(&self, p: Part) -> Tp {
         (
             self.ctx.topic_name(self.ctx.partition_topic(p)).to_owned(),
@@ -121,37 +149,38 @@ impl Engine {
         )
     }
 
-    fn tps(&self, parts: &[Part]) -> Vec<Tp> {
-        parts.iter().map(|p| self.tp(*p)).collect()
-    }
-
-    fn replicas_out(&self, replicas: &[Replica]) -> Vec<ReplicaTuple> {
-        replicas
-            .iter()
-            .map(|(p, b)| {
-                (
-                    self.ctx.topic_name(self.ctx.partition_topic(*p)).to_owned(),
-                    self.ctx.partition_id(*p),
-                    *b,
-                )
-            })
-            .collect()
-    }
-
     fn existing(&self, topic: &str, partition: i32) -> Option<Part> {
         self.ctx.part(topic, partition)
     }
 
-    fn parts(&mut self, tps: Vec<Tp>) -> Vec<Part> {
-        tps.into_iter()
+    /// Partitions given as one of this engine's handles (no conversion) or as `(topic, partition)`
+    /// pairs (interned).
+    fn resolve_parts(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<Vec<Part>> {
+        if let Ok(handle) = obj.cast::<Parts>() {
+            let handle = handle.get();
+            if handle.owner == self.owner() {
+                return Ok(handle.parts.clone());
+            }
+        }
+        let tps: Vec<Tp> = obj.extract()?;
+        Ok(tps
+            .into_iter()
             .map(|(t, p)| self.ctx.intern_part(&t, p))
-            .collect()
+            .collect())
     }
 
-    fn batch(&mut self, slot: usize) -> PyResult<&mut RequestBatch> {
-        self.batches
-            .get_mut(slot)
-            .ok_or_else(|| PyKeyError::new_err(format!("no request batch {slot}")))
+    fn resolve_replicas(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<Vec<Replica>> {
+        if let Ok(handle) = obj.cast::<Replicas>() {
+            let handle = handle.get();
+            if handle.owner == self.owner() {
+                return Ok(handle.items.clone());
+            }
+        }
+        let items: Vec<ReplicaTuple> = obj.extract()?;
+        Ok(items
+            .into_iter()
+            .map(|(t, p, b)| (self.ctx.intern_part(&t, p), b))
+            .collect())
     }
 
     /// Run one state-machine call with a Python store and selector, returning the log lines and the
@@ -198,10 +227,16 @@ impl Engine {
         Ok((out, lines, sent))
     }
 
+    fn batch(&mut self, slot: usize) -> PyResult<&mut RequestBatch> {
+        self.batches
+            .get_mut(slot)
+            .ok_or_else(|| PyKeyError::new_err(format!("no request batch {slot}")))
+    }
+
     fn sent_to_py<'py>(&self, py: Python<'py>, sent: &[Sent]) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
-        let mut shared: Vec<(*const Vec<crate::requests::UpdateMetadataEntry>, Py<PyList>)> =
-            Vec::new();
+        // One UpdateMetadata payload goes to every target broker: convert it once and share it.
+        let mut shared: Vec<(*const Vec<UpdateMetadataEntry>, Py<PyList>)> = Vec::new();
         for s in sent {
             let item = match s {
                 Sent::LeaderAndIsr {
@@ -210,26 +245,24 @@ impl Engine {
                     entries,
                     live_leaders,
                 } => {
-                    let states = entries
-                        .iter()
-                        .map(|e| {
-                            let (topic, partition) = self.tp(e.part);
-                            (
-                                topic,
-                                partition,
-                                e.controller_epoch,
-                                e.leader,
-                                e.leader_epoch,
-                                e.isr.to_vec(),
-                                e.partition_epoch,
-                                e.replicas.to_vec(),
-                                e.adding.to_vec(),
-                                e.removing.to_vec(),
-                                e.is_new,
-                                e.recovery as u8,
-                            )
-                        })
-                        .collect::<Vec<_>>();
+                    let states = PyList::empty(py);
+                    for e in entries {
+                        let (topic, partition) = self.tp(e.part);
+                        states.append((
+                            topic,
+                            partition,
+                            e.controller_epoch,
+                            e.leader,
+                            e.leader_epoch,
+                            e.isr.to_vec(),
+                            e.partition_epoch,
+                            e.replicas.to_vec(),
+                            e.adding.to_vec(),
+                            e.removing.to_vec(),
+                            e.is_new,
+                            e.recovery as u8,
+                        ))?;
+                    }
                     (
                         "LeaderAndIsr",
                         *broker,
@@ -246,7 +279,6 @@ impl Engine {
                     broker_epoch,
                     entries,
                 } => {
-                    // One payload for every target broker: convert it once and share the list.
                     let key = std::sync::Arc::as_ptr(entries);
                     let states = match shared.iter().find(|(k, _)| *k == key) {
                         Some((_, list)) => list.clone_ref(py),
@@ -288,13 +320,11 @@ impl Engine {
                     delete_partitions,
                     entries,
                 } => {
-                    let states = entries
-                        .iter()
-                        .map(|e| {
-                            let (topic, partition) = self.tp(e.part);
-                            (topic, partition, e.leader_epoch, e.delete)
-                        })
-                        .collect::<Vec<_>>();
+                    let states = PyList::empty(py);
+                    for e in entries {
+                        let (topic, partition) = self.tp(e.part);
+                        states.append((topic, partition, e.leader_epoch, e.delete))?;
+                    }
                     (
                         "StopReplica",
                         *broker,
@@ -313,14 +343,6 @@ impl Engine {
     }
 }
 
-fn level_code(level: Level) -> u8 {
-    match level {
-        Level::Trace => 5,
-        Level::Info => 20,
-        Level::Error => 40,
-    }
-}
-
 #[pymethods]
 impl Engine {
     #[new]
@@ -329,6 +351,47 @@ impl Engine {
             ctx: Context::new(),
             batches: Vec::new(),
         }
+    }
+
+    // --- Handles -------------------------------------------------------------------------------
+
+    /// The `(topic, partition)` pairs of a handle (materialised on demand by `kctl.native`).
+    fn parts_list(&self, parts: &Parts) -> Vec<Tp> {
+        parts.parts.iter().map(|p| self.tp(*p)).collect()
+    }
+
+    fn replicas_list(&self, replicas: &Replicas) -> Vec<ReplicaTuple> {
+        replicas
+            .items
+            .iter()
+            .map(|(p, b)| {
+                (
+                    self.ctx.topic_name(self.ctx.partition_topic(*p)).to_owned(),
+                    self.ctx.partition_id(*p),
+                    *b,
+                )
+            })
+            .collect()
+    }
+
+    /// `((topic, partition, broker), value)` for each result: a LeaderAndIsr, a replica-state id or
+    /// the exception (partition results carry broker -1).
+    fn outcomes_items<'py>(
+        &self,
+        py: Python<'py>,
+        outcomes: &Outcomes,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        for ((p, b), outcome) in &outcomes.items {
+            let (topic, partition) = self.tp(*p);
+            let value = match outcome {
+                Outcome::Elected(lai) => leader_and_isr_to_py(py, lai)?,
+                Outcome::State(state) => state.into_pyobject(py)?.into_any(),
+                Outcome::Failed(e) => failure_to_py(py, e)?,
+            };
+            out.append(((topic, partition, *b), value))?;
+        }
+        Ok(out)
     }
 
     // --- Epoch, metrics, reset -----------------------------------------------------------------
@@ -435,25 +498,32 @@ impl Engine {
         }
     }
 
-    fn add_replicas_on_offline_dirs(&mut self, broker: BrokerId, tps: Vec<Tp>) {
-        let parts = self.parts(tps);
+    fn add_replicas_on_offline_dirs(
+        &mut self,
+        broker: BrokerId,
+        parts: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let parts = self.resolve_parts(parts)?;
         self.ctx.add_replicas_on_offline_dirs(broker, &parts);
+        Ok(())
     }
 
-    fn remove_replicas_on_offline_dirs(&mut self, broker: BrokerId, tps: Vec<Tp>) {
-        let parts: Vec<Part> = tps
-            .iter()
-            .filter_map(|(t, p)| self.existing(t, *p))
-            .collect();
+    fn remove_replicas_on_offline_dirs(
+        &mut self,
+        broker: BrokerId,
+        parts: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let parts = self.resolve_parts(parts)?;
         self.ctx.remove_replicas_on_offline_dirs(broker, &parts);
+        Ok(())
     }
 
     fn clear_replicas_on_offline_dirs(&mut self, brokers: Vec<BrokerId>) {
         self.ctx.clear_replicas_on_offline_dirs(&brokers);
     }
 
-    fn replicas_on_offline_dirs(&self, broker: BrokerId) -> Vec<Tp> {
-        self.tps(&self.ctx.replicas_on_offline_dirs(broker))
+    fn replicas_on_offline_dirs(&self, broker: BrokerId) -> Parts {
+        self.handle(self.ctx.replicas_on_offline_dirs(broker))
     }
 
     // --- Topics and assignments ----------------------------------------------------------------
@@ -515,49 +585,46 @@ impl Engine {
             .collect()
     }
 
-    fn partitions_for_topic(&self, topic: &str) -> Vec<i32> {
-        self.ctx
-            .partitions_for_topic(topic)
-            .into_iter()
-            .map(|p| self.ctx.partition_id(p))
-            .collect()
+    fn partitions_for_topic(&self, topic: &str) -> Parts {
+        self.handle(self.ctx.partitions_for_topic(topic))
     }
 
-    fn all_partitions(&self) -> Vec<Tp> {
-        self.tps(&self.ctx.all_partitions())
+    fn all_partitions(&self) -> Parts {
+        self.handle(self.ctx.all_partitions())
     }
 
     fn partition_count(&self) -> usize {
         self.ctx.partition_count()
     }
 
-    fn partitions_on_broker(&self, broker: BrokerId) -> Vec<Tp> {
-        self.tps(&self.ctx.partitions_on_broker(broker))
+    fn partitions_on_broker(&self, broker: BrokerId) -> Parts {
+        self.handle(self.ctx.partitions_on_broker(broker))
     }
 
-    fn replicas_on_brokers(&self, brokers: Vec<BrokerId>) -> Vec<ReplicaTuple> {
-        self.replicas_out(&self.ctx.replicas_on_brokers(&brokers))
+    fn replicas_on_brokers(&self, brokers: Vec<BrokerId>) -> Replicas {
+        self.replica_handle(self.ctx.replicas_on_brokers(&brokers))
     }
 
-    fn replicas_for_topic(&self, topic: &str) -> Vec<ReplicaTuple> {
-        self.replicas_out(&self.ctx.replicas_for_topic(topic))
+    fn replicas_for_topic(&self, topic: &str) -> Replicas {
+        self.replica_handle(self.ctx.replicas_for_topic(topic))
     }
 
-    fn replicas_for_partitions(&self, tps: Vec<Tp>) -> Vec<ReplicaTuple> {
-        let parts: Vec<Part> = tps
-            .iter()
-            .filter_map(|(t, p)| self.existing(t, *p))
+    fn replicas_for_partitions(&mut self, parts: &Bound<'_, PyAny>) -> PyResult<Replicas> {
+        let parts = self.resolve_parts(parts)?;
+        let parts: Vec<Part> = parts
+            .into_iter()
+            .filter(|p| self.ctx.has_assignment(*p))
             .collect();
-        self.replicas_out(&self.ctx.replicas_for_partitions(&parts))
+        Ok(self.replica_handle(self.ctx.replicas_for_partitions(&parts)))
     }
 
-    fn online_and_offline_replicas(&self) -> (Vec<ReplicaTuple>, Vec<ReplicaTuple>) {
+    fn online_and_offline_replicas(&self) -> (Replicas, Replicas) {
         let (online, offline) = self.ctx.online_and_offline_replicas();
-        (self.replicas_out(&online), self.replicas_out(&offline))
+        (self.replica_handle(online), self.replica_handle(offline))
     }
 
-    fn partitions_being_reassigned(&self) -> Vec<Tp> {
-        self.tps(&self.ctx.partitions_being_reassigned())
+    fn partitions_being_reassigned(&self) -> Parts {
+        self.handle(self.ctx.partitions_being_reassigned())
     }
 
     fn add_partition_being_reassigned(&mut self, topic: &str, partition: i32) {
@@ -595,16 +662,16 @@ impl Engine {
         self.ctx.clear_leadership();
     }
 
-    fn partitions_with_leaders(&self) -> Vec<Tp> {
-        self.tps(&self.ctx.partitions_with_leaders())
+    fn partitions_with_leaders(&self) -> Parts {
+        self.handle(self.ctx.partitions_with_leaders())
     }
 
-    fn partitions_with_offline_leader(&self) -> Vec<Tp> {
-        self.tps(&self.ctx.partitions_with_offline_leader())
+    fn partitions_with_offline_leader(&self) -> Parts {
+        self.handle(self.ctx.partitions_with_offline_leader())
     }
 
-    fn partition_leaders_on_broker(&self, broker: BrokerId) -> Vec<Tp> {
-        self.tps(&self.ctx.partition_leaders_on_broker(broker))
+    fn partition_leaders_on_broker(&self, broker: BrokerId) -> Parts {
+        self.handle(self.ctx.partition_leaders_on_broker(broker))
     }
 
     fn leader_counts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -613,6 +680,44 @@ impl Engine {
             counts.set_item(broker, count)?;
         }
         Ok(counts)
+    }
+
+    // --- Bulk views for the controller's hot paths ---------------------------------------------
+
+    fn split_replicas_by_topic_deletion(
+        &mut self,
+        replicas: &Bound<'_, PyAny>,
+    ) -> PyResult<(Replicas, Replicas)> {
+        let replicas = self.resolve_replicas(replicas)?;
+        let (deleting, others) = self.ctx.split_replicas_by_topic_deletion(&replicas);
+        Ok((self.replica_handle(deleting), self.replica_handle(others)))
+    }
+
+    fn controlled_shutdown_partitions(&self, broker: BrokerId) -> (Parts, Parts) {
+        let (led, followed) = self.ctx.controlled_shutdown_partitions(broker);
+        (self.handle(led), self.handle(followed))
+    }
+
+    fn replicas_of(&mut self, parts: &Bound<'_, PyAny>, broker: BrokerId) -> PyResult<Replicas> {
+        let parts = self.resolve_parts(parts)?;
+        Ok(self.replica_handle(parts.into_iter().map(|p| (p, broker)).collect()))
+    }
+
+    fn partitions_not_led_by_preferred(&mut self, parts: &Bound<'_, PyAny>) -> PyResult<Parts> {
+        let parts = self.resolve_parts(parts)?;
+        Ok(self.handle(self.ctx.partitions_not_led_by_preferred(&parts)))
+    }
+
+    fn auto_rebalance_candidates(
+        &self,
+        ratio: f64,
+        reassignments_block: bool,
+    ) -> Vec<(BrokerId, Parts)> {
+        self.ctx
+            .auto_rebalance_candidates(ratio, reassignments_block)
+            .into_iter()
+            .map(|(broker, parts)| (broker, self.handle(parts)))
+            .collect()
     }
 
     // --- States --------------------------------------------------------------------------------
@@ -634,12 +739,12 @@ impl Engine {
     }
 
     #[pyo3(signature = (states, topic=None))]
-    fn partitions_in_states(&self, states: Vec<u8>, topic: Option<&str>) -> PyResult<Vec<Tp>> {
+    fn partitions_in_states(&self, states: Vec<u8>, topic: Option<&str>) -> PyResult<Parts> {
         let states = states
             .into_iter()
             .map(partition_state)
             .collect::<PyResult<Vec<_>>>()?;
-        Ok(self.tps(&self.ctx.partitions_in_states(&states, topic)))
+        Ok(self.handle(self.ctx.partitions_in_states(&states, topic)))
     }
 
     fn replica_state(&self, topic: &str, partition: i32, broker: BrokerId) -> Option<u8> {
@@ -666,8 +771,8 @@ impl Engine {
         }
     }
 
-    fn replicas_in_state(&self, topic: &str, state: u8) -> PyResult<Vec<ReplicaTuple>> {
-        Ok(self.replicas_out(&self.ctx.replicas_in_state(topic, replica_state(state)?)))
+    fn replicas_in_state(&self, topic: &str, state: u8) -> PyResult<Replicas> {
+        Ok(self.replica_handle(self.ctx.replicas_in_state(topic, replica_state(state)?)))
     }
 
     fn are_all_replicas_in_state(&self, topic: &str, state: u8) -> PyResult<bool> {
@@ -757,8 +862,7 @@ impl Engine {
     ) -> PyResult<()> {
         let p = self.ctx.intern_part(topic, partition);
         self.batch(slot)?;
-        let batch = &mut self.batches[slot];
-        batch.add_leader_and_isr(
+        self.batches[slot].add_leader_and_isr(
             &self.ctx,
             &brokers,
             p,
@@ -773,32 +877,31 @@ impl Engine {
         &mut self,
         slot: usize,
         brokers: Vec<BrokerId>,
-        tps: Vec<Tp>,
+        parts: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let parts: Vec<Part> = tps
-            .iter()
-            .filter_map(|(t, p)| self.existing(t, *p))
-            .collect();
+        let parts = self.resolve_parts(parts)?;
         self.batch(slot)?;
         self.batches[slot].add_update_metadata(&self.ctx, &brokers, &parts);
         Ok(())
     }
 
-    fn batch_add_stop_replica(
+    /// StopReplica for each partition (to the same brokers), in order.
+    fn batch_add_stop_replicas(
         &mut self,
         slot: usize,
         brokers: Vec<BrokerId>,
-        topic: &str,
-        partition: i32,
+        parts: &Bound<'_, PyAny>,
         delete: bool,
     ) -> PyResult<()> {
-        let p = self.ctx.intern_part(topic, partition);
+        let parts = self.resolve_parts(parts)?;
         self.batch(slot)?;
-        self.batches[slot].add_stop_replica(&self.ctx, &brokers, p, delete);
+        for p in parts {
+            self.batches[slot].add_stop_replica(&self.ctx, &brokers, p, delete);
+        }
         Ok(())
     }
 
-    /// `(leader_and_isr, stop_replica, update_metadata_brokers, update_metadata_states)`, raw.
+    /// `(per-broker requests, UpdateMetadata brokers, the UpdateMetadata payload)`, raw.
     fn batch_pending<'py>(
         &mut self,
         py: Python<'py>,
@@ -866,19 +969,19 @@ impl Engine {
     }
 
     #[pyo3(signature = (topic=None))]
-    fn partitions_to_trigger_online(&self, topic: Option<&str>) -> Vec<Tp> {
-        self.tps(&self.ctx.partitions_to_trigger_online(topic))
+    fn partitions_to_trigger_online(&self, topic: Option<&str>) -> Parts {
+        self.handle(self.ctx.partitions_to_trigger_online(topic))
     }
 
-    /// The partition state machine's `handle_state_changes`: `(results, log lines, sent)`; results
-    /// are `((topic, partition), LeaderAndIsr | exception)`. A moved controller raises.
+    /// The partition state machine's `handle_state_changes`: `(results, log lines, sent)`; a moved
+    /// controller raises.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (slot, tps, target, election, selector, store, options))]
+    #[pyo3(signature = (slot, parts, target, election, selector, store, options))]
     fn partition_state_changes<'py>(
         &mut self,
         py: Python<'py>,
         slot: usize,
-        tps: Vec<Tp>,
+        parts: &Bound<'py, PyAny>,
         target: u8,
         election: Option<(String, bool)>,
         selector: Option<Bound<'py, PyAny>>,
@@ -887,7 +990,7 @@ impl Engine {
     ) -> PyResult<CallResult<'py>> {
         let target = partition_state(target)?;
         let strategy = strategy(election)?;
-        let parts = self.parts(tps);
+        let parts = self.resolve_parts(parts)?;
         let (result, lines, sent) = self.run(py, slot, &store, &options, |m| {
             let mut kafka = KafkaSelector;
             let mut plugin = selector.map(|election| PySelector { py, election });
@@ -898,50 +1001,56 @@ impl Engine {
             m.handle_partition_state_changes(&parts, target, strategy, chosen)
         })?;
         let results = result.map_err(|e| failure_to_err(py, &e))?;
-        let out = PyList::empty(py);
-        for (p, outcome) in results {
-            let value = match &outcome {
-                Ok(lai) => leader_and_isr_to_py(py, lai)?,
-                Err(e) => failure_to_py(py, e)?,
-            };
-            out.append((self.tp(p), value))?;
-        }
-        Ok((out, lines, self.sent_to_py(py, &sent)?))
+        let items = results
+            .into_iter()
+            .map(|(p, outcome)| {
+                (
+                    (p, -1),
+                    outcome.map_or_else(Outcome::Failed, Outcome::Elected),
+                )
+            })
+            .collect();
+        let outcomes = Outcomes {
+            items,
+            owner: self.owner(),
+        };
+        Ok((outcomes, lines, self.sent_to_py(py, &sent)?))
     }
 
     fn initialize_replica_states(&mut self) {
         self.ctx.initialize_replica_states();
     }
 
-    /// The replica state machine's `handle_state_changes`: `(results, log lines, sent)`; results
-    /// are `((topic, partition, broker), state id | exception)`. A moved controller raises.
+    /// The replica state machine's `handle_state_changes`: `(results, log lines, sent)`; a moved
+    /// controller raises.
     fn replica_state_changes<'py>(
         &mut self,
         py: Python<'py>,
         slot: usize,
-        replicas: Vec<ReplicaTuple>,
+        replicas: &Bound<'py, PyAny>,
         target: u8,
         store: Bound<'py, PyAny>,
         options: CallOptions,
     ) -> PyResult<CallResult<'py>> {
         let target = replica_state(target)?;
-        let replicas: Vec<Replica> = replicas
-            .into_iter()
-            .map(|(t, p, b)| (self.ctx.intern_part(&t, p), b))
-            .collect();
+        let replicas = self.resolve_replicas(replicas)?;
         let (result, lines, sent) = self.run(py, slot, &store, &options, |m| {
             m.handle_replica_state_changes(&replicas, target)
         })?;
         let results = result.map_err(|e| failure_to_err(py, &e))?;
-        let out = PyList::empty(py);
-        for ((p, b), outcome) in results {
-            let (topic, partition) = self.tp(p);
-            let value = match &outcome {
-                Ok(state) => (*state as u8).into_pyobject(py)?.into_any(),
-                Err(e) => failure_to_py(py, e)?,
-            };
-            out.append(((topic, partition, b), value))?;
-        }
-        Ok((out, lines, self.sent_to_py(py, &sent)?))
+        let items = results
+            .into_iter()
+            .map(|(r, outcome)| {
+                (
+                    r,
+                    outcome.map_or_else(Outcome::Failed, |s| Outcome::State(s as u8)),
+                )
+            })
+            .collect();
+        let outcomes = Outcomes {
+            items,
+            owner: self.owner(),
+        };
+        Ok((outcomes, lines, self.sent_to_py(py, &sent)?))
     }
 }

@@ -3,6 +3,7 @@
 mod convert;
 mod engine;
 mod selector;
+mod sets;
 mod store;
 
 use pyo3::prelude::*;
@@ -20,5 +21,8 @@ fn engine_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("build_profile", BUILD_PROFILE)?;
     m.add_class::<engine::Engine>()?;
+    m.add_class::<sets::Parts>()?;
+    m.add_class::<sets::Replicas>()?;
+    m.add_class::<sets::Outcomes>()?;
     Ok(())
 }
