@@ -7,9 +7,9 @@ leader_epoch, partition_epoch, leader_recovery_state, controller_epoch)``.
 """
 
 from collections.abc import Sequence
-from typing import Any, final
+from typing import Any, final, overload
 
-__all__ = ["__version__", "build_profile", "Engine", "Outcomes", "Parts", "Replicas"]
+__all__ = ["__version__", "build_profile", "Engine", "Outcomes", "PartitionStates", "Parts", "Replicas", "StateTable"]
 
 __version__: str
 build_profile: str
@@ -21,7 +21,7 @@ _Assignment = tuple[list[int], list[int], list[int]]
 _Lice = tuple[int, list[int], int, int, int, int]
 _Line = tuple[int, bool, str]
 """A state-change log line: logging level, whether the request batch wrote it, the text."""
-_RawRequest = tuple[str, int, int, list[tuple[Any, ...]], list[int], bool]
+_RawRequest = tuple[str, int, int, PartitionStates, list[int], bool]
 """A sent request: kind, broker, broker epoch, partition states, live leaders, delete flag."""
 
 @final
@@ -150,3 +150,38 @@ class Engine:
     def replica_state_changes(
         self, slot: int, replicas: _Replicas, target: int, store: Any, options: dict[str, Any],
     ) -> tuple[Outcomes, list[_Line], list[_RawRequest]]: ...
+
+
+_LiceIn = tuple[int, Sequence[int], int, int, int, int]
+_Slot = tuple[_Lice | None, int, int, int]
+_SlotIn = tuple[_LiceIn | None, int, int, int]
+
+@final
+class StateTable:
+    """The partition-state znodes of ``kctl.stores.memory``: (state, version, czxid, mzxid) slots."""
+
+    def __new__(cls, record_history: bool) -> StateTable: ...
+    def __len__(self) -> int: ...
+    def next_seq(self) -> int: ...
+    def get(self, topic: str, partition: int) -> _Slot | None: ...
+    def create(self, topic: str, partition: int, state: _LiceIn | None, zxid: int) -> tuple[int, int]: ...
+    def set(
+        self, topic: str, partition: int, state: _LiceIn | None, expected: int, zxid: int
+    ) -> tuple[int, int, int]: ...
+    def delete(self, topic: str, partition: int) -> tuple[_Slot, int] | None: ...
+    def restore(self, topic: str, partition: int, slot: _SlotIn | None, seq: int) -> None: ...
+    def forget_history(self, topic: str) -> None: ...
+    def history(self, topic: str, partition: int) -> list[tuple[int, _Lice | None]] | None: ...
+
+@final
+class PartitionStates(Sequence[Any]):
+    """A sent request's partition states, materialised into ``kctl.requests`` objects on first use."""
+
+    def __len__(self) -> int: ...
+    @overload
+    def __getitem__(self, index: int, /) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice, /) -> tuple[Any, ...]: ...
+    def __hash__(self) -> int: ...
+    def topics(self) -> list[str]: ...
+    def deleted(self) -> list[tuple[str, int]]: ...

@@ -9,10 +9,11 @@ context's engine.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, Union
 
+from kctl._engine import PartitionStates
 from kctl.errors import Errors
 from kctl.model import BrokerInfo, LeaderAndIsr, LeaderRecoveryState, TopicPartition
 
@@ -97,7 +98,7 @@ class LeaderAndIsrRequest:
     controller_id: int
     controller_epoch: int
     broker_epoch: int
-    partition_states: tuple[LeaderAndIsrPartitionState, ...]
+    partition_states: Sequence[LeaderAndIsrPartitionState]
     topic_ids: Mapping[str, str]
     live_leaders: tuple[BrokerInfo, ...]
 
@@ -110,7 +111,7 @@ class UpdateMetadataRequest:
     controller_id: int
     controller_epoch: int
     broker_epoch: int
-    partition_states: tuple[UpdateMetadataPartitionState, ...]
+    partition_states: Sequence[UpdateMetadataPartitionState]
     live_brokers: tuple[BrokerInfo, ...]
     topic_ids: Mapping[str, str]
 
@@ -127,7 +128,7 @@ class StopReplicaRequest:
     controller_epoch: int
     broker_epoch: int
     delete_partitions: bool
-    partition_states: tuple[StopReplicaPartitionState, ...]
+    partition_states: Sequence[StopReplicaPartitionState]
 
     api = "StopReplica"
 
@@ -223,6 +224,22 @@ def _update_metadata_callback(batch: ControllerBrokerRequestBatch, broker: int) 
     return lambda response: batch._respond(UpdateMetadataResponseReceived(broker, response))
 
 
+Sequence.register(PartitionStates)  # the native engine's lazy payloads
+
+
+def _topics(states: Sequence[LeaderAndIsrPartitionState | UpdateMetadataPartitionState]) -> Iterable[str]:
+    """The topics a payload names, in order; a native payload knows them without materialising."""
+    if isinstance(states, PartitionStates):
+        return states.topics()
+    return dict.fromkeys(s.topic for s in states)
+
+
+def _deleted(states: Sequence[StopReplicaPartitionState]) -> frozenset[TopicPartition]:
+    if isinstance(states, PartitionStates):
+        return frozenset(TopicPartition(t, p) for t, p in states.deleted())
+    return frozenset(s.tp for s in states if s.delete_partition)
+
+
 ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
 """Kafka's Uuid.ZERO_UUID in its base64 form: the topic id sent when a topic has none."""
 
@@ -271,31 +288,32 @@ class ControllerBrokerRequestBatch:
             self.channel.send_request(broker, request, callback if self.on_response is not None else None)
 
     def _deliver_leader_and_isr(
-        self, sent: list[SentRequest], controller_epoch: int, broker: int, states: tuple[LeaderAndIsrPartitionState, ...]
+        self, sent: list[SentRequest], controller_epoch: int, broker: int,
+        states: Sequence[LeaderAndIsrPartitionState], leaders: Iterable[int],
     ) -> None:
+        """``leaders``: the states' distinct leaders, ascending (the live ones are sent)."""
         ctx = self.context
         brokers_by_id = {b.id: b for b in ctx.live_or_shutting_down_brokers()}
         known = ctx.topic_ids
-        topics = dict.fromkeys(s.topic for s in states)
         request = LeaderAndIsrRequest(
             self.config.leader_and_isr_version,
             self.controller_id,
             controller_epoch,
             self._broker_epoch(broker),
             states,
-            {t: known.get(t, ZERO_UUID) for t in topics},
-            tuple(brokers_by_id[b] for b in sorted({s.leader for s in states}) if b in brokers_by_id),
+            {t: known.get(t, ZERO_UUID) for t in _topics(states)},
+            tuple(brokers_by_id[b] for b in leaders if b in brokers_by_id),
         )
         self._deliver(sent, broker, request, lambda r: self._respond(LeaderAndIsrResponseReceived(broker, r)))
 
     def _deliver_update_metadata(
         self, sent: list[SentRequest], controller_epoch: int, brokers: list[int],
-        states: tuple[UpdateMetadataPartitionState, ...],
+        states: Sequence[UpdateMetadataPartitionState],
     ) -> None:
         ctx = self.context
         live_brokers = tuple(ctx.live_or_shutting_down_brokers())
         known = ctx.topic_ids
-        topic_ids = {t: known[t] for t in dict.fromkeys(s.topic for s in states) if t in known}
+        topic_ids = {t: known[t] for t in _topics(states) if t in known}
         for broker in brokers:
             request = UpdateMetadataRequest(
                 self.config.update_metadata_version, self.controller_id, controller_epoch,
@@ -305,13 +323,13 @@ class ControllerBrokerRequestBatch:
 
     def _deliver_stop_replica(
         self, sent: list[SentRequest], controller_epoch: int, broker: int, delete_partitions: bool,
-        states: tuple[StopReplicaPartitionState, ...],
+        states: Sequence[StopReplicaPartitionState],
     ) -> None:
         version = self.config.stop_replica_version
         request = StopReplicaRequest(
             version, self.controller_id, controller_epoch, self._broker_epoch(broker), delete_partitions, states
         )
-        deleted = frozenset(s.tp for s in states if s.delete_partition)
+        deleted = _deleted(states)
 
         def answered(response: Any) -> None:
             self._respond(StopReplicaResponseReceived(broker, response, deleted))

@@ -7,6 +7,7 @@
 //! partition and replica states carry over as they do in the reference's dicts.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use indexmap::IndexSet;
 use smallvec::SmallVec;
@@ -28,7 +29,8 @@ const ABSENT: Part = Part::MAX;
 
 #[derive(Debug, Default)]
 struct Topic {
-    name: String,
+    /// Shared with the request payloads that name the topic.
+    name: Arc<str>,
     topic_id: Option<String>,
     /// Partition id → index (`ABSENT` for ids never seen).
     by_id: Vec<Part>,
@@ -105,7 +107,7 @@ impl Context {
         }
         let t = TopicIdx::try_from(self.topics.len()).expect("fewer than 2^32 topics");
         self.topics.push(Topic {
-            name: name.to_owned(),
+            name: Arc::from(name),
             ..Topic::default()
         });
         self.topic_index.insert(name.to_owned(), t);
@@ -114,6 +116,11 @@ impl Context {
 
     pub fn topic_name(&self, t: TopicIdx) -> &str {
         &self.topics[t as usize].name
+    }
+
+    /// The topic's name as a shared string (for payloads that outlive a borrow of the context).
+    pub fn topic_name_arc(&self, t: TopicIdx) -> Arc<str> {
+        self.topics[t as usize].name.clone()
     }
 
     /// The index of an existing partition.
@@ -374,7 +381,7 @@ impl Context {
     pub fn topic_ids(&self) -> Vec<(&str, &str)> {
         self.topics
             .iter()
-            .filter_map(|t| t.topic_id.as_deref().map(|id| (t.name.as_str(), id)))
+            .filter_map(|t| t.topic_id.as_deref().map(|id| (&*t.name, id)))
             .collect()
     }
 

@@ -9,4 +9,5 @@ pub mod model;
 mod py;
 pub mod requests;
 pub mod statemachine;
+pub mod statetable;
 pub mod store;

@@ -123,6 +123,17 @@ pub enum LeaderRecoveryState {
     Recovering = 1,
 }
 
+impl LeaderRecoveryState {
+    /// The state of a KIP-704 code (anything but 1 is recovered, as Kafka reads it).
+    pub fn from_code(code: u8) -> Self {
+        if code == 1 {
+            Self::Recovering
+        } else {
+            Self::Recovered
+        }
+    }
+}
+
 /// A partition's leader, ISR and epochs (Kafka's LeaderAndIsr); `partition_epoch` is the store
 /// version of the state znode.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

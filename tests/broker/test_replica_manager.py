@@ -321,7 +321,7 @@ def test_a_clean_election_of_a_replica_that_lost_committed_records_is_a_violatio
     cluster.run(1)
     [violation] = cluster.ledger.violations
     assert violation == DataLossViolation(T0, 2, 1, 0, 10)
-    assert str(violation) == ("I8: t-0: broker 2 became leader (epoch 1) from the ISR with log end offset 0, "
+    assert str(violation) == ("t-0: broker 2 became leader (epoch 1) from the ISR with log end offset 0, "
                               "below the committed offset 10")
 
 

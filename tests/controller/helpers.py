@@ -262,12 +262,12 @@ def digest(cluster: EmbeddedCluster) -> tuple[str, str]:
 def scripted_run(seed: int) -> EmbeddedCluster:
     """A scenario touching most operations, on a rack-aware 5-broker cluster; returns the stopped
     cluster (its logs stay readable)."""
-    t0, u0, v0 = TopicPartition("t", 0), TopicPartition("u", 1), TopicPartition("v", 0)
+    t0, u1, v0 = TopicPartition("t", 0), TopicPartition("u", 1), TopicPartition("v", 0)
     with EmbeddedCluster(5, racks=["a", "a", "b", "b", "c"], seed=seed) as cluster:
         cluster.create_topic("t", partitions=4, replication_factor=3)
         cluster.create_topic("u", partitions=3, replication_factor=2)
         cluster.create_topic("v", assignment={0: [1, 2, 3]})
-        for tp in (t0, u0):
+        for tp in (t0, u1):
             cluster.produce(tp, 25)
         cluster.advance(3)
         cluster.kill_broker(2)
@@ -275,7 +275,7 @@ def scripted_run(seed: int) -> EmbeddedCluster:
         cluster.reassign({v0: [3, 4, 5]})
         cluster.start_broker(2)
         cluster.run_until_stable()
-        cluster.elect_leaders([t0, u0], "preferred")
+        cluster.elect_leaders([t0, u1], "preferred")
         cluster.shutdown_broker(4)
         cluster.kill_controller()
         cluster.delete_topic("u")

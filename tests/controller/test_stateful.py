@@ -3,11 +3,17 @@
 Hypothesis drives a 5-broker cluster (every broker a controller candidate) through topic creation
 and deletion, broker crashes, restarts and controlled shutdowns, reassignments and cancellations,
 preferred and unclean elections, controller crashes, produced records, passing time and unclean
-election enabled at run time. (Log-directory failures are left out: a restart replaces the failed
-directory with an empty one, and an empty last ISR member is then elected cleanly, losing
-committed records — Kafka's ZooKeeper mode does the same, and I8 rightly flags it.) After every step ``check_invariants()`` must be
-empty and the offline-partition metric must agree with the partition states; at the end every
-broker is restarted and the cluster must settle with the invariants (now including I7) intact.
+election enabled at run time. After every step ``check_invariants()`` must be empty and the metrics
+must agree with the controller's state; at the end every broker is restarted, the cluster settles
+and the invariants (now including I7) must still hold.
+
+Left out, because Kafka 3.0 itself (and kctl, faithfully) does not converge after them:
+- log-directory failures: a restart replaces the failed directory with an empty one, and an empty
+  last ISR member is then elected cleanly, losing committed records (I8 rightly flags it);
+- reusing a topic name: ControllerContext.removeTopic keeps a deleted topic's deletion-ineligibility
+  mark and its reassigning partitions, which a later topic of that name inherits (its deletion
+  never starts); test_deletion covers re-creation on its own;
+- the reassignment requests described in :meth:`ClusterMachine.strands_the_partition`.
 
 Examples: ``KCTL_STATEFUL_EXAMPLES`` if set, else 200 under CI (derandomized, so a CI failure
 reproduces) and fewer locally.
@@ -31,10 +37,8 @@ CI = os.environ.get("CI", "").lower() in ("true", "1")
 EXAMPLES = int(os.environ.get("KCTL_STATEFUL_EXAMPLES", "200" if CI else "100"))
 
 BROKERS = (1, 2, 3, 4, 5)
-TOPICS = ("a", "b", "c")
 MIN_LIVE = 2  # a crash or shutdown never leaves fewer live brokers (candidates) than this
 
-CREATE_ERRORS = {"TOPIC_ALREADY_EXISTS", "INVALID_REPLICATION_FACTOR"}
 DELETE_ERRORS = {"UNKNOWN_TOPIC_OR_PARTITION", "INVALID_TOPIC_EXCEPTION"}
 REASSIGN_RESULTS = {"NONE", "INVALID_REPLICA_ASSIGNMENT", "UNKNOWN_TOPIC_OR_PARTITION", "NO_REASSIGNMENT_IN_PROGRESS"}
 ELECTION_RESULTS = {"NONE", "ELECTION_NOT_NEEDED", "PREFERRED_LEADER_NOT_AVAILABLE", "ELIGIBLE_LEADERS_NOT_AVAILABLE",
@@ -65,12 +69,15 @@ def result_names(results: dict[TopicPartition, object]) -> set[str]:
 class ClusterMachine(RuleBasedStateMachine):
     cluster: EmbeddedCluster
 
-    @initialize(seed=st.integers(0, 2**16))
-    def start(self, seed: int) -> None:
+    @initialize(seed=st.integers(0, 2**16), unclean=st.booleans())
+    def start(self, seed: int, unclean: bool) -> None:
+        """A fresh cluster; in half of the runs nobody ever allows an unclean election (I3)."""
+        self.unclean = unclean
         config = {"leader.imbalance.check.interval.seconds": 30, "leader.imbalance.per.broker.percentage": 20}
         self.cluster = EmbeddedCluster(len(BROKERS), controllers=len(BROKERS), seed=seed, config=config)
         self.cluster.start()
-        self.cluster.create_topic("a", partitions=2, replication_factor=3)
+        self.cluster.create_topic("t0", partitions=2, replication_factor=3)
+        self.created = 1
 
     def teardown(self) -> None:
         cluster = getattr(self, "cluster", None)
@@ -79,6 +86,9 @@ class ClusterMachine(RuleBasedStateMachine):
         try:
             for broker in self.dead():  # every broker up: I7 applies
                 self.restart(broker)
+            # Not asserted: a replica whose StopReplica died with a crashed controller stays behind
+            # as a stray follower (as in Kafka's ZooKeeper mode), and the simulated data plane then
+            # never looks idle.
             cluster.run_until_stable(timeout=300)
             assert_invariants(cluster)
         finally:
@@ -107,39 +117,54 @@ class ClusterMachine(RuleBasedStateMachine):
         )
         self.cluster.start_broker(broker)
 
+    def topics(self) -> list[str]:
+        """The topics in the store (there may be no active controller right now)."""
+        return sorted(self.cluster.store.get_all_topics())
+
     def partitions(self) -> list[TopicPartition]:
-        """Every partition, as stored (there may be no active controller right now)."""
-        store = self.cluster.store
-        topics = store.get_topic_assignments(sorted(store.get_all_topics())).values
-        return sorted(TopicPartition(t, p) for t, assignment in topics.items() for p in assignment.partitions)
+        assignments = self.cluster.store.get_topic_assignments(self.topics()).values
+        return sorted(TopicPartition(t, p) for t, assignment in assignments.items() for p in assignment.partitions)
 
-    def drops_the_leader(self, tp: TopicPartition, target: tuple[int, ...] | None) -> bool:
-        """Whether re-targeting (or cancelling, ``None``) an in-flight reassignment stops the replica
-        that leads the partition — an adding replica that became leader after failures.
+    def controller_caught_up(self) -> None:
+        """Let the active controller process what is queued, so that no election is pending."""
+        self.cluster.run_until(
+            lambda: (c := self.cluster.active_controller) is not None and c.event_manager.is_empty(),
+            what="the controller to process its events",
+        )
 
-        Kafka 3.0 (reference §6.8 U3, §4.3) then leaves the partition without a leader, still
-        OnlinePartition, and only a later broker failure or failover elects one; kctl does the
-        same. Such requests are left out so that the run can converge.
+    def strands_the_partition(self, tp: TopicPartition, target: tuple[int, ...] | None) -> bool:
+        """Whether re-targeting (or cancelling, ``None``) an in-flight reassignment stops the
+        replica that leads the partition, or every ISR member — adding replicas that took over
+        after failures.
+
+        Kafka 3.0 (reference §6.8 U3, §4.3) then leaves the partition leaderless: still
+        OnlinePartition until a later broker failure or failover elects a leader, or with an ISR
+        of removed replicas that no clean election can use. kctl does the same. Such requests are
+        left out so that the run can converge.
         """
         store = self.cluster.store
-        current = store.get_topic_assignments([tp.topic]).values[tp.topic].partitions[tp.partition]
+        read = store.get_topic_assignments([tp.topic]).values.get(tp.topic)
+        current = None if read is None else read.partitions.get(tp.partition)
         state = store.get_partition_states([tp]).values.get(tp)
-        if not current.is_being_reassigned or state is None:
+        if current is None or not current.is_being_reassigned or state is None:
             return False
-        kept = current.reassign_to(current.origin_replicas if target is None else target).replicas
-        return state.leader_and_isr.leader in set(current.replicas) - set(kept)
+        kept = set(current.reassign_to(current.origin_replicas if target is None else target).replicas)
+        leader, isr = state.leader_and_isr.leader, set(state.leader_and_isr.isr)
+        return leader in set(current.replicas) - kept or not isr & kept
 
     # --- Topics ------------------------------------------------------------------------------------
 
-    @rule(name=st.sampled_from(TOPICS), partitions=st.integers(1, 3), replication_factor=st.integers(1, 3))
-    def create_topic(self, name: str, partitions: int, replication_factor: int) -> None:
+    @rule(partitions=st.integers(1, 3), replication_factor=st.integers(1, 3))
+    def create_topic(self, partitions: int, replication_factor: int) -> None:
+        name, self.created = f"t{self.created}", self.created + 1
         try:
             self.cluster.create_topic(name, partitions, replication_factor, wait=False)
         except KctlError as e:
-            assert e.error.name in CREATE_ERRORS, e
+            assert e.error.name == "INVALID_REPLICATION_FACTOR", e  # more than the live brokers
 
-    @rule(name=st.sampled_from(TOPICS))
-    def delete_topic(self, name: str) -> None:
+    @rule(data=st.data())
+    def delete_topic(self, data: st.DataObject) -> None:
+        name = data.draw(st.sampled_from([*self.topics(), "never-created"]), label="topic")
         try:
             self.cluster.delete_topic(name, wait=False)
         except KctlError as e:
@@ -174,7 +199,8 @@ class ClusterMachine(RuleBasedStateMachine):
     @rule(data=st.data(), replicas=st.lists(st.sampled_from(BROKERS), min_size=1, max_size=3, unique=True))
     def reassign(self, data: st.DataObject, replicas: list[int]) -> None:
         tp = data.draw(st.sampled_from(self.partitions()), label="partition")
-        if not self.drops_the_leader(tp, tuple(replicas)):
+        self.controller_caught_up()
+        if not self.strands_the_partition(tp, tuple(replicas)):
             results = self.cluster.reassign({tp: replicas}, wait=False)
             assert result_names(results) <= REASSIGN_RESULTS, results
 
@@ -182,21 +208,25 @@ class ClusterMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def cancel_reassignment(self, data: st.DataObject) -> None:
         tp = data.draw(st.sampled_from(self.partitions()), label="partition")
-        if not self.drops_the_leader(tp, None):
+        self.controller_caught_up()
+        if not self.strands_the_partition(tp, None):
             assert result_names(self.cluster.cancel_reassignment([tp], wait=False)) <= REASSIGN_RESULTS
 
     @precondition(lambda self: bool(self.partitions()))
-    @rule(data=st.data(), kind=st.sampled_from(["preferred", "unclean"]))
-    def elect_leaders(self, data: st.DataObject, kind: str) -> None:
+    @rule(data=st.data())
+    def elect_leaders(self, data: st.DataObject) -> None:
+        kind = data.draw(st.sampled_from(["preferred", "unclean"] if self.unclean else ["preferred"]), label="kind")
         tps = data.draw(st.lists(st.sampled_from(self.partitions()), min_size=1, max_size=3, unique=True))
         assert result_names(self.cluster.elect_leaders(tps, kind, wait=False)) <= ELECTION_RESULTS
 
-    @rule(topic=st.sampled_from([None, *TOPICS]))
-    def enable_unclean_election(self, topic: str | None) -> None:
+    @precondition(lambda self: self.unclean)
+    @rule(data=st.data())
+    def enable_unclean_election(self, data: st.DataObject) -> None:
         """Cluster-wide (a dynamic broker config) or for one topic (a topic config)."""
+        topic = data.draw(st.sampled_from([None, *self.topics()]), label="topic")
         if topic is None:
             self.cluster.update_config({"unclean.leader.election.enable": True})
-        elif topic in self.cluster.store.get_all_topics():
+        else:
             self.cluster.set_topic_config(topic, {"unclean.leader.election.enable": True})
 
     # --- Data and time -----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 
 from kctl.cli import main
 from kctl.cluster import EmbeddedCluster
-from kctl.context import ENGINES
+from kctl.context import DEFAULT_ENGINE, ENGINES
 from kctl.sim.report import use_color
 
 KCTL_SCRIPT = Path(sys.executable).with_name("kctl")
@@ -35,7 +35,7 @@ def progress(out: str) -> list[dict[str, str]]:
 def test_the_demo_walks_through_every_operation_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     status, out = run_demo(capsys)
     assert status == 0
-    assert out.splitlines()[0] == "kctl demo: 4 brokers on 3 racks, topics of 4 partitions, engine reference, seed 0"
+    assert out.splitlines()[0] == f"kctl demo: 4 brokers on 3 racks, topics of 4 partitions, engine {DEFAULT_ENGINE}, seed 0"
     steps = progress(out)
     assert [s["action"] for s in steps] == ACTIONS
     assert [int(s["number"]) for s in steps] == list(range(1, len(ACTIONS) + 1))

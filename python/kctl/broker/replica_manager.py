@@ -161,7 +161,7 @@ class DataLossViolation:
 
     def __str__(self) -> str:
         return (
-            f"I8: {self.tp}: broker {self.broker_id} became leader (epoch {self.leader_epoch}) from the ISR "
+            f"{self.tp}: broker {self.broker_id} became leader (epoch {self.leader_epoch}) from the ISR "
             f"with log end offset {self.log_end_offset}, below the committed offset {self.committed_offset}"
         )
 

@@ -3,11 +3,11 @@ class turns what it sent into request objects and delivers them through the chan
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from kctl.errors import IllegalStateError
-from kctl.model import LeaderIsrAndControllerEpoch, LeaderRecoveryState, ReplicaAssignment, TopicPartition
+from kctl.model import LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
 from kctl.native.context import RustContext, assignment_tuple, lice_tuple, native_set
 from kctl.requests import (
     ControllerBrokerRequestBatch,
@@ -15,27 +15,11 @@ from kctl.requests import (
     PendingRequests,
     SentRequest,
     StopReplicaPartitionState,
-    UpdateMetadataPartitionState,
 )
 from kctl.statechange import StateChangeLogger
 
-
-def leader_and_isr_state(t: Sequence[Any]) -> LeaderAndIsrPartitionState:
-    topic, partition, ce, leader, le, isr, pe, replicas, adding, removing, is_new, recovery = t
-    return LeaderAndIsrPartitionState(
-        topic, partition, ce, leader, le, tuple(isr), pe, tuple(replicas), tuple(adding), tuple(removing),
-        is_new, LeaderRecoveryState(recovery),
-    )
-
-
-def update_metadata_state(t: Sequence[Any]) -> UpdateMetadataPartitionState:
-    topic, partition, ce, leader, le, isr, pe, replicas, offline = t
-    return UpdateMetadataPartitionState(topic, partition, ce, leader, le, tuple(isr), pe, tuple(replicas), tuple(offline))
-
-
-def stop_replica_state(t: Sequence[Any]) -> StopReplicaPartitionState:
-    topic, partition, leader_epoch, delete = t
-    return StopReplicaPartitionState(topic, partition, leader_epoch, delete)
+if TYPE_CHECKING:
+    from kctl._engine import _RawRequest
 
 
 def emit(machine: StateChangeLogger, batch: StateChangeLogger, lines: Iterable[tuple[int, bool, str]]) -> None:
@@ -89,12 +73,10 @@ class RustRequestBatch(ControllerBrokerRequestBatch):
         stop_replica: dict[int, dict[TopicPartition, StopReplicaPartitionState]] = {}
         for kind, broker, _, states, _, _ in per_broker:
             if kind == "LeaderAndIsr":
-                leader_and_isr[broker] = {s.tp: s for s in map(leader_and_isr_state, states)}
+                leader_and_isr[broker] = {s.tp: s for s in states}
             else:
-                stop_replica[broker] = {s.tp: s for s in map(stop_replica_state, states)}
-        return PendingRequests(
-            leader_and_isr, stop_replica, set(um_brokers), {s.tp: s for s in map(update_metadata_state, um[3])}
-        )
+                stop_replica[broker] = {s.tp: s for s in states}
+        return PendingRequests(leader_and_isr, stop_replica, set(um_brokers), {s.tp: s for s in um[3]})
 
     def send_requests_to_brokers(self, controller_epoch: int) -> list[SentRequest]:
         lines, raw = self.context.native.batch_send(
@@ -103,7 +85,7 @@ class RustRequestBatch(ControllerBrokerRequestBatch):
         emit(self.state_change_logger, self.state_change_logger, lines)
         return self.deliver_raw(controller_epoch, raw)
 
-    def deliver_raw(self, controller_epoch: int, raw: Iterable[Sequence[Any]]) -> list[SentRequest]:
+    def deliver_raw(self, controller_epoch: int, raw: Iterable[_RawRequest]) -> list[SentRequest]:
         """Build and deliver the requests the engine sent, in its order (a failing channel is an
         IllegalStateError, as in the reference)."""
         try:
@@ -111,18 +93,17 @@ class RustRequestBatch(ControllerBrokerRequestBatch):
         except Exception as e:
             raise IllegalStateError(f"failed to send controller requests: {e}") from e
 
-    def _deliver_all(self, controller_epoch: int, raw: Iterable[Sequence[Any]]) -> list[SentRequest]:
+    def _deliver_all(self, controller_epoch: int, raw: Iterable[_RawRequest]) -> list[SentRequest]:
         sent: list[SentRequest] = []
         pending_metadata: list[int] = []  # consecutive UpdateMetadata requests share one payload
         metadata_states: Any = None
 
         def flush_metadata() -> None:
             if pending_metadata:
-                states = tuple(map(update_metadata_state, metadata_states))
-                self._deliver_update_metadata(sent, controller_epoch, list(pending_metadata), states)
+                self._deliver_update_metadata(sent, controller_epoch, list(pending_metadata), metadata_states)
                 pending_metadata.clear()
 
-        for kind, broker, _, states, _, delete in raw:
+        for kind, broker, _, states, live_leaders, delete in raw:
             if kind == "UpdateMetadata":
                 if pending_metadata and states is not metadata_states:
                     flush_metadata()
@@ -131,8 +112,8 @@ class RustRequestBatch(ControllerBrokerRequestBatch):
                 continue
             flush_metadata()
             if kind == "LeaderAndIsr":
-                self._deliver_leader_and_isr(sent, controller_epoch, broker, tuple(map(leader_and_isr_state, states)))
+                self._deliver_leader_and_isr(sent, controller_epoch, broker, states, live_leaders)
             else:
-                self._deliver_stop_replica(sent, controller_epoch, broker, delete, tuple(map(stop_replica_state, states)))
+                self._deliver_stop_replica(sent, controller_epoch, broker, delete, states)
         flush_metadata()
         return sent

@@ -149,7 +149,8 @@ class ReferenceRequestBatch(ControllerBrokerRequestBatch):
                 f"Sending LeaderAndIsr request to broker {broker} with {become_leaders} become-leader "
                 f"and {len(states) - become_leaders} become-follower partitions"
             )
-            self._deliver_leader_and_isr(sent, controller_epoch, broker, tuple(states.values()))
+            payload = tuple(states.values())
+            self._deliver_leader_and_isr(sent, controller_epoch, broker, payload, sorted({s.leader for s in payload}))
         self._leader_and_isr.clear()
 
     def _send_update_metadata(self, controller_epoch: int, sent: list[SentRequest]) -> None:

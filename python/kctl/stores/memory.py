@@ -7,10 +7,12 @@ nodes owned by sessions, persistent-sequential children and all-or-nothing trans
 so that a simulated cluster exercises the same fencing, conditional writes, broker epochs and
 watch-driven events as one running on ZooKeeper.
 
-Znodes hold Python objects instead of JSON (a state znode holds a ``LeaderIsrAndControllerEpoch``,
-a topic znode a ``TopicAssignment``); reads check their type, so data planted with
-:meth:`MemoryTree.set_raw` surfaces as :class:`~kctl.errors.CorruptDataError` exactly where a
-ZooKeeper store would fail to decode JSON.
+Znodes hold Python objects instead of JSON (a topic znode holds a ``TopicAssignment``); reads
+check their type, so data planted with :meth:`MemoryTree.set_raw` surfaces as
+:class:`~kctl.errors.CorruptDataError` exactly where a ZooKeeper store would fail to decode JSON.
+Partition-state znodes, the bulk of the tree, live in a native table (``kctl._engine.StateTable``)
+with the same versions and zxids, so that the native engine reads and writes them without a Python
+object per partition; :class:`Transaction` routes their paths there.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
+from kctl._engine import StateTable
 from kctl.errors import (
     BadVersionError,
     ControllerMovedError,
@@ -48,6 +51,7 @@ from kctl.model import (
     BrokerInfo,
     LeaderAndIsr,
     LeaderIsrAndControllerEpoch,
+    LeaderRecoveryState,
     ReplicaAssignment,
     TopicPartition,
     validate_topic_name,
@@ -138,59 +142,67 @@ _NO_ASSIGNMENT = ReplicaAssignment(())
 
 
 class _History:
-    """Rows of :class:`PartitionSnapshot`, fed with every committed write of topic and state znodes."""
+    """Assignment rows of every committed topic-znode write; the state table keeps the state rows.
 
-    def __init__(self) -> None:
-        self.rows: dict[TopicPartition, list[PartitionSnapshot]] = {}
+    Both draw sequence numbers from the table, so :meth:`MemoryTree.partition_history` merges them
+    in write order.
+    """
+
+    def __init__(self, states: StateTable) -> None:
+        self._states = states
+        self.rows: dict[TopicPartition, list[tuple[int, ReplicaAssignment]]] = {}
         self._assignments: dict[str, Mapping[int, ReplicaAssignment]] = {}
-        self._states: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
 
-    def record(self, written: list[tuple[str, object]]) -> None:
-        for path, data in written:
+    def record(self, written: list[tuple[int, str, object]]) -> None:
+        for seq, path, data in written:
             target = _keyed_node(path)
-            if target is None:
-                continue
-            kind, key = target
-            if kind is WatchKind.TOPIC and isinstance(key, str):
-                self._topic_written(key, data)
-            elif kind is WatchKind.PARTITION_STATE and isinstance(key, TopicPartition):
-                self._state_written(key, data)
+            if target is not None and target[0] is WatchKind.TOPIC and isinstance(target[1], str):
+                self._topic_written(seq, target[1], data)
 
-    def _topic_written(self, topic: str, data: object) -> None:
+    def _topic_written(self, seq: int, topic: str, data: object) -> None:
         if data is _DELETED:  # a re-created topic starts a history of its own
             for partition in self._assignments.pop(topic, {}):
                 self.rows.pop(TopicPartition(topic, partition), None)
+            self._states.forget_history(topic)
         elif isinstance(data, TopicAssignment):
             previous = self._assignments.get(topic, {})
             for partition, assignment in data.partitions.items():
                 if previous.get(partition) != assignment:
-                    tp = TopicPartition(topic, partition)
-                    self._append(tp, assignment, self._states.get(tp))
+                    self.rows.setdefault(TopicPartition(topic, partition), []).append((seq, assignment))
             self._assignments[topic] = data.partitions
 
-    def _state_written(self, tp: TopicPartition, data: object) -> None:
-        if data is _DELETED:
-            self._states.pop(tp, None)
-        elif isinstance(data, LeaderIsrAndControllerEpoch):
-            self._states[tp] = data
-            self._append(tp, self._assignments.get(tp.topic, {}).get(tp.partition), data)
-
-    def _append(
-        self, tp: TopicPartition, assignment: ReplicaAssignment | None, written: LeaderIsrAndControllerEpoch | None
-    ) -> None:
-        state = None if written is None else written.leader_and_isr
-        replicas = assignment if assignment is not None else _NO_ASSIGNMENT
-        self.rows.setdefault(tp, []).append(
-            PartitionSnapshot(
-                replicas.replicas,
-                replicas.adding_replicas,
-                replicas.removing_replicas,
-                NO_LEADER if state is None else state.leader,
-                -1 if state is None else state.leader_epoch,
-                () if state is None else state.isr,
-                -1 if written is None else written.controller_epoch,
-            )
+    def snapshots(self, tp: TopicPartition) -> list[PartitionSnapshot]:
+        """Assignment and state rows merged by sequence: each row shows the latest of the other."""
+        states = self._states.history(tp.topic, tp.partition) or []
+        rows = sorted(
+            [(seq, assignment, None) for seq, assignment in self.rows.get(tp, ())]
+            + [(seq, None, state) for seq, state in states],
+            key=lambda row: row[0],
         )
+        snapshots = []
+        assignment: ReplicaAssignment = _NO_ASSIGNMENT
+        written: LeaderIsrAndControllerEpoch | None = None
+        for _, new_assignment, state in rows:
+            if new_assignment is not None:
+                assignment = new_assignment
+            elif state is None:  # the state znode was deleted
+                written = None
+                continue
+            else:
+                written = _state_of(state)
+            lai = None if written is None else written.leader_and_isr
+            snapshots.append(
+                PartitionSnapshot(
+                    assignment.replicas,
+                    assignment.adding_replicas,
+                    assignment.removing_replicas,
+                    NO_LEADER if lai is None else lai.leader,
+                    -1 if lai is None else lai.leader_epoch,
+                    () if lai is None else lai.isr,
+                    -1 if written is None else written.controller_epoch,
+                )
+            )
+        return snapshots
 
 
 class MemoryTree:
@@ -209,7 +221,11 @@ class MemoryTree:
         self._nodes: dict[str, _Node] = {"/": _Node(None, 0, 0)}
         self._zxid = 0
         self._rng = rng if rng is not None else random.Random()
-        self._history = _History() if record_history else None
+        self._states = StateTable(record_history)
+        self._corrupt_states: dict[str, object] = {}
+        """What state znodes holding something other than a partition state hold (their slot in the
+        table is marked corrupt)."""
+        self._history = _History(self._states) if record_history else None
         self._sessions: dict[int, Session] = {}
         self._session_ids = itertools.count(1)
         self._pending: deque[_Delivery] = deque()
@@ -231,9 +247,8 @@ class MemoryTree:
         the next zxid (if it wrote anything) and watchers are notified after the lock is released.
         """
         with self._lock:
-            if session is not None and session.ended:
-                reconnect = "; reconnect() opens a new session" if session.ended == "expired" else ""
-                raise StoreUnavailableError(f"session {session.id:#x} has {session.ended}{reconnect}")
+            if session is not None:
+                _check_live(session)
             txn = Transaction(self, session)
             try:
                 yield txn
@@ -258,7 +273,43 @@ class MemoryTree:
                 "partition history is not recorded: create the tree with MemoryTree(record_history=True)"
             )
         with self._lock:
-            return list(self._history.rows.get(tp, ()))
+            return self._history.snapshots(tp)
+
+    # --- The native engine's access to the state table -----------------------------------------
+
+    def native_begin(self, session: Session) -> tuple[StateTable, int, int, bool]:
+        """Lock the tree for one bulk operation of the native engine on the state table.
+
+        Returns the table, the version of ``/controller_epoch`` (-1 when absent) for fencing, the
+        zxid the operation commits with, and whether any session watches partition states. Every
+        call must be followed by :meth:`native_end`.
+        """
+        self._lock.acquire()
+        try:
+            _check_live(session)
+        except StoreUnavailableError:
+            self._lock.release()
+            raise
+        epoch = self._nodes.get(paths.CONTROLLER_EPOCH)
+        watched = any(
+            kind is WatchKind.PARTITION_STATE
+            for s in self._sessions.values()
+            if s.listeners
+            for kind, _ in s.watches
+        )
+        return self._states, -1 if epoch is None else epoch.version, self._zxid + 1, watched
+
+    def native_end(self, wrote: bool, written: Sequence[tuple[str, int]] = ()) -> None:
+        """Commit the operation begun with :meth:`native_begin` (``written``: the partitions whose
+        state changed, given only when they are watched) and deliver the watch events."""
+        try:
+            if wrote:
+                self._zxid += 1
+                changed = [paths.partition_state(TopicPartition(t, p)) for t, p in written]
+                self._route(changed, [ChangeType.DATA_CHANGED] * len(changed))
+        finally:
+            self._lock.release()
+        self._drain()
 
     # --- Sessions --------------------------------------------------------------------------------
 
@@ -365,6 +416,24 @@ class _Deleted(NamedTuple):
     owner: Session | None
 
 
+_StateRow = tuple[int, Sequence[int], int, int, int, int]
+_Slot = tuple[_StateRow | None, int, int, int]
+"""A state-table slot: (state row or None when corrupt, version, czxid, mzxid)."""
+_ABSENT = object()
+
+
+class _StateWritten(NamedTuple):
+    """A write to the state table: what to put back (slot, corrupt data) and the history row to drop."""
+
+    path: str
+    key: tuple[str, int]
+    previous: _Slot | None
+    corrupt: object
+    parent: _Node
+    seq: int
+
+
+
 class Transaction:
     """The operations of one :meth:`MemoryTree.transaction`: ZooKeeper's check/create/set/delete.
 
@@ -377,27 +446,45 @@ class Transaction:
     def __init__(self, tree: MemoryTree, session: Session | None) -> None:
         self._tree = tree
         self._nodes = tree._nodes
+        self._states = tree._states
         self._session = session
         self.zxid = tree._zxid + 1
         """The zxid this transaction commits with (the czxid of the nodes it creates)."""
-        self._undo: list[_Created | _Changed | _Deleted] = []
+        self._undo: list[_Created | _Changed | _Deleted | _StateWritten] = []
         self._changed_paths: list[str] = []
         self._changes: list[ChangeType] = []
         self._recording = tree._history is not None
-        self._written: list[tuple[str, object]] = []
+        self._written: list[tuple[int, str, object]] = []
 
     def get(self, path: str) -> tuple[object, Stat] | None:
         """The node's data and stat, or None when it does not exist."""
+        key = _state_key(path)
+        if key is not None:
+            slot = self._states.get(*key)
+            if slot is None:
+                return None
+            row, version, czxid, mzxid = slot
+            data = self._tree._corrupt_states.get(path) if row is None else _state_of(row)
+            return data, Stat(version, czxid, mzxid, 0)
         node = self._nodes.get(path)
         return None if node is None else (node.data, node.stat())
 
+    def exists(self, path: str) -> bool:
+        key = _state_key(path)
+        return path in self._nodes if key is None else self._states.get(*key) is not None
+
     def children(self, path: str) -> list[str]:
         """The names of the node's children, sorted."""
+        if _state_key(path) is not None and self.exists(path):
+            return []  # state znodes have no children
         return sorted(self._node(path).children)
 
     def check(self, path: str, version: int) -> None:
         """Require the node to exist at ``version``."""
-        self._check_version(path, self._node(path), version)
+        found = self.get(path)
+        if found is None:
+            raise NoNodeError(f"{path} does not exist", path)
+        self._check_version(path, found[1].version, version)
 
     def create(
         self, path: str, data: object = None, *, ephemeral: bool = False, sequential: bool = False
@@ -414,10 +501,19 @@ class Transaction:
         if sequential:
             name = paths.sequence_name(name, parent.sequence)
             path = _join(parent_path, name)
-        if path in self._nodes:
+        if self.exists(path):
             raise NodeExistsError(f"{path} already exists", path)
         if ephemeral and self._session is None:
             raise StoreError(f"cannot create ephemeral {path} outside a session", path)
+        key = _state_key(path)
+        if key is not None:
+            if ephemeral:
+                raise StoreError(f"cannot create {path}: partition-state znodes are persistent here", path)
+            row = self._state_row(path, data)
+            _, seq = self._states.create(key[0], key[1], row, self.zxid)
+            parent.children.add(name)
+            self._wrote(_StateWritten(path, key, None, _ABSENT, parent, seq), path, data, ChangeType.CREATED, parent_path)
+            return path
         owner = self._session if ephemeral else None
         self._nodes[path] = _Node(data, self.zxid, owner.id if owner else 0)
         parent.children.add(name)
@@ -431,8 +527,18 @@ class Transaction:
 
     def set(self, path: str, data: object, version: int = MATCH_ANY_VERSION) -> int:
         """Replace the node's data, conditional on ``version`` unless -1; returns the new version."""
+        key = _state_key(path)
+        if key is not None:
+            previous = self._slot(path, key)
+            self._check_version(path, previous[1], version)
+            corrupt = self._tree._corrupt_states.get(path, _ABSENT)
+            row = self._state_row(path, data)
+            _, new_version, seq = self._states.set(key[0], key[1], row, MATCH_ANY_VERSION, self.zxid)
+            parent = self._nodes[_split(path)[0]]
+            self._wrote(_StateWritten(path, key, previous, corrupt, parent, seq), path, data, ChangeType.DATA_CHANGED)
+            return new_version
         node = self._node(path)
-        self._check_version(path, node, version)
+        self._check_version(path, node.version, version)
         undo = _Changed(node, node.data, node.version, node.mzxid)
         node.data, node.version, node.mzxid = data, node.version + 1, self.zxid
         self._wrote(undo, path, data, ChangeType.DATA_CHANGED)
@@ -440,11 +546,22 @@ class Transaction:
 
     def delete(self, path: str, version: int = MATCH_ANY_VERSION) -> None:
         """Delete a childless node, conditional on ``version`` unless -1."""
+        parent_path, name = _split(path)
+        key = _state_key(path)
+        if key is not None:
+            previous = self._slot(path, key)
+            self._check_version(path, previous[1], version)
+            corrupt = self._tree._corrupt_states.pop(path, _ABSENT)
+            deleted = self._states.delete(*key)
+            seq = 0 if deleted is None else deleted[1]
+            parent = self._nodes[parent_path]
+            parent.children.discard(name)
+            self._wrote(_StateWritten(path, key, previous, corrupt, parent, seq), path, _DELETED, ChangeType.DELETED, parent_path)
+            return
         node = self._node(path)
-        self._check_version(path, node, version)
+        self._check_version(path, node.version, version)
         if node.children:
             raise StoreError(f"cannot delete {path}: it has children", path)
-        parent_path, name = _split(path)
         parent = self._nodes[parent_path]
         owner = self._tree._sessions.get(node.ephemeral_owner)
         del self._nodes[path]
@@ -456,20 +573,22 @@ class Transaction:
 
     def delete_recursive(self, path: str) -> None:
         """Delete the node and its descendants, children first; a missing node is fine."""
-        if path not in self._nodes:
+        if not self.exists(path):
             return
         preorder, stack = [], [path]
         while stack:
             current = stack.pop()
             preorder.append(current)
-            stack.extend(_join(current, child) for child in self._nodes[current].children)
+            node = self._nodes.get(current)  # None for a state znode, which has no children
+            if node is not None:
+                stack.extend(_join(current, child) for child in node.children)
         for current in reversed(preorder):
             self.delete(current)
 
     def ensure_path(self, path: str, data: object = None) -> None:
         """Create the node with ``data`` if absent, and its missing ancestors without data."""
         missing = []
-        while path not in self._nodes:
+        while not self.exists(path):
             missing.append(path)
             path = _split(path)[0]
         for i, current in enumerate(reversed(missing)):
@@ -492,6 +611,16 @@ class Transaction:
                     parent.children.add(name)
                     if owner:
                         owner.ephemerals.add(path)
+                case _StateWritten(path, (topic, partition), previous, corrupt, parent, seq):
+                    self._states.restore(topic, partition, previous, seq)
+                    if corrupt is _ABSENT:
+                        self._tree._corrupt_states.pop(path, None)
+                    else:
+                        self._tree._corrupt_states[path] = corrupt
+                    if previous is None:
+                        parent.children.discard(_split(path)[1])
+                    else:
+                        parent.children.add(_split(path)[1])
 
     def _commit(self) -> None:
         if not self._undo:
@@ -508,14 +637,29 @@ class Transaction:
             raise NoNodeError(f"{path} does not exist", path)
         return node
 
+    def _slot(self, path: str, key: tuple[str, int]) -> _Slot:
+        slot: _Slot | None = self._states.get(*key)
+        if slot is None:
+            raise NoNodeError(f"{path} does not exist", path)
+        return slot
+
+    def _state_row(self, path: str, data: object) -> _StateRow | None:
+        """The table's row for ``data``; anything but a well-formed state is kept aside as corrupt."""
+        row = _row_of(data)
+        if row is None:
+            self._tree._corrupt_states[path] = data
+        else:
+            self._tree._corrupt_states.pop(path, None)
+        return row
+
     @staticmethod
-    def _check_version(path: str, node: _Node, version: int) -> None:
-        if version != MATCH_ANY_VERSION and node.version != version:
-            raise BadVersionError(f"{path} is at version {node.version}, not {version}", path)
+    def _check_version(path: str, current: int, version: int) -> None:
+        if version != MATCH_ANY_VERSION and current != version:
+            raise BadVersionError(f"{path} is at version {current}, not {version}", path)
 
     def _wrote(
         self,
-        undo: _Created | _Changed | _Deleted,
+        undo: _Created | _Changed | _Deleted | _StateWritten,
         path: str,
         data: object,
         change: ChangeType,
@@ -527,8 +671,50 @@ class Transaction:
         if parent is not None:
             self._changed_paths.append(parent)
             self._changes.append(ChangeType.CHILDREN_CHANGED)
-        if self._recording:
-            self._written.append((path, data))
+        if self._recording and not isinstance(undo, _StateWritten):  # the table keeps state rows
+            self._written.append((self._states.next_seq(), path, data))
+
+
+def _check_live(session: Session) -> None:
+    if session.ended:
+        reconnect = "; reconnect() opens a new session" if session.ended == "expired" else ""
+        raise StoreUnavailableError(f"session {session.id:#x} has {session.ended}{reconnect}")
+
+
+def _state_key(path: str) -> tuple[str, int] | None:
+    """``(topic, partition)`` when ``path`` is a partition-state znode (kept in the state table)."""
+    if not path.endswith("/state"):
+        return None
+    parts = path.split("/")
+    if len(parts) != 7 or parts[1:3] != ["brokers", "topics"] or parts[4] != "partitions":
+        return None
+    partition = parts[5]
+    if not (partition.isascii() and partition.isdigit()) or (partition[0] == "0" and partition != "0"):
+        return None
+    return parts[3], int(partition)
+
+
+def _row_of(data: object) -> _StateRow | None:
+    """A partition state as the table stores it; None for anything else."""
+    if not isinstance(data, LeaderIsrAndControllerEpoch):
+        return None
+    lai = data.leader_and_isr
+    if not (isinstance(lai, LeaderAndIsr) and isinstance(lai.leader_recovery_state, LeaderRecoveryState)):
+        return None
+    fields = (lai.leader, lai.leader_epoch, lai.partition_epoch, data.controller_epoch, *lai.isr)
+    if not all(type(v) is int and _INT32_MIN <= v <= _INT32_MAX for v in fields):
+        return None
+    recovery = int(lai.leader_recovery_state)
+    return lai.leader, lai.isr, lai.leader_epoch, lai.partition_epoch, recovery, data.controller_epoch
+
+
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+
+def _state_of(row: _StateRow) -> LeaderIsrAndControllerEpoch:
+    leader, isr, leader_epoch, partition_epoch, recovery, controller_epoch = row
+    lai = LeaderAndIsr(leader, tuple(isr), leader_epoch, partition_epoch, LeaderRecoveryState(recovery))
+    return LeaderIsrAndControllerEpoch(lai, controller_epoch)
 
 
 def _split(path: str) -> tuple[str, str]:
@@ -1000,6 +1186,16 @@ class MemoryStore:
         self, names: Iterable[str], expected_controller_epoch_version: int
     ) -> None:
         self._delete_paths(map(paths.log_dir_event_notification, names), expected_controller_epoch_version)
+
+    # --- The native engine's fast path ----------------------------------------------------------
+
+    def native_begin(self) -> tuple[StateTable, int, int, bool]:
+        """See :meth:`MemoryTree.native_begin` (the native engine detects this method)."""
+        return self._tree.native_begin(self._session)
+
+    def native_end(self, wrote: bool, written: Sequence[tuple[str, int]] = ()) -> None:
+        """See :meth:`MemoryTree.native_end`."""
+        self._tree.native_end(wrote, written)
 
     # --- Inspection ----------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ static LEADER_AND_ISR: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static LICE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static RECOVERY_STATE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
-fn cached<'py>(
+pub fn cached<'py>(
     py: Python<'py>,
     cell: &'static PyOnceLock<Py<PyAny>>,
     module: &str,
@@ -67,12 +67,38 @@ pub fn leader_and_isr_from_py(obj: &Bound<'_, PyAny>) -> PyResult<LeaderAndIsr> 
         isr: obj.getattr("isr")?.extract::<Vec<BrokerId>>()?,
         leader_epoch: obj.getattr("leader_epoch")?.extract()?,
         partition_epoch: obj.getattr("partition_epoch")?.extract()?,
-        recovery: if recovery == 1 {
-            LeaderRecoveryState::Recovering
-        } else {
-            LeaderRecoveryState::Recovered
-        },
+        recovery: LeaderRecoveryState::from_code(recovery),
     })
+}
+
+/// A partition state as a plain tuple: `(leader, isr, leader_epoch, partition_epoch, recovery,
+/// controller_epoch)`, cheaper to cross the boundary than kctl's dataclasses.
+pub type LiceTuple = (BrokerId, Vec<BrokerId>, i32, i32, u8, i32);
+
+pub fn lice_from_tuple(t: LiceTuple) -> LeaderIsrAndControllerEpoch {
+    let (leader, isr, leader_epoch, partition_epoch, recovery, controller_epoch) = t;
+    LeaderIsrAndControllerEpoch {
+        leader_and_isr: LeaderAndIsr {
+            leader,
+            isr,
+            leader_epoch,
+            partition_epoch,
+            recovery: LeaderRecoveryState::from_code(recovery),
+        },
+        controller_epoch,
+    }
+}
+
+pub fn lice_to_tuple(l: &LeaderIsrAndControllerEpoch) -> LiceTuple {
+    let lai = &l.leader_and_isr;
+    (
+        lai.leader,
+        lai.isr.clone(),
+        lai.leader_epoch,
+        lai.partition_epoch,
+        lai.recovery as u8,
+        l.controller_epoch,
+    )
 }
 
 pub fn lice_from_py(obj: &Bound<'_, PyAny>) -> PyResult<LeaderIsrAndControllerEpoch> {

@@ -3,26 +3,27 @@
 //! API. Partition and replica sets travel as opaque [`Parts`] / [`Replicas`] handles (or as lists of
 //! `(topic, partition[, broker])` when they come from Python); results as [`Outcomes`].
 
+use std::sync::Arc;
+
 use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::context::{Context, Part, Replica};
 use crate::election::Strategy;
-use crate::model::{
-    BrokerId, LeaderAndIsr, LeaderIsrAndControllerEpoch, LeaderRecoveryState, PartitionState,
-    ReplicaAssignment, ReplicaState,
+use crate::model::{BrokerId, PartitionState, ReplicaAssignment, ReplicaState};
+use crate::py::convert::{
+    failure_to_err, failure_to_py, leader_and_isr_to_py, lice_from_tuple, lice_to_tuple, LiceTuple,
 };
-use crate::py::convert::{failure_to_err, failure_to_py, leader_and_isr_to_py};
+use crate::py::payload::{Entries, PartitionStates};
 use crate::py::selector::PySelector;
 use crate::py::sets::{Outcome, Outcomes, Parts, Replicas};
-use crate::py::store::PyStore;
+use crate::py::store::{NativeMemory, PyStore};
 use crate::requests::{RequestBatch, Sent, UpdateMetadataEntry};
 use crate::statemachine::{KafkaSelector, Level, Log, Machine, Selector};
+use crate::store::Store;
 
 type Tp = (String, i32);
-/// `(leader, isr, leader_epoch, partition_epoch, recovery, controller_epoch)`.
-type LiceTuple = (BrokerId, Vec<BrokerId>, i32, i32, u8, i32);
 /// `(replicas, adding, removing)`.
 type AssignmentTuple = (Vec<BrokerId>, Vec<BrokerId>, Vec<BrokerId>);
 /// `(topic, partition, broker)`.
@@ -49,36 +50,6 @@ pub struct CallOptions {
 pub struct Engine {
     ctx: Context,
     batches: Vec<RequestBatch>,
-}
-
-fn lice_from_tuple(t: &LiceTuple) -> LeaderIsrAndControllerEpoch {
-    let (leader, isr, leader_epoch, partition_epoch, recovery, controller_epoch) = t.clone();
-    LeaderIsrAndControllerEpoch {
-        leader_and_isr: LeaderAndIsr {
-            leader,
-            isr,
-            leader_epoch,
-            partition_epoch,
-            recovery: if recovery == 1 {
-                LeaderRecoveryState::Recovering
-            } else {
-                LeaderRecoveryState::Recovered
-            },
-        },
-        controller_epoch,
-    }
-}
-
-fn lice_to_tuple(l: &LeaderIsrAndControllerEpoch) -> LiceTuple {
-    let lai = &l.leader_and_isr;
-    (
-        lai.leader,
-        lai.isr.clone(),
-        lai.leader_epoch,
-        lai.partition_epoch,
-        lai.recovery as u8,
-        l.controller_epoch,
-    )
 }
 
 fn assignment_from_tuple(t: AssignmentTuple) -> ReplicaAssignment {
@@ -196,9 +167,17 @@ impl Engine {
         if slot >= self.batches.len() {
             return Err(PyKeyError::new_err(format!("no request batch {slot}")));
         }
-        let mut store = PyStore {
+        let inner = PyStore {
             py,
             store: store.clone(),
+        };
+        let (mut native, mut plain);
+        let store: &mut dyn Store = if NativeMemory::supports(store) {
+            native = NativeMemory { inner };
+            &mut native
+        } else {
+            plain = inner;
+            &mut plain
         };
         let mut log = Log {
             lines: Vec::new(),
@@ -211,7 +190,7 @@ impl Engine {
             controller_id: options.controller_id,
             ctx: &mut self.ctx,
             batch: &mut self.batches[slot],
-            store: &mut store,
+            store,
             log: &mut log,
             sent: &mut sent,
             stop_replica_version: options.stop_replica_version,
@@ -233,10 +212,12 @@ impl Engine {
             .ok_or_else(|| PyKeyError::new_err(format!("no request batch {slot}")))
     }
 
-    fn sent_to_py<'py>(&self, py: Python<'py>, sent: &[Sent]) -> PyResult<Bound<'py, PyList>> {
+    /// The sent requests as `(kind, broker, broker epoch, states, live leaders, delete)` tuples,
+    /// their states lazy [`PartitionStates`] (an UpdateMetadata payload shared by many brokers is
+    /// one object).
+    fn sent_to_py<'py>(&self, py: Python<'py>, sent: Vec<Sent>) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
-        // One UpdateMetadata payload goes to every target broker: convert it once and share it.
-        let mut shared: Vec<(*const Vec<UpdateMetadataEntry>, Py<PyList>)> = Vec::new();
+        let mut shared: Vec<(*const Vec<UpdateMetadataEntry>, Py<PartitionStates>)> = Vec::new();
         for s in sent {
             let item = match s {
                 Sent::LeaderAndIsr {
@@ -245,30 +226,13 @@ impl Engine {
                     entries,
                     live_leaders,
                 } => {
-                    let states = PyList::empty(py);
-                    for e in entries {
-                        let (topic, partition) = self.tp(e.part);
-                        states.append((
-                            topic,
-                            partition,
-                            e.controller_epoch,
-                            e.leader,
-                            e.leader_epoch,
-                            e.isr.to_vec(),
-                            e.partition_epoch,
-                            e.replicas.to_vec(),
-                            e.adding.to_vec(),
-                            e.removing.to_vec(),
-                            e.is_new,
-                            e.recovery as u8,
-                        ))?;
-                    }
+                    let states = PartitionStates::new(&self.ctx, Entries::LeaderAndIsr(entries));
                     (
                         "LeaderAndIsr",
-                        *broker,
-                        *broker_epoch,
+                        broker,
+                        broker_epoch,
                         states,
-                        live_leaders.clone(),
+                        live_leaders,
                         false,
                     )
                         .into_pyobject(py)?
@@ -279,36 +243,25 @@ impl Engine {
                     broker_epoch,
                     entries,
                 } => {
-                    let key = std::sync::Arc::as_ptr(entries);
+                    let key = Arc::as_ptr(&entries);
                     let states = match shared.iter().find(|(k, _)| *k == key) {
-                        Some((_, list)) => list.clone_ref(py),
+                        Some((_, states)) => states.clone_ref(py),
                         None => {
-                            let list = PyList::empty(py);
-                            for e in entries.iter() {
-                                let (topic, partition) = self.tp(e.part);
-                                list.append((
-                                    topic,
-                                    partition,
-                                    e.controller_epoch,
-                                    e.leader,
-                                    e.leader_epoch,
-                                    e.isr.to_vec(),
-                                    e.partition_epoch,
-                                    e.replicas.to_vec(),
-                                    e.offline_replicas.to_vec(),
-                                ))?;
-                            }
-                            let list = list.unbind();
-                            shared.push((key, list.clone_ref(py)));
-                            list
+                            let states = Py::new(
+                                py,
+                                PartitionStates::new(&self.ctx, Entries::UpdateMetadata(entries)),
+                            )?;
+                            shared.push((key, states.clone_ref(py)));
+                            states
                         }
                     };
+                    let no_leaders = Vec::<BrokerId>::new();
                     (
                         "UpdateMetadata",
-                        *broker,
-                        *broker_epoch,
+                        broker,
+                        broker_epoch,
                         states,
-                        Vec::<BrokerId>::new(),
+                        no_leaders,
                         false,
                     )
                         .into_pyobject(py)?
@@ -320,18 +273,15 @@ impl Engine {
                     delete_partitions,
                     entries,
                 } => {
-                    let states = PyList::empty(py);
-                    for e in entries {
-                        let (topic, partition) = self.tp(e.part);
-                        states.append((topic, partition, e.leader_epoch, e.delete))?;
-                    }
+                    let states = PartitionStates::new(&self.ctx, Entries::StopReplica(entries));
+                    let no_leaders = Vec::<BrokerId>::new();
                     (
                         "StopReplica",
-                        *broker,
-                        *broker_epoch,
+                        broker,
+                        broker_epoch,
                         states,
-                        Vec::<BrokerId>::new(),
-                        *delete_partitions,
+                        no_leaders,
+                        delete_partitions,
                     )
                         .into_pyobject(py)?
                         .into_any()
@@ -642,13 +592,13 @@ impl Engine {
 
     fn put_leadership(&mut self, topic: &str, partition: i32, lice: LiceTuple) {
         let p = self.ctx.intern_part(topic, partition);
-        self.ctx.put_leadership(p, &lice_from_tuple(&lice));
+        self.ctx.put_leadership(p, &lice_from_tuple(lice));
     }
 
     fn put_leaderships(&mut self, items: Vec<(String, i32, LiceTuple)>) {
         for (topic, partition, lice) in items {
             let p = self.ctx.intern_part(&topic, partition);
-            self.ctx.put_leadership(p, &lice_from_tuple(&lice));
+            self.ctx.put_leadership(p, &lice_from_tuple(lice));
         }
     }
 
@@ -866,7 +816,7 @@ impl Engine {
             &self.ctx,
             &brokers,
             p,
-            &lice_from_tuple(&lice),
+            &lice_from_tuple(lice),
             &assignment_from_tuple(assignment),
             is_new,
         );
@@ -930,10 +880,10 @@ impl Engine {
         let um = Sent::UpdateMetadata {
             broker: -1,
             broker_epoch: -1,
-            entries: std::sync::Arc::new(states.into_iter().cloned().collect()),
+            entries: Arc::new(states.into_iter().cloned().collect()),
         };
-        let per_broker = self.sent_to_py(py, &sent)?;
-        let shared = self.sent_to_py(py, std::slice::from_ref(&um))?;
+        let per_broker = self.sent_to_py(py, sent)?;
+        let shared = self.sent_to_py(py, vec![um])?;
         PyTuple::new(
             py,
             [
@@ -959,7 +909,7 @@ impl Engine {
                 lines.push((level_code(Level::Info), true, line));
             }
         });
-        Ok((lines, self.sent_to_py(py, &sent)?))
+        Ok((lines, self.sent_to_py(py, sent)?))
     }
 
     // --- State machines ------------------------------------------------------------------------
@@ -1014,7 +964,7 @@ impl Engine {
             items,
             owner: self.owner(),
         };
-        Ok((outcomes, lines, self.sent_to_py(py, &sent)?))
+        Ok((outcomes, lines, self.sent_to_py(py, sent)?))
     }
 
     fn initialize_replica_states(&mut self) {
@@ -1051,6 +1001,6 @@ impl Engine {
             items,
             owner: self.owner(),
         };
-        Ok((outcomes, lines, self.sent_to_py(py, &sent)?))
+        Ok((outcomes, lines, self.sent_to_py(py, sent)?))
     }
 }

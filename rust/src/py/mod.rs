@@ -2,8 +2,10 @@
 
 mod convert;
 mod engine;
+mod payload;
 mod selector;
 mod sets;
+mod statetable;
 mod store;
 
 use pyo3::prelude::*;
@@ -24,5 +26,7 @@ fn engine_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sets::Parts>()?;
     m.add_class::<sets::Replicas>()?;
     m.add_class::<sets::Outcomes>()?;
+    m.add_class::<statetable::StateTable>()?;
+    m.add_class::<payload::PartitionStates>()?;
     Ok(())
 }

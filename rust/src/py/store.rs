@@ -1,6 +1,6 @@
 //! The engine's view of a Python `StateStore`: one Python call per bulk operation, converting keys
-//! and states at the boundary. (Per-partition Python objects are unavoidable here: the store itself
-//! is Python.)
+//! and states at the boundary (per-partition Python objects are unavoidable with a Python store),
+//! and the in-memory store's native fast path, which has none.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -11,7 +11,9 @@ use crate::py::convert::{
     failure_from_err, failure_from_exception, leader_and_isr_from_py, leader_and_isr_to_py,
     lice_from_py, lice_to_py, topic_partition,
 };
-use crate::store::{Failure, Read, Store, Updated};
+use crate::py::statetable::StateTable as PyStateTable;
+use crate::statetable::WriteError;
+use crate::store::{Failure, FailureKind, Read, Store, Updated};
 
 pub struct PyStore<'py> {
     pub py: Python<'py>,
@@ -191,5 +193,179 @@ impl Store for PyStore<'_> {
             Ok(out)
         };
         convert().map_err(|e| self.fail(e))
+    }
+}
+
+/// The in-memory store's fast path: partition states are read and written directly in its native
+/// table (`MemoryStore.native_begin` / `native_end` lock the tree around each bulk operation),
+/// with no Python object per partition; everything else, and corrupt data, goes through Python.
+pub struct NativeMemory<'py> {
+    pub inner: PyStore<'py>,
+}
+
+/// What `native_begin` hands over: the table, `/controller_epoch`'s version, the zxid to write
+/// with, and whether partition states are watched.
+type Begun<'py> = (Bound<'py, PyStateTable>, i32, i64, bool);
+
+impl<'py> NativeMemory<'py> {
+    /// Whether `store` is an in-memory store whose partition-state methods are its own (a subclass
+    /// or wrapper that changes them, as tests' fault injectors do, goes through Python).
+    pub fn supports(store: &Bound<'py, PyAny>) -> bool {
+        let check = || -> PyResult<bool> {
+            let memory = store
+                .py()
+                .import("kctl.stores.memory")?
+                .getattr("MemoryStore")?;
+            let cls = store.get_type();
+            if !cls.is_subclass(&memory)? {
+                return Ok(false);
+            }
+            for method in ["get_partition_states", "update_partition_states"] {
+                if !cls.getattr(method)?.is(&memory.getattr(method)?) {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        };
+        check().unwrap_or(false)
+    }
+
+    fn begin(&self) -> Result<Begun<'py>, Failure> {
+        let begun = self
+            .inner
+            .store
+            .call_method0("native_begin")
+            .map_err(|e| self.inner.fail(e))?;
+        begun.extract::<Begun<'py>>().map_err(|e| {
+            let failure = self.inner.fail(e);
+            self.end(false, Vec::new()).err().unwrap_or(failure)
+        })
+    }
+
+    fn end(&self, wrote: bool, written: Vec<(String, i32)>) -> Result<(), Failure> {
+        self.inner
+            .store
+            .call_method1("native_end", (wrote, written))
+            .map(drop)
+            .map_err(|e| self.inner.fail(e))
+    }
+
+    fn key(ctx: &Context, p: Part) -> (&str, i32) {
+        (ctx.topic_name(ctx.partition_topic(p)), ctx.partition_id(p))
+    }
+
+    fn no_node(&self, ctx: &Context, p: Part) -> Failure {
+        let (topic, partition) = Self::key(ctx, p);
+        let path = format!("/brokers/topics/{topic}/partitions/{partition}/state");
+        let message = format!("{path} does not exist");
+        let py = self.inner.py;
+        match (|| {
+            py.import("kctl.errors")?
+                .getattr("NoNodeError")?
+                .call1((message.as_str(), path.as_str()))
+        })() {
+            Ok(error) => failure_from_exception(py, &error),
+            Err(e) => self.inner.fail(e),
+        }
+    }
+}
+
+impl Store for NativeMemory<'_> {
+    fn read_states(&mut self, ctx: &Context, parts: &[Part]) -> Result<Vec<Read>, Failure> {
+        let (table, ..) = self.begin()?;
+        let mut reads = Vec::with_capacity(parts.len());
+        let mut corrupt = Vec::new();
+        {
+            let table = table.borrow();
+            for &p in parts {
+                let (topic, partition) = Self::key(ctx, p);
+                reads.push(match table.table.get(topic, partition) {
+                    None => Read::Missing,
+                    Some(slot) => match &slot.state {
+                        Some(state) => {
+                            let mut state = state.clone();
+                            state.leader_and_isr.partition_epoch = slot.version;
+                            Read::Found(state)
+                        }
+                        None => {
+                            corrupt.push((reads.len(), p));
+                            Read::Missing
+                        }
+                    },
+                });
+            }
+        }
+        self.end(false, Vec::new())?;
+        if !corrupt.is_empty() {
+            // The Python store names what it found instead of a partition state.
+            let again: Vec<Part> = corrupt.iter().map(|(_, p)| *p).collect();
+            let again = self.inner.read_states(ctx, &again)?;
+            for ((at, _), read) in corrupt.into_iter().zip(again) {
+                reads[at] = read;
+            }
+        }
+        Ok(reads)
+    }
+
+    fn create_states(
+        &mut self,
+        ctx: &Context,
+        states: &[(Part, LeaderIsrAndControllerEpoch)],
+        fence: i32,
+    ) -> Result<Vec<Option<Failure>>, Failure> {
+        self.inner.create_states(ctx, states, fence)
+    }
+
+    fn update_states(
+        &mut self,
+        ctx: &Context,
+        updates: &[(Part, LeaderAndIsr)],
+        controller_epoch: i32,
+        fence: i32,
+    ) -> Result<Updated, Failure> {
+        let (table, version, zxid, watched) = self.begin()?;
+        if fence != -1 && version != fence {
+            self.end(false, Vec::new())?;
+            return Err(Failure::new(
+                FailureKind::ControllerMoved,
+                format!("Controller epoch zkVersion check fails. Expected zkVersion = {fence}"),
+            ));
+        }
+        let mut updated = Updated::default();
+        let mut missing = Vec::new();
+        let mut written = Vec::new();
+        {
+            let mut table = table.borrow_mut();
+            for (p, lai) in updates {
+                let (topic, partition) = Self::key(ctx, *p);
+                match table
+                    .table
+                    .update_state(topic, partition, lai, controller_epoch, zxid)
+                {
+                    Ok(stored) => {
+                        if watched {
+                            written.push((topic.to_owned(), partition));
+                        }
+                        updated.successful.push((*p, stored));
+                    }
+                    Err(WriteError::BadVersion(_)) => updated.to_retry.push(*p),
+                    Err(WriteError::NoNode | WriteError::NodeExists) => missing.push(*p),
+                }
+            }
+        }
+        self.end(!updated.successful.is_empty(), written)?;
+        updated.failed = missing
+            .into_iter()
+            .map(|p| (p, self.no_node(ctx, p)))
+            .collect();
+        Ok(updated)
+    }
+
+    fn unclean_overrides(
+        &mut self,
+        ctx: &Context,
+        topics: &[TopicIdx],
+    ) -> Result<Vec<Result<Option<String>, Failure>>, Failure> {
+        self.inner.unclean_overrides(ctx, topics)
     }
 }

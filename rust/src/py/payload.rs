@@ -1,0 +1,249 @@
+//! `kctl._engine.PartitionStates`: the partition states of one sent request, kept native until
+//! something in Python looks at them. A controller on the native engine builds no Python object
+//! per partition for the requests it sends; a simulated broker that reads a payload materialises
+//! it once (an UpdateMetadata payload shared by every broker is one object).
+
+use std::sync::Arc;
+
+use pyo3::basic::CompareOp;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyIterator, PyTuple};
+
+use crate::context::Context;
+use crate::model::LeaderRecoveryState;
+use crate::py::convert::cached;
+use crate::requests::{LeaderAndIsrEntry, StopReplicaEntry, UpdateMetadataEntry};
+
+static LEADER_AND_ISR_STATE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static UPDATE_METADATA_STATE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static STOP_REPLICA_STATE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static RECOVERED: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static RECOVERING: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+pub enum Entries {
+    LeaderAndIsr(Vec<LeaderAndIsrEntry>),
+    /// Shared: one payload goes to every broker of an UpdateMetadata fan-out.
+    UpdateMetadata(Arc<Vec<UpdateMetadataEntry>>),
+    StopReplica(Vec<StopReplicaEntry>),
+}
+
+/// A read-only sequence of `kctl.requests.*PartitionState` objects, equal to the tuple the
+/// reference engine sends.
+#[pyclass(module = "kctl._engine", frozen, sequence)]
+pub struct PartitionStates {
+    /// `(topic, partition)` of each entry (the context may drop a topic before Python looks).
+    keys: Vec<(Arc<str>, i32)>,
+    entries: Entries,
+    materialized: PyOnceLock<Py<PyTuple>>,
+}
+
+impl PartitionStates {
+    pub fn new(ctx: &Context, entries: Entries) -> Self {
+        let key = |p| {
+            (
+                ctx.topic_name_arc(ctx.partition_topic(p)),
+                ctx.partition_id(p),
+            )
+        };
+        let keys = match &entries {
+            Entries::LeaderAndIsr(es) => es.iter().map(|e| key(e.part)).collect(),
+            Entries::UpdateMetadata(es) => es.iter().map(|e| key(e.part)).collect(),
+            Entries::StopReplica(es) => es.iter().map(|e| key(e.part)).collect(),
+        };
+        Self {
+            keys,
+            entries,
+            materialized: PyOnceLock::new(),
+        }
+    }
+
+    fn materialized<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        if let Some(done) = self.materialized.get(py) {
+            return Ok(done.bind(py).clone());
+        }
+        let items = self.build(py)?;
+        let tuple = PyTuple::new(py, items)?.unbind();
+        Ok(self.materialized.get_or_init(py, || tuple).bind(py).clone())
+    }
+
+    fn build<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let mut out = Vec::with_capacity(self.keys.len());
+        match &self.entries {
+            Entries::LeaderAndIsr(entries) => {
+                let cls = cached(
+                    py,
+                    &LEADER_AND_ISR_STATE,
+                    "kctl.requests",
+                    "LeaderAndIsrPartitionState",
+                )?;
+                let recovered = member(py, &RECOVERED, "RECOVERED")?;
+                let recovering = member(py, &RECOVERING, "RECOVERING")?;
+                for (key, e) in self.keys.iter().zip(entries) {
+                    let recovery = match e.recovery {
+                        LeaderRecoveryState::Recovered => &recovered,
+                        LeaderRecoveryState::Recovering => &recovering,
+                    };
+                    let mut args = head(py, key, e.head())?;
+                    args.push(PyTuple::new(py, &e.adding)?.into_any());
+                    args.push(PyTuple::new(py, &e.removing)?.into_any());
+                    args.push(pyo3::types::PyBool::new(py, e.is_new).to_owned().into_any());
+                    args.push(recovery.clone());
+                    out.push(cls.call1(PyTuple::new(py, args)?)?);
+                }
+            }
+            Entries::UpdateMetadata(entries) => {
+                let cls = cached(
+                    py,
+                    &UPDATE_METADATA_STATE,
+                    "kctl.requests",
+                    "UpdateMetadataPartitionState",
+                )?;
+                for (key, e) in self.keys.iter().zip(entries.iter()) {
+                    let mut args = head(py, key, e.head())?;
+                    args.push(PyTuple::new(py, &e.offline_replicas)?.into_any());
+                    out.push(cls.call1(PyTuple::new(py, args)?)?);
+                }
+            }
+            Entries::StopReplica(entries) => {
+                let cls = cached(
+                    py,
+                    &STOP_REPLICA_STATE,
+                    "kctl.requests",
+                    "StopReplicaPartitionState",
+                )?;
+                for ((topic, partition), e) in self.keys.iter().zip(entries) {
+                    out.push(cls.call1((&**topic, *partition, e.leader_epoch, e.delete))?);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The fields LeaderAndIsr and UpdateMetadata partition states start with (after the key):
+/// controller epoch, leader, leader epoch, ISR, partition epoch, replicas.
+type Head<'a> = (i32, i32, i32, &'a [i32], i32, &'a [i32]);
+
+trait HasHead {
+    fn head(&self) -> Head<'_>;
+}
+
+macro_rules! has_head {
+    ($($entry:ty),*) => {$(
+        impl HasHead for $entry {
+            fn head(&self) -> Head<'_> {
+                let e = self;
+                (e.controller_epoch, e.leader, e.leader_epoch, &e.isr, e.partition_epoch, &e.replicas)
+            }
+        }
+    )*};
+}
+
+has_head!(LeaderAndIsrEntry, UpdateMetadataEntry);
+
+fn head<'py>(
+    py: Python<'py>,
+    (topic, partition): &(Arc<str>, i32),
+    (controller_epoch, leader, leader_epoch, isr, partition_epoch, replicas): Head<'_>,
+) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    Ok(vec![
+        pyo3::types::PyString::new(py, topic).into_any(),
+        partition.into_pyobject(py)?.into_any(),
+        controller_epoch.into_pyobject(py)?.into_any(),
+        leader.into_pyobject(py)?.into_any(),
+        leader_epoch.into_pyobject(py)?.into_any(),
+        PyTuple::new(py, isr)?.into_any(),
+        partition_epoch.into_pyobject(py)?.into_any(),
+        PyTuple::new(py, replicas)?.into_any(),
+    ])
+}
+
+fn member<'py>(
+    py: Python<'py>,
+    cell: &'static PyOnceLock<Py<PyAny>>,
+    name: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    if let Some(value) = cell.get(py) {
+        return Ok(value.bind(py).clone());
+    }
+    let value = py
+        .import("kctl.model")?
+        .getattr("LeaderRecoveryState")?
+        .getattr(name)?
+        .unbind();
+    Ok(cell.get_or_init(py, || value).bind(py).clone())
+}
+
+#[pymethods]
+impl PartitionStates {
+    fn __len__(&self) -> usize {
+        self.keys.len()
+    }
+
+    fn __getitem__<'py>(
+        &self,
+        py: Python<'py>,
+        index: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.materialized(py)?.as_any().get_item(index)
+    }
+
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyIterator>> {
+        self.materialized(py)?.as_any().try_iter()
+    }
+
+    fn __contains__(&self, py: Python<'_>, item: &Bound<'_, PyAny>) -> PyResult<bool> {
+        self.materialized(py)?.contains(item)
+    }
+
+    fn __richcmp__(
+        &self,
+        py: Python<'_>,
+        other: &Bound<'_, PyAny>,
+        op: CompareOp,
+    ) -> PyResult<Py<PyAny>> {
+        if !matches!(op, CompareOp::Eq | CompareOp::Ne) {
+            return Ok(py.NotImplemented());
+        }
+        let theirs = match other.cast::<PartitionStates>() {
+            Ok(states) => states.get().materialized(py)?.into_any(),
+            Err(_) => other.clone(),
+        };
+        Ok(self
+            .materialized(py)?
+            .as_any()
+            .rich_compare(theirs, op)?
+            .unbind())
+    }
+
+    fn __hash__(&self, py: Python<'_>) -> PyResult<isize> {
+        self.materialized(py)?.hash()
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(self.materialized(py)?.repr()?.to_string())
+    }
+
+    /// The topics named, each once, in order of first appearance.
+    fn topics(&self) -> Vec<&str> {
+        let mut seen = indexmap::IndexSet::new();
+        for (topic, _) in &self.keys {
+            seen.insert(&**topic);
+        }
+        seen.into_iter().collect()
+    }
+
+    /// The partitions a StopReplica payload deletes (empty for other requests).
+    fn deleted(&self) -> Vec<(&str, i32)> {
+        let Entries::StopReplica(entries) = &self.entries else {
+            return Vec::new();
+        };
+        self.keys
+            .iter()
+            .zip(entries)
+            .filter(|(_, e)| e.delete)
+            .map(|((topic, partition), _)| (&**topic, *partition))
+            .collect()
+    }
+}

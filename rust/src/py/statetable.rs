@@ -1,0 +1,120 @@
+//! `kctl._engine.StateTable`: the native partition-state znodes of `kctl.stores.memory`.
+
+use pyo3::prelude::*;
+
+use crate::py::convert::{lice_from_tuple, lice_to_tuple, LiceTuple};
+use crate::statetable::{Slot, StateTable as Table, WriteError};
+
+/// `(state or None when corrupt, version, czxid, mzxid)`.
+type SlotTuple = (Option<LiceTuple>, i32, i64, i64);
+
+fn slot_tuple(slot: &Slot) -> SlotTuple {
+    (
+        slot.state.as_ref().map(lice_to_tuple),
+        slot.version,
+        slot.czxid,
+        slot.mzxid,
+    )
+}
+
+/// Write errors for Python: 1 no node, 2 node exists, 3 bad version (0 is success).
+fn code(error: WriteError) -> u8 {
+    match error {
+        WriteError::NoNode => 1,
+        WriteError::NodeExists => 2,
+        WriteError::BadVersion(_) => 3,
+    }
+}
+
+#[pyclass(module = "kctl._engine")]
+pub struct StateTable {
+    pub table: Table,
+}
+
+#[pymethods]
+impl StateTable {
+    #[new]
+    fn new(record_history: bool) -> Self {
+        Self {
+            table: Table::new(record_history),
+        }
+    }
+
+    fn next_seq(&mut self) -> u64 {
+        self.table.next_seq()
+    }
+
+    fn get(&self, topic: &str, partition: i32) -> Option<SlotTuple> {
+        self.table.get(topic, partition).map(slot_tuple)
+    }
+
+    /// `(code, history sequence number)`: see [`code`] and `Table::create`.
+    fn create(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        state: Option<LiceTuple>,
+        zxid: i64,
+    ) -> (u8, u64) {
+        match self
+            .table
+            .create(topic, partition, state.map(lice_from_tuple), zxid)
+        {
+            Ok(seq) => (0, seq),
+            Err(e) => (code(e), 0),
+        }
+    }
+
+    /// `(code, new version, history sequence number)`: see [`code`] and `Table::set`.
+    fn set(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        state: Option<LiceTuple>,
+        expected: i32,
+        zxid: i64,
+    ) -> (u8, i32, u64) {
+        match self
+            .table
+            .set(topic, partition, state.map(lice_from_tuple), expected, zxid)
+        {
+            Ok((version, seq)) => (0, version, seq),
+            Err(e) => (code(e), -1, 0),
+        }
+    }
+
+    /// `(deleted slot, history sequence number)`, None when absent.
+    fn delete(&mut self, topic: &str, partition: i32) -> Option<(SlotTuple, u64)> {
+        self.table
+            .delete(topic, partition)
+            .ok()
+            .map(|(slot, seq)| (slot_tuple(&slot), seq))
+    }
+
+    fn restore(&mut self, topic: &str, partition: i32, slot: Option<SlotTuple>, seq: u64) {
+        let slot = slot.map(|(state, version, czxid, mzxid)| Slot {
+            state: state.map(lice_from_tuple),
+            version,
+            czxid,
+            mzxid,
+        });
+        self.table.restore(topic, partition, slot, seq);
+    }
+
+    fn forget_history(&mut self, topic: &str) {
+        self.table.forget_history(topic);
+    }
+
+    /// `[(seq, state or None when deleted)]`, oldest first; None without history recording.
+    fn history(&self, topic: &str, partition: i32) -> Option<Vec<(u64, Option<LiceTuple>)>> {
+        self.table.history(topic, partition).map(|rows| {
+            rows.into_iter()
+                .map(|r| (r.seq, r.state.as_ref().map(lice_to_tuple)))
+                .collect()
+        })
+    }
+
+    fn __len__(&self) -> usize {
+        self.table.len()
+    }
+}

@@ -1,0 +1,294 @@
+//! Partition-state znodes (`/brokers/topics/<t>/partitions/<p>/state`) of the in-memory store, kept
+//! natively so that the native engine reads and writes them without a Python object per
+//! partition. `kctl.stores.memory` keeps every other znode and routes these paths here; versions,
+//! zxids and history follow its ZooKeeper semantics.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::model::{LeaderAndIsr, LeaderIsrAndControllerEpoch};
+
+/// A stored state znode.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Slot {
+    /// None when the znode holds something that is not a partition state (tests plant corruption).
+    pub state: Option<LeaderIsrAndControllerEpoch>,
+    pub version: i32,
+    pub czxid: i64,
+    pub mzxid: i64,
+}
+
+/// One stored version of a partition state, for `partition_history`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HistoryRow {
+    pub seq: u64,
+    pub partition: i32,
+    /// None: the znode was deleted.
+    pub state: Option<LeaderIsrAndControllerEpoch>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum WriteError {
+    NoNode,
+    NodeExists,
+    BadVersion(i32),
+}
+
+#[derive(Debug, Default)]
+pub struct StateTable {
+    topics: HashMap<Arc<str>, HashMap<i32, Slot>>,
+    /// Write sequence shared with the Python tree's history, so both can be merged in order.
+    seq: u64,
+    history: Option<HashMap<Arc<str>, Vec<HistoryRow>>>,
+}
+
+impl StateTable {
+    pub fn new(record_history: bool) -> Self {
+        Self {
+            history: record_history.then(HashMap::new),
+            ..Self::default()
+        }
+    }
+
+    pub fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    fn topic(&mut self, topic: &str) -> &mut HashMap<i32, Slot> {
+        if !self.topics.contains_key(topic) {
+            self.topics.insert(Arc::from(topic), HashMap::new());
+        }
+        self.topics.get_mut(topic).expect("just inserted")
+    }
+
+    pub fn get(&self, topic: &str, partition: i32) -> Option<&Slot> {
+        self.topics.get(topic)?.get(&partition)
+    }
+
+    /// Add a history row (a state written, or None for a deletion); returns its sequence number,
+    /// 0 when history is not recorded.
+    fn record(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        state: Option<LeaderIsrAndControllerEpoch>,
+    ) -> u64 {
+        if self.history.is_none() {
+            return 0;
+        }
+        let seq = self.next_seq();
+        let history = self.history.as_mut().expect("checked above");
+        let key = match history.get_key_value(topic) {
+            Some((k, _)) => k.clone(),
+            None => Arc::from(topic),
+        };
+        history.entry(key).or_default().push(HistoryRow {
+            seq,
+            partition,
+            state,
+        });
+        seq
+    }
+
+    /// History keeps the partition states written; corrupt data planted by tests leaves no row.
+    fn record_written(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        state: &Option<LeaderIsrAndControllerEpoch>,
+    ) -> u64 {
+        match state {
+            Some(state) => self.record(topic, partition, Some(state.clone())),
+            None => 0,
+        }
+    }
+
+    /// Create a state znode; returns the history row's sequence number (see [`Self::record`]).
+    pub fn create(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        state: Option<LeaderIsrAndControllerEpoch>,
+        zxid: i64,
+    ) -> Result<u64, WriteError> {
+        let slots = self.topic(topic);
+        if slots.contains_key(&partition) {
+            return Err(WriteError::NodeExists);
+        }
+        slots.insert(
+            partition,
+            Slot {
+                state: state.clone(),
+                version: 0,
+                czxid: zxid,
+                mzxid: zxid,
+            },
+        );
+        Ok(self.record_written(topic, partition, &state))
+    }
+
+    /// Write a state conditional on `expected` (-1: any version); returns the new version and
+    /// the history row's sequence number.
+    pub fn set(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        state: Option<LeaderIsrAndControllerEpoch>,
+        expected: i32,
+        zxid: i64,
+    ) -> Result<(i32, u64), WriteError> {
+        let slot = self
+            .topics
+            .get_mut(topic)
+            .and_then(|s| s.get_mut(&partition))
+            .ok_or(WriteError::NoNode)?;
+        if expected != -1 && slot.version != expected {
+            return Err(WriteError::BadVersion(slot.version));
+        }
+        slot.version += 1;
+        slot.mzxid = zxid;
+        slot.state = state.clone();
+        let version = slot.version;
+        Ok((version, self.record_written(topic, partition, &state)))
+    }
+
+    fn remove(&mut self, topic: &str, partition: i32) -> Option<Slot> {
+        let slots = self.topics.get_mut(topic)?;
+        let slot = slots.remove(&partition)?;
+        if slots.is_empty() {
+            self.topics.remove(topic);
+        }
+        Some(slot)
+    }
+
+    /// Delete a state znode; returns it and the history row's sequence number.
+    pub fn delete(&mut self, topic: &str, partition: i32) -> Result<(Slot, u64), WriteError> {
+        let slot = self.remove(topic, partition).ok_or(WriteError::NoNode)?;
+        Ok((slot, self.record(topic, partition, None)))
+    }
+
+    /// Put a slot back exactly as it was and drop the history row `seq` (0: none), undoing a
+    /// write of an aborted transaction.
+    pub fn restore(&mut self, topic: &str, partition: i32, slot: Option<Slot>, seq: u64) {
+        match slot {
+            Some(slot) => {
+                self.topic(topic).insert(partition, slot);
+            }
+            None => {
+                self.remove(topic, partition);
+            }
+        }
+        if seq == 0 {
+            return;
+        }
+        if let Some(rows) = self.history.as_mut().and_then(|h| h.get_mut(topic)) {
+            if let Some(at) = rows.iter().rposition(|r| r.seq == seq) {
+                rows.remove(at);
+            }
+        }
+    }
+
+    /// A deleted topic's history goes with it (a re-created topic starts a history of its own).
+    pub fn forget_history(&mut self, topic: &str) {
+        if let Some(history) = &mut self.history {
+            history.remove(topic);
+        }
+    }
+
+    pub fn history(&self, topic: &str, partition: i32) -> Option<Vec<&HistoryRow>> {
+        let history = self.history.as_ref()?;
+        Some(
+            history
+                .get(topic)
+                .map(|rows| rows.iter().filter(|r| r.partition == partition).collect())
+                .unwrap_or_default(),
+        )
+    }
+
+    /// A conditional update as the store's bulk update does it: the state written at
+    /// `partition_epoch + 1`, stamped with `controller_epoch`.
+    pub fn update_state(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        lai: &LeaderAndIsr,
+        controller_epoch: i32,
+        zxid: i64,
+    ) -> Result<LeaderAndIsr, WriteError> {
+        let mut written = lai.clone();
+        written.partition_epoch = lai.partition_epoch + 1;
+        let stored = LeaderIsrAndControllerEpoch {
+            leader_and_isr: written.clone(),
+            controller_epoch,
+        };
+        self.set(topic, partition, Some(stored), lai.partition_epoch, zxid)?;
+        Ok(written)
+    }
+
+    pub fn len(&self) -> usize {
+        self.topics.values().map(HashMap::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.topics.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lice(leader: i32, version: i32) -> LeaderIsrAndControllerEpoch {
+        let mut lai = LeaderAndIsr::new(leader, vec![leader]);
+        lai.partition_epoch = version;
+        LeaderIsrAndControllerEpoch {
+            leader_and_isr: lai,
+            controller_epoch: 1,
+        }
+    }
+
+    #[test]
+    fn versions_conditions_and_history() {
+        let mut table = StateTable::new(true);
+        table.create("t", 0, Some(lice(1, 0)), 5).unwrap();
+        assert_eq!(table.create("t", 0, None, 6), Err(WriteError::NodeExists));
+        let written = table
+            .update_state("t", 0, &lice(2, 0).leader_and_isr, 3, 7)
+            .unwrap();
+        assert_eq!((written.leader, written.partition_epoch), (2, 1));
+        assert_eq!(
+            table.update_state("t", 0, &lice(3, 0).leader_and_isr, 3, 8),
+            Err(WriteError::BadVersion(1))
+        );
+        assert_eq!(
+            table.update_state("u", 0, &lice(3, 0).leader_and_isr, 3, 8),
+            Err(WriteError::NoNode)
+        );
+        let slot = table.get("t", 0).unwrap();
+        assert_eq!((slot.version, slot.czxid, slot.mzxid), (1, 5, 7));
+        assert_eq!(table.history("t", 0).unwrap().len(), 2);
+        let before = table.get("t", 0).cloned();
+        let (_, seq) = table.set("t", 0, Some(lice(4, 1)), -1, 9).unwrap();
+        assert_eq!(table.history("t", 0).unwrap().len(), 3);
+        table.restore("t", 0, before.clone(), seq);
+        assert_eq!(table.get("t", 0).cloned(), before);
+        assert_eq!(
+            table.history("t", 0).unwrap().len(),
+            2,
+            "the undone write left no history"
+        );
+        let (_, seq) = table.delete("t", 0).unwrap();
+        assert_eq!(table.history("t", 0).unwrap().last().unwrap().state, None);
+        table.restore("t", 0, before.clone(), seq);
+        assert_eq!(table.get("t", 0).cloned(), before);
+        table.set("t", 0, None, -1, 10).unwrap();
+        assert_eq!(
+            table.history("t", 0).unwrap().len(),
+            2,
+            "corrupt data leaves no row"
+        );
+        table.forget_history("t");
+        assert!(table.history("t", 0).unwrap().is_empty());
+    }
+}
