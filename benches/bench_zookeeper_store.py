@@ -14,17 +14,25 @@ tests, this fails under ``CI=true`` when Java or ZooKeeper is missing. Run with
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import SequentialThreadingHandler
 
-from kctl.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
+from kctl.context import DEFAULT_ENGINE
+from kctl.controller import KafkaController
+from kctl.model import BrokerInfo, EndPoint, LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
+from kctl.scheduler import RealTimeScheduler
 from kctl.stores import paths, zookeeper
+from kctl.stores.base import MATCH_ANY_VERSION
 from kctl.stores.zkdata import TopicPartitionStateZNode
 from kctl.stores.zookeeper import ZooKeeperStore
 from kctl.testing.zookeeper import ZooKeeperEnsemble, require_zookeeper
+
+if TYPE_CHECKING:
+    from conftest import Scale
 
 TOPICS, PARTITIONS_PER_TOPIC, RF, BROKERS = 50, 1000, 2, 5
 PARTITIONS = TOPICS * PARTITIONS_PER_TOPIC
@@ -54,7 +62,7 @@ def cluster(server: ZooKeeperEnsemble) -> Iterator[tuple[ZooKeeperStore, int, li
     """A controller's store over 50 topics of 1000 partitions (RF 2 on 5 brokers), all initialised."""
     store = ZooKeeperStore(server.hosts, "/bench-store")
     _, version = store.register_controller_and_increment_epoch(1)
-    tps = []
+    tps: list[TopicPartition] = []
     for t in range(TOPICS):
         topic = f"topic-{t}"
         replicas = {p: ReplicaAssignment((p % BROKERS, (p + 1) % BROKERS)) for p in range(PARTITIONS_PER_TOPIC)}
@@ -179,3 +187,180 @@ def test_store_partition_state_reads(
     rate(benchmark)
     assert len(found.values) == PARTITIONS and not found.errors
     store.close()
+
+
+# --- The controller on ZooKeeper: controlled shutdown and failover (DESIGN §8) -----------------------
+
+
+class NullTransport:
+    """Requests go nowhere: these benchmarks time the controller and its store, not brokers."""
+
+    class Channel:
+        def add_broker(self, broker: BrokerInfo) -> None:
+            pass
+
+        def remove_broker(self, broker_id: int) -> None:
+            pass
+
+        def send_request(self, broker_id: int, request: Any, callback: Any) -> None:
+            pass
+
+        def shutdown(self) -> None:
+            pass
+
+    def controller_channel(self, controller_id: int) -> NullTransport.Channel:
+        return NullTransport.Channel()
+
+    def bind_broker(self, broker_id: int, handler: Any) -> None:
+        pass
+
+    def unbind_broker(self, broker_id: int) -> None:
+        pass
+
+    def bind_controller(self, controller_id: int, handler: Any) -> None:
+        pass
+
+    def unbind_controller(self, controller_id: int) -> None:
+        pass
+
+    def send_to_controller(self, controller_id: int, request: Any, callback: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def sized(bench_scale: Scale, partitions: int) -> int:
+    """DESIGN §8's size with ``--kctl-bench-scale full``; a tenth of it for CI's smoke run."""
+    return partitions if bench_scale.name == "full" else partitions // 10
+
+
+@dataclass
+class ControllerSetup:
+    """A chroot holding a steady cluster: ``BROKERS`` registered brokers (RF 2), every partition led by
+    its preferred replica with a full ISR, as a controller finds it when it takes over."""
+
+    hosts: str
+    brokers: ZooKeeperStore  # the session holding the broker registrations
+    tps: list[TopicPartition]
+
+    @classmethod
+    def create(cls, server: ZooKeeperEnsemble, chroot: str, partitions: int) -> ControllerSetup:
+        hosts = server.hosts + chroot
+        brokers = ZooKeeperStore(hosts)
+        for b in range(1, BROKERS + 1):
+            brokers.register_broker(BrokerInfo(b, (EndPoint("127.0.0.1", 9000 + b),)))
+        tps: list[TopicPartition] = []
+        for t in range(partitions // PARTITIONS_PER_TOPIC):
+            topic = f"topic-{t}"
+            replicas = {p: ReplicaAssignment(replica_pair(p)) for p in range(PARTITIONS_PER_TOPIC)}
+            brokers.create_topic(topic, replicas, topic_id=f"topic-id-{t:015d}")
+            tps.extend(TopicPartition(topic, p) for p in range(PARTITIONS_PER_TOPIC))
+        setup = cls(hosts, brokers, tps)
+        _, version = brokers.register_controller_and_increment_epoch(0)
+        states = {tp: LeaderIsrAndControllerEpoch(LeaderAndIsr(replica_pair(tp.partition)[0], replica_pair(tp.partition)), 1)
+                  for tp in tps}
+        assert set(brokers.create_partition_states(states, version).values()) == {None}
+        brokers.delete_controller(version)
+        return setup
+
+    def reset_states(self) -> None:
+        """Every partition back to its preferred leader and a full ISR (unfenced: no controller runs)."""
+        current = self.brokers.get_partition_states(self.tps).values
+        steady = {tp: s.leader_and_isr.new_leader_and_isr(replica_pair(tp.partition)[0], replica_pair(tp.partition))
+                  for tp, s in current.items()}
+        assert len(self.brokers.update_partition_states(steady, 1, MATCH_ANY_VERSION).successful) == len(self.tps)
+
+    def start_controller(self) -> KafkaController:
+        """A controller on its own session, returned once its failover is complete."""
+        store = ZooKeeperStore(self.hosts)
+        config = {"auto.leader.rebalance.enable": False}
+        controller = KafkaController(1, store, NullTransport(), config, DEFAULT_ENGINE, RealTimeScheduler(name="bench"))
+        controller.startup()
+        controller.list_partition_reassignments().result(timeout=600)  # queued after the failover
+        assert controller.is_active
+        return controller
+
+    def close(self) -> None:
+        self.brokers.close()
+
+
+def replica_pair(partition: int) -> tuple[int, int]:
+    """RF 2 on brokers 1–5: each broker is the preferred leader of a fifth of the partitions."""
+    return partition % BROKERS + 1, (partition + 1) % BROKERS + 1
+
+
+def stop_controller(controller: KafkaController) -> None:
+    store: Any = controller.store
+    controller.shutdown()
+    store.close()
+
+
+@pytest.fixture(scope="module")
+def shutdown_cluster(server: ZooKeeperEnsemble, bench_scale: Scale) -> Iterator[ControllerSetup]:
+    setup = ControllerSetup.create(server, "/bench-controlled-shutdown", sized(bench_scale, 50_000))
+    yield setup
+    setup.close()
+
+
+@pytest.fixture(scope="module")
+def failover_cluster(server: ZooKeeperEnsemble, bench_scale: Scale) -> Iterator[ControllerSetup]:
+    setup = ControllerSetup.create(server, "/bench-failover", sized(bench_scale, 100_000))
+    yield setup
+    setup.close()
+
+
+def test_controlled_shutdown(benchmark: Any, shutdown_cluster: ControllerSetup) -> None:
+    """Broker 1 leads a fifth of the partitions (10K of 50K at full scale) and follows another fifth:
+    the controller moves its leaderships, shrinks its ISRs and writes both through the store."""
+    setup = shutdown_cluster
+    led = sum(1 for tp in setup.tps if replica_pair(tp.partition)[0] == 1)
+    controllers: list[KafkaController] = []
+
+    def fresh_controller() -> tuple[tuple[KafkaController], dict[str, Any]]:
+        while controllers:
+            stop_controller(controllers.pop())
+        setup.reset_states()
+        controllers.append(setup.start_controller())
+        return (controllers[-1],), {}
+
+    def shut_down(controller: KafkaController) -> list[TopicPartition]:
+        epoch = controller.context.live_broker_epoch(1)
+        return controller.controlled_shutdown(1, -1 if epoch is None else epoch).result(timeout=600)
+
+    benchmark.group = "zookeeper:controlled-shutdown"
+    benchmark.extra_info.update(engine=DEFAULT_ENGINE, store="zookeeper", partitions=len(setup.tps), brokers=BROKERS,
+                                rf=RF, seed=0, led_by_broker=led)
+    remaining = benchmark.pedantic(shut_down, setup=fresh_controller, rounds=3, iterations=1)
+    try:
+        assert remaining == []  # every leadership moved: each partition had a live follower in its ISR
+        states = setup.brokers.get_partition_states(setup.tps).values
+        assert all(s.leader_and_isr.leader != 1 and 1 not in s.leader_and_isr.isr for s in states.values())
+    finally:
+        while controllers:
+            stop_controller(controllers.pop())
+
+
+def test_controller_failover(benchmark: Any, failover_cluster: ControllerSetup) -> None:
+    """A controller takes over a steady cluster: elected, then loads every broker, topic and
+    partition state from ZooKeeper and initialises both state machines."""
+    setup = failover_cluster
+    controllers: list[KafkaController] = []
+
+    def stop_previous() -> None:
+        while controllers:
+            stop_controller(controllers.pop())
+
+    def fail_over() -> KafkaController:
+        controllers.append(setup.start_controller())
+        return controllers[-1]
+
+    benchmark.group = "zookeeper:failover"
+    benchmark.extra_info.update(engine=DEFAULT_ENGINE, store="zookeeper", partitions=len(setup.tps), brokers=BROKERS,
+                                rf=RF, seed=0)
+    try:
+        controller = benchmark.pedantic(fail_over, setup=stop_previous, rounds=3, iterations=1)
+        assert len(controller.context.all_partitions()) == len(setup.tps)
+        assert controller.metrics()["OfflinePartitionsCount"] == 0
+    finally:
+        stop_previous()

@@ -58,6 +58,8 @@ def test_plugins_lists_plugins_then_what_they_registered(capsys: pytest.CaptureF
         "kctl.stores.memory         built-in  kctl_register_state_stores",
         "kctl.stores.zookeeper      built-in  kctl_register_state_stores",
         "kctl.transports.inprocess  built-in  kctl_register_transports",
+        "kctl.transports.tcp        built-in  kctl_register_transports",
+        "kctl.transports.zkqueue    built-in  kctl_register_transports",
     ]
     assert sections[1].splitlines() == [
         "LEADER SELECTOR      KIND                 PLUGIN",
@@ -69,7 +71,9 @@ def test_plugins_lists_plugins_then_what_they_registered(capsys: pytest.CaptureF
     assert sections[2].splitlines()[0].split() == ["STATE", "STORE", "PLUGIN"]
     assert "memory" in sections[2].splitlines()[1].split()
     assert sections[3].splitlines()[0].split() == ["TRANSPORT", "PLUGIN"]
-    assert sections[3].splitlines()[1].split() == ["inprocess", "kctl.transports.inprocess"]
+    assert [line.split() for line in sections[3].splitlines()[1:]] == [
+        ["inprocess", "kctl.transports.inprocess"], ["tcp", "kctl.transports.tcp"], ["zkqueue", "kctl.transports.zkqueue"],
+    ]
 
 
 def test_plugins_shows_a_registered_plugin(capsys: pytest.CaptureFixture[str]) -> None:
@@ -96,6 +100,10 @@ def test_plugins_json(capsys: pytest.CaptureFixture[str]) -> None:
          "hooks": ["kctl_register_state_stores"]},
         {"name": "kctl.transports.inprocess", "distribution": None, "version": None,
          "hooks": ["kctl_register_transports"]},
+        {"name": "kctl.transports.tcp", "distribution": None, "version": None,
+         "hooks": ["kctl_register_transports"]},
+        {"name": "kctl.transports.zkqueue", "distribution": None, "version": None,
+         "hooks": ["kctl_register_transports"]},
         {"name": "extra", "distribution": None, "version": None,
          "hooks": ["kctl_register_leader_selectors", "kctl_register_transports"]},
     ]
@@ -105,6 +113,8 @@ def test_plugins_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert report["transports"] == [
         {"name": "inprocess", "plugin": "kctl.transports.inprocess"},
         {"name": "loopback", "plugin": "extra"},
+        {"name": "tcp", "plugin": "kctl.transports.tcp"},
+        {"name": "zkqueue", "plugin": "kctl.transports.zkqueue"},
     ]
 
 

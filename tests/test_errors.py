@@ -52,6 +52,10 @@ EXPECTED: dict[str, tuple[str, type[BaseException] | None]] = {
     "InvalidRequestError": ("INVALID_REQUEST", ValueError),
     # Kafka's AdminOperationException is not an ApiException: reported as UNKNOWN_SERVER_ERROR.
     "AdminOperationError": ("UNKNOWN_SERVER_ERROR", ValueError),
+    # admin tools (kctl topics / reassign / elect-leaders): AdminCommandFailedException is not an
+    # ApiException either; a tool waiting too long for the controller reports REQUEST_TIMED_OUT.
+    "AdminCommandFailedError": ("UNKNOWN_SERVER_ERROR", ValueError),
+    "RequestTimedOutError": ("REQUEST_TIMED_OUT", None),
     "TopicExistsError": ("TOPIC_ALREADY_EXISTS", None),
     "UnknownTopicOrPartitionError": ("UNKNOWN_TOPIC_OR_PARTITION", LookupError),
     # kctl's choice (Kafka's DeleteTopics swallows this case).

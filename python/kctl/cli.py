@@ -21,13 +21,16 @@ from typing import Any, TextIO
 
 import kctl
 import kctl._engine as _engine
+from kctl.bench.cli import cmd_fleet, fleet_arguments
 from kctl.config import property_docs
 from kctl.context import DEFAULT_ENGINE, ENGINES
 from kctl.errors import KctlError
+from kctl import process
 from kctl.plugins import PluginHost, get_plugin_host
 from kctl.sim import ScenarioError, load_scenario, run_scenario
 from kctl.sim.demo import MIN_BROKERS, run_demo
 from kctl.sim.report import STEP_HEADER, Style, markdown_table, step_lines, summary, table, use_color, write_json
+from kctl.tools import commands as admin_tools
 
 
 @dataclass(frozen=True)
@@ -211,6 +214,15 @@ COMMANDS: dict[str, Command] = {
         cmd_demo, _demo_arguments,
     ),
     "sim": Command("play a scenario file (TOML) on a simulated cluster and report", cmd_sim, _sim_arguments),
+    "fleet": Command("run a benchmark grid of seeded scenarios on Spark and report", cmd_fleet, fleet_arguments),
+    "controller": Command("run a controller candidate as its own process, on ZooKeeper", process.run_controller,
+                          lambda parser: process.add_process_arguments(parser, "controller")),
+    "broker": Command("run a broker (agent and simulated data plane) as its own process", process.run_broker,
+                      lambda parser: process.add_process_arguments(parser, "broker")),
+    "topics": Command(admin_tools.TOPICS_HELP, admin_tools.cmd_topics, admin_tools.topics_arguments),
+    "reassign": Command(admin_tools.REASSIGN_HELP, admin_tools.cmd_reassign, admin_tools.reassign_arguments),
+    "elect-leaders": Command(admin_tools.ELECT_LEADERS_HELP, admin_tools.cmd_elect_leaders,
+                             admin_tools.elect_leaders_arguments),
 }
 
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Iterable, Mapping, Sequence, Set
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from kctl.errors import KctlError
 
 from kctl.model import (
     BrokerInfo,
@@ -25,6 +27,9 @@ from kctl.model import (
     ReplicaState,
     TopicPartition,
 )
+
+if TYPE_CHECKING:
+    from kctl.stores.base import StateStore
 
 ENGINES = ("reference", "rust")
 """Engines this build provides; ``ControllerContext(engine=...)`` accepts these names."""
@@ -177,6 +182,11 @@ class ControllerContext:
         """Bulk form of :meth:`update_partition_full_replica_assignment` (failover, topic creation)."""
         raise NotImplementedError
 
+    def put_topic_assignment(self, topic: str, partitions: Mapping[int, ReplicaAssignment]) -> Sequence[TopicPartition]:
+        """Load a topic's stored assignment in partition order, marking partitions with adding or
+        removing replicas as being reassigned; returns the loaded partitions."""
+        raise NotImplementedError
+
     def partition_full_replica_assignment(self, tp: TopicPartition) -> ReplicaAssignment:
         """RS/AR/RR of a partition (empty when unknown)."""
         raise NotImplementedError
@@ -228,6 +238,12 @@ class ControllerContext:
         raise NotImplementedError
 
     def put_partition_leaderships(self, leaderships: Mapping[TopicPartition, LeaderIsrAndControllerEpoch]) -> None:
+        raise NotImplementedError
+
+    def load_partition_leaderships(self, store: StateStore, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, KctlError]:
+        """Cache the stored states of ``partitions`` as they are (keeping the epoch of the controller
+        that wrote them), in one bulk read; returns the errors of the states that could not be read
+        (a missing state is not an error)."""
         raise NotImplementedError
 
     def partition_leadership(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch | None:

@@ -79,6 +79,10 @@ class AdminOperationError(KctlError, ValueError):
     """Kafka's AdminOperationException (e.g. mixed rack information)."""
 
 
+class AdminCommandFailedError(KctlError, ValueError):
+    """Kafka's AdminCommandFailedException: an admin tool's input (a JSON file, an option) is invalid."""
+
+
 class InvalidConfigurationError(KctlError, ValueError):
     error = Errors.INVALID_CONFIG
 
@@ -173,6 +177,10 @@ class IneligibleReplicaError(KctlError):
 
 class UnknownServerError(KctlError):
     error = Errors.UNKNOWN_SERVER_ERROR
+
+
+class RequestTimedOutError(KctlError):
+    error = Errors.REQUEST_TIMED_OUT
 
 
 # --- Stores ------------------------------------------------------------------------------------------

@@ -39,7 +39,14 @@ log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "kctl"
 """The entry-point group third-party distributions declare their plugins in."""
 
-DEFAULT_PLUGINS = ("kctl.selectors", "kctl.stores.memory", "kctl.stores.zookeeper", "kctl.transports.inprocess")
+DEFAULT_PLUGINS = (
+    "kctl.selectors",
+    "kctl.stores.memory",
+    "kctl.stores.zookeeper",
+    "kctl.transports.inprocess",
+    "kctl.transports.tcp",
+    "kctl.transports.zkqueue",
+)
 """Built-in plugin modules, registered under their module path before any entry point."""
 
 LOAD_PLUGINS_ENV = "KCTL_LOAD_PLUGINS"

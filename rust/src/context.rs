@@ -6,10 +6,10 @@
 //! brokers ascending. A partition keeps its index when its topic is removed and re-created, so its
 //! partition and replica states carry over as they do in the reference's dicts.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use indexmap::IndexSet;
+use crate::hash::{HashMap, HashSet, IndexSet};
 use smallvec::SmallVec;
 
 use crate::model::{
@@ -50,6 +50,9 @@ pub struct Context {
     pub epoch: i32,
     pub epoch_zk_version: i32,
     live: BTreeMap<BrokerId, i64>,
+    live_generation: u64,
+    /// Per broker id below `DENSE_BROKER_IDS`: `REGISTERED` | `SHUTTING_DOWN`.
+    broker_flags: Vec<u8>,
     shutting_down: BTreeSet<BrokerId>,
     offline_dirs: HashMap<BrokerId, HashSet<Part>>,
 
@@ -81,6 +84,16 @@ pub struct Context {
     offline_partition_count: i64,
     imbalance_count: i64,
     unclean_elections: i64,
+}
+
+const REGISTERED: u8 = 1;
+const SHUTTING_DOWN: u8 = 2;
+/// Broker ids below this get dense flags; others (rare) are looked up in the maps.
+const DENSE_BROKER_IDS: BrokerId = 1 << 16;
+
+fn next_generation() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl Context {
@@ -247,12 +260,60 @@ impl Context {
 
     pub fn add_live_brokers(&mut self, epochs: &[(BrokerId, i64)]) {
         self.live.extend(epochs.iter().copied());
+        self.live_generation = next_generation();
+        self.refresh_broker_flags();
     }
 
     pub fn remove_live_brokers(&mut self, brokers: &[BrokerId]) {
         for b in brokers {
             self.live.remove(b);
         }
+        self.live_generation = next_generation();
+        self.refresh_broker_flags();
+    }
+
+    /// Rebuild the dense per-broker flags from `live` and `shutting_down` (broker changes are
+    /// rare; the checks they serve run per replica).
+    fn refresh_broker_flags(&mut self) {
+        self.broker_flags.clear();
+        let dense = |b: &BrokerId| (0..DENSE_BROKER_IDS).contains(b);
+        for &b in self.live.keys().filter(|b| dense(b)) {
+            let at = b as usize;
+            if self.broker_flags.len() <= at {
+                self.broker_flags.resize(at + 1, 0);
+            }
+            self.broker_flags[at] = REGISTERED;
+        }
+        for &b in self.shutting_down.iter().filter(|b| dense(b)) {
+            if let Some(flags) = self.broker_flags.get_mut(b as usize) {
+                *flags |= SHUTTING_DOWN;
+            }
+        }
+    }
+
+    /// `REGISTERED` and `SHUTTING_DOWN` bits of a broker.
+    fn broker_flags(&self, broker: BrokerId) -> u8 {
+        if (0..DENSE_BROKER_IDS).contains(&broker) {
+            return self.broker_flags.get(broker as usize).copied().unwrap_or(0);
+        }
+        let mut flags = 0;
+        if self.live.contains_key(&broker) {
+            flags |= REGISTERED;
+            if self.shutting_down.contains(&broker) {
+                flags |= SHUTTING_DOWN;
+            }
+        }
+        flags
+    }
+
+    /// Equal generations (of any contexts) mean equal sets of registered brokers; 0 is the empty set.
+    pub fn live_generation(&self) -> u64 {
+        self.live_generation
+    }
+
+    /// The registered brokers (live or shutting down), in id order, without allocating.
+    pub fn registered_broker_ids(&self) -> impl Iterator<Item = BrokerId> + '_ {
+        self.live.keys().copied()
     }
 
     pub fn live_broker_ids(&self) -> Vec<BrokerId> {
@@ -268,11 +329,11 @@ impl Context {
     }
 
     pub fn is_registered(&self, broker: BrokerId) -> bool {
-        self.live.contains_key(&broker)
+        self.broker_flags(broker) & REGISTERED != 0
     }
 
     pub fn is_live(&self, broker: BrokerId) -> bool {
-        self.live.contains_key(&broker) && !self.shutting_down.contains(&broker)
+        self.broker_flags(broker) == REGISTERED
     }
 
     pub fn shutting_down_broker_ids(&self) -> Vec<BrokerId> {
@@ -285,12 +346,14 @@ impl Context {
 
     pub fn add_shutting_down_broker(&mut self, broker: BrokerId) {
         self.shutting_down.insert(broker);
+        self.refresh_broker_flags();
     }
 
     pub fn remove_shutting_down_brokers(&mut self, brokers: &[BrokerId]) {
         for b in brokers {
             self.shutting_down.remove(b);
         }
+        self.refresh_broker_flags();
     }
 
     pub fn live_broker_epoch(&self, broker: BrokerId) -> Option<i64> {
@@ -307,15 +370,15 @@ impl Context {
         p: Part,
         include_shutting_down: bool,
     ) -> bool {
-        if !self.live.contains_key(&broker) {
+        let flags = self.broker_flags(broker);
+        if flags & REGISTERED == 0 || (!include_shutting_down && flags & SHUTTING_DOWN != 0) {
             return false;
         }
-        if !include_shutting_down && self.shutting_down.contains(&broker) {
-            return false;
-        }
-        self.offline_dirs
-            .get(&broker)
-            .is_none_or(|dirs| !dirs.contains(&p))
+        self.offline_dirs.is_empty()
+            || self
+                .offline_dirs
+                .get(&broker)
+                .is_none_or(|dirs| !dirs.contains(&p))
     }
 
     pub fn add_replicas_on_offline_dirs(&mut self, broker: BrokerId, parts: &[Part]) {
@@ -497,18 +560,18 @@ impl Context {
     }
 
     /// Replicas hosted on the brokers, brokers ascending then context order.
+    /// Broker by broker in id order, each broker's replicas in partition order: one pass.
     pub fn replicas_on_brokers(&self, brokers: &[BrokerId]) -> Vec<Replica> {
-        let brokers: BTreeSet<BrokerId> = brokers.iter().copied().collect();
-        let all = self.all_partitions();
-        let mut out = Vec::new();
-        for b in brokers {
-            out.extend(
-                all.iter()
-                    .filter(|p| self.replicas(**p).contains(&b))
-                    .map(|p| (*p, b)),
-            );
+        let mut by_broker: BTreeMap<BrokerId, Vec<Replica>> =
+            brokers.iter().map(|b| (*b, Vec::new())).collect();
+        for p in self.all_partitions() {
+            for b in self.replicas(p) {
+                if let Some(found) = by_broker.get_mut(b) {
+                    found.push((p, *b));
+                }
+            }
         }
-        out
+        by_broker.into_values().flatten().collect()
     }
 
     pub fn replicas_for_partitions(&self, parts: &[Part]) -> Vec<Replica> {

@@ -4,8 +4,9 @@
 //! Kafka's order (LeaderAndIsr, UpdateMetadata, StopReplica) to the brokers registered at send time.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use indexmap::{IndexMap, IndexSet};
+use crate::hash::{IndexMap, IndexSet};
 
 use crate::context::{Context, Part, Replicas};
 use crate::model::{
@@ -13,8 +14,10 @@ use crate::model::{
     EPOCH_DURING_DELETE, LEADER_DURING_DELETE, NO_EPOCH,
 };
 
+/// A partition's state as one `add_leader_and_isr` call gives it to every recipient (shared by
+/// their entries: a broker failure at a million partitions adds hundreds of thousands).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LeaderAndIsrEntry {
+pub struct LeaderAndIsrState {
     pub part: Part,
     pub controller_epoch: i32,
     pub leader: BrokerId,
@@ -24,8 +27,23 @@ pub struct LeaderAndIsrEntry {
     pub replicas: Replicas,
     pub adding: Replicas,
     pub removing: Replicas,
-    pub is_new: bool,
     pub recovery: LeaderRecoveryState,
+}
+
+/// One broker's LeaderAndIsr entry for a partition: the shared state and the broker's own
+/// (sticky) `is_new` flag. Reads the state's fields through `Deref`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaderAndIsrEntry {
+    pub state: Arc<LeaderAndIsrState>,
+    pub is_new: bool,
+}
+
+impl std::ops::Deref for LeaderAndIsrEntry {
+    type Target = LeaderAndIsrState;
+
+    fn deref(&self) -> &LeaderAndIsrState {
+        &self.state
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,6 +93,9 @@ pub struct RequestBatch {
     stop_replica: BTreeMap<BrokerId, IndexMap<Part, StopReplicaEntry>>,
     update_metadata_brokers: IndexSet<BrokerId>,
     update_metadata_parts: IndexMap<Part, UpdateMetadataEntry>,
+    /// The context's live generation whose brokers are all in `update_metadata_brokers` already
+    /// (adding a partition for every registered broker is then no per-broker work).
+    update_metadata_generation: Option<u64>,
 }
 
 impl RequestBatch {
@@ -117,27 +138,40 @@ impl RequestBatch {
         is_new: bool,
     ) {
         let lai = &lice.leader_and_isr;
+        let state = Arc::new(LeaderAndIsrState {
+            part: p,
+            controller_epoch: lice.controller_epoch,
+            leader: lai.leader,
+            leader_epoch: lai.leader_epoch,
+            isr: lai.isr.iter().copied().collect(),
+            partition_epoch: lai.partition_epoch,
+            replicas: assignment.replicas.iter().copied().collect(),
+            adding: assignment.adding.iter().copied().collect(),
+            removing: assignment.removing.iter().copied().collect(),
+            recovery: lai.recovery,
+        });
         for broker in brokers.iter().copied().filter(|b| *b >= 0) {
             let per_broker = self.leader_and_isr.entry(broker).or_default();
             let sticky = per_broker.get(&p).is_some_and(|e| e.is_new);
             per_broker.insert(
                 p,
                 LeaderAndIsrEntry {
-                    part: p,
-                    controller_epoch: lice.controller_epoch,
-                    leader: lai.leader,
-                    leader_epoch: lai.leader_epoch,
-                    isr: lai.isr.iter().copied().collect(),
-                    partition_epoch: lai.partition_epoch,
-                    replicas: assignment.replicas.iter().copied().collect(),
-                    adding: assignment.adding.iter().copied().collect(),
-                    removing: assignment.removing.iter().copied().collect(),
+                    state: state.clone(),
                     is_new: is_new || sticky,
-                    recovery: lai.recovery,
                 },
             );
         }
-        self.add_update_metadata(ctx, &ctx.live_or_shutting_down_broker_ids(), &[p]);
+        self.add_update_metadata_for_registered(ctx, &[p]);
+    }
+
+    /// `add_update_metadata` for every live or shutting-down broker.
+    pub fn add_update_metadata_for_registered(&mut self, ctx: &Context, parts: &[Part]) {
+        if self.update_metadata_generation != Some(ctx.live_generation()) {
+            self.update_metadata_brokers
+                .extend(ctx.registered_broker_ids().filter(|b| *b >= 0));
+            self.update_metadata_generation = Some(ctx.live_generation());
+        }
+        self.add_update_metadata(ctx, &[], parts);
     }
 
     pub fn add_update_metadata(&mut self, ctx: &Context, brokers: &[BrokerId], parts: &[Part]) {
@@ -273,6 +307,7 @@ impl RequestBatch {
             }
             self.update_metadata_brokers.clear();
         }
+        self.update_metadata_generation = None;
 
         for (broker, states) in std::mem::take(&mut self.stop_replica) {
             if !ctx.is_registered(broker) {
@@ -280,7 +315,7 @@ impl RequestBatch {
             }
             if stop_replica_version >= 3 {
                 // Grouped by topic, topics in order of first appearance.
-                let mut by_topic: IndexMap<u32, Vec<StopReplicaEntry>> = IndexMap::new();
+                let mut by_topic: IndexMap<u32, Vec<StopReplicaEntry>> = IndexMap::default();
                 for s in states.values() {
                     by_topic
                         .entry(ctx.partition_topic(s.part))
@@ -334,6 +369,39 @@ impl RequestBatch {
 mod tests {
     use super::*;
     use crate::model::LeaderAndIsr;
+
+    #[test]
+    fn update_metadata_for_registered_brokers_follows_the_live_set_across_sends() {
+        let mut ctx = Context::new();
+        ctx.set_live_brokers(&[(1, 10), (2, 20)]);
+        let p = ctx.intern_part("t", 0);
+        ctx.put_leadership(
+            p,
+            &LeaderIsrAndControllerEpoch {
+                leader_and_isr: LeaderAndIsr::new(1, vec![1]),
+                controller_epoch: 1,
+            },
+        );
+        let mut batch = RequestBatch::default();
+        let recipients = |sent: &[Sent]| -> Vec<BrokerId> {
+            sent.iter()
+                .filter_map(|s| match s {
+                    Sent::UpdateMetadata { broker, .. } => Some(*broker),
+                    _ => None,
+                })
+                .collect()
+        };
+        batch.add_update_metadata_for_registered(&ctx, &[p]);
+        assert_eq!(recipients(&batch.send(&ctx, 3, &mut |_| {})), vec![1, 2]);
+        // The same live set after a send: the brokers must be added again.
+        batch.add_update_metadata_for_registered(&ctx, &[p]);
+        assert_eq!(recipients(&batch.send(&ctx, 3, &mut |_| {})), vec![1, 2]);
+        // A broker joins between two additions to one batch: it gets the request too.
+        batch.add_update_metadata_for_registered(&ctx, &[p]);
+        ctx.add_live_brokers(&[(3, 30)]);
+        batch.add_update_metadata_for_registered(&ctx, &[p]);
+        assert_eq!(recipients(&batch.send(&ctx, 3, &mut |_| {})), vec![1, 2, 3]);
+    }
 
     #[test]
     fn sticky_flags_sentinels_and_order() {

@@ -2,6 +2,8 @@
 //! `partition_state_machine` and `replica_state_machine` that keeps their order of store calls,
 //! results and log lines, so the two engines can be compared line for line.
 
+use crate::hash::{HashMap, HashSet};
+
 use crate::context::{Context, Part, Replica};
 use crate::election::{self, Candidates, Input, Pick, Strategy};
 use crate::model::{
@@ -94,7 +96,7 @@ pub struct Machine<'a> {
     pub controller_id: i32,
     pub ctx: &'a mut Context,
     pub batch: &'a mut RequestBatch,
-    pub store: &'a mut dyn Store,
+    pub store: &'a mut (dyn Store + Send),
     pub log: &'a mut Log,
     pub sent: &'a mut Vec<Sent>,
     pub stop_replica_version: i32,
@@ -103,7 +105,7 @@ pub struct Machine<'a> {
 }
 
 fn dedupe<T: Copy + Eq + std::hash::Hash>(items: &[T]) -> Vec<T> {
-    let mut seen = std::collections::HashSet::with_capacity(items.len());
+    let mut seen = HashSet::with_capacity_and_hasher(items.len(), Default::default());
     items.iter().copied().filter(|i| seen.insert(*i)).collect()
 }
 
@@ -407,7 +409,7 @@ impl Machine<'_> {
             .map(|i| election::candidates(self.ctx, strategy, i))
             .collect();
         let picks = self.select(strategy, &inputs, &candidates, selector)?;
-        let mut recipients: Vec<(Part, Vec<BrokerId>)> = Vec::new();
+        let mut recipients: HashMap<Part, Vec<BrokerId>> = HashMap::default();
         let mut updates: Vec<(Part, LeaderAndIsr)> = Vec::new();
         for ((input, cand), pick) in inputs.iter().zip(&candidates).zip(picks) {
             match pick {
@@ -423,7 +425,7 @@ impl Machine<'_> {
                         self.leader_recovery,
                     );
                     updates.push((input.part, state));
-                    recipients.push((input.part, cand.recipients.clone()));
+                    recipients.insert(input.part, cand.recipients.clone());
                 }
                 Pick::NoLeader => failed.push((
                     input.part,
@@ -446,11 +448,7 @@ impl Machine<'_> {
                 controller_epoch: self.ctx.epoch,
             };
             self.ctx.put_leadership(p, &lice);
-            let to = recipients
-                .iter()
-                .find(|(q, _)| *q == p)
-                .map(|(_, r)| r.clone())
-                .unwrap_or_default();
+            let to = recipients.remove(&p).unwrap_or_default();
             let assignment = self.ctx.assignment(p);
             self.batch
                 .add_leader_and_isr(self.ctx, &to, p, &lice, &assignment, false);
@@ -493,20 +491,17 @@ impl Machine<'_> {
             }));
         } else {
             let mut topics: Vec<u32> = Vec::new();
+            let mut index_of: HashMap<u32, usize> = HashMap::default();
             for (p, _) in &without {
                 let t = self.ctx.partition_topic(*p);
-                if !topics.contains(&t) {
+                index_of.entry(t).or_insert_with(|| {
                     topics.push(t);
-                }
+                    topics.len() - 1
+                });
             }
             let enabled = self.unclean_election_enabled(&topics)?;
             for (part, current) in without {
-                let t = self.ctx.partition_topic(part);
-                let index = topics
-                    .iter()
-                    .position(|x| *x == t)
-                    .expect("collected above");
-                match &enabled[index] {
+                match &enabled[index_of[&self.ctx.partition_topic(part)]] {
                     Ok(flag) => inputs.push(Input {
                         part,
                         current,
@@ -638,16 +633,11 @@ impl Machine<'_> {
         let mut results = Vec::new();
         let attempt = (|| -> Result<(), Failure> {
             self.new_batch()?;
-            let mut brokers: Vec<BrokerId> = replicas.iter().map(|(_, b)| *b).collect();
-            brokers.sort_unstable();
-            brokers.dedup();
-            for broker in brokers {
-                let group: Vec<Replica> = replicas
-                    .iter()
-                    .copied()
-                    .filter(|(_, b)| *b == broker)
-                    .collect();
-                self.do_replica_state_changes(broker, &group, target, &mut results)?;
+            // Grouped by broker in id order, each group keeping the input order (a stable sort).
+            let mut by_broker = replicas.clone();
+            by_broker.sort_by_key(|(_, b)| *b);
+            for group in by_broker.chunk_by(|x, y| x.1 == y.1) {
+                self.do_replica_state_changes(group[0].1, group, target, &mut results)?;
             }
             self.send();
             Ok(())
@@ -839,8 +829,8 @@ impl Machine<'_> {
         }
         for r in without {
             self.transition(r, ReplicaState::Offline);
-            let brokers = self.ctx.live_or_shutting_down_broker_ids();
-            self.batch.add_update_metadata(self.ctx, &brokers, &[r.0]);
+            self.batch
+                .add_update_metadata_for_registered(self.ctx, &[r.0]);
             results.push((r, Ok(ReplicaState::Offline)));
         }
         Ok(())
@@ -867,13 +857,10 @@ impl Machine<'_> {
             remaining =
                 self.do_remove_replica_from_isr(broker, &remaining, &mut updated, &mut failures)?;
         }
-        let mut ordered = Vec::with_capacity(updated.len());
-        for p in parts {
-            if let Some(i) = updated.iter().position(|(q, _)| q == p) {
-                ordered.push(updated.swap_remove(i));
-            }
-        }
-        Ok((ordered, failures))
+        // Back to input order (retries finish out of order); parts are distinct.
+        let rank: HashMap<Part, usize> = parts.iter().enumerate().map(|(i, p)| (*p, i)).collect();
+        updated.sort_unstable_by_key(|(p, _)| rank[p]);
+        Ok((updated, failures))
     }
 
     fn do_remove_replica_from_isr(

@@ -3,7 +3,7 @@
 //! partition. `kctl.stores.memory` keeps every other znode and routes these paths here; versions,
 //! zxids and history follow its ZooKeeper semantics.
 
-use std::collections::HashMap;
+use crate::hash::HashMap;
 use std::sync::Arc;
 
 use crate::model::{LeaderAndIsr, LeaderIsrAndControllerEpoch};
@@ -45,7 +45,7 @@ pub struct StateTable {
 impl StateTable {
     pub fn new(record_history: bool) -> Self {
         Self {
-            history: record_history.then(HashMap::new),
+            history: record_history.then(HashMap::default),
             ..Self::default()
         }
     }
@@ -57,7 +57,7 @@ impl StateTable {
 
     fn topic(&mut self, topic: &str) -> &mut HashMap<i32, Slot> {
         if !self.topics.contains_key(topic) {
-            self.topics.insert(Arc::from(topic), HashMap::new());
+            self.topics.insert(Arc::from(topic), HashMap::default());
         }
         self.topics.get_mut(topic).expect("just inserted")
     }
@@ -148,9 +148,16 @@ impl StateTable {
         }
         slot.version += 1;
         slot.mzxid = zxid;
-        slot.state = state.clone();
         let version = slot.version;
-        Ok((version, self.record_written(topic, partition, &state)))
+        let seq = self.record_written(topic, partition, &state);
+        if let Some(slot) = self
+            .topics
+            .get_mut(topic)
+            .and_then(|s| s.get_mut(&partition))
+        {
+            slot.state = state;
+        }
+        Ok((version, seq))
     }
 
     fn remove(&mut self, topic: &str, partition: i32) -> Option<Slot> {

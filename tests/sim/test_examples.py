@@ -18,6 +18,8 @@ from kctl.cli import main
 from kctl.sim.scenario import ACTIONS
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
+SCENARIOS = sorted(p for p in EXAMPLES.glob("*.toml") if not p.name.startswith("fleet-"))
+"""The examples for ``kctl sim``; ``fleet-*.toml`` are ``kctl fleet`` grids (tests/fleet)."""
 KCTL_SCRIPT = Path(sys.executable).with_name("kctl")
 Report = dict[str, Any]
 
@@ -84,15 +86,15 @@ CHECKS: dict[str, Callable[[Report], None]] = {
 
 
 def test_every_example_has_its_checks() -> None:
-    assert sorted(p.stem for p in EXAMPLES.glob("*.toml")) == sorted(CHECKS)
+    assert sorted(p.stem for p in SCENARIOS) == sorted(CHECKS)
 
 
 def test_the_examples_use_every_action() -> None:
-    used = {step["action"] for path in EXAMPLES.glob("*.toml") for step in tomllib.loads(path.read_text())["steps"]}
+    used = {step["action"] for path in SCENARIOS for step in tomllib.loads(path.read_text())["steps"]}
     assert used == set(ACTIONS)
 
 
-@pytest.mark.parametrize("example", sorted(EXAMPLES.glob("*.toml")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("example", SCENARIOS, ids=lambda p: p.stem)
 def test_example_runs_and_tells_its_story(example: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     report_path = tmp_path / "report.json"
     status = main(["sim", str(example), "--json", str(report_path), "--no-color"])

@@ -180,6 +180,17 @@ class BrokerAgent:
             logger.info("Broker %d registered with epoch %d", self.broker_id, self.broker_epoch)
             return self.broker_epoch
 
+    def reregister(self) -> int:
+        """Register again after the store session expired and a new one began (Kafka re-creates
+        its broker znode on every new ZooKeeper session); returns the new, larger broker epoch.
+        The process keeps its state: the controller treats it as a bounced broker."""
+        with self._lock:
+            if not self._running:
+                raise IllegalStateError(f"broker {self.broker_id} is not running")
+            self.broker_epoch = self._store.register_broker(self.info)
+            logger.info("Broker %d re-registered with epoch %d", self.broker_id, self.broker_epoch)
+            return self.broker_epoch
+
     def kill(self) -> None:
         """Crash the process: it stops answering, its data plane stops, its session expires (the
         broker znode disappears). A controlled shutdown in progress completes with False."""

@@ -253,6 +253,16 @@ class DataPlaneLedger:
 # --- The replica manager -----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class LeaderLogView:
+    """What a leader tells a fetching follower: its log end offset, high watermark and epoch
+    history (``(leader epoch, start offset)`` pairs)."""
+
+    log_end_offset: int
+    high_watermark: int
+    epochs: tuple[tuple[int, int], ...]
+
+
 class ReplicaRole(enum.Enum):
     LEADER = "leader"
     FOLLOWER = "follower"
@@ -646,24 +656,45 @@ class SimulatedReplicaManager:
 
     def _fetch(self, r: _Replica, leader: SimulatedReplicaManager, now: float) -> bool:
         """Fetch one partition from its leader; True when the follower had already caught up."""
-        lr = leader._replicas.get(r.tp)
-        if lr is None or lr.role is not ReplicaRole.LEADER or lr.leader_epoch != r.leader_epoch:
-            return False  # not (yet) the leader at our epoch: NOT_LEADER / FENCED / UNKNOWN_LEADER_EPOCH
-        follower = lr.followers.get(self._broker_id)
-        if follower is None:
-            return False
         if r.truncate:
-            r.truncate_to(_common_prefix(r.epochs, r.leo, lr.epochs, lr.leo))
-            r.truncate = False
-        fetch_offset = r.leo
-        leader._record_fetch(lr, self._broker_id, follower, fetch_offset, now)
-        available = lr.leo - fetch_offset
+            view = leader.serve_fetch(r.tp, self._broker_id, r.leader_epoch, None, now)
+            if view is None:
+                return False
+            self._truncate(r, view)
+        view = leader.serve_fetch(r.tp, self._broker_id, r.leader_epoch, r.leo, now)
+        return False if view is None else self._apply_fetch(r, r.leo, view)
+
+    def _truncate(self, r: _Replica, view: LeaderLogView) -> None:
+        """Kafka's truncation on becoming a follower: to the common prefix of the epoch histories."""
+        r.truncate_to(_common_prefix(r.epochs, r.leo, view.epochs, view.log_end_offset))
+        r.truncate = False
+
+    def _apply_fetch(self, r: _Replica, fetch_offset: int, view: LeaderLogView) -> bool:
+        """Copy what the leader returned; True when the follower had already caught up."""
+        available = view.log_end_offset - fetch_offset
         copied = available if self.max_fetch_records is None else min(available, self.max_fetch_records)
         if copied > 0:
             r.leo += copied
-            r.epochs = lr.epochs if copied == available else tuple(e for e in lr.epochs if e[1] < r.leo)
-        r.hw = min(lr.hw, r.leo)
+            r.epochs = view.epochs if copied == available else tuple(e for e in view.epochs if e[1] < r.leo)
+        r.hw = min(view.high_watermark, r.leo)
         return available <= 0
+
+    def serve_fetch(
+        self, tp: TopicPartition, follower_id: int, leader_epoch: int, fetch_offset: int | None, now: float
+    ) -> LeaderLogView | None:
+        """The leader's half of a fetch (call with the ledger's lock held): record the follower's
+        fetch offset (None: only asking for the epoch history, as OffsetsForLeaderEpoch) and return
+        the log's end, high watermark and epochs; None when this broker does not lead ``tp`` at
+        ``leader_epoch`` (NOT_LEADER / FENCED / UNKNOWN_LEADER_EPOCH) or does not know the follower."""
+        lr = self._replicas.get(tp)
+        if lr is None or lr.role is not ReplicaRole.LEADER or lr.leader_epoch != leader_epoch:
+            return None
+        follower = lr.followers.get(follower_id)
+        if follower is None:
+            return None
+        if fetch_offset is not None:
+            self._record_fetch(lr, follower_id, follower, fetch_offset, now)
+        return LeaderLogView(lr.leo, lr.hw, lr.epochs)
 
     # --- Leading: follower state, high watermark, ISR ----------------------------------------------
 
@@ -877,6 +908,7 @@ __all__ = [
     "DataLossViolation",
     "DataPlaneLedger",
     "Ledger",
+    "LeaderLogView",
     "ReplicaManager",
     "ReplicaRole",
     "ReplicaSnapshot",

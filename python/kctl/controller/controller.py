@@ -512,12 +512,13 @@ class KafkaController:
         for info, _ in (brokers[b] for b in sorted(brokers)):
             self.channel.add_broker(info)
 
-    def _load_topics(self, topics: Sequence[str]) -> list[TopicPartition]:
+    def _load_topics(self, topics: Sequence[str]) -> list[Sequence[TopicPartition]]:
         """Read topics' assignments into the context (giving topic ids to those without);
-        returns their partitions. A topic whose stored assignment is unreadable is logged and skipped."""
+        returns each loaded topic's partitions. A topic whose stored assignment is unreadable is
+        logged and skipped."""
         ctx = self.context
         read = self.store.get_topic_assignments(topics)
-        added: list[TopicPartition] = []
+        added: list[Sequence[TopicPartition]] = []
         for topic in topics:
             if topic in read.errors:
                 log.error("Skipping topic %s: %s", topic, read.errors[topic])
@@ -530,23 +531,13 @@ class KafkaController:
                 topic_id = admin.generate_topic_id(self.scheduler.rng)
                 self.store.set_topic_assignment(topic, TopicAssignment(assignment.partitions, topic_id), ctx.epoch_zk_version)
             ctx.add_topic(topic, topic_id)
-            for partition in sorted(assignment.partitions):
-                tp = TopicPartition(topic, partition)
-                ra = assignment.partitions[partition]
-                ctx.update_partition_full_replica_assignment(tp, ra)
-                if ra.is_being_reassigned:
-                    ctx.add_partition_being_reassigned(tp)
-                added.append(tp)
+            added.append(ctx.put_topic_assignment(topic, assignment.partitions))
         return added
 
     def _update_leader_and_isr_cache(self, partitions: Iterable[TopicPartition]) -> None:
         """Cache stored states as they are (keeping the epoch of the controller that wrote them)."""
-        read = self.store.get_partition_states(list(partitions))
-        for tp, error in read.errors.items():
-            if not isinstance(error, NoNodeError):
-                log.error("Skipping the stored state of %s: %s", tp, error)
-        for tp, leadership in read.values.items():
-            self.context.put_partition_leadership(tp, leadership)
+        for tp, error in self.context.load_partition_leaderships(self.store, partitions).items():
+            log.error("Skipping the stored state of %s: %s", tp, error)
 
     def _fetch_pending_preferred_replica_elections(self) -> set[TopicPartition]:
         ctx = self.context
@@ -676,7 +667,7 @@ class KafkaController:
         for topic in deleted:
             self._unwatch_topic(topic)
             ctx.remove_topic(topic)
-        added = self._load_topics(new)
+        added = [tp for partitions in self._load_topics(new) for tp in partitions]
         if added:
             log.info("New topics: [%s], deleted topics: [%s], new partition replica assignment [%s]",
                      new, deleted, len(added))

@@ -7,10 +7,11 @@ them; everything per partition lives in the engine's columnar arrays.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence, Set
-from typing import Any
+from typing import Any, cast
 
 from kctl._engine import Engine
 from kctl.context import ControllerContext
+from kctl.errors import KctlError
 from kctl.native.sets import PartitionList, ReplicaList
 from kctl.model import (
     BrokerInfo,
@@ -23,6 +24,7 @@ from kctl.model import (
     ReplicaState,
     TopicPartition,
 )
+from kctl.stores.base import StateStore
 
 _PARTITION_STATES = {s.state_id: s for s in PartitionState}
 _REPLICA_STATES = {s.state_id: s for s in ReplicaState}
@@ -184,6 +186,10 @@ class RustContext(ControllerContext):
     def update_partition_full_replica_assignment(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
         self.native.update_assignment(tp.topic, tp.partition, assignment_tuple(assignment))
 
+    def put_topic_assignment(self, topic: str, partitions: Mapping[int, ReplicaAssignment]) -> Sequence[TopicPartition]:
+        items = partitions if isinstance(partitions, dict) else dict(partitions)
+        return PartitionList(self.native, self.native.put_topic_assignment(topic, items))
+
     def put_partition_assignments(self, assignments: Mapping[TopicPartition, ReplicaAssignment]) -> None:
         self.native.put_assignments([(tp.topic, tp.partition, assignment_tuple(a)) for tp, a in assignments.items()])
 
@@ -239,6 +245,10 @@ class RustContext(ControllerContext):
 
     def put_partition_leaderships(self, leaderships: Mapping[TopicPartition, LeaderIsrAndControllerEpoch]) -> None:
         self.native.put_leaderships([(tp.topic, tp.partition, lice_tuple(l)) for tp, l in leaderships.items()])
+
+    def load_partition_leaderships(self, store: StateStore, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, KctlError]:
+        failed = self.native.load_leaderships(native_set(partitions), store)
+        return {TopicPartition(topic, partition): cast(KctlError, error) for topic, partition, error in failed}
 
     def partition_leadership(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch | None:
         t = self.native.leadership(tp.topic, tp.partition)

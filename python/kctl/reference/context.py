@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence, Set
 
 from kctl.context import ControllerContext
+from kctl.errors import KctlError, NoNodeError
+from kctl.stores.base import StateStore
 from kctl.model import (
     BrokerInfo,
     LeaderIsrAndControllerEpoch,
@@ -209,6 +211,16 @@ class ReferenceContext(ControllerContext):
         for tp, assignment in assignments.items():
             self.update_partition_full_replica_assignment(tp, assignment)
 
+    def put_topic_assignment(self, topic: str, partitions: Mapping[int, ReplicaAssignment]) -> Sequence[TopicPartition]:
+        loaded = []
+        for partition in sorted(partitions):
+            tp, assignment = TopicPartition(topic, partition), partitions[partition]
+            self.update_partition_full_replica_assignment(tp, assignment)
+            if assignment.is_being_reassigned:
+                self.add_partition_being_reassigned(tp)
+            loaded.append(tp)
+        return loaded
+
     def partition_full_replica_assignment(self, tp: TopicPartition) -> ReplicaAssignment:
         return self._assignments.get(tp.topic, {}).get(tp.partition, _EMPTY_ASSIGNMENT)
 
@@ -277,6 +289,11 @@ class ReferenceContext(ControllerContext):
     def put_partition_leaderships(self, leaderships: Mapping[TopicPartition, LeaderIsrAndControllerEpoch]) -> None:
         for tp, leadership in leaderships.items():
             self.put_partition_leadership(tp, leadership)
+
+    def load_partition_leaderships(self, store: StateStore, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, KctlError]:
+        read = store.get_partition_states(list(partitions))
+        self.put_partition_leaderships(read.values)
+        return {tp: e for tp, e in read.errors.items() if not isinstance(e, NoNodeError)}
 
     def partition_leadership(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch | None:
         return self._leadership.get(tp)

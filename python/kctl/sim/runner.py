@@ -285,9 +285,11 @@ def run_scenario(
     engine: str = DEFAULT_ENGINE,
     seed: int | None = None,
     on_step: StepCallback | None = None,
+    on_start: Callable[[EmbeddedCluster], None] | None = None,
 ) -> Report:
-    """Play ``scenario`` (``seed`` overrides its own) and report; ``on_step`` sees each step as it ends."""
-    return _Run(scenario, engine, scenario.cluster.seed if seed is None else seed, on_step).play()
+    """Play ``scenario`` (``seed`` overrides its own) and report; ``on_step`` sees each step as it ends,
+    ``on_start`` the cluster once its topics exist, before the first step (fleets sample it)."""
+    return _Run(scenario, engine, scenario.cluster.seed if seed is None else seed, on_step, on_start).play()
 
 
 def describe_all(cluster: EmbeddedCluster) -> dict[TopicPartition, PartitionDescription]:
@@ -300,8 +302,9 @@ def describe_all(cluster: EmbeddedCluster) -> dict[TopicPartition, PartitionDesc
 
 
 class _Run:
-    def __init__(self, scenario: Scenario, engine: str, seed: int, on_step: StepCallback | None) -> None:
-        self.scenario, self.engine, self.seed, self.on_step = scenario, engine, seed, on_step
+    def __init__(self, scenario: Scenario, engine: str, seed: int, on_step: StepCallback | None,
+                 on_start: Callable[[EmbeddedCluster], None] | None = None) -> None:
+        self.scenario, self.engine, self.seed, self.on_step, self.on_start = scenario, engine, seed, on_step, on_start
         spec = scenario.cluster
         self.cluster = EmbeddedCluster(
             list(spec.brokers), spec.racks, spec.config, engine, seed=seed, controllers=list(spec.controllers)
@@ -325,6 +328,8 @@ class _Run:
             self.leadership.observe(0)
             self.sent = self.first_sent = len(self.cluster.sent_requests)
             setup_violations = self.new_violations()
+            if self.on_start is not None:
+                self.on_start(self.cluster)
             results = []
             for step in self.scenario.steps:
                 result = self.step(step)

@@ -367,7 +367,23 @@ class TopicPartitionStateZNode:
 
     @staticmethod
     def decode(data: bytes | None, path: str, zk_version: int) -> LeaderIsrAndControllerEpoch:
-        """The state with ``zk_version`` (the znode's data version) as its partition epoch."""
+        """The state with ``zk_version`` (the znode's data version) as its partition epoch.
+
+        A failover decodes every partition's state, so the usual document (integers where Kafka
+        writes them, no recovery state) takes a fast path; anything else is checked field by field.
+        """
+        try:
+            fast = json.loads(data.decode()) if data else None
+        except (ValueError, UnicodeDecodeError):
+            fast = None
+        if type(fast) is dict and "leader_recovery_state" not in fast:
+            leader, isr, leader_epoch, controller_epoch = (
+                fast.get("leader"), fast.get("isr"), fast.get("leader_epoch"), fast.get("controller_epoch")
+            )
+            if (type(leader) is int and type(leader_epoch) is int and type(controller_epoch) is int
+                    and type(isr) is list and all(type(b) is int for b in isr)):
+                return LeaderIsrAndControllerEpoch(LeaderAndIsr(leader, tuple(isr), leader_epoch, zk_version),
+                                                   controller_epoch)
         doc = _Fields.parse(data, path)
         recovery = doc.integer("leader_recovery_state", LeaderRecoveryState.RECOVERED.value)
         if not 0 <= recovery < len(_RECOVERY_STATES):

@@ -12,13 +12,33 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from kctl.errors import Errors
 from kctl.model import BrokerInfo
-from kctl.requests import BrokerToControllerRequest, ControllerRequest, ControllerResponse
+from kctl.requests import (
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    BrokerToControllerRequest,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    ControllerRequest,
+    ControllerResponse,
+)
 
 BrokerHandler = Callable[[ControllerRequest], ControllerResponse]
 """A broker's answer to a controller request (computed synchronously)."""
 ControllerHandler = Callable[[BrokerToControllerRequest, Callable[[Any], None]], None]
 """A controller takes a broker request and calls back with the response when it has one."""
+
+
+def error_response(
+    request: BrokerToControllerRequest, error: Errors
+) -> ControlledShutdownResponse | AlterPartitionResponse:
+    """The answer to a broker request that reached no controller (``NOT_CONTROLLER`` …)."""
+    if isinstance(request, ControlledShutdownRequest):
+        return ControlledShutdownResponse(error)
+    if isinstance(request, AlterPartitionRequest):
+        return AlterPartitionResponse(error)
+    raise TypeError(f"not a broker-to-controller request: {request!r}")
 
 
 class ControllerChannel(Protocol):

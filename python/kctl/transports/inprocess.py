@@ -23,16 +23,9 @@ from typing import TYPE_CHECKING, Any
 from kctl.errors import Errors, IllegalStateError
 from kctl.hookspecs import hookimpl
 from kctl.model import BrokerInfo
-from kctl.requests import (
-    AlterPartitionRequest,
-    AlterPartitionResponse,
-    BrokerToControllerRequest,
-    ControlledShutdownRequest,
-    ControlledShutdownResponse,
-    ControllerRequest,
-)
+from kctl.requests import BrokerToControllerRequest, ControllerRequest
 from kctl.scheduler import Scheduler
-from kctl.transports.base import BrokerHandler, ControllerHandler
+from kctl.transports.base import BrokerHandler, ControllerHandler, error_response
 
 if TYPE_CHECKING:
     from kctl.registry import TransportRegistry
@@ -40,13 +33,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Callback = Callable[[Any], None]
-
-_RESPONSE_TYPES: dict[type, type[ControlledShutdownResponse] | type[AlterPartitionResponse]] = {
-    ControlledShutdownRequest: ControlledShutdownResponse,
-    AlterPartitionRequest: AlterPartitionResponse,
-}
-"""The response type of each broker-to-controller request."""
-
 
 class _BrokerQueue:
     """The requests waiting for one broker; the head is in flight while ``busy``."""
@@ -249,7 +235,7 @@ class InProcessTransport:
         with self.lock:
             handler = self._controllers.get(controller_id)
         if handler is None:
-            response = _RESPONSE_TYPES[type(request)](Errors.NOT_CONTROLLER)
+            response = error_response(request, Errors.NOT_CONTROLLER)
             self.after(self.latency, lambda: callback(response))
             return
         handler(request, lambda response: self.after(self.latency, lambda: callback(response)))

@@ -21,7 +21,7 @@ use crate::py::sets::{Outcome, Outcomes, Parts, Replicas};
 use crate::py::store::{NativeMemory, PyStore};
 use crate::requests::{RequestBatch, Sent, UpdateMetadataEntry};
 use crate::statemachine::{KafkaSelector, Level, Log, Machine, Selector};
-use crate::store::Store;
+use crate::store::{Read, Store};
 
 type Tp = (String, i32);
 /// `(replicas, adding, removing)`.
@@ -156,29 +156,30 @@ impl Engine {
 
     /// Run one state-machine call with a Python store and selector, returning the log lines and the
     /// requests it sent.
-    fn run<'py, T>(
+    /// The GIL is released for the whole call: the store and plugin selectors take it back for
+    /// their Python calls, once per bulk operation.
+    fn run<'py, T: Send>(
         &mut self,
         py: Python<'py>,
         slot: usize,
         store: &Bound<'py, PyAny>,
         options: &CallOptions,
-        call: impl FnOnce(&mut Machine<'_>) -> T,
+        call: impl FnOnce(&mut Machine<'_>) -> T + Send,
     ) -> PyResult<(T, Lines, Vec<Sent>)> {
         if slot >= self.batches.len() {
             return Err(PyKeyError::new_err(format!("no request batch {slot}")));
         }
-        let inner = PyStore {
-            py,
-            store: store.clone(),
-        };
-        let (mut native, mut plain);
-        let store: &mut dyn Store = if NativeMemory::supports(store) {
-            native = NativeMemory { inner };
-            &mut native
-        } else {
-            plain = inner;
-            &mut plain
-        };
+        let store = StoreRef::of(store);
+        py.detach(|| store.with(|store| self.run_on(slot, store, options, call)))
+    }
+
+    fn run_on<T>(
+        &mut self,
+        slot: usize,
+        store: &mut (dyn Store + Send),
+        options: &CallOptions,
+        call: impl FnOnce(&mut Machine<'_>) -> T,
+    ) -> PyResult<(T, Lines, Vec<Sent>)> {
         let mut log = Log {
             lines: Vec::new(),
             trace: options.trace,
@@ -516,6 +517,46 @@ impl Engine {
         }
     }
 
+    /// Load a topic's stored assignment (partition id → `ReplicaAssignment`), in partition
+    /// order; partitions with adding or removing replicas are marked as being reassigned.
+    /// Returns the topic's loaded partitions.
+    fn put_topic_assignment(
+        &mut self,
+        topic: &str,
+        partitions: &Bound<'_, PyDict>,
+    ) -> PyResult<Parts> {
+        let mut items: Vec<(i32, AssignmentTuple)> = Vec::with_capacity(partitions.len());
+        for (partition, assignment) in partitions.iter() {
+            items.push((
+                partition.extract()?,
+                (
+                    assignment
+                        .getattr(pyo3::intern!(partition.py(), "replicas"))?
+                        .extract()?,
+                    assignment
+                        .getattr(pyo3::intern!(partition.py(), "adding_replicas"))?
+                        .extract()?,
+                    assignment
+                        .getattr(pyo3::intern!(partition.py(), "removing_replicas"))?
+                        .extract()?,
+                ),
+            ));
+        }
+        items.sort_unstable_by_key(|(partition, _)| *partition);
+        let mut loaded = Vec::with_capacity(items.len());
+        for (partition, assignment) in items {
+            let p = self.ctx.intern_part(topic, partition);
+            let assignment = assignment_from_tuple(assignment);
+            let moving = !assignment.adding.is_empty() || !assignment.removing.is_empty();
+            self.ctx.update_assignment(p, &assignment);
+            if moving {
+                self.ctx.add_partition_being_reassigned(p);
+            }
+            loaded.push(p);
+        }
+        Ok(self.handle(loaded))
+    }
+
     fn assignment(&self, topic: &str, partition: i32) -> AssignmentTuple {
         let a = self
             .existing(topic, partition)
@@ -539,20 +580,23 @@ impl Engine {
         self.handle(self.ctx.partitions_for_topic(topic))
     }
 
-    fn all_partitions(&self) -> Parts {
-        self.handle(self.ctx.all_partitions())
+    fn all_partitions(&self, py: Python<'_>) -> Parts {
+        let ctx = &self.ctx;
+        self.handle(py.detach(|| ctx.all_partitions()))
     }
 
     fn partition_count(&self) -> usize {
         self.ctx.partition_count()
     }
 
-    fn partitions_on_broker(&self, broker: BrokerId) -> Parts {
-        self.handle(self.ctx.partitions_on_broker(broker))
+    fn partitions_on_broker(&self, py: Python<'_>, broker: BrokerId) -> Parts {
+        let ctx = &self.ctx;
+        self.handle(py.detach(|| ctx.partitions_on_broker(broker)))
     }
 
-    fn replicas_on_brokers(&self, brokers: Vec<BrokerId>) -> Replicas {
-        self.replica_handle(self.ctx.replicas_on_brokers(&brokers))
+    fn replicas_on_brokers(&self, py: Python<'_>, brokers: Vec<BrokerId>) -> Replicas {
+        let ctx = &self.ctx;
+        self.replica_handle(py.detach(|| ctx.replicas_on_brokers(&brokers)))
     }
 
     fn replicas_for_topic(&self, topic: &str) -> Replicas {
@@ -568,8 +612,9 @@ impl Engine {
         Ok(self.replica_handle(self.ctx.replicas_for_partitions(&parts)))
     }
 
-    fn online_and_offline_replicas(&self) -> (Replicas, Replicas) {
-        let (online, offline) = self.ctx.online_and_offline_replicas();
+    fn online_and_offline_replicas(&self, py: Python<'_>) -> (Replicas, Replicas) {
+        let ctx = &self.ctx;
+        let (online, offline) = py.detach(|| ctx.online_and_offline_replicas());
         (self.replica_handle(online), self.replica_handle(offline))
     }
 
@@ -602,6 +647,36 @@ impl Engine {
         }
     }
 
+    /// Cache the stored states of `parts` as they are, in one bulk read (failover, new
+    /// partitions); returns `(topic, partition, error)` for each state that could not be read
+    /// (a missing state is not an error).
+    fn load_leaderships<'py>(
+        &mut self,
+        py: Python<'py>,
+        parts: &Bound<'py, PyAny>,
+        store: Bound<'py, PyAny>,
+    ) -> PyResult<Vec<(String, i32, PyErr)>> {
+        let parts = self.resolve_parts(parts)?;
+        let store = StoreRef::of(&store);
+        let ctx = &self.ctx;
+        let reads = py
+            .detach(|| store.with(|s| s.read_states(ctx, &parts)))
+            .map_err(|e| failure_to_err(py, &e))?;
+        let mut failed = Vec::new();
+        for (p, read) in parts.into_iter().zip(reads) {
+            match read {
+                Read::Found(lice) => self.ctx.put_leadership(p, &lice),
+                Read::Missing => {}
+                Read::Failed(e) => failed.push((
+                    self.ctx.topic_name(self.ctx.partition_topic(p)).to_owned(),
+                    self.ctx.partition_id(p),
+                    failure_to_err(py, &e),
+                )),
+            }
+        }
+        Ok(failed)
+    }
+
     fn leadership(&self, topic: &str, partition: i32) -> Option<LiceTuple> {
         self.existing(topic, partition)
             .and_then(|p| self.ctx.leadership(p))
@@ -612,16 +687,19 @@ impl Engine {
         self.ctx.clear_leadership();
     }
 
-    fn partitions_with_leaders(&self) -> Parts {
-        self.handle(self.ctx.partitions_with_leaders())
+    fn partitions_with_leaders(&self, py: Python<'_>) -> Parts {
+        let ctx = &self.ctx;
+        self.handle(py.detach(|| ctx.partitions_with_leaders()))
     }
 
-    fn partitions_with_offline_leader(&self) -> Parts {
-        self.handle(self.ctx.partitions_with_offline_leader())
+    fn partitions_with_offline_leader(&self, py: Python<'_>) -> Parts {
+        let ctx = &self.ctx;
+        self.handle(py.detach(|| ctx.partitions_with_offline_leader()))
     }
 
-    fn partition_leaders_on_broker(&self, broker: BrokerId) -> Parts {
-        self.handle(self.ctx.partition_leaders_on_broker(broker))
+    fn partition_leaders_on_broker(&self, py: Python<'_>, broker: BrokerId) -> Parts {
+        let ctx = &self.ctx;
+        self.handle(py.detach(|| ctx.partition_leaders_on_broker(broker)))
     }
 
     fn leader_counts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -919,8 +997,9 @@ impl Engine {
     }
 
     #[pyo3(signature = (topic=None))]
-    fn partitions_to_trigger_online(&self, topic: Option<&str>) -> Parts {
-        self.handle(self.ctx.partitions_to_trigger_online(topic))
+    fn partitions_to_trigger_online(&self, py: Python<'_>, topic: Option<&str>) -> Parts {
+        let ctx = &self.ctx;
+        self.handle(py.detach(|| ctx.partitions_to_trigger_online(topic)))
     }
 
     /// The partition state machine's `handle_state_changes`: `(results, log lines, sent)`; a moved
@@ -934,7 +1013,7 @@ impl Engine {
         parts: &Bound<'py, PyAny>,
         target: u8,
         election: Option<(String, bool)>,
-        selector: Option<Bound<'py, PyAny>>,
+        selector: Option<Py<PyAny>>,
         store: Bound<'py, PyAny>,
         options: CallOptions,
     ) -> PyResult<CallResult<'py>> {
@@ -943,7 +1022,7 @@ impl Engine {
         let parts = self.resolve_parts(parts)?;
         let (result, lines, sent) = self.run(py, slot, &store, &options, |m| {
             let mut kafka = KafkaSelector;
-            let mut plugin = selector.map(|election| PySelector { py, election });
+            let mut plugin = selector.map(|election| PySelector { election });
             let chosen: &mut dyn Selector = match plugin.as_mut() {
                 Some(p) => p,
                 None => &mut kafka,
@@ -1002,5 +1081,30 @@ impl Engine {
             owner: self.owner(),
         };
         Ok((outcomes, lines, self.sent_to_py(py, sent)?))
+    }
+}
+
+/// A Python store as the engine uses it without the GIL: natively for a plain memory store,
+/// through Python otherwise.
+struct StoreRef {
+    store: Py<PyAny>,
+    native: bool,
+}
+
+impl StoreRef {
+    fn of(store: &Bound<'_, PyAny>) -> Self {
+        Self {
+            store: store.clone().unbind(),
+            native: NativeMemory::supports(store),
+        }
+    }
+
+    fn with<T>(self, call: impl FnOnce(&mut (dyn Store + Send)) -> T) -> T {
+        let inner = PyStore { store: self.store };
+        if self.native {
+            call(&mut NativeMemory { inner })
+        } else {
+            call(&mut { inner })
+        }
     }
 }

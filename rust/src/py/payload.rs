@@ -227,7 +227,7 @@ impl PartitionStates {
 
     /// The topics named, each once, in order of first appearance.
     fn topics(&self) -> Vec<&str> {
-        let mut seen = indexmap::IndexSet::new();
+        let mut seen = crate::hash::IndexSet::default();
         for (topic, _) in &self.keys {
             seen.insert(&**topic);
         }

@@ -7,31 +7,32 @@ use pyo3::types::PyDict;
 use crate::context::Context;
 use crate::election::Pick;
 use crate::model::NO_LEADER;
-use crate::py::convert::{failure_from_err, failure_from_exception, topic_partition};
+use crate::py::convert::{failure_from_err, failure_from_exception};
+use crate::py::store::keys;
 use crate::statemachine::{SelectionBatch, Selector};
 use crate::store::Failure;
 
-pub struct PySelector<'py> {
-    pub py: Python<'py>,
+/// A plugin selector, called with the GIL taken once per election batch.
+pub struct PySelector {
     /// The `kctl.election.Election` whose selector is a plugin.
-    pub election: Bound<'py, PyAny>,
+    pub election: Py<PyAny>,
 }
 
-impl Selector for PySelector<'_> {
+impl Selector for PySelector {
     fn select(&mut self, ctx: &Context, batch: &SelectionBatch<'_>) -> Result<Vec<Pick>, Failure> {
-        let py = self.py;
+        Python::attach(|py| self.select_with(py, ctx, batch))
+    }
+}
+
+impl PySelector {
+    fn select_with(
+        &self,
+        py: Python<'_>,
+        ctx: &Context,
+        batch: &SelectionBatch<'_>,
+    ) -> Result<Vec<Pick>, Failure> {
+        let partitions = keys(py, ctx, &batch.parts)?;
         let call = || -> PyResult<Vec<Pick>> {
-            let partitions = batch
-                .parts
-                .iter()
-                .map(|p| {
-                    topic_partition(
-                        py,
-                        ctx.topic_name(ctx.partition_topic(*p)),
-                        ctx.partition_id(*p),
-                    )
-                })
-                .collect::<PyResult<Vec<_>>>()?;
             let scanned: Vec<Vec<i32>> =
                 batch.candidates.iter().map(|c| c.scanned.clone()).collect();
             let allowed: Vec<Vec<i32>> =
@@ -46,7 +47,7 @@ impl Selector for PySelector<'_> {
                 .import("kctl.native.selection")?
                 .getattr("select")?
                 .call1((
-                    &self.election,
+                    self.election.bind(py),
                     partitions,
                     scanned,
                     isrs,

@@ -1,5 +1,7 @@
 //! `kctl._engine.StateTable`: the native partition-state znodes of `kctl.stores.memory`.
 
+use std::sync::{Mutex, MutexGuard};
+
 use pyo3::prelude::*;
 
 use crate::py::convert::{lice_from_tuple, lice_to_tuple, LiceTuple};
@@ -26,9 +28,20 @@ fn code(error: WriteError) -> u8 {
     }
 }
 
-#[pyclass(module = "kctl._engine")]
+/// Frozen, with the table behind a mutex, so the engine can work on it without the GIL (always
+/// under the memory tree's lock, so the mutex is never contended).
+#[pyclass(module = "kctl._engine", frozen)]
 pub struct StateTable {
-    pub table: Table,
+    pub table: Mutex<Table>,
+}
+
+impl StateTable {
+    pub fn lock(&self) -> MutexGuard<'_, Table> {
+        // A panic while holding the lock would have aborted the call; the data is still whole.
+        self.table
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }
 
 #[pymethods]
@@ -36,28 +49,28 @@ impl StateTable {
     #[new]
     fn new(record_history: bool) -> Self {
         Self {
-            table: Table::new(record_history),
+            table: Mutex::new(Table::new(record_history)),
         }
     }
 
-    fn next_seq(&mut self) -> u64 {
-        self.table.next_seq()
+    fn next_seq(&self) -> u64 {
+        self.lock().next_seq()
     }
 
     fn get(&self, topic: &str, partition: i32) -> Option<SlotTuple> {
-        self.table.get(topic, partition).map(slot_tuple)
+        self.lock().get(topic, partition).map(slot_tuple)
     }
 
     /// `(code, history sequence number)`: see [`code`] and `Table::create`.
     fn create(
-        &mut self,
+        &self,
         topic: &str,
         partition: i32,
         state: Option<LiceTuple>,
         zxid: i64,
     ) -> (u8, u64) {
         match self
-            .table
+            .lock()
             .create(topic, partition, state.map(lice_from_tuple), zxid)
         {
             Ok(seq) => (0, seq),
@@ -67,7 +80,7 @@ impl StateTable {
 
     /// `(code, new version, history sequence number)`: see [`code`] and `Table::set`.
     fn set(
-        &mut self,
+        &self,
         topic: &str,
         partition: i32,
         state: Option<LiceTuple>,
@@ -75,7 +88,7 @@ impl StateTable {
         zxid: i64,
     ) -> (u8, i32, u64) {
         match self
-            .table
+            .lock()
             .set(topic, partition, state.map(lice_from_tuple), expected, zxid)
         {
             Ok((version, seq)) => (0, version, seq),
@@ -84,30 +97,30 @@ impl StateTable {
     }
 
     /// `(deleted slot, history sequence number)`, None when absent.
-    fn delete(&mut self, topic: &str, partition: i32) -> Option<(SlotTuple, u64)> {
-        self.table
+    fn delete(&self, topic: &str, partition: i32) -> Option<(SlotTuple, u64)> {
+        self.lock()
             .delete(topic, partition)
             .ok()
             .map(|(slot, seq)| (slot_tuple(&slot), seq))
     }
 
-    fn restore(&mut self, topic: &str, partition: i32, slot: Option<SlotTuple>, seq: u64) {
+    fn restore(&self, topic: &str, partition: i32, slot: Option<SlotTuple>, seq: u64) {
         let slot = slot.map(|(state, version, czxid, mzxid)| Slot {
             state: state.map(lice_from_tuple),
             version,
             czxid,
             mzxid,
         });
-        self.table.restore(topic, partition, slot, seq);
+        self.lock().restore(topic, partition, slot, seq);
     }
 
-    fn forget_history(&mut self, topic: &str) {
-        self.table.forget_history(topic);
+    fn forget_history(&self, topic: &str) {
+        self.lock().forget_history(topic);
     }
 
     /// `[(seq, state or None when deleted)]`, oldest first; None without history recording.
     fn history(&self, topic: &str, partition: i32) -> Option<Vec<(u64, Option<LiceTuple>)>> {
-        self.table.history(topic, partition).map(|rows| {
+        self.lock().history(topic, partition).map(|rows| {
             rows.into_iter()
                 .map(|r| (r.seq, r.state.as_ref().map(lice_to_tuple)))
                 .collect()
@@ -115,6 +128,6 @@ impl StateTable {
     }
 
     fn __len__(&self) -> usize {
-        self.table.len()
+        self.lock().len()
     }
 }

@@ -15,73 +15,77 @@ use crate::py::statetable::StateTable as PyStateTable;
 use crate::statetable::WriteError;
 use crate::store::{Failure, FailureKind, Read, Store, Updated};
 
-pub struct PyStore<'py> {
-    pub py: Python<'py>,
-    pub store: Bound<'py, PyAny>,
+/// A Python store, reached with the GIL taken per bulk call (the engine runs without it).
+pub struct PyStore {
+    pub store: Py<PyAny>,
 }
 
-impl<'py> PyStore<'py> {
-    fn keys(&self, ctx: &Context, parts: &[Part]) -> Result<Vec<Bound<'py, PyAny>>, Failure> {
-        parts
-            .iter()
-            .map(|p| {
-                topic_partition(
-                    self.py,
-                    ctx.topic_name(ctx.partition_topic(*p)),
-                    ctx.partition_id(*p),
-                )
-            })
-            .collect::<PyResult<_>>()
-            .map_err(|e| failure_from_err(self.py, &e))
-    }
-
-    fn fail(&self, e: PyErr) -> Failure {
-        failure_from_err(self.py, &e)
-    }
-
-    fn part_of(ctx: &Context, key: &Bound<'_, PyAny>) -> PyResult<Part> {
-        let (topic, partition): (String, i32) = key.extract()?;
-        ctx.part(&topic, partition)
-            .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(format!("{topic}-{partition}")))
-    }
-}
-
-impl Store for PyStore<'_> {
-    fn read_states(&mut self, ctx: &Context, parts: &[Part]) -> Result<Vec<Read>, Failure> {
-        let keys = self.keys(ctx, parts)?;
-        let result = self
-            .store
-            .call_method1(
-                "get_partition_states",
-                (PyList::new(self.py, &keys).map_err(|e| self.fail(e))?,),
+/// The `TopicPartition` of each partition, for Python.
+pub fn keys<'py>(
+    py: Python<'py>,
+    ctx: &Context,
+    parts: &[Part],
+) -> Result<Vec<Bound<'py, PyAny>>, Failure> {
+    parts
+        .iter()
+        .map(|p| {
+            topic_partition(
+                py,
+                ctx.topic_name(ctx.partition_topic(*p)),
+                ctx.partition_id(*p),
             )
-            .map_err(|e| self.fail(e))?;
-        let (values, errors) = (|| -> PyResult<(Bound<'_, PyDict>, Bound<'_, PyDict>)> {
-            Ok((
-                result.getattr("values")?.cast_into()?,
-                result.getattr("errors")?.cast_into()?,
-            ))
-        })()
-        .map_err(|e| self.fail(e))?;
-        let mut reads = Vec::with_capacity(parts.len());
-        for key in &keys {
-            if let Some(value) = values.get_item(key).map_err(|e| self.fail(e))? {
-                reads.push(Read::Found(lice_from_py(&value).map_err(|e| self.fail(e))?));
-                continue;
-            }
-            match errors.get_item(key).map_err(|e| self.fail(e))? {
-                Some(error) => {
-                    let failure = failure_from_exception(self.py, &error);
-                    if failure.kind == crate::store::FailureKind::NoNode {
-                        reads.push(Read::Missing);
-                    } else {
-                        reads.push(Read::Failed(failure));
-                    }
+        })
+        .collect::<PyResult<_>>()
+        .map_err(|e| failure_from_err(py, &e))
+}
+
+fn part_of(ctx: &Context, key: &Bound<'_, PyAny>) -> PyResult<Part> {
+    let (topic, partition): (String, i32) = key.extract()?;
+    ctx.part(&topic, partition)
+        .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(format!("{topic}-{partition}")))
+}
+
+impl Store for PyStore {
+    fn read_states(&mut self, ctx: &Context, parts: &[Part]) -> Result<Vec<Read>, Failure> {
+        Python::attach(|py| {
+            let keys = keys(py, ctx, parts)?;
+            let result = self
+                .store
+                .bind(py)
+                .call_method1(
+                    "get_partition_states",
+                    (PyList::new(py, &keys).map_err(|e| failure_from_err(py, &e))?,),
+                )
+                .map_err(|e| failure_from_err(py, &e))?;
+            let (values, errors) = (|| -> PyResult<(Bound<'_, PyDict>, Bound<'_, PyDict>)> {
+                Ok((
+                    result.getattr("values")?.cast_into()?,
+                    result.getattr("errors")?.cast_into()?,
+                ))
+            })()
+            .map_err(|e| failure_from_err(py, &e))?;
+            let mut reads = Vec::with_capacity(parts.len());
+            for key in &keys {
+                if let Some(value) = values.get_item(key).map_err(|e| failure_from_err(py, &e))? {
+                    reads.push(Read::Found(
+                        lice_from_py(&value).map_err(|e| failure_from_err(py, &e))?,
+                    ));
+                    continue;
                 }
-                None => reads.push(Read::Missing),
+                match errors.get_item(key).map_err(|e| failure_from_err(py, &e))? {
+                    Some(error) => {
+                        let failure = failure_from_exception(py, &error);
+                        if failure.kind == crate::store::FailureKind::NoNode {
+                            reads.push(Read::Missing);
+                        } else {
+                            reads.push(Read::Failed(failure));
+                        }
+                    }
+                    None => reads.push(Read::Missing),
+                }
             }
-        }
-        Ok(reads)
+            Ok(reads)
+        })
     }
 
     fn create_states(
@@ -90,29 +94,34 @@ impl Store for PyStore<'_> {
         states: &[(Part, LeaderIsrAndControllerEpoch)],
         fence: i32,
     ) -> Result<Vec<Option<Failure>>, Failure> {
-        let parts: Vec<Part> = states.iter().map(|(p, _)| *p).collect();
-        let keys = self.keys(ctx, &parts)?;
-        let mapping = PyDict::new(self.py);
-        for (key, (_, lice)) in keys.iter().zip(states) {
-            let value = lice_to_py(self.py, lice).map_err(|e| self.fail(e))?;
-            mapping.set_item(key, value).map_err(|e| self.fail(e))?;
-        }
-        let responses = self
-            .store
-            .call_method1("create_partition_states", (mapping, fence))
-            .map_err(|e| self.fail(e))?;
-        keys.iter()
-            .map(|key| {
-                let error = responses
-                    .call_method1("get", (key,))
-                    .map_err(|e| self.fail(e))?;
-                Ok(if error.is_none() {
-                    None
-                } else {
-                    Some(failure_from_exception(self.py, &error))
+        Python::attach(|py| {
+            let parts: Vec<Part> = states.iter().map(|(p, _)| *p).collect();
+            let keys = keys(py, ctx, &parts)?;
+            let mapping = PyDict::new(py);
+            for (key, (_, lice)) in keys.iter().zip(states) {
+                let value = lice_to_py(py, lice).map_err(|e| failure_from_err(py, &e))?;
+                mapping
+                    .set_item(key, value)
+                    .map_err(|e| failure_from_err(py, &e))?;
+            }
+            let responses = self
+                .store
+                .bind(py)
+                .call_method1("create_partition_states", (mapping, fence))
+                .map_err(|e| failure_from_err(py, &e))?;
+            keys.iter()
+                .map(|key| {
+                    let error = responses
+                        .call_method1("get", (key,))
+                        .map_err(|e| failure_from_err(py, &e))?;
+                    Ok(if error.is_none() {
+                        None
+                    } else {
+                        Some(failure_from_exception(py, &error))
+                    })
                 })
-            })
-            .collect()
+                .collect()
+        })
     }
 
     fn update_states(
@@ -122,41 +131,45 @@ impl Store for PyStore<'_> {
         controller_epoch: i32,
         fence: i32,
     ) -> Result<Updated, Failure> {
-        let parts: Vec<Part> = updates.iter().map(|(p, _)| *p).collect();
-        let keys = self.keys(ctx, &parts)?;
-        let mapping = PyDict::new(self.py);
-        for (key, (_, lai)) in keys.iter().zip(updates) {
-            let value = leader_and_isr_to_py(self.py, lai).map_err(|e| self.fail(e))?;
-            mapping.set_item(key, value).map_err(|e| self.fail(e))?;
-        }
-        let outcome = self
-            .store
-            .call_method1(
-                "update_partition_states",
-                (mapping, controller_epoch, fence),
-            )
-            .map_err(|e| self.fail(e))?;
-        let convert = || -> PyResult<Updated> {
-            let mut updated = Updated::default();
-            let successful: Bound<'_, PyDict> = outcome.getattr("successful")?.cast_into()?;
-            for (key, value) in successful.iter() {
-                updated
-                    .successful
-                    .push((Self::part_of(ctx, &key)?, leader_and_isr_from_py(&value)?));
+        Python::attach(|py| {
+            let parts: Vec<Part> = updates.iter().map(|(p, _)| *p).collect();
+            let keys = keys(py, ctx, &parts)?;
+            let mapping = PyDict::new(py);
+            for (key, (_, lai)) in keys.iter().zip(updates) {
+                let value = leader_and_isr_to_py(py, lai).map_err(|e| failure_from_err(py, &e))?;
+                mapping
+                    .set_item(key, value)
+                    .map_err(|e| failure_from_err(py, &e))?;
             }
-            for key in outcome.getattr("to_retry")?.try_iter()? {
-                updated.to_retry.push(Self::part_of(ctx, &key?)?);
-            }
-            let failed: Bound<'_, PyDict> = outcome.getattr("failed")?.cast_into()?;
-            for (key, value) in failed.iter() {
-                updated.failed.push((
-                    Self::part_of(ctx, &key)?,
-                    failure_from_exception(self.py, &value),
-                ));
-            }
-            Ok(updated)
-        };
-        convert().map_err(|e| self.fail(e))
+            let outcome = self
+                .store
+                .bind(py)
+                .call_method1(
+                    "update_partition_states",
+                    (mapping, controller_epoch, fence),
+                )
+                .map_err(|e| failure_from_err(py, &e))?;
+            let convert = || -> PyResult<Updated> {
+                let mut updated = Updated::default();
+                let successful: Bound<'_, PyDict> = outcome.getattr("successful")?.cast_into()?;
+                for (key, value) in successful.iter() {
+                    updated
+                        .successful
+                        .push((part_of(ctx, &key)?, leader_and_isr_from_py(&value)?));
+                }
+                for key in outcome.getattr("to_retry")?.try_iter()? {
+                    updated.to_retry.push(part_of(ctx, &key?)?);
+                }
+                let failed: Bound<'_, PyDict> = outcome.getattr("failed")?.cast_into()?;
+                for (key, value) in failed.iter() {
+                    updated
+                        .failed
+                        .push((part_of(ctx, &key)?, failure_from_exception(py, &value)));
+                }
+                Ok(updated)
+            };
+            convert().map_err(|e| failure_from_err(py, &e))
+        })
     }
 
     fn unclean_overrides(
@@ -164,53 +177,56 @@ impl Store for PyStore<'_> {
         ctx: &Context,
         topics: &[TopicIdx],
     ) -> Result<Vec<Result<Option<String>, Failure>>, Failure> {
-        let names: Vec<&str> = topics.iter().map(|t| ctx.topic_name(*t)).collect();
-        let read = self
-            .store
-            .call_method1("get_topic_configs", (names.clone(),))
-            .map_err(|e| self.fail(e))?;
-        let convert = || -> PyResult<Vec<Result<Option<String>, Failure>>> {
-            let values: Bound<'_, PyDict> = read.getattr("values")?.cast_into()?;
-            let errors: Bound<'_, PyDict> = read.getattr("errors")?.cast_into()?;
-            let mut out = Vec::with_capacity(names.len());
-            for name in &names {
-                if let Some(error) = errors.get_item(name)? {
-                    out.push(Err(failure_from_exception(self.py, &error)));
-                    continue;
-                }
-                let value = match values.get_item(name)? {
-                    Some(config) => {
-                        config.call_method1("get", ("unclean.leader.election.enable",))?
+        Python::attach(|py| {
+            let names: Vec<&str> = topics.iter().map(|t| ctx.topic_name(*t)).collect();
+            let read = self
+                .store
+                .bind(py)
+                .call_method1("get_topic_configs", (names.clone(),))
+                .map_err(|e| failure_from_err(py, &e))?;
+            let convert = || -> PyResult<Vec<Result<Option<String>, Failure>>> {
+                let values: Bound<'_, PyDict> = read.getattr("values")?.cast_into()?;
+                let errors: Bound<'_, PyDict> = read.getattr("errors")?.cast_into()?;
+                let mut out = Vec::with_capacity(names.len());
+                for name in &names {
+                    if let Some(error) = errors.get_item(name)? {
+                        out.push(Err(failure_from_exception(py, &error)));
+                        continue;
                     }
-                    None => self.py.None().into_bound(self.py),
-                };
-                out.push(Ok(if value.is_none() {
-                    None
-                } else {
-                    Some(value.str()?.to_string())
-                }));
-            }
-            Ok(out)
-        };
-        convert().map_err(|e| self.fail(e))
+                    let value = match values.get_item(name)? {
+                        Some(config) => {
+                            config.call_method1("get", ("unclean.leader.election.enable",))?
+                        }
+                        None => py.None().into_bound(py),
+                    };
+                    out.push(Ok(if value.is_none() {
+                        None
+                    } else {
+                        Some(value.str()?.to_string())
+                    }));
+                }
+                Ok(out)
+            };
+            convert().map_err(|e| failure_from_err(py, &e))
+        })
     }
 }
 
 /// The in-memory store's fast path: partition states are read and written directly in its native
 /// table (`MemoryStore.native_begin` / `native_end` lock the tree around each bulk operation),
 /// with no Python object per partition; everything else, and corrupt data, goes through Python.
-pub struct NativeMemory<'py> {
-    pub inner: PyStore<'py>,
+pub struct NativeMemory {
+    pub inner: PyStore,
 }
 
 /// What `native_begin` hands over: the table, `/controller_epoch`'s version, the zxid to write
 /// with, and whether partition states are watched.
-type Begun<'py> = (Bound<'py, PyStateTable>, i32, i64, bool);
+type Begun = (Py<PyStateTable>, i32, i64, bool);
 
-impl<'py> NativeMemory<'py> {
+impl NativeMemory {
     /// Whether `store` is an in-memory store whose partition-state methods are its own (a subclass
     /// or wrapper that changes them, as tests' fault injectors do, goes through Python).
-    pub fn supports(store: &Bound<'py, PyAny>) -> bool {
+    pub fn supports(store: &Bound<'_, PyAny>) -> bool {
         let check = || -> PyResult<bool> {
             let memory = store
                 .py()
@@ -230,24 +246,30 @@ impl<'py> NativeMemory<'py> {
         check().unwrap_or(false)
     }
 
-    fn begin(&self) -> Result<Begun<'py>, Failure> {
-        let begun = self
-            .inner
-            .store
-            .call_method0("native_begin")
-            .map_err(|e| self.inner.fail(e))?;
-        begun.extract::<Begun<'py>>().map_err(|e| {
-            let failure = self.inner.fail(e);
-            self.end(false, Vec::new()).err().unwrap_or(failure)
+    fn begin(&self) -> Result<Begun, Failure> {
+        Python::attach(|py| {
+            let begun = self
+                .inner
+                .store
+                .bind(py)
+                .call_method0("native_begin")
+                .map_err(|e| failure_from_err(py, &e))?;
+            begun.extract::<Begun>().map_err(|e| {
+                let failure = failure_from_err(py, &e);
+                self.end(false, Vec::new()).err().unwrap_or(failure)
+            })
         })
     }
 
     fn end(&self, wrote: bool, written: Vec<(String, i32)>) -> Result<(), Failure> {
-        self.inner
-            .store
-            .call_method1("native_end", (wrote, written))
-            .map(drop)
-            .map_err(|e| self.inner.fail(e))
+        Python::attach(|py| {
+            self.inner
+                .store
+                .bind(py)
+                .call_method1("native_end", (wrote, written))
+                .map(drop)
+                .map_err(|e| failure_from_err(py, &e))
+        })
     }
 
     fn key(ctx: &Context, p: Part) -> (&str, i32) {
@@ -258,28 +280,29 @@ impl<'py> NativeMemory<'py> {
         let (topic, partition) = Self::key(ctx, p);
         let path = format!("/brokers/topics/{topic}/partitions/{partition}/state");
         let message = format!("{path} does not exist");
-        let py = self.inner.py;
-        match (|| {
-            py.import("kctl.errors")?
-                .getattr("NoNodeError")?
-                .call1((message.as_str(), path.as_str()))
-        })() {
-            Ok(error) => failure_from_exception(py, &error),
-            Err(e) => self.inner.fail(e),
-        }
+        Python::attach(|py| {
+            match (|| {
+                py.import("kctl.errors")?
+                    .getattr("NoNodeError")?
+                    .call1((message.as_str(), path.as_str()))
+            })() {
+                Ok(error) => failure_from_exception(py, &error),
+                Err(e) => failure_from_err(py, &e),
+            }
+        })
     }
 }
 
-impl Store for NativeMemory<'_> {
+impl Store for NativeMemory {
     fn read_states(&mut self, ctx: &Context, parts: &[Part]) -> Result<Vec<Read>, Failure> {
         let (table, ..) = self.begin()?;
         let mut reads = Vec::with_capacity(parts.len());
         let mut corrupt = Vec::new();
         {
-            let table = table.borrow();
+            let table = table.get().lock();
             for &p in parts {
                 let (topic, partition) = Self::key(ctx, p);
-                reads.push(match table.table.get(topic, partition) {
+                reads.push(match table.get(topic, partition) {
                     None => Read::Missing,
                     Some(slot) => match &slot.state {
                         Some(state) => {
@@ -335,13 +358,10 @@ impl Store for NativeMemory<'_> {
         let mut missing = Vec::new();
         let mut written = Vec::new();
         {
-            let mut table = table.borrow_mut();
+            let mut table = table.get().lock();
             for (p, lai) in updates {
                 let (topic, partition) = Self::key(ctx, *p);
-                match table
-                    .table
-                    .update_state(topic, partition, lai, controller_epoch, zxid)
-                {
+                match table.update_state(topic, partition, lai, controller_epoch, zxid) {
                     Ok(stored) => {
                         if watched {
                             written.push((topic.to_owned(), partition));

@@ -1,0 +1,370 @@
+"""The controller's hot operations at 10K, 100K and 1M partitions, on both engines (DESIGN §8).
+
+Each benchmark times one controller event on a cluster of 100 brokers, RF 3, 1,000 partitions per
+topic, held in the memory store, with a transport that only counts what it is given (the
+controller's work, not a data plane's):
+
+- ``engine:broker-failure``: a broker's session expires; the controller moves its leaders, shrinks
+  ISRs and sends the requests (target: 1M partitions ≤ 50 ms on rust and ≥ 50× the reference);
+- ``engine:controlled-shutdown``: a broker asks to shut down; its leaders move away;
+- ``engine:preferred-election``: an admin election of every partition whose preferred leader is
+  not leading (one broker's worth, after that broker came back);
+- ``engine:auto-rebalance``: the periodic imbalance check, which elects the same partitions;
+- ``engine:failover``: a new controller's initialisation, from winning the election to ready;
+- ``engine:update-metadata``: building and sending UpdateMetadata for every partition to every
+  broker (what broker startup sends the new brokers).
+
+Every round starts from a healthy cluster: the (untimed) setup restarts the broker a round took
+down and elects preferred leaders back. Garbage collection is frozen after each setup, so no round
+pays for a full collection of the objects the memory store holds (both engines alike).
+
+Sizes: ``KCTL_BENCH_PARTITIONS`` (comma-separated, e.g. ``10000,100000,1000000,10000000``), else
+10K/100K/1M at the ``full`` scale and 10K under ``smoke``. The reference engine is skipped above
+``KCTL_BENCH_REFERENCE_MAX`` partitions (default 1M): at 10M it would take hours. ``extra_info``
+records the engine's heap bytes per partition (``Engine.heap_bytes``) for ``scripts/bench``.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from kctl.context import ENGINES
+from kctl.controller import KafkaController
+from kctl.controller import events as ev
+from kctl.model import BrokerInfo, LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
+from kctl.scheduler import SimulatedScheduler
+from kctl.stores.memory import MemoryStore, MemoryTree
+
+if TYPE_CHECKING:
+    from conftest import Scale
+
+BROKERS = 100
+RF = 3
+PER_TOPIC = 1_000
+CONFIG = {"auto.leader.rebalance.enable": False}
+ROUNDS = {10_000: 5, 100_000: 3}  # larger clusters: 1 round (their setup dominates)
+
+
+def sizes(scale: Scale) -> list[int]:
+    text = os.environ.get("KCTL_BENCH_PARTITIONS")
+    if text:
+        return [int(n) for n in text.split(",")]
+    return [10_000, 100_000, 1_000_000] if scale.name == "full" else [10_000]
+
+
+class CountingChannel:
+    """A controller channel that counts requests and partition states instead of sending them."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.partition_states = 0
+
+    def add_broker(self, broker: BrokerInfo) -> None:
+        pass
+
+    def remove_broker(self, broker_id: int) -> None:
+        pass
+
+    def send_request(self, broker_id: int, request: Any, callback: Callable[[Any], None] | None) -> None:
+        self.requests += 1
+        self.partition_states += len(request.partition_states)
+
+    def shutdown(self) -> None:
+        pass
+
+
+class CountingTransport:
+    def __init__(self) -> None:
+        self.channel = CountingChannel()
+
+    def controller_channel(self, controller_id: int) -> CountingChannel:
+        return self.channel
+
+    def bind_controller(self, controller_id: int, handler: Any) -> None:
+        pass
+
+    def unbind_controller(self, controller_id: int) -> None:
+        pass
+
+
+@dataclass
+class Cluster:
+    """A memory-store cluster with one active controller and a session per broker."""
+
+    engine: str
+    partitions: int
+    tree: MemoryTree = field(default_factory=MemoryTree)
+    scheduler: SimulatedScheduler = field(default_factory=lambda: SimulatedScheduler(0))
+    sessions: dict[int, MemoryStore] = field(default_factory=dict)
+    transport: CountingTransport = field(default_factory=CountingTransport)
+    controller: KafkaController | None = None
+    next_controller_id: int = 1_000
+    victim: int = 0
+
+    def build(self) -> None:
+        """Topics of ``PER_TOPIC`` partitions, replicas placed round-robin, leaders preferred."""
+        admin = MemoryStore(self.tree)
+        for b in range(BROKERS):
+            self.start_broker(b)
+        for t in range(self.partitions // PER_TOPIC):
+            assignment, states = {}, {}
+            for p in range(PER_TOPIC):
+                first = (t * PER_TOPIC + p) % BROKERS
+                replicas = tuple((first + i) % BROKERS for i in range(RF))
+                assignment[p] = ReplicaAssignment(replicas)
+                states[TopicPartition(f"t{t}", p)] = LeaderIsrAndControllerEpoch(LeaderAndIsr(replicas[0], replicas), 0)
+            admin.create_topic(f"t{t}", assignment)
+            admin.create_partition_states(states, -1)
+        self.fail_over()
+
+    def start_broker(self, broker: int) -> None:
+        session = MemoryStore(self.tree)
+        session.register_broker(BrokerInfo(broker))
+        self.sessions[broker] = session
+
+    def active(self) -> KafkaController:
+        assert self.controller is not None and self.controller.is_active
+        return self.controller
+
+    def drain(self) -> None:
+        self.scheduler.run_until(self.scheduler.now() + 1.0)
+
+    def fail_over(self) -> None:
+        """Retire the active controller (its session expires) and start a new one, untimed up to
+        the point where it runs for election."""
+        if self.controller is not None:
+            old = self.controller
+            old.store.expire_session()
+            self.drain()
+            old.shutdown()
+        self.controller = KafkaController(
+            self.next_controller_id, MemoryStore(self.tree), self.transport, CONFIG, engine=self.engine,
+            clock=self.scheduler,
+        )
+        self.next_controller_id += 1
+        self.controller.startup()
+        self.drain()
+
+    def take_down(self) -> int:
+        """The broker the next round takes down (round-robin, so rounds differ)."""
+        self.victim = (self.victim + 7) % BROKERS
+        return self.victim
+
+    def heal(self) -> None:
+        """Every broker registered and live, in every ISR, every partition led by its preferred replica."""
+        controller = self.active()
+        for b in range(BROKERS):
+            if controller.context.live_broker_epoch(b) is None or b in controller.context.shutting_down_broker_ids:
+                self.restart_broker(b)
+        self.elect_preferred()
+        self.check_healthy()
+
+    def restart_broker(self, broker: int) -> None:
+        """A new session for the broker; once it has "caught up", the leaders add it back to their
+        ISRs through AlterPartition, as the data plane would."""
+        self.sessions[broker].expire_session()
+        self.drain()
+        self.start_broker(broker)
+        self.drain()
+        controller = self.active()
+        ctx = controller.context
+        by_leader: dict[int, dict[TopicPartition, LeaderAndIsr]] = {}
+        for tp in ctx.partitions_on_broker(broker):
+            current = ctx.partition_leadership(tp).leader_and_isr  # type: ignore[union-attr]
+            if broker not in current.isr:
+                by_leader.setdefault(current.leader, {})[tp] = replace(current, isr=(*current.isr, broker))
+        for leader, changes in by_leader.items():
+            future = controller.alter_partition(leader, ctx.live_broker_epoch(leader) or -1, changes)
+            self.drain()
+            assert all(isinstance(r, LeaderAndIsr) for r in future.result(0).values())
+
+    def elect_preferred(self) -> None:
+        self.active().event_manager.put(ev.AutoPreferredReplicaLeaderElection())
+        self.drain()
+
+    def imbalanced(self) -> list[TopicPartition]:
+        """Partitions not led by their preferred replica."""
+        ctx = self.active().context
+        return [tp for tp in ctx.all_partitions() if ctx.partition_leadership(tp).leader_and_isr.leader  # type: ignore[union-attr]
+                != ctx.partition_replica_assignment(tp)[0]]
+
+    def check_healthy(self) -> None:
+        metrics = self.active().metrics()
+        assert metrics["OfflinePartitionsCount"] == 0
+        assert metrics["PreferredReplicaImbalanceCount"] == 0, metrics
+        assert metrics["GlobalPartitionCount"] == self.partitions
+
+    def heap_bytes_per_partition(self) -> float | None:
+        engine = getattr(self.active().context, "native", None)
+        return None if engine is None else engine.heap_bytes() / self.partitions
+
+
+_built: dict[tuple[str, int], Cluster] = {}
+
+
+@pytest.fixture(scope="module", params=[(e, n) for n in (10_000, 100_000, 1_000_000, 10_000_000) for e in ENGINES],
+                ids=lambda p: f"{p[0]}-{p[1]}")
+def cluster(request: pytest.FixtureRequest, bench_scale: Scale) -> Iterator[Cluster]:
+    """One cluster per engine and size, reused by every operation (only one is alive at a time)."""
+    engine, partitions = request.param
+    if partitions not in sizes(bench_scale):
+        pytest.skip(f"{partitions} partitions not selected (KCTL_BENCH_PARTITIONS)")
+    if engine == "reference" and partitions > int(os.environ.get("KCTL_BENCH_REFERENCE_MAX", "1000000")):
+        pytest.skip("the reference engine above KCTL_BENCH_REFERENCE_MAX partitions")
+    _built.clear()
+    gc.collect()
+    built = Cluster(engine, partitions)
+    built.build()
+    built.check_healthy()
+    yield built
+    _built.clear()
+
+
+def run_rounds(benchmark: Any, cluster: Cluster, prepare: Callable[[], Callable[[], object]],
+               check: Callable[[object], None]) -> None:
+    """``prepare`` (untimed) heals the cluster, sets the round up and returns the timed call;
+    ``check`` asserts on what the last timed call did."""
+    pending: list[Callable[[], object]] = []
+    results: list[object] = []
+
+    def setup() -> None:
+        gc.unfreeze()
+        cluster.heal()
+        pending.append(prepare())
+        gc.collect()
+        gc.freeze()
+
+    def timed() -> None:
+        results.append(pending.pop()())
+
+    benchmark.extra_info.update(
+        engine=cluster.engine, partitions=cluster.partitions, brokers=BROKERS, rf=RF,
+        heap_bytes_per_partition=cluster.heap_bytes_per_partition(),
+    )
+    try:
+        benchmark.pedantic(timed, setup=setup, rounds=ROUNDS.get(cluster.partitions, 1), iterations=1)
+    finally:
+        gc.unfreeze()
+    check(results[-1])
+
+
+@pytest.mark.benchmark(group="engine:broker-failure")
+def test_broker_failure(benchmark: Any, cluster: Cluster) -> None:
+    def prepare() -> Callable[[], object]:
+        broker = cluster.take_down()
+        cluster.sessions[broker].expire_session()  # the watch queues the BrokerChange event
+        return lambda: (cluster.drain(), broker)[1]
+
+    def check(broker: object) -> None:
+        ctx = cluster.active().context
+        assert broker not in ctx.live_broker_ids
+        assert cluster.active().metrics()["OfflinePartitionsCount"] == 0
+        assert not any(ctx.partition_leadership(tp).leader_and_isr.leader == broker  # type: ignore[union-attr]
+                       for tp in ctx.partitions_on_broker(broker))
+
+    run_rounds(benchmark, cluster, prepare, check)
+
+
+@pytest.mark.benchmark(group="engine:controlled-shutdown")
+def test_controlled_shutdown(benchmark: Any, cluster: Cluster) -> None:
+    def prepare() -> Callable[[], object]:
+        broker = cluster.take_down()
+        controller = cluster.active()
+        future = controller.controlled_shutdown(broker, controller.context.live_broker_epoch(broker) or -1)
+
+        def shut_down() -> object:
+            cluster.drain()
+            return future.result(0)
+
+        return shut_down
+
+    def check(still_led: object) -> None:
+        assert still_led == []
+
+    run_rounds(benchmark, cluster, prepare, check)
+
+
+@pytest.mark.benchmark(group="engine:preferred-election")
+def test_preferred_election(benchmark: Any, cluster: Cluster) -> None:
+    def prepare() -> Callable[[], object]:
+        imbalance(cluster)
+        future = cluster.active().elect_leaders(cluster.imbalanced(), "preferred")
+
+        def elect() -> object:
+            cluster.drain()
+            return future.result(0)
+
+        return elect
+
+    def check(results: object) -> None:
+        assert results and all(not isinstance(r, Exception) for r in results.values())  # type: ignore[attr-defined]
+        assert cluster.active().metrics()["PreferredReplicaImbalanceCount"] == 0
+
+    run_rounds(benchmark, cluster, prepare, check)
+
+
+@pytest.mark.benchmark(group="engine:auto-rebalance")
+def test_auto_rebalance_check(benchmark: Any, cluster: Cluster) -> None:
+    def prepare() -> Callable[[], object]:
+        imbalance(cluster)
+        moved = len(cluster.imbalanced())
+        cluster.active().event_manager.put(ev.AutoPreferredReplicaLeaderElection())
+        return lambda: (cluster.drain(), moved)[1]
+
+    def check(moved: object) -> None:
+        assert isinstance(moved, int) and moved > 0
+        assert cluster.active().metrics()["PreferredReplicaImbalanceCount"] == 0
+
+    run_rounds(benchmark, cluster, prepare, check)
+
+
+def imbalance(cluster: Cluster) -> None:
+    """Take a broker down and bring it back: the partitions it prefers are led by others."""
+    cluster.restart_broker(cluster.take_down())
+
+
+@pytest.mark.benchmark(group="engine:failover")
+def test_failover(benchmark: Any, cluster: Cluster) -> None:
+    def prepare() -> Callable[[], object]:
+        old = cluster.active()
+        old.store.expire_session()  # the next drain elects a new controller and initialises it
+        cluster.scheduler.run_until(cluster.scheduler.now() + 0.5)
+        old.shutdown()
+        cluster.controller = KafkaController(
+            cluster.next_controller_id, MemoryStore(cluster.tree), cluster.transport, CONFIG, engine=cluster.engine,
+            clock=cluster.scheduler,
+        )
+        cluster.next_controller_id += 1
+        return lambda: (cluster.controller.startup(), cluster.drain())  # type: ignore[union-attr]
+
+    def check(_: object) -> None:
+        cluster.check_healthy()
+
+    run_rounds(benchmark, cluster, prepare, check)
+
+
+@pytest.mark.benchmark(group="engine:update-metadata")
+def test_update_metadata_batch(benchmark: Any, cluster: Cluster) -> None:
+    channel = cluster.transport.channel
+
+    def prepare() -> Callable[[], object]:
+        controller = cluster.active()
+        brokers = sorted(controller.context.live_or_shutting_down_broker_ids)
+
+        def send() -> object:
+            before = channel.requests, channel.partition_states
+            controller._send_update_metadata_request(brokers, controller.context.partitions_with_leaders())
+            return channel.requests - before[0], channel.partition_states - before[1]
+
+        return send
+
+    def check(sent: object) -> None:
+        assert sent == (BROKERS, BROKERS * cluster.partitions)
+
+    run_rounds(benchmark, cluster, prepare, check)

@@ -1,0 +1,80 @@
+"""Print a pytest-benchmark JSON file as kctl's engine table: per operation and size, the median
+on each engine, the reference/rust ratio and the rust engine's heap bytes per partition.
+
+    python benches/table.py benches/results/<run>.json
+
+Benchmarks without an ``engine``/``partitions`` in their ``extra_info`` are listed below the
+table by group and name, with their medians.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+
+def seconds(value: float) -> str:
+    """A duration with a unit that keeps 3–4 significant digits."""
+    if value >= 1:
+        return f"{value:.2f} s"
+    if value >= 1e-3:
+        return f"{value * 1e3:.1f} ms"
+    return f"{value * 1e6:.0f} µs"
+
+
+def size(partitions: int) -> str:
+    for unit, scale in (("M", 1_000_000), ("K", 1_000)):
+        if partitions >= scale and partitions % scale == 0:
+            return f"{partitions // scale}{unit}"
+    return str(partitions)
+
+
+def engine_table(benchmarks: list[dict[str, Any]]) -> list[str]:
+    rows: dict[tuple[str, int], dict[str, dict[str, Any]]] = defaultdict(dict)
+    for b in benchmarks:
+        info = b.get("extra_info", {})
+        if "engine" in info and "partitions" in info and str(b.get("group", "")).startswith("engine:"):
+            rows[(b["group"].removeprefix("engine:"), int(info["partitions"]))][info["engine"]] = b
+    if not rows:
+        return []
+    lines = ["| operation | partitions | rust (median) | reference (median) | reference / rust | rust bytes/partition |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for (operation, partitions), by_engine in sorted(rows.items()):
+        rust, reference = by_engine.get("rust"), by_engine.get("reference")
+        cell = lambda b: seconds(b["stats"]["median"]) if b else "–"  # noqa: E731
+        ratio = f"{reference['stats']['median'] / rust['stats']['median']:.0f}×" if rust and reference else "–"
+        heap = rust["extra_info"].get("heap_bytes_per_partition") if rust else None
+        lines.append(f"| {operation} | {size(partitions)} | {cell(rust)} | {cell(reference)} | {ratio} | "
+                     f"{'–' if heap is None else f'{heap:.0f}'} |")
+    return lines
+
+
+def other_rows(benchmarks: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for b in benchmarks:
+        if not str(b.get("group", "")).startswith("engine:"):
+            lines.append(f"{b.get('group') or '-'}  {b['name']}: median {seconds(b['stats']['median'])}, "
+                         f"{b['stats']['rounds']} rounds")
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    data = json.loads(Path(argv[0]).read_text())
+    machine = data.get("machine_info", {})
+    print(f"kctl {machine.get('kctl_version', '?')}, engine build {machine.get('kctl_engine_build_profile', '?')}, "
+          f"{machine.get('cpu', {}).get('brand_raw', machine.get('processor', '?'))}, {data.get('datetime', '')}")
+    if machine.get("kctl_engine_build_profile") not in (None, "release"):
+        print("warning: not a release build of the extension; numbers are not comparable", file=sys.stderr)
+    for line in engine_table(data["benchmarks"]) + [""] + other_rows(data["benchmarks"]):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

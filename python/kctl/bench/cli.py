@@ -1,0 +1,130 @@
+"""``kctl fleet``: run a benchmark grid on Spark, or show the scenario one of its seeds plays.
+
+- ``kctl fleet run GRID.toml --out DIR [--master URL]``: check the grid and the master, then run
+  the PySpark job (:mod:`kctl.bench.job`). Exit 0 when every run ended cleanly, 1 when a run
+  raised or violated an invariant (the outputs are written anyway) or Spark cannot run, 2 for an
+  invalid grid (nothing is started).
+- ``kctl fleet scenario GRID.toml --seed N [--variant K]``: print that seed's scenario as a
+  ``kctl sim`` file, to replay one row alone.
+- ``kctl fleet report DIR``: write the report of a finished fleet again from its rows (after an
+  upgrade of kctl's report, without running anything).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from kctl.bench.grid import GridError, load_grid
+
+
+def run_parser() -> argparse.ArgumentParser:
+    """The arguments of ``kctl fleet run`` (also what the job takes under ``spark-submit``)."""
+    parser = argparse.ArgumentParser(prog="kctl fleet run", description="run a benchmark grid on Spark")
+    _run_arguments(parser)
+    return parser
+
+
+def _run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("grid", metavar="GRID.toml", type=Path, help="the grid file")
+    parser.add_argument("--out", metavar="DIR", type=Path, required=True,
+                        help="where runs.parquet, report.html, summary.md and plots/ go")
+    parser.add_argument("--master", metavar="URL", default=None,
+                        help="Spark master (default: KCTL_SPARK_MASTER, else Spark's own configuration, else local[*])")
+    parser.add_argument("--seeds", metavar="N", type=int, default=None, help="run only the grid's first N seeds")
+    parser.add_argument("--environment", metavar="ARCHIVE", type=Path, default=None,
+                        help="executors' packed virtualenv for a cluster master (default: built and cached)")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+def fleet_arguments(parser: argparse.ArgumentParser) -> None:
+    """``kctl fleet``'s subcommands (the entry of ``kctl.cli.COMMANDS``)."""
+    commands = parser.add_subparsers(dest="fleet_command", metavar="SUBCOMMAND", required=True)
+    run = commands.add_parser("run", help="run a grid on Spark: parquet, an HTML report, plots",
+                              description="run a benchmark grid on Spark")
+    _run_arguments(run)
+    run.set_defaults(fleet=cmd_fleet_run)
+    scenario = commands.add_parser("scenario", help="print the kctl sim scenario of one seed of a grid",
+                                   description="print the kctl sim scenario of one seed of a grid")
+    scenario.add_argument("grid", metavar="GRID.toml", type=Path, help="the grid file")
+    scenario.add_argument("--seed", type=int, required=True, help="the seed")
+    scenario.add_argument("--variant", type=int, default=0, help="which variant's properties (0-based, grid order)")
+    scenario.set_defaults(fleet=cmd_fleet_scenario)
+    report = commands.add_parser("report", help="write a fleet's report again from its runs.parquet",
+                                 description="write report.html, summary.md and plots/ again from DIR/runs.parquet")
+    report.add_argument("out", metavar="DIR", type=Path, help="the output directory of a kctl fleet run")
+    report.set_defaults(fleet=cmd_fleet_report)
+
+
+def cmd_fleet(args: argparse.Namespace) -> int:
+    """Benchmark fleets on Spark; see :mod:`kctl.bench.cli`."""
+    return int(args.fleet(args))
+
+
+def _invalid(path: Path, error: GridError) -> int:
+    print(f"kctl fleet: {path} is not a valid grid:", file=sys.stderr)
+    print("\n".join(f"  {problem}" for problem in error.problems), file=sys.stderr)
+    return 2
+
+
+def cmd_fleet_run(args: argparse.Namespace) -> int:
+    """Check everything that can be checked before Spark starts, then run the job."""
+    from kctl.bench import job, session
+    from kctl.bench.environment import pack_environment
+
+    try:
+        grid = load_grid(args.grid)
+    except GridError as e:
+        return _invalid(args.grid, e)
+    if args.seeds is not None and args.seeds < 1:
+        print("kctl fleet: --seeds must be at least 1", file=sys.stderr)
+        return 2
+    session.require_spark()
+    master, chosen = session.resolve_master(args.master)
+    session.check_master(master)
+    archive = None
+    if not session.is_local(master):
+        archive = args.environment if args.environment is not None else pack_environment()
+        if not archive.is_file():
+            print(f"kctl fleet: no environment archive at {archive}", file=sys.stderr)
+            return 2
+    spark = session.build_session(master, chosen, archive)
+    try:
+        return job.main(spark, args, grid)
+    finally:
+        spark.stop()
+
+
+def cmd_fleet_scenario(args: argparse.Namespace) -> int:
+    from kctl.bench.scenarios import generate, scenario_toml
+
+    try:
+        grid = load_grid(args.grid)
+    except GridError as e:
+        return _invalid(args.grid, e)
+    variants = grid.variants()
+    if not 0 <= args.variant < len(variants):
+        print(f"kctl fleet: --variant must be 0-{len(variants) - 1}: "
+              + "; ".join(f"{i}: {v.label}" for i, v in enumerate(variants)), file=sys.stderr)
+        return 2
+    sys.stdout.write(scenario_toml(generate(grid, args.seed, variants[args.variant])))
+    return 0
+
+
+def cmd_fleet_report(args: argparse.Namespace) -> int:
+    import json
+
+    from kctl.bench.job import read_parquet
+    from kctl.bench.report import write_report
+
+    try:
+        grid = load_grid(args.out / "grid.toml")
+    except GridError as e:
+        return _invalid(args.out / "grid.toml", e)
+    rows = read_parquet(args.out / "runs.parquet")
+    meta_path = args.out / "meta.json"
+    meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+    for path in write_report(rows, grid, args.out, meta):
+        print(path)
+    return 0

@@ -1,0 +1,163 @@
+"""Spark for tests: a local session, and a real standalone master and worker on loopback ports.
+
+The fleet tests run on Spark itself, never on a stand-in: ``spark_local`` is one ``local[2]``
+session shared by the whole test session (a session takes seconds to start), and
+``SparkStandalone`` starts ``org.apache.spark.deploy.master.Master`` and ``...worker.Worker`` with
+the ``spark-class`` of the installed pyspark, on free ports of 127.0.0.1, waits until the master
+reports the worker ALIVE, and stops both by PID.
+
+Fixtures (import them into a ``conftest.py``): ``spark_local`` and ``spark_standalone``. Without
+pyspark or Java they skip with the install hint, except under ``CI=true`` where they fail: CI must
+never pass by skipping the Spark tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kctl.testing.zookeeper import LOOPBACK, free_ports, in_ci
+
+LOCAL_MASTER = "local[2]"
+
+
+class SparkStartError(RuntimeError):
+    """The standalone master or worker did not come up; the message ends with their logs."""
+
+
+def require_spark() -> None:
+    """pyspark and Java, or skip the test with the install hint (fail it under ``CI=true``)."""
+    from kctl.bench.session import FleetSetupError, require_spark as check
+
+    try:
+        check()
+        return
+    except FleetSetupError as exc:
+        reason = str(exc)
+    if in_ci():
+        pytest.fail(f"CI=true and Spark cannot run: {reason}", pytrace=False)
+    pytest.skip(f"Spark cannot run: {reason}")
+
+
+def spark_home() -> Path:
+    """The Spark distribution inside the pyspark package (its ``bin/spark-class`` and jars)."""
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+class SparkStandalone:
+    """A standalone master and one worker (``cores`` cores) on 127.0.0.1; ``url`` is the master."""
+
+    def __init__(self, cores: int = 2, memory: str = "1g") -> None:
+        self.cores, self.memory = cores, memory
+        self.directory = Path(tempfile.mkdtemp(prefix="kctl-spark-"))
+        self.port, self.ui_port, self.worker_port, self.worker_ui_port = free_ports(4)
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    @property
+    def url(self) -> str:
+        return f"spark://{LOOPBACK}:{self.port}"
+
+    @property
+    def work_dir(self) -> Path:
+        """Where the worker runs executors (one directory per application)."""
+        return self.directory / "work"
+
+    def __enter__(self) -> SparkStandalone:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def _spawn(self, name: str, *args: str) -> None:
+        home = spark_home()
+        env = os.environ | {"SPARK_HOME": str(home), "SPARK_LOCAL_IP": LOOPBACK, "SPARK_NO_DAEMONIZE": "1",
+                            "SPARK_LOG_DIR": str(self.directory), "SPARK_WORKER_DIR": str(self.work_dir)}
+        with (self.directory / f"{name}.log").open("ab") as log:
+            self.processes.append(subprocess.Popen(
+                [str(home / "bin" / "spark-class"), *args], cwd=self.directory, env=env,
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+
+    def start(self, timeout: float = 90.0) -> SparkStandalone:
+        self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", LOOPBACK,
+                    "--port", str(self.port), "--webui-port", str(self.ui_port))
+        self._spawn("worker", "org.apache.spark.deploy.worker.Worker", self.url, "--host", LOOPBACK,
+                    "--port", str(self.worker_port), "--webui-port", str(self.worker_ui_port),
+                    "--cores", str(self.cores), "--memory", self.memory, "--work-dir", str(self.work_dir))
+        deadline = time.monotonic() + timeout
+        while not self.ready():
+            if any(p.poll() is not None for p in self.processes) or time.monotonic() > deadline:
+                self.stop(keep_logs=True)
+                raise SparkStartError(f"the standalone master and worker did not come up within {timeout:.0f}s\n"
+                                      + self.logs())
+            time.sleep(0.25)
+        return self
+
+    def status(self) -> dict[str, Any]:
+        """The master's JSON status (its web UI's ``/json``), or {} while it cannot answer."""
+        try:
+            with urllib.request.urlopen(f"http://{LOOPBACK}:{self.ui_port}/json/", timeout=2) as answer:
+                return dict(json.load(answer))
+        except (OSError, ValueError):
+            return {}
+
+    def ready(self) -> bool:
+        status = self.status()
+        return status.get("status") == "ALIVE" and any(w.get("state") == "ALIVE" for w in status.get("workers", []))
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name}:\n" + "\n".join(p.read_text(errors="replace").splitlines()[-30:])
+                         for p in sorted(self.directory.glob("*.log")))
+
+    def stop(self, keep_logs: bool = False) -> None:
+        """SIGTERM each process group by its leader's PID (``spark-class`` execs the JVM), then SIGKILL."""
+        for process in reversed(self.processes):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+                try:
+                    process.wait(15)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+        self.processes.clear()
+        if not keep_logs:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+
+# --- pytest fixtures -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def spark_local() -> Iterator[Any]:
+    """One ``local[2]`` SparkSession for the whole test session, bound to 127.0.0.1."""
+    require_spark()
+    from kctl.bench.session import build_session
+
+    os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+    spark = build_session(LOCAL_MASTER, True, app_name="kctl tests")
+    yield spark
+    spark.stop()
+
+
+@pytest.fixture(scope="module")
+def spark_standalone() -> Iterator[SparkStandalone]:
+    """A standalone master with one 2-core worker, for one test module."""
+    require_spark()
+    with SparkStandalone() as cluster:
+        yield cluster
+
+
+__all__ = ["LOCAL_MASTER", "SparkStandalone", "SparkStartError", "require_spark", "spark_home", "spark_local",
+           "spark_standalone"]

@@ -1,0 +1,205 @@
+"""The bytes kctl's processes exchange: msgpack-encoded messages in length-prefixed frames.
+
+A frame is a 4-byte big-endian length followed by that many bytes of msgpack. Messages are the
+frozen dataclasses of :mod:`kctl.requests` (and the data-plane fetch of
+:mod:`kctl.broker.fetcher`); each travels as an extension value naming its type and listing its
+fields in declaration order, so the encoding needs no schema of its own and a peer of another
+kctl version fails loudly (:class:`WireError`) instead of misreading a field.
+
+Both the ``tcp`` transport (frames on a socket) and the ``zkqueue`` transport (one message per
+znode) use this codec, so a request means the same thing whichever way it travelled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from kctl.errors import Errors, KctlError
+from kctl.model import BrokerInfo, EndPoint, LeaderAndIsr, LeaderRecoveryState, TopicPartition
+from kctl.requests import (
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    StopReplicaPartitionState,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
+
+FRAME_HEADER = struct.Struct("!I")
+"""The length prefix of a frame."""
+MAX_FRAME_BYTES = 64 * 1024 * 1024
+"""The largest frame accepted (Kafka's ``socket.request.max.bytes`` is 100 MiB): a larger
+announced length means a corrupt or hostile stream, and the connection is closed."""
+
+_DATACLASS, _TOPIC_PARTITION, _ERRORS, _RECOVERY = 1, 2, 3, 4  # msgpack extension codes
+
+
+INSTALL_HINT = "pip install 'kctl[tcp]'"
+
+
+class WireError(KctlError):
+    """Bytes that are not a kctl message: a bad frame, unknown type or wrong field count."""
+
+
+@functools.cache
+def _msgpack() -> Any:
+    """msgpack, imported on first use so that kctl without the multi-process extras still works."""
+    try:
+        import msgpack  # type: ignore[import-untyped]
+    except ImportError as exc:
+        raise ImportError(f"kctl's network messages need msgpack: {INSTALL_HINT}") from exc
+    return msgpack
+
+
+_TYPES: dict[str, type] = {}
+
+
+def register_message(cls: type) -> type:
+    """Make a frozen dataclass encodable (class decorator; the name must be unique)."""
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls.__name__} is not a dataclass")
+    if _TYPES.get(cls.__name__, cls) is not cls:
+        raise TypeError(f"another message type is already called {cls.__name__}")
+    _TYPES[cls.__name__] = cls
+    return cls
+
+
+for _cls in (
+    LeaderAndIsrRequest, LeaderAndIsrResponse, LeaderAndIsrPartitionState,
+    UpdateMetadataRequest, UpdateMetadataResponse, UpdateMetadataPartitionState,
+    StopReplicaRequest, StopReplicaResponse, StopReplicaPartitionState,
+    ControlledShutdownRequest, ControlledShutdownResponse, AlterPartitionRequest, AlterPartitionResponse,
+    BrokerInfo, EndPoint, LeaderAndIsr,
+):
+    register_message(_cls)
+
+
+def _default(obj: Any) -> Any:
+    """msgpack's hook for what it cannot encode itself (``strict_types``: every tuple comes here)."""
+    if isinstance(obj, TopicPartition):
+        return _msgpack().ExtType(_TOPIC_PARTITION, _pack([obj.topic, obj.partition]))
+    if isinstance(obj, Errors):
+        return _msgpack().ExtType(_ERRORS, _pack(obj.value))
+    if isinstance(obj, LeaderRecoveryState):
+        return _msgpack().ExtType(_RECOVERY, _pack(int(obj)))
+    cls = type(obj)
+    if _TYPES.get(cls.__name__) is cls:
+        values = [getattr(obj, f.name) for f in dataclasses.fields(obj)]
+        return _msgpack().ExtType(_DATACLASS, _pack([cls.__name__, values]))
+    if isinstance(obj, enum.Enum):
+        raise TypeError(f"cannot encode {obj!r}: only Errors and LeaderRecoveryState travel")
+    if isinstance(obj, (tuple, Sequence, frozenset, set)) and not isinstance(obj, (str, bytes)):
+        return list(obj)  # tuples, and the native engine's lazy partition-state sequences
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    raise TypeError(f"cannot encode a {cls.__name__}: {obj!r}")
+
+
+def _pack(value: Any) -> bytes:
+    return _msgpack().packb(value, default=_default, strict_types=True, use_bin_type=True)  # type: ignore[no-any-return]
+
+
+def _ext_hook(code: int, data: bytes) -> Any:
+    value = _unpack(data)
+    if code == _TOPIC_PARTITION:
+        topic, partition = value
+        return TopicPartition(topic, partition)
+    if code == _ERRORS:
+        return Errors(value)
+    if code == _RECOVERY:
+        return LeaderRecoveryState(value)
+    if code == _DATACLASS:
+        name, values = value
+        cls = _TYPES.get(name)
+        if cls is None:
+            raise WireError(f"unknown message type {name!r}")
+        fields = dataclasses.fields(cls)
+        if len(values) != len(fields):
+            raise WireError(f"{name} has {len(fields)} fields, the message carries {len(values)}")
+        return cls(*values)
+    raise WireError(f"unknown msgpack extension {code}")
+
+
+def _unpack(data: bytes) -> Any:
+    return _msgpack().unpackb(data, ext_hook=_ext_hook, use_list=False, strict_map_key=False, raw=False)
+
+
+def encode(message: Any) -> bytes:
+    """msgpack bytes of a message (any structure of registered types, containers and scalars)."""
+    try:
+        return _pack(message)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise WireError(f"cannot encode {type(message).__name__}: {exc}") from exc
+
+
+def decode(data: bytes) -> Any:
+    """The message ``encode`` made of ``data``; :class:`WireError` for anything else."""
+    try:
+        return _unpack(data)
+    except (WireError, ImportError):
+        raise
+    except Exception as exc:  # msgpack's errors, and wrong shapes inside extensions
+        raise WireError(f"undecodable message ({len(data)} bytes): {type(exc).__name__}: {exc}") from exc
+
+
+def frame(message: Any) -> bytes:
+    """A whole frame: the length prefix, then the encoded message."""
+    body = encode(message)
+    if len(body) > MAX_FRAME_BYTES:
+        raise WireError(f"a {len(body)}-byte message exceeds the {MAX_FRAME_BYTES}-byte frame limit")
+    return FRAME_HEADER.pack(len(body)) + body
+
+
+def frame_length(header: bytes) -> int:
+    """The body length a frame header announces; :class:`WireError` when it is over the limit."""
+    (length,) = FRAME_HEADER.unpack(header)
+    if length > MAX_FRAME_BYTES:
+        raise WireError(f"a frame announces {length} bytes, over the {MAX_FRAME_BYTES}-byte limit")
+    return int(length)
+
+
+def split_frames(buffer: bytes) -> tuple[list[Any], bytes]:
+    """Decode every complete frame at the start of ``buffer``; returns them and the rest."""
+    messages = []
+    view = memoryview(buffer)
+    offset = 0
+    while len(view) - offset >= FRAME_HEADER.size:
+        length = frame_length(bytes(view[offset : offset + FRAME_HEADER.size]))
+        end = offset + FRAME_HEADER.size + length
+        if end > len(view):
+            break
+        messages.append(decode(bytes(view[offset + FRAME_HEADER.size : end])))
+        offset = end
+    return messages, bytes(view[offset:])
+
+
+def registered_types() -> Iterable[str]:
+    """Names of the message types the codec knows, sorted."""
+    return sorted(_TYPES)
+
+
+__all__ = [
+    "FRAME_HEADER",
+    "INSTALL_HINT",
+    "MAX_FRAME_BYTES",
+    "WireError",
+    "decode",
+    "encode",
+    "frame",
+    "frame_length",
+    "register_message",
+    "registered_types",
+    "split_frames",
+]

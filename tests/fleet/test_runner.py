@@ -1,0 +1,121 @@
+"""One fleet run measured as a row, and what the driver makes of the rows (no Spark needed)."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from kctl.bench.grid import Grid, load_grid
+from kctl.bench.job import Progress, ProgressLine, run_partition, write_outputs
+from kctl.bench.runner import COLUMNS, NONDETERMINISTIC, run_one, time_weighted_mean
+from kctl.bench.scenarios import generate
+from kctl.plugins import PluginHost
+from kctl.sim import parse_scenario, run_scenario
+
+
+class Counter:
+    """Stands in for a Spark accumulator."""
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def add(self, n: int) -> None:
+        self.value += n
+
+
+def rows_of(grid: Grid) -> list[dict[str, Any]]:
+    return [run_one(grid, seed, v) for seed in grid.seeds for v in grid.variants()]
+
+
+def test_a_row_measures_what_kctl_sim_reports(small_grid: Path, installed_plugins: PluginHost) -> None:
+    grid = load_grid(small_grid, installed_plugins)
+    for seed in grid.seeds:
+        variant = grid.variants()[1]
+        row = run_one(grid, seed, variant, fleet_partition=seed)
+        assert set(row) == set(COLUMNS) and row["error"] is None
+        report = run_scenario(parse_scenario(generate(grid, seed, variant)))
+        assert row["invariant_violations"] == len(report.violations)
+        assert row["unavailable_partition_seconds"] == report.unavailable_partition_seconds
+        assert row["leader_moves"] == report.leader_moves
+        assert {k: row[f"{k}_requests"] for k in ("leader_and_isr", "update_metadata", "stop_replica")} == {
+            "leader_and_isr": report.requests_by_type.get("LeaderAndIsr", 0),
+            "update_metadata": report.requests_by_type.get("UpdateMetadata", 0),
+            "stop_replica": report.requests_by_type.get("StopReplica", 0)}
+        assert row["leader_and_isr_bytes"] > 50 * row["leader_and_isr_requests"] > 0
+        assert row["sample_times"][0] == 0.0 and row["sample_times"][-1] == grid.duration
+        assert len(row["sample_times"]) == len(row["preferred_imbalance"]) == len(row["leader_skew"])
+        assert all(skew >= 1.0 for skew in row["leader_skew"])
+        assert row["preferred_imbalance_max"] == max(row["preferred_imbalance"])
+        assert row["faults"] == len(row["fault_kinds"].split(",")) and (seed, row["selector"]) == (
+            row["fleet_partition"], "least-loaded")
+
+
+def test_the_selectors_differ_only_where_an_offline_election_chose(small_grid: Path,
+                                                                  installed_plugins: PluginHost) -> None:
+    grid = load_grid(small_grid, installed_plugins).with_seeds(range(30))
+    rows = rows_of(grid)
+    offline, least = rows[0::2], rows[1::2]
+    assert [r["seed"] for r in offline] == [r["seed"] for r in least] == list(range(30))
+    differing = [(a, b) for a, b in zip(offline, least) if a["leader_skew"] != b["leader_skew"]]
+    assert differing, "the least-loaded selector never chose another leader in 30 seeds"
+    assert all("kill_broker" in a["fault_kinds"] or "fail_log_dir" in a["fault_kinds"] for a, _ in differing)
+
+
+def test_a_scenario_that_raises_becomes_a_row_with_its_error(small_grid: Path, installed_plugins: PluginHost) -> None:
+    grid = load_grid(small_grid, installed_plugins)
+    broken = dataclasses.replace(grid, faults=dataclasses.replace(grid.faults, kinds=("kill_broker", "meteor")))
+    errors = Counter()
+    rows = list(run_partition(broken, broken.variants(), errors, 3, broken.seeds))
+    failed = [r for r in rows if r["error"] is not None]
+    assert failed and len(failed) < len(rows) and errors.value == len(failed)
+    assert all(r["error"].startswith("ScenarioError: ") and "unknown action 'meteor'" in r["error"] for r in failed)
+    assert all(r["fleet_partition"] == 3 and r["wall_time_s"] > 0 for r in rows)
+    assert all(r["unavailable_partition_seconds"] is not None for r in rows if r["error"] is None)
+
+
+def test_time_weighted_mean() -> None:
+    assert time_weighted_mean([0, 10, 40], [2, 6, 100]) == pytest.approx((2 * 10 + 6 * 30) / 40)
+    assert time_weighted_mean([5], [3]) == 3.0 and time_weighted_mean([], []) == 0.0
+
+
+def test_the_outputs_hold_every_row_and_a_self_contained_report(tmp_path: Path, small_grid: Path,
+                                                                installed_plugins: PluginHost) -> None:
+    grid = load_grid(small_grid, installed_plugins).with_seeds(range(4))
+    rows = rows_of(grid)
+    rows[3] = dict.fromkeys(COLUMNS) | {k: rows[3][k] for k in ("grid", "seed", "variant", "selector", "engine")} | {
+        "error": "ValueError: boom", "wall_time_s": 0.1}
+    written = write_outputs(rows, grid, tmp_path / "out", {"Spark master": "local[2]"})
+    assert {p.name for p in written} >= {"runs.parquet", "grid.toml", "report.html", "summary.md",
+                                         "leader-skew-over-time.svg", "leader-skew-difference.svg"}
+    table = pq.read_table(tmp_path / "out" / "runs.parquet")
+    assert table.column_names == list(COLUMNS) and table.num_rows == len(rows)
+    assert table.to_pylist() == rows
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert html.count("<svg") == 6 and "<script" not in html and "local[2]" in html
+    assert "<td>offline</td><td>4</td><td>0</td>" in html and "<td>least-loaded</td><td>4</td><td>1</td>" in html
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "| `leader skew: busiest broker / mean (time average)` | " in summary
+    assert "least-loaded | offline |" in summary  # the seed-by-seed comparison
+
+
+def test_progress_is_a_line_per_tenth_in_a_log() -> None:
+    stream = io.StringIO()
+    show = ProgressLine(stream)
+    for done in (0, 1, 2, 5, 10, 10):
+        show(Progress(done, 10, 0 if done == 10 else 2, 1, float(done)))
+    assert stream.getvalue().splitlines() == [
+        f"kctl fleet: {n}/10 seeds ({10 * n}%), {0 if n == 10 else 2} running, 1 errors, {n} s" for n in (0, 1, 2, 5, 10)
+    ]
+
+
+def test_rows_do_not_depend_on_anything_but_grid_seed_and_variant(small_grid: Path,
+                                                                  installed_plugins: PluginHost) -> None:
+    grid = load_grid(small_grid, installed_plugins).with_seeds(range(3))
+    first, again = rows_of(grid), rows_of(grid)
+    assert [{k: v for k, v in r.items() if k not in NONDETERMINISTIC} for r in first] == [
+        {k: v for k, v in r.items() if k not in NONDETERMINISTIC} for r in again]
