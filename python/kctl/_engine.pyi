@@ -9,7 +9,7 @@ leader_epoch, partition_epoch, leader_recovery_state, controller_epoch)``.
 from collections.abc import Sequence
 from typing import Any, final, overload
 
-__all__ = ["__version__", "build_profile", "Engine", "Outcomes", "PartitionStates", "Parts", "Replicas", "StateTable"]
+__all__ = ["__version__", "build_profile", "Engine", "Outcomes", "PartitionStates", "Parts", "Replicas", "StateTable", "encode_partition_states"]
 
 __version__: str
 build_profile: str
@@ -187,3 +187,6 @@ class PartitionStates(Sequence[Any]):
     def __hash__(self) -> int: ...
     def topics(self) -> list[str]: ...
     def deleted(self) -> list[tuple[str, int]]: ...
+
+def encode_partition_states(states: Sequence[tuple[int, Sequence[int], int, bool, int]]) -> list[bytes]:
+    """Kafka's partition-state JSON for each ``(leader, isr, leader_epoch, recovering, controller_epoch)``."""

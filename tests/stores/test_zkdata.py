@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kctl._engine import encode_partition_states
 from kctl.errors import CorruptDataError
 from kctl.model import (
     BrokerInfo,
@@ -469,3 +470,21 @@ def test_undecodable_data_names_the_path_and_the_field(
         decode(data, path)
     assert raised.value.path == path
     assert str(raised.value).startswith(f"{path}: field '{field}' ")
+
+
+@given(
+    leader=st.integers(-1, 2**31 - 1),
+    isr=st.lists(st.integers(0, 2**31 - 1), max_size=6),
+    leader_epoch=st.integers(0, 2**31 - 1),
+    controller_epoch=st.integers(0, 2**31 - 1),
+    recovery=st.sampled_from(list(LeaderRecoveryState)),
+)
+def test_the_native_bulk_encoder_writes_the_same_bytes(
+    leader: int, isr: list[int], leader_epoch: int, controller_epoch: int, recovery: LeaderRecoveryState
+) -> None:
+    """The ZooKeeper store's bulk writes use the engine's encoder: byte for byte the single one."""
+    state = LeaderIsrAndControllerEpoch(LeaderAndIsr(leader, tuple(isr), leader_epoch, 0, recovery), controller_epoch)
+    native = encode_partition_states(
+        [(leader, isr, leader_epoch, recovery is LeaderRecoveryState.RECOVERING, controller_epoch)] * 2
+    )
+    assert native == [TopicPartitionStateZNode.encode(state)] * 2

@@ -51,6 +51,7 @@ from kctl.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
+from kctl._engine import encode_partition_states
 from kctl.hookspecs import hookimpl
 from kctl.model import (
     INITIAL_CONTROLLER_EPOCH,
@@ -58,6 +59,7 @@ from kctl.model import (
     BrokerInfo,
     LeaderAndIsr,
     LeaderIsrAndControllerEpoch,
+    LeaderRecoveryState,
     ReplicaAssignment,
     TopicPartition,
     validate_topic_name,
@@ -844,12 +846,14 @@ class ZooKeeperStore:
         controller_epoch: int,
         expected_controller_epoch_version: int,
     ) -> UpdateResult:
-        encode, path = TopicPartitionStateZNode.encode, TopicPartitionStateZNode.path
+        path = TopicPartitionStateZNode.path
         entries = list(updates.items())
-        items = (  # encoded while the first multis are on their way
-            [_Op("set", path(tp), encode(LeaderIsrAndControllerEpoch(lai, controller_epoch)), lai.partition_epoch)]
-            for tp, lai in entries
-        )
+        recovering = LeaderRecoveryState.RECOVERING
+        encoded = encode_partition_states([
+            (lai.leader, list(lai.isr), lai.leader_epoch, lai.leader_recovery_state is recovering, controller_epoch)
+            for _, lai in entries
+        ])
+        items = ([_Op("set", path(tp), data, lai.partition_epoch)] for (tp, lai), data in zip(entries, encoded))
         result = UpdateResult()
         bad_version = self._kazoo.exceptions.BadVersionError
         for (tp, lai), outcome in zip(entries, self._multi(items, expected_controller_epoch_version)):

@@ -8,6 +8,10 @@ mod sets;
 mod statetable;
 mod store;
 
+use pyo3::types::PyBytes;
+
+use crate::model::LeaderRecoveryState;
+
 use pyo3::prelude::*;
 
 /// Whether this library was compiled with optimisations (so a slow debug build is easy to spot).
@@ -16,6 +20,40 @@ const BUILD_PROFILE: &str = if cfg!(debug_assertions) {
 } else {
     "release"
 };
+
+/// Kafka's partition-state JSON for each `(leader, isr, leader_epoch, recovering, controller_epoch)`
+/// (the ZooKeeper store's bulk writes), encoded without the GIL.
+#[pyfunction]
+fn encode_partition_states<'py>(
+    py: Python<'py>,
+    states: Vec<(i32, Vec<i32>, i32, bool, i32)>,
+) -> Vec<Bound<'py, PyBytes>> {
+    let encoded: Vec<String> = py.detach(|| {
+        states
+            .iter()
+            .map(
+                |(leader, isr, leader_epoch, recovering, controller_epoch)| {
+                    let recovery = if *recovering {
+                        LeaderRecoveryState::Recovering
+                    } else {
+                        LeaderRecoveryState::Recovered
+                    };
+                    crate::zkjson::partition_state((
+                        *leader,
+                        isr,
+                        *leader_epoch,
+                        recovery,
+                        *controller_epoch,
+                    ))
+                },
+            )
+            .collect()
+    });
+    encoded
+        .iter()
+        .map(|json| PyBytes::new(py, json.as_bytes()))
+        .collect()
+}
 
 #[pymodule]
 #[pyo3(name = "_engine")]
@@ -28,5 +66,6 @@ fn engine_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sets::Outcomes>()?;
     m.add_class::<statetable::StateTable>()?;
     m.add_class::<payload::PartitionStates>()?;
+    m.add_function(wrap_pyfunction!(encode_partition_states, m)?)?;
     Ok(())
 }
