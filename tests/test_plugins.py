@@ -446,3 +446,31 @@ def test_default_host_is_shared_and_never_loads_entry_points_under_tests() -> No
     assert plugin_names(host) == list(DEFAULT_PLUGINS)  # kctl-least-loaded is installed, yet absent
     reset_plugin_host()
     assert get_plugin_host() is not host
+
+
+class _LastEligible:
+    """An offline selector that picks the last eligible replica (Kafka's rule picks the first)."""
+
+    kind = ElectionKind.OFFLINE
+
+    def select_leaders(self, batch: Any) -> list[int]:
+        return [allowed[-1] if allowed else -1 for allowed in batch.allowed]
+
+
+class _LastEligiblePlugin:
+    @hookimpl
+    def kctl_register_leader_selectors(self, register: LeaderSelectorRegistry) -> None:
+        register.add("last-eligible", lambda config: _LastEligible(), kind=ElectionKind.OFFLINE)
+
+
+def test_a_clusters_own_plugin_host_serves_its_elections(plugin_host: PluginHost) -> None:
+    """A selector registered only on the host given to the cluster (not the process-wide one) is
+    the one its controllers' elections use."""
+    assert "last-eligible" not in get_plugin_host().leader_selectors().names()
+    with register_plugin(plugin_host, _LastEligiblePlugin(), "last-eligible-plugin"):
+        config = {"kctl.leader.selector.offline": "last-eligible", "auto.leader.rebalance.enable": False}
+        with EmbeddedCluster(3, plugins=plugin_host, config=config) as cluster:
+            cluster.create_topic("t", assignment={0: [1, 2, 3]})
+            cluster.kill_broker(1)
+            assert cluster.run_until_stable()
+            assert cluster.describe("t")[0].leader == 3  # Kafka's rule would elect 2

@@ -356,13 +356,15 @@ def by_name(
         raise PluginError(f"invalid options for a {entry.kind.value} election: {e}") from None
 
 
-def for_config(kind: ElectionKind, config: ControllerConfig, **kwargs: Any) -> Election:
-    """The strategy of ``kind`` with the selector configured for it (``kctl.leader.selector.<kind>``);
-    the built-in names need no plugin host."""
+def for_config(
+    kind: ElectionKind, config: ControllerConfig, host: PluginHost | None = None, **kwargs: Any
+) -> Election:
+    """The strategy of ``kind`` with the selector configured for it (``kctl.leader.selector.<kind>``),
+    found in ``host`` (default: the process-wide plugin host); the built-in names need no host."""
     name = config.selector_name(kind.value)
     if name == kind.value:
         return _STRATEGIES[kind](**kwargs)
-    election = by_name(name, config=config, **kwargs)
+    election = by_name(name, config=config, host=host, **kwargs)
     if election.kind is not kind:
         raise PluginError(
             f"kctl.leader.selector.{kind.value}={name!r} names a selector for {election.kind.value} elections"

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from kctl.config import ControllerConfig
     from kctl.context import ControllerContext
     from kctl.election import Election
+    from kctl.plugins import PluginHost
     from kctl.requests import ControllerBrokerRequestBatch
     from kctl.statechange import StateChangeLogger
     from kctl.stores.base import StateStore
@@ -67,6 +68,7 @@ class PartitionStateMachine:
         config: ControllerConfig,
         *,
         state_change_logger: StateChangeLogger | None = None,
+        plugins: PluginHost | None = None,
     ) -> None:
         self.controller_id = controller_id
         self.context = context
@@ -74,6 +76,8 @@ class PartitionStateMachine:
         self.batch = batch
         self.config = config
         self.state_change_logger = state_change_logger or _default_logger(controller_id, context)
+        self.plugins = plugins
+        """Where configured plugin selectors are found (None: the process-wide plugin host)."""
 
     def startup(self) -> None:
         """Derive every partition's state from cached leadership, then elect leaders for the New and

@@ -111,7 +111,8 @@ class KafkaController:
         self.channel = transport.controller_channel(broker_id)
         self.batch = self._new_batch()
         self.partition_state_machine = PartitionStateMachine(
-            broker_id, self.context, store, self._new_batch(), self.config, state_change_logger=self.state_change_logger
+            broker_id, self.context, store, self._new_batch(), self.config, state_change_logger=self.state_change_logger,
+            plugins=plugins,
         )
         self.replica_state_machine = ReplicaStateMachine(
             broker_id, self.context, store, self._new_batch(), state_change_logger=self.state_change_logger
@@ -711,7 +712,7 @@ class KafkaController:
         self.partition_state_machine.handle_state_changes(partitions, PartitionState.NEW)
         self.replica_state_machine.handle_state_changes(replicas, ReplicaState.NEW)
         self.partition_state_machine.handle_state_changes(
-            partitions, PartitionState.ONLINE, for_config(ElectionKind.OFFLINE, self.config)
+            partitions, PartitionState.ONLINE, for_config(ElectionKind.OFFLINE, self.config, self.plugins)
         )
         self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
 
@@ -1019,7 +1020,7 @@ class KafkaController:
             log.info("Leader %s for partition %s being reassigned is not in the new list of replicas %s or is offline. "
                      "Re-electing leader", leader, tp, assignment.replicas)
             self.partition_state_machine.handle_state_changes(
-                [tp], PartitionState.ONLINE, for_config(ElectionKind.REASSIGN, self.config)
+                [tp], PartitionState.ONLINE, for_config(ElectionKind.REASSIGN, self.config, self.plugins)
             )
         else:
             log.info("Leader %s for partition %s being reassigned is already in the new list of replicas %s and is "
@@ -1154,9 +1155,9 @@ class KafkaController:
     ) -> Mapping[TopicPartition, ElectionOutcome]:
         try:
             if election_type is ev.ElectionType.PREFERRED:
-                election = for_config(ElectionKind.PREFERRED, self.config)
+                election = for_config(ElectionKind.PREFERRED, self.config, self.plugins)
             else:  # unclean only when an admin asked for it
-                election = for_config(ElectionKind.OFFLINE, self.config, allow_unclean=trigger is ev.ElectionTrigger.ADMIN)
+                election = for_config(ElectionKind.OFFLINE, self.config, self.plugins, allow_unclean=trigger is ev.ElectionTrigger.ADMIN)
             results = self.partition_state_machine.handle_state_changes(partitions, PartitionState.ONLINE, election)
             if trigger is not ev.ElectionTrigger.ADMIN:
                 for tp, outcome in results.items():
@@ -1236,7 +1237,7 @@ class KafkaController:
         ctx.add_shutting_down_broker(broker_id)
         led, followed = ctx.controlled_shutdown_partitions(broker_id)
         self.partition_state_machine.handle_state_changes(
-            led, PartitionState.ONLINE, for_config(ElectionKind.CONTROLLED_SHUTDOWN, self.config)
+            led, PartitionState.ONLINE, for_config(ElectionKind.CONTROLLED_SHUTDOWN, self.config, self.plugins)
         )
         try:
             self.batch.new_batch()

@@ -53,7 +53,7 @@ class RustPartitionStateMachine(PartitionStateMachine):
     def trigger_online_partition_state_change(self, topic: str | None = None) -> Mapping[TopicPartition, ElectionOutcome]:
         native = self.context.native
         partitions = PartitionList(native, native.partitions_to_trigger_online(topic))
-        return self.handle_state_changes(partitions, PartitionState.ONLINE, for_config(ElectionKind.OFFLINE, self.config))
+        return self.handle_state_changes(partitions, PartitionState.ONLINE, for_config(ElectionKind.OFFLINE, self.config, self.plugins))
 
     def handle_state_changes(
         self, partitions: Iterable[TopicPartition], target_state: PartitionState, election: Election | None = None

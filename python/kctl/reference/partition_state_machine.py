@@ -43,7 +43,7 @@ class ReferencePartitionStateMachine(PartitionStateMachine):
         partitions = [
             tp for tp in ctx.partitions_in_states((_OFFLINE, _NEW), topic) if not ctx.is_topic_queued_up_for_deletion(tp.topic)
         ]
-        return self.handle_state_changes(partitions, _ONLINE, for_config(ElectionKind.OFFLINE, self.config))
+        return self.handle_state_changes(partitions, _ONLINE, for_config(ElectionKind.OFFLINE, self.config, self.plugins))
 
     def handle_state_changes(
         self, partitions: Iterable[TopicPartition], target_state: PartitionState, election: Election | None = None
