@@ -156,6 +156,41 @@ class TestPartitionsWithOfflineLeader:
         assert ctx.partitions_with_offline_leader() == [B0]
 
 
+class TestUnconvergedPartitions:
+    """What a cluster waits for before it is stable: online partitions with every online replica
+    in their ISR (topics queued for deletion and partitions without an online replica aside)."""
+
+    @pytest.fixture
+    def mixed(self, ctx: ControllerContext) -> ControllerContext:
+        c0 = TopicPartition("c", 0)
+        for tp, replicas in ((A0, [1, 2, 3]), (A1, [1, 2]), (B0, [3, 4]), (B1, [1, 2]), (B2, [2, 1]), (c0, [1])):
+            assign(ctx, tp, replicas)
+            ctx.put_partition_state(tp, PartitionState.ONLINE)
+        ctx.add_shutting_down_broker(3)
+        ctx.add_replicas_on_offline_dirs(4, [B0])
+        ctx.put_partition_leadership(A0, leadership(1, [1, 2, 3]))  # converged
+        ctx.put_partition_leadership(A1, leadership(1, [1]))  # 2 is online but not in the ISR
+        ctx.put_partition_leadership(B0, leadership(4, [4]))  # no online replica: nothing to wait for
+        ctx.put_partition_state(B1, PartitionState.NEW)  # no leadership yet
+        ctx.put_partition_leadership(B2, leadership(2, [2, 1]))
+        ctx.put_partition_state(B2, PartitionState.OFFLINE)
+        ctx.queue_topic_deletion(["c"])  # c-0 has no leadership, but its topic is going away
+        return ctx
+
+    def test_lists_each_reason_in_context_order(self, mixed: ControllerContext) -> None:
+        assert list(mixed.unconverged_partitions()) == [A1, B1, B2]
+
+    def test_limit(self, mixed: ControllerContext) -> None:
+        assert list(mixed.unconverged_partitions(limit=1)) == [A1]
+
+    def test_converged_once_the_isr_is_full(self, mixed: ControllerContext) -> None:
+        mixed.put_partition_leadership(A1, leadership(1, [1, 2]))
+        mixed.put_partition_leadership(B1, leadership(1, [2, 1]))
+        mixed.put_partition_state(B1, PartitionState.ONLINE)
+        mixed.put_partition_state(B2, PartitionState.ONLINE)
+        assert list(mixed.unconverged_partitions()) == []
+
+
 class TestPartitionLeadersOnBroker:
     def test_rf_above_one_and_not_queued_for_deletion(self, ctx: ControllerContext) -> None:
         assign(ctx, A0, [1, 2])

@@ -20,12 +20,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from kctl.broker import BrokerAgent, DataPlaneLedger, MetadataSnapshot, SimulatedReplicaManager
+from kctl.broker import BrokerAgent, DataPlaneLedger, ExpectedMetadata, MetadataSnapshot, SimulatedReplicaManager
 from kctl.config import ControllerConfig
 from kctl.context import DEFAULT_ENGINE
 from kctl.controller import KafkaController
 from kctl.errors import IllegalStateError, KctlError, UnknownTopicOrPartitionError
-from kctl.model import NO_LEADER, PartitionState, ReplicaAssignment, TopicPartition
+from kctl.model import NO_LEADER, ReplicaAssignment, TopicPartition
 from kctl.plugins import PluginHost, get_plugin_host
 from kctl.requests import ControllerRequest
 from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler
@@ -132,6 +132,7 @@ class EmbeddedCluster:
         self.store: StateStore = self.plugins.state_stores().get(store).factory(**options)
         transport_factory = self.plugins.transports().get(transport).factory
         self.transport = _RecordingTransport(transport_factory(scheduler=self.scheduler, **(transport_options or {})), self)
+        self._expected_metadata = ExpectedMetadata(self.store)
         self.ledger = DataPlaneLedger()
         self._broker_options = dict(broker_options or {})
         self._controller_session = controller_session
@@ -286,7 +287,7 @@ class EmbeddedCluster:
         for topic in ctx.topics_to_be_deleted:
             if not ctx.is_topic_ineligible_for_deletion(topic):
                 return False
-        return not self._unconverged_partitions(controller, limit=1) and not self.metadata_mismatches(limit=1)
+        return not ctx.unconverged_partitions(limit=1) and self._metadata_converged()
 
     def run_until_stable(self, timeout: float = DEFAULT_TIMEOUT) -> bool:
         """Advance until :meth:`is_stable`; False if it did not become stable within ``timeout``."""
@@ -490,26 +491,13 @@ class EmbeddedCluster:
     def unclean_leader_elections(self) -> int:
         return self._retired_unclean + sum(c.context.unclean_leader_elections for c in self.controllers.values())
 
-    def _unconverged_partitions(self, controller: KafkaController, limit: int | None = None) -> list[TopicPartition]:
-        """Partitions of live topics whose leader is missing or whose ISR lacks a live replica."""
-        ctx = controller.context
-        found = []
-        for tp in ctx.all_partitions():
-            if ctx.is_topic_queued_up_for_deletion(tp.topic):
-                continue
-            live = [r for r in ctx.partition_replica_assignment(tp) if ctx.is_replica_online(r, tp)]
-            leadership = ctx.partition_leadership(tp)
-            if not live:
-                continue
-            if (
-                leadership is None
-                or ctx.partition_state(tp) is not PartitionState.ONLINE
-                or not set(live) <= set(leadership.leader_and_isr.isr)
-            ):
-                found.append(tp)
-                if limit is not None and len(found) >= limit:
-                    break
-        return found
+    def _metadata_converged(self) -> bool:
+        """Every live broker's metadata cache agrees with the store, digest for digest (what
+        :meth:`metadata_mismatches` finds, at the cost of one comparison per broker)."""
+        digest = self._expected_metadata.digest()
+        controller_id = self.store.get_controller_id()
+        brokers = self.store.get_all_brokers().keys()
+        return all(self.brokers[b].metadata_cache.agrees_with(controller_id, brokers, digest) for b in self.live_brokers())
 
     def metadata_mismatches(self, limit: int | None = None) -> list[str]:
         """Live brokers whose metadata cache disagrees with the store (I7 once quiet)."""

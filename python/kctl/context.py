@@ -285,6 +285,12 @@ class ControllerContext:
         """The replicas of ``partitions`` on one broker."""
         raise NotImplementedError
 
+    def unconverged_partitions(self, limit: int | None = None) -> Sequence[TopicPartition]:
+        """Partitions of topics not queued for deletion that have an online replica and yet no
+        leader, a state other than Online, or an ISR without one of their online replicas (at most
+        ``limit``): what a cluster still has to converge on before it is stable."""
+        raise NotImplementedError
+
     def partitions_not_led_by_preferred(self, partitions: Sequence[TopicPartition]) -> Sequence[TopicPartition]:
         """Those of ``partitions`` whose cached leader is not the head of their assignment."""
         raise NotImplementedError

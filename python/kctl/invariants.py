@@ -185,7 +185,7 @@ def _i7_converged_when_quiet(cluster: EmbeddedCluster) -> list[str]:
     assert controller is not None
     ctx = controller.context
     unconverged = [
-        tp for tp in cluster._unconverged_partitions(controller)
+        tp for tp in ctx.unconverged_partitions()
         if all(ctx.is_replica_online(r, tp) for r in ctx.partition_replica_assignment(tp))
     ]
     problems = [f"I7: {tp} is not online with a full ISR" for tp in unconverged[:10]]

@@ -8,7 +8,7 @@ same input, same log on both engines). Formatting is skipped when nobody would r
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 TRACE = 5
 logging.addLevelName(TRACE, "TRACE")
@@ -36,10 +36,19 @@ class StateChangeLogger:
         return self.sink is not None or self._logger.isEnabledFor(level)
 
     def log(self, level: int, message: str) -> None:
-        line = f"[Controller id={self.controller_id} epoch={self._epoch()}] {message}"
-        if self.sink is not None:
-            self.sink.append(f"{_LEVEL_NAMES.get(level, str(level))} {line}")
-        self._logger.log(level, line)
+        self.log_all(((level, message),))
+
+    def log_all(self, lines: Iterable[tuple[int, str]]) -> None:
+        """:meth:`log` for each ``(level, message)``, with one epoch lookup: the native engine
+        returns a bulk transition's hundreds of thousands of lines at once."""
+        prefix = f"[Controller id={self.controller_id} epoch={self._epoch()}] "
+        sink, logger = self.sink, self._logger
+        for level, message in lines:
+            line = prefix + message
+            if sink is not None:
+                sink.append(f"{_LEVEL_NAMES.get(level, str(level))} {line}")
+            if logger.isEnabledFor(level):
+                logger.log(level, line)
 
     def trace(self, message: str) -> None:
         self.log(TRACE, message)

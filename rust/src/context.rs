@@ -879,6 +879,39 @@ impl Context {
         }
     }
 
+    /// Partitions of topics not queued for deletion that have an online replica and yet no
+    /// leader, a state other than Online, or an ISR without one of their online replicas (at most
+    /// `limit`): what a cluster still has to converge on.
+    pub fn unconverged_partitions(&self, limit: usize) -> Vec<Part> {
+        let mut found = Vec::new();
+        for t in &self.assigned_topics {
+            if self.to_be_deleted.contains(t) {
+                continue;
+            }
+            for &p in &self.topics[*t as usize].assigned {
+                let mut online = self
+                    .replicas(p)
+                    .iter()
+                    .filter(|&&r| self.is_replica_online(r, p, false))
+                    .peekable();
+                if online.peek().is_none() {
+                    continue;
+                }
+                let isr = self.isr(p);
+                let converged = self.has_leadership(p)
+                    && self.partition_state(p) == PartitionState::Online
+                    && online.all(|r| isr.contains(r));
+                if !converged {
+                    found.push(p);
+                    if found.len() >= limit {
+                        return found;
+                    }
+                }
+            }
+        }
+        found
+    }
+
     /// New and Offline partitions of topics not queued for deletion (of one topic, if given).
     pub fn partitions_to_trigger_online(&self, topic: Option<&str>) -> Vec<Part> {
         self.partitions_in_states(&[PartitionState::Offline, PartitionState::New], topic)

@@ -6,6 +6,7 @@
 pub mod context;
 pub mod election;
 pub mod hash;
+pub mod metadata;
 pub mod model;
 mod py;
 pub mod requests;

@@ -233,6 +233,23 @@ impl StateTable {
         Ok(written)
     }
 
+    /// The state znodes created or changed by a transaction after `zxid` (their mzxid is larger),
+    /// sorted.
+    pub fn modified_since(&self, zxid: i64) -> Vec<(&str, i32)> {
+        let mut found: Vec<_> = self
+            .topics
+            .iter()
+            .flat_map(|(topic, slots)| {
+                slots
+                    .iter()
+                    .filter(move |(_, slot)| slot.mzxid > zxid)
+                    .map(move |(&p, _)| (&**topic, p))
+            })
+            .collect();
+        found.sort_unstable();
+        found
+    }
+
     pub fn len(&self) -> usize {
         self.topics.values().map(HashMap::len).sum()
     }

@@ -120,6 +120,29 @@ def test_versions_and_zxids() -> None:
         assert txn.get("/b") == (None, (0, created, created, 0))
 
 
+def test_changes_since_a_zxid() -> None:
+    """Topics and partition states written after a zxid, by Python transactions and by the
+    native table alike; an aborted write is not a change."""
+    a0, b0 = TopicPartition("a", 0), TopicPartition("b", 0)
+    store = MemoryStore()
+    epoch, version = store.register_controller_and_increment_epoch(1)
+    store.create_topic("a", {0: ReplicaAssignment((1, 2)), 1: ReplicaAssignment((2, 1))})
+    store.create_topic("b", {0: ReplicaAssignment((1,))})
+    assert set(store.create_partition_states({a0: state(1, (1, 2)), b0: state(1, (1,))}, version).values()) == {None}
+    start = store.tree.zxid
+    assert store.changes_since(start) == (start, [], [])
+    assert store.update_partition_states({a0: LeaderAndIsr(2, (2,), 1, 0)}, epoch, version).successful
+    store.set_topic_assignment("b", TopicAssignment({0: ReplicaAssignment((1, 2))}), version)
+    with pytest.raises(NodeExistsError), store.tree.transaction() as txn:
+        txn.set(paths.partition_state(b0), state(2, (2,)))
+        txn.create(paths.topic("a"))
+    zxid, topics, partitions = store.changes_since(start)
+    assert (zxid, topics, partitions) == (store.tree.zxid, ["b"], [("a", 0)])
+    assert store.changes_since(-1)[1:] == (["a", "b"], [("a", 0), ("b", 0)])
+    store.delete_topic("b", version)
+    assert store.changes_since(zxid)[1:] == ([], [])  # deleted znodes are not listed
+
+
 def test_tree_operations_refuse_what_zookeeper_refuses() -> None:
     tree = MemoryTree()
     store = MemoryStore(tree)

@@ -9,7 +9,7 @@ checks that clean elections lose no committed record.
 from __future__ import annotations
 
 from kctl.broker.agent import UNKNOWN_CONTROLLER, BrokerAgent, BrokerStore, HandledRequest
-from kctl.broker.metadata_cache import BrokerMetadataCache, MetadataSnapshot, PartitionMetadata
+from kctl.broker.metadata_cache import BrokerMetadataCache, ExpectedMetadata, MetadataSnapshot, PartitionMetadata
 from kctl.broker.replica_manager import (
     BrokerServices,
     DataLossViolation,
@@ -29,6 +29,7 @@ __all__ = [
     "BrokerStore",
     "DataLossViolation",
     "DataPlaneLedger",
+    "ExpectedMetadata",
     "HandledRequest",
     "Ledger",
     "MetadataSnapshot",

@@ -4,18 +4,25 @@ Brokers learn the controller, the live brokers and every partition's leadership 
 UpdateMetadata (Kafka's ``ZkMetadataCache``). Invariant I7 says that once the cluster is quiet
 every broker's cache matches the store; :meth:`BrokerMetadataCache.differences` checks it against a
 :class:`MetadataSnapshot` read once from the store, so a checker comparing a hundred brokers reads
-the store once.
+the store once, and :class:`ExpectedMetadata` lets a cluster waiting to be stable compare a digest
+per broker instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Set
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kctl.model import LEADER_DURING_DELETE, BrokerInfo, TopicPartition
+from kctl._engine import MetadataCache, metadata_digest
+from kctl.model import BrokerInfo, TopicPartition
 from kctl.requests import UpdateMetadataPartitionState, UpdateMetadataRequest
 from kctl.stores.base import StateStore
+
+
+CachedState = tuple[int, int, int, list[int], int, list[int], list[int]]
+"""A native cache entry: controller epoch, leader, leader epoch, ISR, partition epoch, replicas,
+offline replicas."""
 
 
 class PartitionMetadata(NamedTuple):
@@ -35,8 +42,9 @@ class PartitionMetadata(NamedTuple):
         )
 
 
-def _metadata(state: UpdateMetadataPartitionState) -> PartitionMetadata:
-    return PartitionMetadata(state.leader, state.leader_epoch, state.isr, state.partition_epoch, state.replicas)
+def _metadata(cached: CachedState) -> PartitionMetadata:
+    _, leader, leader_epoch, isr, partition_epoch, replicas, _ = cached
+    return PartitionMetadata(leader, leader_epoch, tuple(isr), partition_epoch, tuple(replicas))
 
 
 @dataclass(frozen=True)
@@ -67,18 +75,25 @@ class MetadataSnapshot:
             partitions[tp] = PartitionMetadata(lai.leader, lai.leader_epoch, lai.isr, lai.partition_epoch, replicas[tp])
         return cls(store.get_controller_id(), frozenset(store.get_all_brokers()), partitions)
 
+    @property
+    def digest(self) -> int:
+        """The sum of the partitions' ``metadata_digest``s (what :class:`ExpectedMetadata` keeps)."""
+        return sum(metadata_digest(tp.topic, tp.partition, m.leader, m.leader_epoch, m.isr, m.partition_epoch, m.replicas)
+                   for tp, m in self.partitions.items()) % DIGEST_MODULUS
+
 
 class BrokerMetadataCache:
     """The controller id, live brokers and partition states from the latest UpdateMetadata.
 
-    Partition states are kept per topic and keyed by the states' own topic and partition objects:
-    brokers caching the states of one UpdateMetadata share every object but their dict slots.
+    Partition states live in a native :class:`kctl._engine.MetadataCache` (whichever engine the
+    controller runs): a native UpdateMetadata payload is applied without a Python object per
+    partition, and the cache keeps a digest of its contents for :class:`ExpectedMetadata`.
     """
 
     def __init__(self) -> None:
         self.controller_id: int | None = None
         self._brokers: dict[int, BrokerInfo] = {}
-        self._topics: dict[str, dict[int, UpdateMetadataPartitionState]] = {}
+        self._partitions = MetadataCache()
         self.topic_ids: dict[str, str] = {}
 
     def update(self, request: UpdateMetadataRequest) -> list[TopicPartition]:
@@ -86,22 +101,12 @@ class BrokerMetadataCache:
         with leader -2, whose topic is being deleted)."""
         self.controller_id = request.controller_id if request.controller_id >= 0 else None
         self._brokers = {broker.id: broker for broker in request.live_brokers}
-        deleted = []
-        topics = self._topics
-        for state in request.partition_states:
-            partitions = topics.get(state.topic)
-            if state.leader == LEADER_DURING_DELETE:
-                if partitions is not None and partitions.pop(state.partition, None) is not None:
-                    deleted.append(TopicPartition(state.topic, state.partition))
-                    if not partitions:
-                        del topics[state.topic]
-                        self.topic_ids.pop(state.topic, None)
-            elif partitions is None:
-                topics[state.topic] = {state.partition: state}
-            else:
-                partitions[state.partition] = state
+        removed = self._partitions.update(request.partition_states)
+        for topic in dict.fromkeys(topic for topic, _ in removed):
+            if not self._partitions.has_topic(topic):
+                self.topic_ids.pop(topic, None)
         self.topic_ids.update(request.topic_ids)
-        return deleted
+        return [TopicPartition(topic, partition) for topic, partition in removed]
 
     @property
     def live_broker_ids(self) -> list[int]:
@@ -111,14 +116,23 @@ class BrokerMetadataCache:
         return self._brokers.get(broker_id)
 
     def partition_state(self, tp: TopicPartition) -> UpdateMetadataPartitionState | None:
-        partitions = self._topics.get(tp.topic)
-        return None if partitions is None else partitions.get(tp.partition)
+        cached = self._partitions.get(tp.topic, tp.partition)
+        if cached is None:
+            return None
+        controller_epoch, leader, leader_epoch, isr, partition_epoch, replicas, offline = cached
+        return UpdateMetadataPartitionState(tp.topic, tp.partition, controller_epoch, leader, leader_epoch, tuple(isr),
+                                            partition_epoch, tuple(replicas), tuple(offline))
 
     def partitions(self) -> Iterator[TopicPartition]:
-        return (tp for tp, _ in self._states())
+        return (TopicPartition(topic, partition) for topic, partition, _ in self._partitions.items())
 
     def __len__(self) -> int:
-        return sum(map(len, self._topics.values()))
+        return len(self._partitions)
+
+    def agrees_with(self, controller_id: int | None, brokers: Set[int], digest: int) -> bool:
+        """Whether the cache holds this controller, these live brokers and partition metadata
+        with this digest (see :class:`ExpectedMetadata`)."""
+        return self.controller_id == controller_id and self._brokers.keys() == brokers and self._partitions.digest == digest
 
     def differences(self, expected: MetadataSnapshot) -> list[str]:
         """How this cache differs from ``expected`` (empty when it matches), one line per difference."""
@@ -128,19 +142,80 @@ class BrokerMetadataCache:
         if set(self._brokers) != expected.brokers:
             found.append(f"live brokers: cached {self.live_broker_ids}, stored {sorted(expected.brokers)}")
         for tp, stored in expected.partitions.items():
-            state = self.partition_state(tp)
-            if state is None:
+            cached = self._partitions.get(tp.topic, tp.partition)
+            if cached is None:
                 found.append(f"{tp}: not cached, stored {stored}")
-            elif (cached := _metadata(state)) != stored:
-                found.append(f"{tp}: cached {cached}, stored {stored}")
-        found.extend(f"{tp}: cached {_metadata(s)}, not in the store" for tp, s in self._states()
-                     if tp not in expected.partitions)
+            elif (metadata := _metadata(cached)) != stored:
+                found.append(f"{tp}: cached {metadata}, stored {stored}")
+        found.extend(f"{tp}: cached {_metadata(cached)}, not in the store"
+                     for topic, partition, cached in self._partitions.items()
+                     if (tp := TopicPartition(topic, partition)) not in expected.partitions)
         return found
 
-    def _states(self) -> Iterator[tuple[TopicPartition, UpdateMetadataPartitionState]]:
-        for topic, partitions in self._topics.items():
-            for partition, state in partitions.items():
-                yield TopicPartition(topic, partition), state
+
+class ExpectedMetadata:
+    """The digest of what every broker's cache should hold once quiet (a :class:`MetadataSnapshot`'s
+    partitions), kept up to date from the store's changes.
+
+    A simulated cluster checks invariant I7 at every quiet point; reading and comparing every
+    partition for every broker each time costs brokers × partitions. With a store that reports
+    what changed since a zxid (``MemoryStore.changes_since``), a check reads only the changed
+    topics and partition states and compares one digest per broker; other stores are read whole.
+    """
+
+    def __init__(self, store: StateStore) -> None:
+        self._store = store
+        self._changes_since: Callable[[int], tuple[int, list[str], list[tuple[str, int]]]] | None = getattr(
+            store, "changes_since", None
+        )
+        self._zxid = -1
+        self._replicas: dict[str, dict[int, tuple[int, ...]]] = {}
+        self._digests: dict[TopicPartition, int] = {}
+        self._digest = 0
+
+    def digest(self) -> int:
+        """The digest of the store's partition metadata now."""
+        if self._changes_since is None:
+            return MetadataSnapshot.from_store(self._store).digest
+        live = self._store.get_all_topics() - set(self._store.get_topic_deletions())
+        self._zxid, topics, states = self._changes_since(self._zxid)
+        reload = set(topics) | (live ^ self._replicas.keys())
+        for topic in reload:
+            self._forget(topic)
+        self._load(self._assignments(sorted(reload & live)))
+        self._load({tp: self._replicas[tp.topic][tp.partition] for tp in map(TopicPartition._make, states)
+                    if tp.topic not in reload and tp.partition in self._replicas.get(tp.topic, ())})
+        return self._digest
+
+    def _assignments(self, topics: list[str]) -> dict[TopicPartition, tuple[int, ...]]:
+        found: dict[TopicPartition, tuple[int, ...]] = {}
+        for topic, assignment in self._store.get_topic_assignments(topics).values.items():
+            replicas = self._replicas[topic] = {p: a.replicas for p, a in assignment.partitions.items()}
+            found.update((TopicPartition(topic, p), r) for p, r in replicas.items())
+        return found
+
+    def _load(self, replicas: Mapping[TopicPartition, tuple[int, ...]]) -> None:
+        """(Re)compute the digests of ``replicas``' partitions from their stored states."""
+        states = self._store.get_partition_states(replicas).values
+        for tp in replicas:
+            self._digest -= self._digests.pop(tp, 0)
+            state = states.get(tp)
+            if state is not None:
+                lai = state.leader_and_isr
+                digest = metadata_digest(tp.topic, tp.partition, lai.leader, lai.leader_epoch, lai.isr,
+                                         lai.partition_epoch, replicas[tp])
+                self._digests[tp] = digest
+                self._digest += digest
+        self._digest %= DIGEST_MODULUS
+
+    def _forget(self, topic: str) -> None:
+        for partition in self._replicas.pop(topic, {}):
+            self._digest -= self._digests.pop(TopicPartition(topic, partition), 0)
+        self._digest %= DIGEST_MODULUS
 
 
-__all__ = ["BrokerMetadataCache", "MetadataSnapshot", "PartitionMetadata"]
+DIGEST_MODULUS = 2**64
+"""Digests are sums of 64-bit partition digests, wrapping as the native cache's do."""
+
+
+__all__ = ["BrokerMetadataCache", "ExpectedMetadata", "MetadataSnapshot", "PartitionMetadata"]

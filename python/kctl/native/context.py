@@ -26,6 +26,9 @@ from kctl.model import (
 )
 from kctl.stores.base import StateStore
 
+UNLIMITED = 2**63 - 1
+"""A limit no partition count reaches."""
+
 _PARTITION_STATES = {s.state_id: s for s in PartitionState}
 _REPLICA_STATES = {s.state_id: s for s in ReplicaState}
 LiceTuple = tuple[int, list[int], int, int, int, int]
@@ -259,6 +262,9 @@ class RustContext(ControllerContext):
 
     def partitions_with_leaders(self) -> Sequence[TopicPartition]:
         return PartitionList(self.native, self.native.partitions_with_leaders())
+
+    def unconverged_partitions(self, limit: int | None = None) -> Sequence[TopicPartition]:
+        return PartitionList(self.native, self.native.unconverged_partitions(UNLIMITED if limit is None else limit))
 
     def partitions_with_offline_leader(self) -> Sequence[TopicPartition]:
         return PartitionList(self.native, self.native.partitions_with_offline_leader())

@@ -4,6 +4,8 @@ class turns what it sent into request objects and delivers them through the chan
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import groupby
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from kctl.errors import IllegalStateError
@@ -24,8 +26,8 @@ if TYPE_CHECKING:
 
 def emit(machine: StateChangeLogger, batch: StateChangeLogger, lines: Iterable[tuple[int, bool, str]]) -> None:
     """Log the engine's lines in order, the request batch's through the batch's own logger."""
-    for level, from_batch, line in lines:
-        (batch if from_batch else machine).log(level, line)
+    for from_batch, run in groupby(lines, key=itemgetter(1)):
+        (batch if from_batch else machine).log_all((level, line) for level, _, line in run)
 
 
 class RustRequestBatch(ControllerBrokerRequestBatch):

@@ -357,6 +357,25 @@ class ReferenceContext(ControllerContext):
     def replicas_of(self, partitions: Sequence[TopicPartition], broker_id: int) -> list[PartitionReplica]:
         return [PartitionReplica(tp, broker_id) for tp in partitions]
 
+    def unconverged_partitions(self, limit: int | None = None) -> list[TopicPartition]:
+        found = []
+        for tp in self.all_partitions():
+            if self.is_topic_queued_up_for_deletion(tp.topic):
+                continue
+            online = [r for r in self.partition_replica_assignment(tp) if self.is_replica_online(r, tp)]
+            if not online:
+                continue
+            leadership = self.partition_leadership(tp)
+            if (
+                leadership is None
+                or self.partition_state(tp) is not PartitionState.ONLINE
+                or not set(online) <= set(leadership.leader_and_isr.isr)
+            ):
+                found.append(tp)
+                if limit is not None and len(found) >= limit:
+                    break
+        return found
+
     def partitions_not_led_by_preferred(self, partitions: Sequence[TopicPartition]) -> list[TopicPartition]:
         def led_by_preferred(tp: TopicPartition) -> bool:
             replicas = self.partition_replica_assignment(tp)

@@ -275,6 +275,15 @@ class MemoryTree:
         with self._lock:
             return self._history.snapshots(tp)
 
+    def changes_since(self, zxid: int) -> tuple[int, list[str], list[tuple[str, int]]]:
+        """The zxid of the last commit, the topics whose assignment znode was created or changed
+        after ``zxid``, and the ``(topic, partition)`` whose state znode was (both sorted). Deleted znodes are not
+        listed (a deleted topic is missing from :meth:`MemoryStore.get_all_topics`)."""
+        with self._lock:
+            topics = self._nodes[paths.BROKER_TOPICS].children
+            changed = sorted(t for t in topics if self._nodes[paths.topic(t)].mzxid > zxid)
+            return self._zxid, changed, self._states.modified_since(zxid)
+
     # --- The native engine's access to the state table -----------------------------------------
 
     def native_begin(self, session: Session) -> tuple[StateTable, int, int, bool]:
@@ -880,6 +889,11 @@ class MemoryStore:
     @property
     def session_id(self) -> int:
         return self._session.id
+
+    def changes_since(self, zxid: int) -> tuple[int, list[str], list[tuple[str, int]]]:
+        """What changed after ``zxid`` (see :meth:`MemoryTree.changes_since`): lets a cluster keep
+        its view of the store up to date without reading all of it."""
+        return self._tree.changes_since(zxid)
 
     # --- Session and watches -------------------------------------------------------------------
 

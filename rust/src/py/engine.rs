@@ -692,6 +692,11 @@ impl Engine {
         self.handle(py.detach(|| ctx.partitions_with_leaders()))
     }
 
+    fn unconverged_partitions(&self, py: Python<'_>, limit: usize) -> Parts {
+        let ctx = &self.ctx;
+        self.handle(py.detach(|| ctx.unconverged_partitions(limit)))
+    }
+
     fn partitions_with_offline_leader(&self, py: Python<'_>) -> Parts {
         let ctx = &self.ctx;
         self.handle(py.detach(|| ctx.partitions_with_offline_leader()))

@@ -2,6 +2,7 @@
 
 mod convert;
 mod engine;
+mod metadata;
 mod payload;
 mod selector;
 mod sets;
@@ -66,6 +67,8 @@ fn engine_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sets::Outcomes>()?;
     m.add_class::<statetable::StateTable>()?;
     m.add_class::<payload::PartitionStates>()?;
+    m.add_class::<metadata::MetadataCache>()?;
     m.add_function(wrap_pyfunction!(encode_partition_states, m)?)?;
+    m.add_function(wrap_pyfunction!(metadata::metadata_digest, m)?)?;
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! per partition for the requests it sends; a simulated broker that reads a payload materialises
 //! it once (an UpdateMetadata payload shared by every broker is one object).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use pyo3::basic::CompareOp;
 use pyo3::prelude::*;
@@ -11,6 +11,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyIterator, PyTuple};
 
 use crate::context::Context;
+use crate::metadata::metadata_digest;
 use crate::model::LeaderRecoveryState;
 use crate::py::convert::cached;
 use crate::requests::{LeaderAndIsrEntry, StopReplicaEntry, UpdateMetadataEntry};
@@ -20,6 +21,8 @@ static UPDATE_METADATA_STATE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static STOP_REPLICA_STATE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static RECOVERED: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static RECOVERING: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+pub type UpdateMetadataView<'a> = (&'a [(Arc<str>, i32)], &'a [UpdateMetadataEntry], &'a [u64]);
 
 pub enum Entries {
     LeaderAndIsr(Vec<LeaderAndIsrEntry>),
@@ -36,6 +39,9 @@ pub struct PartitionStates {
     keys: Vec<(Arc<str>, i32)>,
     entries: Entries,
     materialized: PyOnceLock<Py<PyTuple>>,
+    /// The `metadata_digest` of each UpdateMetadata entry, computed by the first broker cache that
+    /// applies the payload for all the others.
+    digests: OnceLock<Vec<u64>>,
 }
 
 impl PartitionStates {
@@ -55,7 +61,34 @@ impl PartitionStates {
             keys,
             entries,
             materialized: PyOnceLock::new(),
+            digests: OnceLock::new(),
         }
+    }
+
+    /// The `(topic, partition)` keys, entries and entry digests of an UpdateMetadata payload (None
+    /// for the others).
+    pub fn update_metadata(&self) -> Option<UpdateMetadataView<'_>> {
+        let Entries::UpdateMetadata(entries) = &self.entries else {
+            return None;
+        };
+        let digests = self.digests.get_or_init(|| {
+            self.keys
+                .iter()
+                .zip(entries.iter())
+                .map(|((topic, partition), e)| {
+                    metadata_digest(
+                        topic,
+                        *partition,
+                        e.leader,
+                        e.leader_epoch,
+                        &e.isr,
+                        e.partition_epoch,
+                        &e.replicas,
+                    )
+                })
+                .collect()
+        });
+        Some((&self.keys, entries, digests))
     }
 
     fn materialized<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {

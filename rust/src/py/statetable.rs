@@ -127,6 +127,15 @@ impl StateTable {
         })
     }
 
+    /// `[(topic, partition)]` of the state znodes created or changed after `zxid`.
+    fn modified_since(&self, zxid: i64) -> Vec<(String, i32)> {
+        self.lock()
+            .modified_since(zxid)
+            .into_iter()
+            .map(|(t, p)| (t.to_owned(), p))
+            .collect()
+    }
+
     fn __len__(&self) -> usize {
         self.lock().len()
     }

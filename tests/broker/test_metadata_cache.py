@@ -1,0 +1,130 @@
+"""The native metadata cache and the digests a cluster compares to know that every broker's cache
+matches the store (invariant I7), against the full comparison they stand in for."""
+
+from __future__ import annotations
+
+import pytest
+
+from kctl._engine import MetadataCache, PartitionStates, metadata_digest
+from kctl.broker import ExpectedMetadata, MetadataSnapshot
+from kctl.cluster import EmbeddedCluster
+from kctl.model import TopicPartition
+from kctl.requests import UpdateMetadataPartitionState, UpdateMetadataRequest
+
+T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+def um_state(tp: TopicPartition, leader: int, isr: list[int], leader_epoch: int = 0) -> UpdateMetadataPartitionState:
+    return UpdateMetadataPartitionState(tp.topic, tp.partition, 1, leader, leader_epoch, tuple(isr), 0, (1, 2, 3), ())
+
+
+def digest_of(*states: UpdateMetadataPartitionState) -> int:
+    return sum(metadata_digest(s.topic, s.partition, s.leader, s.leader_epoch, s.isr, s.partition_epoch, s.replicas)
+               for s in states) % 2**64
+
+
+def test_digest_is_the_sum_over_what_is_cached() -> None:
+    cache = MetadataCache()
+    first, second = um_state(T0, 1, [1, 2]), um_state(T1, 2, [2, 1])
+    assert cache.update([first, second]) == [] and len(cache) == 2
+    assert cache.digest == digest_of(first, second)
+    moved = um_state(T0, 2, [2], leader_epoch=1)
+    cache.update([moved])
+    assert cache.digest == digest_of(moved, second) != digest_of(first, second)
+    assert cache.get("t", 0) == (1, 2, 1, [2], 0, [1, 2, 3], [])
+    assert cache.update([um_state(T1, -2, [2, 1])]) == [("t", 1)]  # topic being deleted
+    assert cache.digest == digest_of(moved) and cache.items() == [("t", 0, (1, 2, 1, [2], 0, [1, 2, 3], []))]
+
+
+def test_the_digest_ignores_the_controller_epoch_and_offline_replicas() -> None:
+    """The store keeps neither per partition as UpdateMetadata carries them."""
+    one, other = MetadataCache(), MetadataCache()
+    one.update([um_state(T0, 1, [1, 2])])
+    other.update([UpdateMetadataPartitionState("t", 0, 7, 1, 0, (1, 2), 0, (1, 2, 3), (3,))])
+    assert one.digest == other.digest and one.get("t", 0) != other.get("t", 0)
+
+
+def test_native_payloads_and_their_python_objects_cache_the_same() -> None:
+    with EmbeddedCluster(4, engine="rust", seed=3) as cluster:
+        cluster.create_topic("t", 8, 3)
+        cluster.kill_broker(2)
+        cluster.run_until_stable()
+        payloads = [r.request.partition_states for r in cluster.sent_requests
+                    if isinstance(r.request, UpdateMetadataRequest) and len(r.request.partition_states)]
+    assert payloads and all(isinstance(p, PartitionStates) for p in payloads)
+    native, python = MetadataCache(), MetadataCache()
+    for payload in payloads:
+        native.update(payload)
+        python.update(tuple(payload))
+    assert native.items() == python.items() and native.digest == python.digest and len(native) == 8
+
+
+def test_an_item_that_is_not_a_state_is_a_clear_error() -> None:
+    cache = MetadataCache()
+    with pytest.raises(AttributeError, match="topic"):
+        cache.update([um_state(T0, 1, [1]), ("not", "a", "state")])
+    assert cache.items() == [("t", 0, (1, 1, 0, [1], 0, [1, 2, 3], []))]
+
+
+@pytest.mark.parametrize("engine", ["rust", "reference"])
+def test_expected_metadata_follows_the_store_through_every_operation(engine: str) -> None:
+    """The incremental digest always equals the one of a full snapshot, and at every stable point
+    a cache agrees with it exactly when the full comparison finds no difference."""
+    cluster = EmbeddedCluster(5, engine=engine, seed=11)
+    expected = ExpectedMetadata(cluster.store)
+
+    def check() -> None:
+        snapshot = MetadataSnapshot.from_store(cluster.store)
+        assert expected.digest() == snapshot.digest
+        for broker in cluster.live_brokers():
+            cache = cluster.brokers[broker].metadata_cache
+            agrees = cache.agrees_with(snapshot.controller_id, snapshot.brokers, snapshot.digest)
+            assert agrees == (cache.differences(snapshot) == [])
+            assert agrees or not cluster.is_stable()
+
+    with cluster:
+        check()
+        steps = [
+            lambda: cluster.create_topic("a", 6, 3),
+            lambda: cluster.create_topic("b", 3, 2),
+            lambda: cluster.create_partitions("a", 9),
+            lambda: cluster.reassign({TopicPartition("a", 0): [4, 5, 1]}),
+            lambda: cluster.kill_broker(3),
+            lambda: cluster.delete_topic("b", wait=False),
+            lambda: cluster.start_broker(3),
+            lambda: cluster.shutdown_broker(1),
+            lambda: cluster.start_broker(1),
+            lambda: cluster.kill_controller(),
+            lambda: cluster.create_topic("b", 2, 1),
+            lambda: cluster.elect_leaders([TopicPartition("a", p) for p in range(9)]),
+        ]
+        for step in steps:
+            step()
+            check()
+            cluster.run_until_stable(600)
+            check()
+        assert cluster.is_stable() and cluster.metadata_mismatches() == []
+
+
+def test_a_cache_left_behind_is_not_stable() -> None:
+    with EmbeddedCluster(3, seed=5) as cluster:
+        cluster.create_topic("t", 2, 3)
+        assert cluster.is_stable()
+        stale = cluster.brokers[2].metadata_cache
+        state = stale.partition_state(T0)
+        assert state is not None
+        stale._partitions.update([UpdateMetadataPartitionState(
+            "t", 0, state.controller_epoch, state.leader, state.leader_epoch + 1, state.isr, state.partition_epoch,
+            state.replicas, state.offline_replicas)])
+        assert not cluster.is_stable()
+        assert [m for m in cluster.metadata_mismatches() if m.startswith("broker 2: t-0: cached")]
+
+
+def test_corrupt_partition_states_are_left_out_as_by_the_snapshot() -> None:
+    with EmbeddedCluster(3, seed=2) as cluster:
+        cluster.create_topic("t", 2, 3)
+        expected = ExpectedMetadata(cluster.store)
+        expected.digest()
+        cluster.store.tree.set_raw("/brokers/topics/t/partitions/1/state", b"{not json")  # type: ignore[attr-defined]
+        snapshot = MetadataSnapshot.from_store(cluster.store)
+        assert list(snapshot.partitions) == [T0] and expected.digest() == snapshot.digest
