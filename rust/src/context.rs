@@ -19,7 +19,7 @@ use crate::model::{
 
 pub type Part = u32;
 pub type TopicIdx = u32;
-pub type Replicas = SmallVec<[BrokerId; 3]>;
+pub type Replicas = crate::model::Brokers;
 /// A replica: a partition and the broker hosting it.
 pub type Replica = (Part, BrokerId);
 
@@ -478,15 +478,15 @@ impl Context {
                 ctx.topics[t as usize].assigned.push(p);
                 ctx.assigned_topics.insert(t);
             }
-            ctx.replicas[i] = assignment.replicas.iter().copied().collect();
+            ctx.replicas[i].clone_from(&assignment.replicas);
             if assignment.adding.is_empty() && assignment.removing.is_empty() {
                 ctx.moving.remove(&p);
             } else {
                 ctx.moving.insert(
                     p,
                     Moving {
-                        adding: assignment.adding.iter().copied().collect(),
-                        removing: assignment.removing.iter().copied().collect(),
+                        adding: assignment.adding.clone(),
+                        removing: assignment.removing.clone(),
                     },
                 );
             }
@@ -500,9 +500,9 @@ impl Context {
         }
         let moving = self.moving.get(&p);
         ReplicaAssignment {
-            replicas: self.replicas[i].to_vec(),
-            adding: moving.map(|m| m.adding.to_vec()).unwrap_or_default(),
-            removing: moving.map(|m| m.removing.to_vec()).unwrap_or_default(),
+            replicas: self.replicas[i].clone(),
+            adding: moving.map(|m| m.adding.clone()).unwrap_or_default(),
+            removing: moving.map(|m| m.removing.clone()).unwrap_or_default(),
         }
     }
 
@@ -545,6 +545,18 @@ impl Context {
         parts
     }
 
+    /// Every assigned partition in context order, with whether its topic is queued for deletion
+    /// (looked up once per topic): the whole-cluster scans walk this without allocating.
+    fn scan(&self) -> impl Iterator<Item = (Part, bool)> + '_ {
+        self.assigned_topics.iter().flat_map(move |t| {
+            let queued = self.to_be_deleted.contains(t);
+            self.topics[*t as usize]
+                .assigned
+                .iter()
+                .map(move |&p| (p, queued))
+        })
+    }
+
     pub fn partition_count(&self) -> usize {
         self.assigned_topics
             .iter()
@@ -553,8 +565,8 @@ impl Context {
     }
 
     pub fn partitions_on_broker(&self, broker: BrokerId) -> Vec<Part> {
-        self.all_partitions()
-            .into_iter()
+        self.scan()
+            .map(|(p, _)| p)
             .filter(|p| self.replicas(*p).contains(&broker))
             .collect()
     }
@@ -562,16 +574,18 @@ impl Context {
     /// Replicas hosted on the brokers, brokers ascending then context order.
     /// Broker by broker in id order, each broker's replicas in partition order: one pass.
     pub fn replicas_on_brokers(&self, brokers: &[BrokerId]) -> Vec<Replica> {
-        let mut by_broker: BTreeMap<BrokerId, Vec<Replica>> =
-            brokers.iter().map(|b| (*b, Vec::new())).collect();
-        for p in self.all_partitions() {
-            for b in self.replicas(p) {
-                if let Some(found) = by_broker.get_mut(b) {
-                    found.push((p, *b));
+        let mut wanted = brokers.to_vec();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let mut by_broker: Vec<Vec<Replica>> = vec![Vec::new(); wanted.len()];
+        for (p, _) in self.scan() {
+            for &b in self.replicas(p) {
+                if let Ok(at) = wanted.binary_search(&b) {
+                    by_broker[at].push((p, b));
                 }
             }
         }
-        by_broker.into_values().flatten().collect()
+        by_broker.concat()
     }
 
     pub fn replicas_for_partitions(&self, parts: &[Part]) -> Vec<Replica> {
@@ -586,8 +600,8 @@ impl Context {
     }
 
     pub fn online_and_offline_replicas(&self) -> (Vec<Replica>, Vec<Replica>) {
-        self.replicas_for_partitions(&self.all_partitions())
-            .into_iter()
+        self.scan()
+            .flat_map(|(p, _)| self.replicas(p).iter().map(move |b| (p, *b)))
             .partition(|(p, b)| self.is_replica_online(*b, *p, false))
     }
 
@@ -618,7 +632,7 @@ impl Context {
             ctx.partition_epoch[i] = lai.partition_epoch;
             ctx.controller_epoch[i] = lice.controller_epoch;
             ctx.recovery[i] = lai.recovery;
-            ctx.isr[i] = lai.isr.iter().copied().collect();
+            ctx.isr[i].clone_from(&lai.isr);
         });
     }
 
@@ -634,7 +648,7 @@ impl Context {
         Some(LeaderIsrAndControllerEpoch {
             leader_and_isr: LeaderAndIsr {
                 leader: self.leader[i],
-                isr: self.isr[i].to_vec(),
+                isr: self.isr[i].clone(),
                 leader_epoch: self.leader_epoch[i],
                 partition_epoch: self.partition_epoch[i],
                 recovery: self.recovery[i],
@@ -667,32 +681,30 @@ impl Context {
     }
 
     pub fn partitions_with_leaders(&self) -> Vec<Part> {
-        self.all_partitions()
-            .into_iter()
-            .filter(|p| !self.is_queued_for_deletion_part(*p) && self.has_leadership(*p))
+        self.scan()
+            .filter(|&(p, queued)| !queued && self.has_leadership(p))
+            .map(|(p, _)| p)
             .collect()
     }
 
     pub fn partitions_with_offline_leader(&self) -> Vec<Part> {
-        self.all_partitions()
-            .into_iter()
-            .filter(|p| {
-                !self.is_queued_for_deletion_part(*p)
+        self.scan()
+            .filter(|&(p, queued)| {
+                !queued
                     && self
-                        .leader(*p)
-                        .is_some_and(|l| !self.is_replica_online(l, *p, false))
+                        .leader(p)
+                        .is_some_and(|l| !self.is_replica_online(l, p, false))
             })
+            .map(|(p, _)| p)
             .collect()
     }
 
     pub fn partition_leaders_on_broker(&self, broker: BrokerId) -> Vec<Part> {
-        self.all_partitions()
-            .into_iter()
-            .filter(|p| {
-                !self.is_queued_for_deletion_part(*p)
-                    && self.leader(*p) == Some(broker)
-                    && self.replicas(*p).len() > 1
+        self.scan()
+            .filter(|&(p, queued)| {
+                !queued && self.leader(p) == Some(broker) && self.replicas(p).len() > 1
             })
+            .map(|(p, _)| p)
             .collect()
     }
 
@@ -734,14 +746,16 @@ impl Context {
         states: &[PartitionState],
         topic: Option<&str>,
     ) -> Vec<Part> {
-        let parts = match topic {
-            Some(name) => self.partitions_for_topic(name),
-            None => self.all_partitions(),
-        };
-        parts
-            .into_iter()
-            .filter(|p| self.has_partition_state(*p) && states.contains(&self.partition_state(*p)))
-            .collect()
+        let in_states =
+            |p: &Part| self.has_partition_state(*p) && states.contains(&self.partition_state(*p));
+        match topic {
+            Some(name) => self
+                .partitions_for_topic(name)
+                .into_iter()
+                .filter(in_states)
+                .collect(),
+            None => self.scan().map(|(p, _)| p).filter(in_states).collect(),
+        }
     }
 
     pub fn replica_state(&self, p: Part, broker: BrokerId) -> Option<ReplicaState> {
@@ -797,13 +811,15 @@ impl Context {
     /// The partitions a controlled shutdown acts on (RF > 1, cached leadership, topic not queued for
     /// deletion): those the broker leads, and those it follows (reference §6.12 steps 5–6).
     pub fn controlled_shutdown_partitions(&self, broker: BrokerId) -> (Vec<Part>, Vec<Part>) {
-        self.partitions_on_broker(broker)
-            .into_iter()
-            .filter(|p| {
-                self.replicas(*p).len() > 1
-                    && self.has_leadership(*p)
-                    && !self.is_queued_for_deletion_part(*p)
+        self.scan()
+            .filter(|&(p, queued)| {
+                let replicas = self.replicas(p);
+                !queued
+                    && replicas.len() > 1
+                    && replicas.contains(&broker)
+                    && self.has_leadership(p)
             })
+            .map(|(p, _)| p)
             .partition(|p| self.leader(*p) == Some(broker))
     }
 
@@ -828,11 +844,11 @@ impl Context {
         reassignments_block: bool,
     ) -> Vec<(BrokerId, Vec<Part>)> {
         let mut groups: BTreeMap<BrokerId, (usize, Vec<Part>)> = BTreeMap::new();
-        for p in self.all_partitions() {
+        for (p, queued) in self.scan() {
             let Some(&preferred) = self.replicas(p).first() else {
                 continue;
             };
-            if self.is_queued_for_deletion_part(p) {
+            if queued {
                 continue;
             }
             let group = groups.entry(preferred).or_default();
@@ -884,28 +900,26 @@ impl Context {
     /// `limit`): what a cluster still has to converge on.
     pub fn unconverged_partitions(&self, limit: usize) -> Vec<Part> {
         let mut found = Vec::new();
-        for t in &self.assigned_topics {
-            if self.to_be_deleted.contains(t) {
+        for (p, queued) in self.scan() {
+            if queued {
                 continue;
             }
-            for &p in &self.topics[*t as usize].assigned {
-                let mut online = self
-                    .replicas(p)
-                    .iter()
-                    .filter(|&&r| self.is_replica_online(r, p, false))
-                    .peekable();
-                if online.peek().is_none() {
-                    continue;
-                }
-                let isr = self.isr(p);
-                let converged = self.has_leadership(p)
-                    && self.partition_state(p) == PartitionState::Online
-                    && online.all(|r| isr.contains(r));
-                if !converged {
-                    found.push(p);
-                    if found.len() >= limit {
-                        return found;
-                    }
+            let mut online = self
+                .replicas(p)
+                .iter()
+                .filter(|&&r| self.is_replica_online(r, p, false))
+                .peekable();
+            if online.peek().is_none() {
+                continue;
+            }
+            let isr = self.isr(p);
+            let converged = self.has_leadership(p)
+                && self.partition_state(p) == PartitionState::Online
+                && online.all(|r| isr.contains(r));
+            if !converged {
+                found.push(p);
+                if found.len() >= limit {
+                    return found;
                 }
             }
         }
@@ -914,10 +928,25 @@ impl Context {
 
     /// New and Offline partitions of topics not queued for deletion (of one topic, if given).
     pub fn partitions_to_trigger_online(&self, topic: Option<&str>) -> Vec<Part> {
-        self.partitions_in_states(&[PartitionState::Offline, PartitionState::New], topic)
-            .into_iter()
-            .filter(|p| !self.is_queued_for_deletion_part(*p))
-            .collect()
+        let wanted = |p: &Part| {
+            matches!(
+                self.partition_state(*p),
+                PartitionState::Offline | PartitionState::New
+            )
+        };
+        match topic {
+            Some(name) if self.is_topic_queued_up_for_deletion(name) => Vec::new(),
+            Some(name) => self
+                .partitions_for_topic(name)
+                .into_iter()
+                .filter(wanted)
+                .collect(),
+            None => self
+                .scan()
+                .filter(|(p, queued)| !queued && wanted(p))
+                .map(|(p, _)| p)
+                .collect(),
+        }
     }
 
     /// Replicas online where their broker is, else ReplicaDeletionIneligible (so that a topic being
@@ -1023,14 +1052,14 @@ mod tests {
 
     fn ra(replicas: &[BrokerId]) -> ReplicaAssignment {
         ReplicaAssignment {
-            replicas: replicas.to_vec(),
+            replicas: replicas.into(),
             ..ReplicaAssignment::default()
         }
     }
 
     fn lice(leader: BrokerId, isr: &[BrokerId]) -> LeaderIsrAndControllerEpoch {
         LeaderIsrAndControllerEpoch {
-            leader_and_isr: LeaderAndIsr::new(leader, isr.to_vec()),
+            leader_and_isr: LeaderAndIsr::new(leader, isr.into()),
             controller_epoch: 1,
         }
     }
@@ -1066,9 +1095,9 @@ mod tests {
         ctx.put_leadership(p, &lice(1, &[1, 2]));
         assert_eq!(ctx.preferred_replica_imbalance_count(), 0);
         let moving = ReplicaAssignment {
-            replicas: vec![3, 1, 2],
-            adding: vec![3],
-            removing: vec![2],
+            replicas: smallvec::smallvec![3, 1, 2],
+            adding: smallvec::smallvec![3],
+            removing: smallvec::smallvec![2],
         };
         ctx.update_assignment(p, &moving);
         assert_eq!(

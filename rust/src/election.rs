@@ -188,7 +188,7 @@ pub fn new_state(
                     .collect();
                 old.new_leader_and_isr(leader, isr)
             } else {
-                let mut new = old.new_leader_and_isr(leader, vec![leader]);
+                let mut new = old.new_leader_and_isr(leader, smallvec::smallvec![leader]);
                 if leader_recovery {
                     new.recovery = LeaderRecoveryState::Recovering;
                 }
@@ -220,7 +220,7 @@ mod tests {
         ctx.update_assignment(
             p,
             &ReplicaAssignment {
-                replicas: vec![3, 1, 2],
+                replicas: smallvec::smallvec![3, 1, 2],
                 ..Default::default()
             },
         );
@@ -233,7 +233,7 @@ mod tests {
         ctx.remove_live_brokers(&[3]);
         let clean = Input {
             part: p,
-            current: LeaderAndIsr::new(3, vec![3, 2]),
+            current: LeaderAndIsr::new(3, smallvec::smallvec![3, 2]),
             unclean_allowed: Some(false),
         };
         let c = candidates(
@@ -256,11 +256,14 @@ mod tests {
             2,
             false,
         );
-        assert_eq!((s.leader, s.isr.clone(), s.leader_epoch), (2, vec![2], 1));
+        assert_eq!(
+            (s.leader, s.isr.as_slice(), s.leader_epoch),
+            (2, &[2][..], 1)
+        );
 
         let dirty = Input {
             part: p,
-            current: LeaderAndIsr::new(3, vec![3]),
+            current: LeaderAndIsr::new(3, smallvec::smallvec![3]),
             unclean_allowed: Some(true),
         };
         let c = candidates(
@@ -282,7 +285,7 @@ mod tests {
         );
         assert_eq!(
             (s.isr, s.recovery),
-            (vec![1], LeaderRecoveryState::Recovering)
+            (smallvec::smallvec![1], LeaderRecoveryState::Recovering)
         );
     }
 
@@ -291,7 +294,7 @@ mod tests {
         let (ctx, p) = setup();
         let input = Input {
             part: p,
-            current: LeaderAndIsr::new(1, vec![1, 2]),
+            current: LeaderAndIsr::new(1, smallvec::smallvec![1, 2]),
             unclean_allowed: None,
         };
         assert!(candidates(&ctx, Strategy::Preferred, &input)
@@ -316,12 +319,12 @@ mod tests {
         ctx.add_shutting_down_broker(3);
         let input = Input {
             part: p,
-            current: LeaderAndIsr::new(3, vec![3, 1, 2]),
+            current: LeaderAndIsr::new(3, smallvec::smallvec![3, 1, 2]),
             unclean_allowed: None,
         };
         let c = candidates(&ctx, Strategy::ControlledShutdown, &input);
         assert_eq!((c.allowed, c.recipients), (vec![1, 2], vec![3, 1, 2]));
         let s = new_state(&ctx, Strategy::ControlledShutdown, &input, 1, false);
-        assert_eq!(s.isr, vec![1, 2]);
+        assert_eq!(s.isr.as_slice(), &[1, 2]);
     }
 }

@@ -6,7 +6,12 @@
 
 use std::fmt;
 
+use smallvec::SmallVec;
+
 pub type BrokerId = i32;
+/// A list of brokers (an ISR, a replica list): inline up to RF 3, so that copying a partition's
+/// state allocates nothing at the usual replication factors.
+pub type Brokers = SmallVec<[BrokerId; 3]>;
 
 pub const NO_LEADER: BrokerId = -1;
 pub const LEADER_DURING_DELETE: BrokerId = -2;
@@ -45,7 +50,13 @@ impl PartitionState {
     }
 
     pub fn from_id(id: u8) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| *s as u8 == id)
+        Some(match id {
+            0 => Self::New,
+            1 => Self::Online,
+            2 => Self::Offline,
+            3 => Self::NonExistent,
+            _ => return None,
+        })
     }
 }
 
@@ -139,14 +150,14 @@ impl LeaderRecoveryState {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LeaderAndIsr {
     pub leader: BrokerId,
-    pub isr: Vec<BrokerId>,
+    pub isr: Brokers,
     pub leader_epoch: i32,
     pub partition_epoch: i32,
     pub recovery: LeaderRecoveryState,
 }
 
 impl LeaderAndIsr {
-    pub fn new(leader: BrokerId, isr: Vec<BrokerId>) -> Self {
+    pub fn new(leader: BrokerId, isr: Brokers) -> Self {
         Self {
             leader,
             isr,
@@ -157,7 +168,7 @@ impl LeaderAndIsr {
     }
 
     /// Another leader and ISR at the next leader epoch; the partition epoch only changes on a write.
-    pub fn new_leader_and_isr(&self, leader: BrokerId, isr: Vec<BrokerId>) -> Self {
+    pub fn new_leader_and_isr(&self, leader: BrokerId, isr: Brokers) -> Self {
         Self {
             leader,
             isr,
@@ -213,13 +224,13 @@ impl fmt::Display for LeaderIsrAndControllerEpoch {
 /// RS, AR and RR of a partition (reference §1.3).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct ReplicaAssignment {
-    pub replicas: Vec<BrokerId>,
-    pub adding: Vec<BrokerId>,
-    pub removing: Vec<BrokerId>,
+    pub replicas: Brokers,
+    pub adding: Brokers,
+    pub removing: Brokers,
 }
 
 impl ReplicaAssignment {
-    pub fn target_replicas(&self) -> Vec<BrokerId> {
+    pub fn target_replicas(&self) -> Brokers {
         self.replicas
             .iter()
             .copied()
@@ -227,7 +238,7 @@ impl ReplicaAssignment {
             .collect()
     }
 
-    pub fn origin_replicas(&self) -> Vec<BrokerId> {
+    pub fn origin_replicas(&self) -> Brokers {
         self.replicas
             .iter()
             .copied()
@@ -240,7 +251,7 @@ impl ReplicaAssignment {
     }
 
     pub fn remove_replica(&self, broker: BrokerId) -> Self {
-        let keep = |xs: &Vec<BrokerId>| xs.iter().copied().filter(|r| *r != broker).collect();
+        let keep = |xs: &Brokers| xs.iter().copied().filter(|r| *r != broker).collect();
         Self {
             replicas: keep(&self.replicas),
             adding: keep(&self.adding),
@@ -312,13 +323,13 @@ mod tests {
 
     #[test]
     fn display_forms_are_kafkas() {
-        let lai = LeaderAndIsr::new(1, vec![1, 2, 3]);
+        let lai = LeaderAndIsr::new(1, smallvec::smallvec![1, 2, 3]);
         assert_eq!(
             lai.to_string(),
             "LeaderAndIsr(leader=1, leaderEpoch=0, isr=List(1, 2, 3), zkVersion=0)"
         );
         let lice = LeaderIsrAndControllerEpoch {
-            leader_and_isr: lai.new_leader_and_isr(2, vec![2]),
+            leader_and_isr: lai.new_leader_and_isr(2, smallvec::smallvec![2]),
             controller_epoch: 4,
         };
         assert_eq!(
@@ -326,15 +337,15 @@ mod tests {
             "(Leader:2,ISR:2,LeaderEpoch:1,ControllerEpoch:4)"
         );
         let ra = ReplicaAssignment {
-            replicas: vec![4, 5, 1],
-            adding: vec![4, 5],
-            removing: vec![1],
+            replicas: smallvec::smallvec![4, 5, 1],
+            adding: smallvec::smallvec![4, 5],
+            removing: smallvec::smallvec![1],
         };
         assert_eq!(
             ra.to_string(),
             "ReplicaAssignment(replicas=4,5,1, addingReplicas=4,5, removingReplicas=1)"
         );
-        assert_eq!(ra.target_replicas(), vec![4, 5]);
-        assert_eq!(ra.origin_replicas(), vec![1]);
+        assert_eq!(ra.target_replicas().as_slice(), &[4, 5]);
+        assert_eq!(ra.origin_replicas().as_slice(), &[1]);
     }
 }

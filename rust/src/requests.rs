@@ -143,11 +143,11 @@ impl RequestBatch {
             controller_epoch: lice.controller_epoch,
             leader: lai.leader,
             leader_epoch: lai.leader_epoch,
-            isr: lai.isr.iter().copied().collect(),
+            isr: lai.isr.clone(),
             partition_epoch: lai.partition_epoch,
-            replicas: assignment.replicas.iter().copied().collect(),
-            adding: assignment.adding.iter().copied().collect(),
-            removing: assignment.removing.iter().copied().collect(),
+            replicas: assignment.replicas.clone(),
+            adding: assignment.adding.clone(),
+            removing: assignment.removing.clone(),
             recovery: lai.recovery,
         });
         for broker in brokers.iter().copied().filter(|b| *b >= 0) {
@@ -201,9 +201,9 @@ impl RequestBatch {
                     controller_epoch: lice.controller_epoch,
                     leader,
                     leader_epoch,
-                    isr: lai.isr.into_iter().collect(),
+                    isr: lai.isr,
                     partition_epoch: version,
-                    replicas: replicas.iter().copied().collect(),
+                    replicas: replicas.into(),
                     offline_replicas: offline,
                 },
             );
@@ -378,7 +378,7 @@ mod tests {
         ctx.put_leadership(
             p,
             &LeaderIsrAndControllerEpoch {
-                leader_and_isr: LeaderAndIsr::new(1, vec![1]),
+                leader_and_isr: LeaderAndIsr::new(1, smallvec::smallvec![1]),
                 controller_epoch: 1,
             },
         );
@@ -409,12 +409,12 @@ mod tests {
         ctx.set_live_brokers(&[(1, 10), (2, 20)]);
         let p = ctx.intern_part("t", 0);
         let ra = ReplicaAssignment {
-            replicas: vec![1, 2],
+            replicas: smallvec::smallvec![1, 2],
             ..Default::default()
         };
         ctx.update_assignment(p, &ra);
         let lice = LeaderIsrAndControllerEpoch {
-            leader_and_isr: LeaderAndIsr::new(1, vec![1, 2]),
+            leader_and_isr: LeaderAndIsr::new(1, smallvec::smallvec![1, 2]),
             controller_epoch: 3,
         };
         ctx.put_leadership(p, &lice);

@@ -304,7 +304,7 @@ impl Machine<'_> {
                 );
                 continue;
             }
-            let lai = LeaderAndIsr::new(live[0], live);
+            let lai = LeaderAndIsr::new(live[0], live.into_iter().collect());
             states.push((
                 p,
                 LeaderIsrAndControllerEpoch {
@@ -813,7 +813,7 @@ impl Machine<'_> {
                 .ctx
                 .is_topic_idx_queued_up_for_deletion(self.ctx.partition_topic(p))
             {
-                let recipients: Vec<BrokerId> = self
+                let recipients: crate::model::Brokers = self
                     .ctx
                     .replicas(p)
                     .iter()
@@ -857,9 +857,12 @@ impl Machine<'_> {
             remaining =
                 self.do_remove_replica_from_isr(broker, &remaining, &mut updated, &mut failures)?;
         }
-        // Back to input order (retries finish out of order); parts are distinct.
-        let rank: HashMap<Part, usize> = parts.iter().enumerate().map(|(i, p)| (*p, i)).collect();
-        updated.sort_unstable_by_key(|(p, _)| rank[p]);
+        // Back to input order (retries and unchanged states finish out of order); parts are distinct.
+        if !updated.iter().map(|(p, _)| p).eq(parts.iter()) {
+            let rank: HashMap<Part, usize> =
+                parts.iter().enumerate().map(|(i, p)| (*p, i)).collect();
+            updated.sort_unstable_by_key(|(p, _)| rank[p]);
+        }
         Ok((updated, failures))
     }
 

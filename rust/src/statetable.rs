@@ -138,26 +138,16 @@ impl StateTable {
         expected: i32,
         zxid: i64,
     ) -> Result<(i32, u64), WriteError> {
-        let slot = self
-            .topics
-            .get_mut(topic)
-            .and_then(|s| s.get_mut(&partition))
-            .ok_or(WriteError::NoNode)?;
-        if expected != -1 && slot.version != expected {
-            return Err(WriteError::BadVersion(slot.version));
-        }
-        slot.version += 1;
-        slot.mzxid = zxid;
-        let version = slot.version;
-        let seq = self.record_written(topic, partition, &state);
-        if let Some(slot) = self
-            .topics
-            .get_mut(topic)
-            .and_then(|s| s.get_mut(&partition))
-        {
-            slot.state = state;
-        }
-        Ok((version, seq))
+        let slots = self.topics.get_mut(topic).ok_or(WriteError::NoNode)?;
+        let (version, kept) = write_slot(
+            slots,
+            partition,
+            state,
+            expected,
+            zxid,
+            self.history.is_some(),
+        )?;
+        Ok((version, self.record_written(topic, partition, &kept)))
     }
 
     fn remove(&mut self, topic: &str, partition: i32) -> Option<Slot> {
@@ -213,24 +203,50 @@ impl StateTable {
         )
     }
 
-    /// A conditional update as the store's bulk update does it: the state written at
-    /// `partition_epoch + 1`, stamped with `controller_epoch`.
-    pub fn update_state(
+    /// Conditional updates of one topic's partitions as the store's bulk update does them: each
+    /// state written at `partition_epoch + 1`, stamped with `controller_epoch`; the topic is
+    /// looked up once.
+    pub fn update_states<'a>(
         &mut self,
         topic: &str,
-        partition: i32,
-        lai: &LeaderAndIsr,
+        updates: impl IntoIterator<Item = (i32, &'a LeaderAndIsr)>,
         controller_epoch: i32,
         zxid: i64,
-    ) -> Result<LeaderAndIsr, WriteError> {
-        let mut written = lai.clone();
-        written.partition_epoch = lai.partition_epoch + 1;
-        let stored = LeaderIsrAndControllerEpoch {
-            leader_and_isr: written.clone(),
-            controller_epoch,
-        };
-        self.set(topic, partition, Some(stored), lai.partition_epoch, zxid)?;
-        Ok(written)
+    ) -> Vec<Result<LeaderAndIsr, WriteError>> {
+        let keep = self.history.is_some();
+        let mut slots = self.topics.get_mut(topic);
+        let mut kept = Vec::new();
+        let results = updates
+            .into_iter()
+            .map(|(partition, lai)| {
+                let slots = slots.as_deref_mut().ok_or(WriteError::NoNode)?;
+                let mut written = lai.clone();
+                written.partition_epoch = lai.partition_epoch + 1;
+                let stored = LeaderIsrAndControllerEpoch {
+                    leader_and_isr: written.clone(),
+                    controller_epoch,
+                };
+                let (_, state) = write_slot(
+                    slots,
+                    partition,
+                    Some(stored),
+                    lai.partition_epoch,
+                    zxid,
+                    keep,
+                )?;
+                kept.push((partition, state));
+                Ok(written)
+            })
+            .collect();
+        for (partition, state) in kept {
+            self.record_written(topic, partition, &state);
+        }
+        results
+    }
+
+    /// One topic's slots, for reads of many of its partitions.
+    pub fn topic_slots(&self, topic: &str) -> Option<&HashMap<i32, Slot>> {
+        self.topics.get(topic)
     }
 
     /// The state znodes created or changed by a transaction after `zxid` (their mzxid is larger),
@@ -259,12 +275,33 @@ impl StateTable {
     }
 }
 
+/// Write `state` into a slot if its version is `expected` (-1: any); returns the new version and,
+/// when `keep`, a copy of the state for the history.
+fn write_slot(
+    slots: &mut HashMap<i32, Slot>,
+    partition: i32,
+    state: Option<LeaderIsrAndControllerEpoch>,
+    expected: i32,
+    zxid: i64,
+    keep: bool,
+) -> Result<(i32, Option<LeaderIsrAndControllerEpoch>), WriteError> {
+    let slot = slots.get_mut(&partition).ok_or(WriteError::NoNode)?;
+    if expected != -1 && slot.version != expected {
+        return Err(WriteError::BadVersion(slot.version));
+    }
+    slot.version += 1;
+    slot.mzxid = zxid;
+    let kept = if keep { state.clone() } else { None };
+    slot.state = state;
+    Ok((slot.version, kept))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn lice(leader: i32, version: i32) -> LeaderIsrAndControllerEpoch {
-        let mut lai = LeaderAndIsr::new(leader, vec![leader]);
+        let mut lai = LeaderAndIsr::new(leader, smallvec::smallvec![leader]);
         lai.partition_epoch = version;
         LeaderIsrAndControllerEpoch {
             leader_and_isr: lai,
@@ -277,17 +314,17 @@ mod tests {
         let mut table = StateTable::new(true);
         table.create("t", 0, Some(lice(1, 0)), 5).unwrap();
         assert_eq!(table.create("t", 0, None, 6), Err(WriteError::NodeExists));
-        let written = table
-            .update_state("t", 0, &lice(2, 0).leader_and_isr, 3, 7)
-            .unwrap();
+        let (two, three) = (lice(2, 0).leader_and_isr, lice(3, 0).leader_and_isr);
+        let results = table.update_states("t", [(0, &two), (0, &three), (1, &three)], 3, 7);
+        let written = results[0].as_ref().unwrap();
         assert_eq!((written.leader, written.partition_epoch), (2, 1));
         assert_eq!(
-            table.update_state("t", 0, &lice(3, 0).leader_and_isr, 3, 8),
-            Err(WriteError::BadVersion(1))
+            results[1..],
+            [Err(WriteError::BadVersion(1)), Err(WriteError::NoNode)]
         );
         assert_eq!(
-            table.update_state("u", 0, &lice(3, 0).leader_and_isr, 3, 8),
-            Err(WriteError::NoNode)
+            table.update_states("u", [(0, &three)], 3, 8),
+            [Err(WriteError::NoNode)]
         );
         let slot = table.get("t", 0).unwrap();
         assert_eq!((slot.version, slot.czxid, slot.mzxid), (1, 5, 7));

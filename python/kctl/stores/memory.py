@@ -112,7 +112,7 @@ class Session:
     """A client session of a :class:`MemoryTree`, an opaque handle for its users: the session's
     ephemeral nodes, plus the listeners and watches a reconnect carries over."""
 
-    __slots__ = ("ended", "ephemerals", "id", "listeners", "watches")
+    __slots__ = ("ended", "ephemerals", "id", "listeners", "state_watches", "watches")
 
     def __init__(
         self, session_id: int, listeners: list[WatchListener], watches: set[tuple[WatchKind, object]]
@@ -120,8 +120,20 @@ class Session:
         self.id = session_id
         self.listeners = listeners
         self.watches = watches
+        # Partition-state watches, counted so that each native bulk write need not scan the watches.
+        self.state_watches = sum(kind is WatchKind.PARTITION_STATE for kind, _ in watches)
         self.ephemerals: set[str] = set()
         self.ended: str | None = None  # "expired" or "closed"
+
+    def watch(self, kind: WatchKind, key: object) -> None:
+        if (kind, key) not in self.watches:
+            self.watches.add((kind, key))
+            self.state_watches += kind is WatchKind.PARTITION_STATE
+
+    def unwatch(self, kind: WatchKind, key: object) -> None:
+        if (kind, key) in self.watches:
+            self.watches.discard((kind, key))
+            self.state_watches -= kind is WatchKind.PARTITION_STATE
 
 
 @dataclass(frozen=True)
@@ -300,12 +312,7 @@ class MemoryTree:
             self._lock.release()
             raise
         epoch = self._nodes.get(paths.CONTROLLER_EPOCH)
-        watched = any(
-            kind is WatchKind.PARTITION_STATE
-            for s in self._sessions.values()
-            if s.listeners
-            for kind, _ in s.watches
-        )
+        watched = any(s.state_watches and s.listeners for s in self._sessions.values())
         return self._states, -1 if epoch is None else epoch.version, self._zxid + 1, watched
 
     def native_end(self, wrote: bool, written: Sequence[tuple[str, int]] = ()) -> None:
@@ -930,11 +937,11 @@ class MemoryStore:
     def watch(self, kind: WatchKind, key: object = None) -> None:
         check_watch_key(kind, key)
         with self._tree._lock:
-            self._session.watches.add((kind, key))
+            self._session.watch(kind, key)
 
     def unwatch(self, kind: WatchKind, key: object = None) -> None:
         with self._tree._lock:
-            self._session.watches.discard((kind, key))
+            self._session.unwatch(kind, key)
 
     # --- Controller election and fencing -------------------------------------------------------
 

@@ -6,7 +6,9 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyTuple;
 
-use crate::model::{BrokerId, LeaderAndIsr, LeaderIsrAndControllerEpoch, LeaderRecoveryState};
+use crate::model::{
+    BrokerId, Brokers, LeaderAndIsr, LeaderIsrAndControllerEpoch, LeaderRecoveryState,
+};
 use crate::store::{Failure, FailureKind};
 
 static TOPIC_PARTITION: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -64,7 +66,7 @@ pub fn leader_and_isr_from_py(obj: &Bound<'_, PyAny>) -> PyResult<LeaderAndIsr> 
     let recovery: u8 = obj.getattr("leader_recovery_state")?.extract()?;
     Ok(LeaderAndIsr {
         leader: obj.getattr("leader")?.extract()?,
-        isr: obj.getattr("isr")?.extract::<Vec<BrokerId>>()?,
+        isr: obj.getattr("isr")?.extract::<Brokers>()?,
         leader_epoch: obj.getattr("leader_epoch")?.extract()?,
         partition_epoch: obj.getattr("partition_epoch")?.extract()?,
         recovery: LeaderRecoveryState::from_code(recovery),
@@ -73,7 +75,7 @@ pub fn leader_and_isr_from_py(obj: &Bound<'_, PyAny>) -> PyResult<LeaderAndIsr> 
 
 /// A partition state as a plain tuple: `(leader, isr, leader_epoch, partition_epoch, recovery,
 /// controller_epoch)`, cheaper to cross the boundary than kctl's dataclasses.
-pub type LiceTuple = (BrokerId, Vec<BrokerId>, i32, i32, u8, i32);
+pub type LiceTuple = (BrokerId, Brokers, i32, i32, u8, i32);
 
 pub fn lice_from_tuple(t: LiceTuple) -> LeaderIsrAndControllerEpoch {
     let (leader, isr, leader_epoch, partition_epoch, recovery, controller_epoch) = t;

@@ -11,7 +11,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::context::{Context, Part, Replica};
 use crate::election::Strategy;
-use crate::model::{BrokerId, PartitionState, ReplicaAssignment, ReplicaState};
+use crate::model::{BrokerId, Brokers, PartitionState, ReplicaAssignment, ReplicaState};
 use crate::py::convert::{
     failure_to_err, failure_to_py, leader_and_isr_to_py, lice_from_tuple, lice_to_tuple, LiceTuple,
 };
@@ -25,7 +25,7 @@ use crate::store::{Read, Store};
 
 type Tp = (String, i32);
 /// `(replicas, adding, removing)`.
-type AssignmentTuple = (Vec<BrokerId>, Vec<BrokerId>, Vec<BrokerId>);
+type AssignmentTuple = (Brokers, Brokers, Brokers);
 /// `(topic, partition, broker)`.
 type ReplicaTuple = (String, i32, BrokerId);
 /// State-change log lines: `(logging level, from the request batch, line)`.

@@ -261,8 +261,13 @@ impl PartitionStates {
     /// The topics named, each once, in order of first appearance.
     fn topics(&self) -> Vec<&str> {
         let mut seen = crate::hash::IndexSet::default();
+        let mut last: Option<&Arc<str>> = None;
         for (topic, _) in &self.keys {
-            seen.insert(&**topic);
+            // Keys come grouped by topic: hash each run's topic once.
+            if last.is_none_or(|l| !Arc::ptr_eq(l, topic)) {
+                seen.insert(&**topic);
+                last = Some(topic);
+            }
         }
         seen.into_iter().collect()
     }

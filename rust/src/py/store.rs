@@ -6,13 +6,14 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::context::{Context, Part, TopicIdx};
+use crate::hash::HashMap;
 use crate::model::{LeaderAndIsr, LeaderIsrAndControllerEpoch};
 use crate::py::convert::{
     failure_from_err, failure_from_exception, leader_and_isr_from_py, leader_and_isr_to_py,
     lice_from_py, lice_to_py, topic_partition,
 };
 use crate::py::statetable::StateTable as PyStateTable;
-use crate::statetable::WriteError;
+use crate::statetable::{Slot, WriteError};
 use crate::store::{Failure, FailureKind, Read, Store, Updated};
 
 /// A Python store, reached with the GIL taken per bulk call (the engine runs without it).
@@ -300,22 +301,33 @@ impl Store for NativeMemory {
         let mut corrupt = Vec::new();
         {
             let table = table.get().lock();
+            let mut slots: Option<(TopicIdx, Option<&HashMap<i32, Slot>>)> = None;
             for &p in parts {
-                let (topic, partition) = Self::key(ctx, p);
-                reads.push(match table.get(topic, partition) {
-                    None => Read::Missing,
-                    Some(slot) => match &slot.state {
-                        Some(state) => {
-                            let mut state = state.clone();
-                            state.leader_and_isr.partition_epoch = slot.version;
-                            Read::Found(state)
-                        }
-                        None => {
-                            corrupt.push((reads.len(), p));
-                            Read::Missing
-                        }
+                let t = ctx.partition_topic(p);
+                let topic_slots = match slots {
+                    Some((cached, found)) if cached == t => found,
+                    _ => {
+                        let found = table.topic_slots(ctx.topic_name(t));
+                        slots = Some((t, found));
+                        found
+                    }
+                };
+                reads.push(
+                    match topic_slots.and_then(|s| s.get(&ctx.partition_id(p))) {
+                        None => Read::Missing,
+                        Some(slot) => match &slot.state {
+                            Some(state) => {
+                                let mut state = state.clone();
+                                state.leader_and_isr.partition_epoch = slot.version;
+                                Read::Found(state)
+                            }
+                            None => {
+                                corrupt.push((reads.len(), p));
+                                Read::Missing
+                            }
+                        },
                     },
-                });
+                );
             }
         }
         self.end(false, Vec::new())?;
@@ -359,17 +371,26 @@ impl Store for NativeMemory {
         let mut written = Vec::new();
         {
             let mut table = table.get().lock();
-            for (p, lai) in updates {
-                let (topic, partition) = Self::key(ctx, *p);
-                match table.update_state(topic, partition, lai, controller_epoch, zxid) {
-                    Ok(stored) => {
-                        if watched {
-                            written.push((topic.to_owned(), partition));
+            let topic_of = |(p, _): &(Part, LeaderAndIsr)| ctx.partition_topic(*p);
+            for run in updates.chunk_by(|a, b| topic_of(a) == topic_of(b)) {
+                let topic = ctx.topic_name(topic_of(&run[0]));
+                let results = table.update_states(
+                    topic,
+                    run.iter().map(|(p, lai)| (ctx.partition_id(*p), lai)),
+                    controller_epoch,
+                    zxid,
+                );
+                for ((p, _), result) in run.iter().zip(results) {
+                    match result {
+                        Ok(stored) => {
+                            if watched {
+                                written.push((topic.to_owned(), ctx.partition_id(*p)));
+                            }
+                            updated.successful.push((*p, stored));
                         }
-                        updated.successful.push((*p, stored));
+                        Err(WriteError::BadVersion(_)) => updated.to_retry.push(*p),
+                        Err(WriteError::NoNode | WriteError::NodeExists) => missing.push(*p),
                     }
-                    Err(WriteError::BadVersion(_)) => updated.to_retry.push(*p),
-                    Err(WriteError::NoNode | WriteError::NodeExists) => missing.push(*p),
                 }
             }
         }
