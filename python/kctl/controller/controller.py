@@ -602,8 +602,10 @@ class KafkaController:
         if current is None or known is None:
             return
         info = current[0]
-        if info.endpoints != known.endpoints or info.features != known.features or info.rack != known.rack:
-            log.info("Updated broker %s endpoints", event.broker_id)
+        # Kafka compares endpoints and features only: the rack is static broker config, which
+        # changes only with a restart (a new registration, handled as a bounce).
+        if info.endpoints != known.endpoints or info.features != known.features:
+            log.info("Updated broker metadata: %s -> %s", known, info)
             self.context.update_broker_metadata(info)
             self._send_update_metadata_request(sorted(self.context.live_or_shutting_down_broker_ids))
 
