@@ -48,7 +48,7 @@ class QueueTimeHistogram:
 
     def update(self, value: float) -> None:
         self.count += 1
-        self.max = value if self.count == 1 else max(self.max, value)
+        self.max = max(self.max, value)
         self._total += value
         self._sample.append(value)
 
