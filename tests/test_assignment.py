@@ -97,6 +97,26 @@ def test_rack_aware_example_from_kafka() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("n_partitions", "replication_factor", "start", "expected"),
+    [
+        # Worked by hand from §9.4 on the arranged list [0,3,1,5,4,2] (racks 1,2,3,1,2,3): shift 2
+        # gives a follower offset of 2 × 3 racks; partition 6 wraps the list and the shift becomes 3.
+        (7, 3, 2, {0: [1, 4, 0], 1: [5, 2, 3], 2: [4, 0, 1], 3: [2, 3, 5], 4: [0, 1, 4], 5: [3, 5, 2], 6: [1, 3, 5]}),
+        # RF 4 > 3 racks: once every rack holds a replica, the fourth may share a rack.
+        (3, 4, 1, {0: [3, 2, 0, 1], 1: [1, 0, 3, 5], 2: [5, 3, 1, 4]}),
+    ],
+    ids=["rf3-start2", "rf4-start1"],
+)
+def test_rack_aware_with_a_nonzero_fixed_start_index(
+    n_partitions: int, replication_factor: int, start: int, expected: dict[int, list[int]]
+) -> None:
+    """The fixed start index is also the first shift, so followers move by shift × racks."""
+    assert assign_replicas_to_brokers(
+        racked(RACKS_9_4), n_partitions, replication_factor, fixed_start_index=start
+    ) == expected
+
+
 def test_add_partitions_example_from_kafka() -> None:
     assert add_partitions_assignment(rackless(0, 1, 2, 3), {0: [2, 3, 0, 1]}, 7) == {
         1: [3, 2, 0, 1],
@@ -327,16 +347,29 @@ class ScriptedRandom(random.Random):
         return self.values.pop(0)
 
 
-@pytest.mark.parametrize("brokers", [rackless(0, 2, 4, 6, 8), racked(RACKS_9_4)], ids=["unaware", "aware"])
-def test_random_start_and_shift_are_two_independent_draws(brokers: list[BrokerMetadata]) -> None:
+@pytest.mark.parametrize(
+    ("brokers", "expected"),
+    [
+        # §9.3 by hand, start 3 and shift 1 (2 from partition 5, 3 from partition 10).
+        (rackless(0, 2, 4, 6, 8), {
+            0: [6, 0, 2], 1: [8, 2, 4], 2: [0, 4, 6], 3: [2, 6, 8], 4: [4, 8, 0], 5: [6, 2, 4],
+            6: [8, 4, 6], 7: [0, 6, 8], 8: [2, 8, 0], 9: [4, 0, 2], 10: [6, 4, 8], 11: [8, 6, 0],
+        }),
+        # §9.4 by hand on [0,3,1,5,4,2], start 3 and shift 1 (2 from partition 6).
+        (racked(RACKS_9_4), {
+            0: [5, 3, 1], 1: [4, 1, 5], 2: [2, 5, 4], 3: [0, 4, 2], 4: [3, 2, 0], 5: [1, 0, 3],
+            6: [5, 2, 3], 7: [4, 0, 1], 8: [2, 3, 5], 9: [0, 1, 4], 10: [3, 5, 2], 11: [1, 4, 0],
+        }),
+    ],
+    ids=["unaware", "aware"],
+)
+def test_random_start_and_shift_are_two_independent_draws(
+    brokers: list[BrokerMetadata], expected: dict[int, list[int]]
+) -> None:
+    """Kafka draws the start index and the replica shift separately, each in [0, n)."""
     rng = ScriptedRandom([3, 1])
-    assignment = assign_replicas_to_brokers(brokers, 12, 3, rng=rng)
-    n = len(brokers)
-    assert rng.bounds == [n, n]
-    if brokers[0].rack is None:
-        assert assignment == _assign_rack_unaware([b.id for b in brokers], 12, 3, 3, 1, 0)
-    else:
-        assert assignment == _assign_rack_aware(RACKS_9_4, 12, 3, 3, 1, 0)
+    assert assign_replicas_to_brokers(brokers, 12, 3, rng=rng) == expected
+    assert rng.bounds == [len(brokers), len(brokers)]
 
 
 @pytest.mark.parametrize("brokers", [rackless(0, 2, 4, 6, 8), racked(RACKS_9_4)], ids=["unaware", "aware"])

@@ -7,12 +7,13 @@ resolution) and from Kafka's PartitionLeaderElectionAlgorithmsTest, not from the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import pytest
 
 from kctl import election, hookimpl
 from kctl.config import ControllerConfig
-from kctl.context import ControllerContext
+from kctl.context import ENGINES, ControllerContext
 from kctl.election import (
     ControlledShutdownElection,
     ElectionInput,
@@ -143,20 +144,38 @@ class TestControlledShutdownRule:
 # --- §2.2 strategies --------------------------------------------------------------------------------
 
 
-def context_with(
-    assignments: dict[TopicPartition, ReplicaAssignment | Sequence[int]],
-    live: Sequence[int] = (1, 2, 3, 4),
-    shutting_down: Sequence[int] = (),
-) -> ControllerContext:
-    ctx = ControllerContext(engine="reference")
-    ctx.epoch = 1
-    ctx.set_live_brokers({b: 10 + b for b in live})
-    for b in shutting_down:
-        ctx.add_shutting_down_broker(b)
-    for tp, a in assignments.items():
-        ctx.add_topic(tp.topic)
-        ctx.update_partition_full_replica_assignment(tp, a if isinstance(a, ReplicaAssignment) else ReplicaAssignment(a))
-    return ctx
+class ContextFactory(Protocol):
+    def __call__(
+        self,
+        assignments: dict[TopicPartition, ReplicaAssignment | Sequence[int]],
+        live: Sequence[int] = (1, 2, 3, 4),
+        shutting_down: Sequence[int] = (),
+    ) -> ControllerContext: ...
+
+
+@pytest.fixture(params=ENGINES)
+def context_with(request: pytest.FixtureRequest) -> ContextFactory:
+    """Builds the elections' context on each engine: the strategies ask it which replicas are
+    online (shutting-down brokers, offline log dirs) and count unclean elections in it."""
+
+    def build(
+        assignments: dict[TopicPartition, ReplicaAssignment | Sequence[int]],
+        live: Sequence[int] = (1, 2, 3, 4),
+        shutting_down: Sequence[int] = (),
+    ) -> ControllerContext:
+        ctx = ControllerContext(engine=request.param)
+        ctx.epoch = 1
+        ctx.set_live_brokers({b: 10 + b for b in live})
+        for b in shutting_down:
+            ctx.add_shutting_down_broker(b)
+        for tp, a in assignments.items():
+            ctx.add_topic(tp.topic)
+            ctx.update_partition_full_replica_assignment(
+                tp, a if isinstance(a, ReplicaAssignment) else ReplicaAssignment(a)
+            )
+        return ctx
+
+    return build
 
 
 def lai(leader: int, isr: Sequence[int], epoch: int = 7, pe: int = 3,
@@ -165,26 +184,26 @@ def lai(leader: int, isr: Sequence[int], epoch: int = 7, pe: int = 3,
 
 
 class TestOfflineElection:
-    def test_leader_in_old_isr_keeps_the_online_isr_members_in_order(self) -> None:
+    def test_leader_in_old_isr_keeps_the_online_isr_members_in_order(self, context_with: ContextFactory) -> None:
         ctx = context_with({TP: [1, 2, 3, 4]}, live=(2, 3, 4), shutting_down=(3,))
         [result] = OfflineElection().elect(ctx, [ElectionInput(TP, lai(1, [4, 1, 2, 3]))])
         # Broker 1 is dead and 3 is shutting down: neither is "online"; 2 is the first live ISR member.
         assert result == ElectionResult(TP, lai(2, [4, 2], epoch=8, pe=3), (2, 4), False)
 
-    def test_offline_log_dir_replica_is_not_online(self) -> None:
+    def test_offline_log_dir_replica_is_not_online(self, context_with: ContextFactory) -> None:
         ctx = context_with({TP: [1, 2, 3]}, live=(1, 2, 3))
         ctx.add_replicas_on_offline_dirs(1, [TP])
         [result] = OfflineElection().elect(ctx, [ElectionInput(TP, lai(1, [1, 2, 3]))])
         assert result.leader_and_isr == lai(2, [2, 3], epoch=8)
         assert result.recipients == (2, 3)
 
-    def test_epoch_plus_one_partition_epoch_unchanged(self) -> None:
+    def test_epoch_plus_one_partition_epoch_unchanged(self, context_with: ContextFactory) -> None:
         ctx = context_with({TP: [1, 2]})
         [result] = OfflineElection().elect(ctx, [ElectionInput(TP, lai(1, [1, 2], epoch=41, pe=17))])
         assert result.leader_and_isr is not None
         assert (result.leader_and_isr.leader_epoch, result.leader_and_isr.partition_epoch) == (42, 17)
 
-    def test_no_live_isr_member_and_unclean_not_allowed(self) -> None:
+    def test_no_live_isr_member_and_unclean_not_allowed(self, context_with: ContextFactory) -> None:
         ctx = context_with({TP: [1, 2, 3]}, live=(2, 3))
         [result] = OfflineElection().elect(ctx, [ElectionInput(TP, lai(1, [1]), unclean_allowed=False)])
         assert result.leader_and_isr is None
@@ -192,13 +211,13 @@ class TestOfflineElection:
         assert result.unclean is False
         assert ctx.unclean_leader_elections == 0
 
-    def test_unclean_election_elects_first_live_replica_with_isr_of_itself(self) -> None:
+    def test_unclean_election_elects_first_live_replica_with_isr_of_itself(self, context_with: ContextFactory) -> None:
         ctx = context_with({TP: [1, 2, 3]}, live=(3, 2))
         [result] = OfflineElection().elect(ctx, [ElectionInput(TP, lai(1, [1]), unclean_allowed=True)])
         assert result == ElectionResult(TP, lai(2, [2], epoch=8), (2, 3), True)
         assert ctx.unclean_leader_elections == 1
 
-    def test_unclean_election_marks_recovering_only_with_leader_recovery(self) -> None:
+    def test_unclean_election_marks_recovering_only_with_leader_recovery(self, context_with: ContextFactory) -> None:
         ctx = context_with({TP: [1, 2, 3]}, live=(2, 3))
         [old_ibp] = OfflineElection().elect(ctx, [ElectionInput(TP, lai(1, [1]), True)], leader_recovery=False)
         [new_ibp] = OfflineElection().elect(ctx, [ElectionInput(TP, lai(1, [1]), True)], leader_recovery=True)
@@ -206,7 +225,7 @@ class TestOfflineElection:
         assert new_ibp.leader_and_isr == lai(2, [2], epoch=8, recovery=RECOVERING)
         assert ctx.unclean_leader_elections == 2
 
-    def test_clean_election_keeps_the_previous_recovery_state(self) -> None:
+    def test_clean_election_keeps_the_previous_recovery_state(self, context_with: ContextFactory) -> None:
         ctx = context_with({TP: [1, 2, 3], TP1: [1, 2, 3]}, live=(2, 3))
         results = OfflineElection().elect(
             ctx,
@@ -219,27 +238,27 @@ class TestOfflineElection:
         ]
         assert ctx.unclean_leader_elections == 0
 
-    def test_unclean_allowed_but_live_isr_member_exists_is_a_clean_election(self) -> None:
+    def test_unclean_allowed_but_live_isr_member_exists_is_a_clean_election(self, context_with: ContextFactory) -> None:
         ctx = context_with({TP: [1, 2, 3]})
         [result] = OfflineElection().elect(ctx, [ElectionInput(TP, lai(1, [3]), unclean_allowed=True)],
                                            leader_recovery=True)
         assert result == ElectionResult(TP, lai(3, [3], epoch=8), (1, 2, 3), False)
         assert ctx.unclean_leader_elections == 0
 
-    def test_unclean_allowed_without_any_live_replica_is_not_counted(self) -> None:
+    def test_unclean_allowed_without_any_live_replica_is_not_counted(self, context_with: ContextFactory) -> None:
         ctx = context_with({TP: [1, 2]}, live=(3,))
         [result] = OfflineElection().elect(ctx, [ElectionInput(TP, lai(1, [1]), unclean_allowed=True)])
         assert result.leader_and_isr is None and result.recipients == ()
         assert ctx.unclean_leader_elections == 0
 
-    def test_allow_unclean_strategy_allows_every_partition(self) -> None:
+    def test_allow_unclean_strategy_allows_every_partition(self, context_with: ContextFactory) -> None:
         # Reference §2.3: OfflinePartitionLeaderElectionStrategy(allowUnclean=true) needs no config.
         ctx = context_with({TP: [1, 2, 3]}, live=(3,))
         [result] = OfflineElection(allow_unclean=True).elect(ctx, [ElectionInput(TP, lai(1, [1, 2]))])
         assert result == ElectionResult(TP, lai(3, [3], epoch=8), (3,), True)
         assert ctx.unclean_leader_elections == 1
 
-    def test_unknown_unclean_flag_fails_the_partition_only(self) -> None:
+    def test_unknown_unclean_flag_fails_the_partition_only(self, context_with: ContextFactory) -> None:
         ctx = context_with({TP: [1, 2, 3], TP1: [1, 2, 3]}, live=(2, 3))
         results = OfflineElection().elect(
             ctx, [ElectionInput(TP, lai(1, [1]), unclean_allowed=None), ElectionInput(TP1, lai(1, [1, 3]))]
@@ -247,7 +266,7 @@ class TestOfflineElection:
         assert results[0].partition == TP and results[0].leader_and_isr is None
         assert results[1] == ElectionResult(TP1, lai(3, [3], epoch=8), (2, 3), False)
 
-    def test_results_follow_input_order(self) -> None:
+    def test_results_follow_input_order(self, context_with: ContextFactory) -> None:
         ctx = context_with({TP2: [3, 1], TP: [1, 2], TP1: [2, 1]})
         items = [ElectionInput(tp, lai(9, [1, 2, 3])) for tp in (TP1, TP2, TP)]
         assert [(r.partition, r.leader_and_isr.leader) for r in OfflineElection().elect(ctx, items)] == [
@@ -260,26 +279,28 @@ class TestOfflineElection:
 
 
 class TestReassignElection:
-    def test_leader_from_target_replicas_isr_unchanged_recipients_all_target(self) -> None:
+    def test_leader_from_target_replicas_isr_unchanged_recipients_all_target(
+        self, context_with: ContextFactory
+    ) -> None:
         ra = ReplicaAssignment((4, 5, 6, 1, 2, 3), (4, 5, 6), (1, 2, 3))
         ctx = context_with({TP: ra}, live=(1, 2, 3, 5, 6))
         [result] = ReassignElection().elect(ctx, [ElectionInput(TP, lai(1, [1, 2, 3, 4, 5, 6]))])
         # 4 is the first target replica but is dead; 5 is live and in the ISR; 4 still gets the request.
         assert result == ElectionResult(TP, lai(5, [1, 2, 3, 4, 5, 6], epoch=8), (4, 5, 6), False)
 
-    def test_never_unclean(self) -> None:
+    def test_never_unclean(self, context_with: ContextFactory) -> None:
         ra = ReplicaAssignment((4, 5, 1), (4, 5), (1,))
         ctx = context_with({TP: ra}, live=(4, 5))
         [result] = ReassignElection().elect(ctx, [ElectionInput(TP, lai(1, [1]), unclean_allowed=True)])
         assert result.leader_and_isr is None and result.unclean is False
         assert ctx.unclean_leader_elections == 0
 
-    def test_electing_the_same_leader_still_bumps_the_epoch(self) -> None:
+    def test_electing_the_same_leader_still_bumps_the_epoch(self, context_with: ContextFactory) -> None:
         ctx = context_with({TP: [1, 2]})
         [result] = ReassignElection().elect(ctx, [ElectionInput(TP, lai(1, [1, 2], epoch=3, pe=9))])
         assert result.leader_and_isr == lai(1, [1, 2], epoch=4, pe=9)
 
-    def test_shutting_down_target_replica_is_not_online(self) -> None:
+    def test_shutting_down_target_replica_is_not_online(self, context_with: ContextFactory) -> None:
         ctx = context_with({TP: [1, 2]}, shutting_down=(1,))
         [result] = ReassignElection().elect(ctx, [ElectionInput(TP, lai(1, [1, 2]))])
         assert result.leader_and_isr == lai(2, [1, 2], epoch=8)
@@ -287,40 +308,40 @@ class TestReassignElection:
 
 
 class TestPreferredElection:
-    def test_head_elected_isr_unchanged_recipients_whole_assignment(self) -> None:
+    def test_head_elected_isr_unchanged_recipients_whole_assignment(self, context_with: ContextFactory) -> None:
         ctx = context_with({TP: [2, 1, 3]}, live=(1, 2))
         [result] = PreferredElection().elect(ctx, [ElectionInput(TP, lai(1, [1, 2, 3]))])
         assert result == ElectionResult(TP, lai(2, [1, 2, 3], epoch=8), (2, 1, 3), False)
 
-    def test_does_not_fall_back_to_other_replicas(self) -> None:
+    def test_does_not_fall_back_to_other_replicas(self, context_with: ContextFactory) -> None:
         ctx = context_with({TP: [2, 1, 3]})
         [result] = PreferredElection().elect(ctx, [ElectionInput(TP, lai(1, [1, 3]))])
         assert result.leader_and_isr is None
 
-    def test_preferred_replica_already_leader_still_bumps_the_epoch(self) -> None:
+    def test_preferred_replica_already_leader_still_bumps_the_epoch(self, context_with: ContextFactory) -> None:
         ctx = context_with({TP: [2, 1]})
         [result] = PreferredElection().elect(ctx, [ElectionInput(TP, lai(2, [2, 1], epoch=5, pe=6))])
         assert result.leader_and_isr == lai(2, [2, 1], epoch=6, pe=6)
 
-    def test_shutting_down_preferred_replica_is_not_elected(self) -> None:
+    def test_shutting_down_preferred_replica_is_not_elected(self, context_with: ContextFactory) -> None:
         ctx = context_with({TP: [2, 1]}, shutting_down=(2,))
         [result] = PreferredElection().elect(ctx, [ElectionInput(TP, lai(1, [2, 1]))])
         assert result.leader_and_isr is None
 
 
 class TestControlledShutdownElection:
-    def test_new_isr_drops_every_shutting_down_broker(self) -> None:
+    def test_new_isr_drops_every_shutting_down_broker(self, context_with: ContextFactory) -> None:
         ctx = context_with({TP: [1, 2, 3, 4]}, live=(1, 2, 3), shutting_down=(1, 3))
         [result] = ControlledShutdownElection().elect(ctx, [ElectionInput(TP, lai(1, [1, 2, 3]))])
         # Recipients: live-or-shutting-down replicas, so the shutting-down brokers get it too; 4 is dead.
         assert result == ElectionResult(TP, lai(2, [2], epoch=8), (1, 2, 3), False)
 
-    def test_no_eligible_leader_when_every_isr_member_shuts_down(self) -> None:
+    def test_no_eligible_leader_when_every_isr_member_shuts_down(self, context_with: ContextFactory) -> None:
         ctx = context_with({TP: [1, 2, 3]}, shutting_down=(1, 2))
         [result] = ControlledShutdownElection().elect(ctx, [ElectionInput(TP, lai(1, [1, 2]))])
         assert result.leader_and_isr is None
 
-    def test_offline_dir_replica_is_not_a_candidate(self) -> None:
+    def test_offline_dir_replica_is_not_a_candidate(self, context_with: ContextFactory) -> None:
         ctx = context_with({TP: [1, 2, 3]}, shutting_down=(1,))
         ctx.add_replicas_on_offline_dirs(2, [TP])
         [result] = ControlledShutdownElection().elect(ctx, [ElectionInput(TP, lai(1, [1, 2, 3]))])
@@ -363,7 +384,9 @@ class TestSelectors:
                               [[1, 2], [3, 2]], [False, False])
         assert list(KafkaLeaderSelector(ElectionKind.OFFLINE).select_leaders(batch)) == [1, 3]
 
-    def test_custom_selector_choice_is_honoured_with_kafkas_isr_and_recipients(self) -> None:
+    def test_custom_selector_choice_is_honoured_with_kafkas_isr_and_recipients(
+        self, context_with: ContextFactory
+    ) -> None:
         ctx = context_with({TP: [1, 2, 3], TP1: [3, 2, 1]})
         selector = LastAllowed()
         results = OfflineElection(selector=selector).elect(
@@ -381,7 +404,9 @@ class TestSelectors:
         assert [tuple(i) for i in batch.isrs] == [(1, 2, 3), (1, 3)]
         assert list(batch.unclean) == [False, False]
 
-    def test_selector_sees_only_partitions_with_candidates_and_unclean_flags(self) -> None:
+    def test_selector_sees_only_partitions_with_candidates_and_unclean_flags(
+        self, context_with: ContextFactory
+    ) -> None:
         ctx = context_with({TP: [1, 2, 3], TP1: [1, 2], TP2: [1, 2, 3]}, live=(2, 3))
         ctx.put_partition_leadership(TP2, _lice(lai(3, [3])))
         selector = LastAllowed()
@@ -403,7 +428,9 @@ class TestSelectors:
         assert results[2].leader_and_isr == lai(2, [2], epoch=8)
         assert ctx.unclean_leader_elections == 1
 
-    def test_selector_choosing_a_broker_outside_allowed_fails_that_partition_only(self) -> None:
+    def test_selector_choosing_a_broker_outside_allowed_fails_that_partition_only(
+        self, context_with: ContextFactory
+    ) -> None:
         ctx = context_with({TP: [1, 2, 3], TP1: [1, 2, 3]})
         results = OfflineElection(selector=Scripted([4, 2])).elect(
             ctx, [ElectionInput(TP, lai(1, [1, 2])), ElectionInput(TP1, lai(1, [1, 2]))]
@@ -413,13 +440,15 @@ class TestSelectors:
         assert "chose 4" in str(results[0].error)
         assert results[1] == ElectionResult(TP1, lai(2, [1, 2], epoch=8), (1, 2, 3), False)
 
-    def test_selector_choosing_a_live_non_isr_replica_is_refused(self) -> None:
+    def test_selector_choosing_a_live_non_isr_replica_is_refused(self, context_with: ContextFactory) -> None:
         ctx = context_with({TP: [1, 2, 3]})
         [result] = OfflineElection(selector=Scripted([3])).elect(ctx, [ElectionInput(TP, lai(1, [1, 2]))])
         assert isinstance(result.error, PluginError) and result.leader_and_isr is None
 
     @pytest.mark.parametrize("answer", [[1], [1, 2, 3]], ids=["too_few", "too_many"])
-    def test_wrong_number_of_leaders_fails_the_batch_not_the_others(self, answer: list[int]) -> None:
+    def test_wrong_number_of_leaders_fails_the_batch_not_the_others(
+        self, answer: list[int], context_with: ContextFactory
+    ) -> None:
         ctx = context_with({TP: [1, 2], TP1: [1, 2], TP2: [3]}, live=(1, 2))
         results = OfflineElection(selector=Scripted(answer)).elect(
             ctx, [ElectionInput(TP, lai(1, [1, 2])), ElectionInput(TP1, lai(2, [1, 2])), ElectionInput(TP2, lai(3, [3]))]
@@ -427,19 +456,19 @@ class TestSelectors:
         assert [type(r.error) for r in results] == [PluginError, PluginError, type(None)]
         assert all(r.leader_and_isr is None for r in results)
 
-    def test_selector_raising_becomes_a_plugin_error(self) -> None:
+    def test_selector_raising_becomes_a_plugin_error(self, context_with: ContextFactory) -> None:
         ctx = context_with({TP: [1, 2]})
         [result] = OfflineElection(selector=Scripted(RuntimeError("boom"))).elect(ctx, [ElectionInput(TP, lai(1, [1, 2]))])
         assert isinstance(result.error, PluginError)
         assert "RuntimeError: boom" in str(result.error)
 
-    def test_unclean_choice_rejected_by_validation_is_not_counted(self) -> None:
+    def test_unclean_choice_rejected_by_validation_is_not_counted(self, context_with: ContextFactory) -> None:
         ctx = context_with({TP: [1, 2, 3]}, live=(2, 3))
         [result] = OfflineElection(selector=Scripted([1])).elect(ctx, [ElectionInput(TP, lai(1, [1]), True)])
         assert isinstance(result.error, PluginError)
         assert ctx.unclean_leader_elections == 0
 
-    def test_selector_returning_no_leader_fails_without_error(self) -> None:
+    def test_selector_returning_no_leader_fails_without_error(self, context_with: ContextFactory) -> None:
         ctx = context_with({TP: [1, 2]})
         [result] = OfflineElection(selector=Scripted([NO_LEADER])).elect(ctx, [ElectionInput(TP, lai(1, [1, 2]))])
         assert result.leader_and_isr is None and result.error is None
@@ -500,7 +529,7 @@ def test_by_name_unknown(plugin_host: PluginHost) -> None:
         by_name("nope", host=plugin_host)
 
 
-def test_by_name_finds_a_plugin_selector(plugin_host: PluginHost) -> None:
+def test_by_name_finds_a_plugin_selector(plugin_host: PluginHost, context_with: ContextFactory) -> None:
     plugin = LastAllowedPlugin()
     config = ControllerConfig(unclean_leader_election_enable=True)
     with register_plugin(plugin_host, plugin, "last-allowed-plugin"):

@@ -23,25 +23,35 @@ def check_invariants(cluster: EmbeddedCluster) -> list[str]:
     violations: list[str] = []
     violations += _i1_one_active_controller_per_epoch(cluster)
     partitions = _stored_partitions(cluster)
-    unclean_seen = 0
+    unclean: dict[TopicPartition, int] = {}
     for tp in partitions:
         history = cluster.partition_history(tp)
         violations += _i1_fenced_writes(tp, history)
         violations += _i2_leader_epochs(tp, history)
         found, problems = _i3_elections(tp, history)
-        unclean_seen += found
+        if found:
+            unclean[tp] = found
         violations += problems
         violations += _i4_isr_never_empty(tp, history)
-    counted = cluster.unclean_leader_elections()
+    unclean_seen, counted = sum(unclean.values()), cluster.unclean_leader_elections()
+    where = _first_partitions(unclean)
     if unclean_seen > counted:  # fewer is fine: a deleted topic's history goes with it
-        violations.append(f"I3: {unclean_seen} unclean leader changes in the store but {counted} counted by the controllers")
+        violations.append(
+            f"I3: {unclean_seen} unclean leader changes in the store ({where}) but {counted} counted by the controllers"
+        )
     if unclean_seen and not _unclean_permitted(cluster):
-        violations.append(f"I3: {unclean_seen} unclean elections although unclean election was never enabled")
+        violations.append(f"I3: {unclean_seen} unclean elections ({where}) although unclean election was never enabled")
     violations += _i5_brokers_fence_stale_requests(cluster)
     violations += _i6_reassignments_tracked(cluster)
     violations += _i7_converged_when_quiet(cluster)
     violations += [f"I8: {v}" for v in cluster.ledger.violations]
     return violations
+
+
+def _first_partitions(partitions: Iterable[TopicPartition], limit: int = 10) -> str:
+    """The partitions a violation is about, named (the first ``limit`` of them)."""
+    names = [str(tp) for tp in partitions]
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def _stored_partitions(cluster: EmbeddedCluster) -> list[TopicPartition]:

@@ -21,6 +21,7 @@ from kctl.stores import paths
 T1 = TopicPartition("t", 1)
 U0 = TopicPartition("u", 0)
 UNKNOWN = TopicPartition("nope", 0)
+NEGATIVE = TopicPartition("t", -1)
 
 
 @pytest.fixture
@@ -62,11 +63,13 @@ def test_invalid_reassignments_are_refused_per_partition(
         TP: [],
         T1: [1, 1, 2],
         U0: [-1, 3],
+        NEGATIVE: [1, 2],
     }
     with unchanged(cluster):
         assert error_names(cluster.reassign(requests, wait=False)) == {
             UNKNOWN: "UNKNOWN_TOPIC_OR_PARTITION",
             TopicPartition("t", 9): "UNKNOWN_TOPIC_OR_PARTITION",
+            NEGATIVE: "UNKNOWN_TOPIC_OR_PARTITION",
             TP: "INVALID_REPLICA_ASSIGNMENT",
             T1: "INVALID_REPLICA_ASSIGNMENT",
             U0: "INVALID_REPLICA_ASSIGNMENT",
@@ -75,9 +78,10 @@ def test_invalid_reassignments_are_refused_per_partition(
             TP: "INVALID_REPLICA_ASSIGNMENT",  # no such broker
             T1: "INVALID_REPLICA_ASSIGNMENT",  # broker 6 is dead
         }
-        assert error_names(cluster.cancel_reassignment([TP, UNKNOWN], wait=False)) == {
+        assert error_names(cluster.cancel_reassignment([TP, UNKNOWN, NEGATIVE], wait=False)) == {
             TP: "NO_REASSIGNMENT_IN_PROGRESS",
             UNKNOWN: "NO_REASSIGNMENT_IN_PROGRESS",
+            NEGATIVE: "NO_REASSIGNMENT_IN_PROGRESS",
         }
     assert escaped(logs) == []
 
@@ -94,20 +98,25 @@ def test_elections_that_cannot_or_need_not_happen_are_refused(
     cluster: EmbeddedCluster, logs: pytest.LogCaptureFixture
 ) -> None:
     with unchanged(cluster):
-        assert error_names(cluster.elect_leaders([TP, UNKNOWN, TopicPartition("t", 5)], "preferred", wait=False)) == {
+        requested = [TP, UNKNOWN, TopicPartition("t", 5), NEGATIVE]
+        assert error_names(cluster.elect_leaders(requested, "preferred", wait=False)) == {
             TP: "ELECTION_NOT_NEEDED",
             UNKNOWN: "UNKNOWN_TOPIC_OR_PARTITION",
             TopicPartition("t", 5): "UNKNOWN_TOPIC_OR_PARTITION",
+            NEGATIVE: "UNKNOWN_TOPIC_OR_PARTITION",
         }
-        assert error_names(cluster.elect_leaders([TP, UNKNOWN], "unclean", wait=False)) == {
+        assert error_names(cluster.elect_leaders([TP, UNKNOWN, NEGATIVE], "unclean", wait=False)) == {
             TP: "ELECTION_NOT_NEEDED",  # its leader is alive
             UNKNOWN: "UNKNOWN_TOPIC_OR_PARTITION",
+            NEGATIVE: "UNKNOWN_TOPIC_OR_PARTITION",
         }
     assert cluster.metrics()["UncleanLeaderElections"] == 0
     assert escaped(logs) == []
 
 
-def test_elections_for_a_topic_being_deleted_are_refused(cluster: EmbeddedCluster) -> None:
+def test_elections_for_a_topic_being_deleted_are_refused(
+    cluster: EmbeddedCluster, logs: pytest.LogCaptureFixture
+) -> None:
     cluster.create_topic("doomed", assignment={0: [1, 2]})
     cluster.kill_broker(2)
     cluster.delete_topic("doomed")  # halted while broker 2 is down
@@ -116,6 +125,7 @@ def test_elections_for_a_topic_being_deleted_are_refused(cluster: EmbeddedCluste
     with unchanged(cluster):
         assert error_names(cluster.elect_leaders([doomed], "preferred", wait=False)) == {doomed: "INVALID_TOPIC_EXCEPTION"}
         assert error_names(cluster.reassign({doomed: [1, 3]}, wait=False)) == {doomed: "UNKNOWN_TOPIC_OR_PARTITION"}
+    assert escaped(logs) == []
 
 
 @pytest.mark.parametrize(
@@ -131,6 +141,8 @@ def test_elections_for_a_topic_being_deleted_are_refused(cluster: EmbeddedCluste
         ("v", {"assignment": {0: [1], 2: [2]}}, "INVALID_REPLICA_ASSIGNMENT"),
         ("v", {"assignment": {0: [1, 2], 1: [3]}}, "INVALID_REPLICA_ASSIGNMENT"),
         ("v", {"assignment": {0: [-1]}}, "INVALID_REPLICA_ASSIGNMENT"),
+        ("v", {"assignment": {0: [1, 99]}}, "INVALID_REPLICA_ASSIGNMENT"),  # no such broker
+        ("v", {"assignment": {0: [1, 6]}}, "INVALID_REPLICA_ASSIGNMENT"),  # broker 6 is dead
         ("v", {"config": {"unclean.leader.election.enable": "maybe"}, "partitions": 1, "replication_factor": 1},
          "INVALID_CONFIG"),
     ],
@@ -140,6 +152,21 @@ def test_invalid_topic_creations_are_refused(
     error: str,
 ) -> None:
     cluster.create_topic("t.x", partitions=1, replication_factor=1)
+    assert_creation_refused(cluster, logs, name, arguments, error)
+
+
+def test_creating_a_topic_on_brokers_with_mixed_rack_information_is_refused(logs: pytest.LogCaptureFixture) -> None:
+    """Kafka's assignReplicasToBrokers throws AdminOperationException ("Not all brokers have rack
+    information"), which CreateTopics answers as UNKNOWN_SERVER_ERROR (reference §9.1)."""
+    with EmbeddedCluster(3, racks={1: "a", 2: "b"}) as mixed:
+        assert_creation_refused(mixed, logs, "v", {"partitions": 1, "replication_factor": 2}, "UNKNOWN_SERVER_ERROR")
+
+
+def assert_creation_refused(
+    cluster: EmbeddedCluster, logs: pytest.LogCaptureFixture, name: str, arguments: dict[str, object], error: str
+) -> None:
+    """Creating the topic fails with Kafka's ``error``; nothing changes, no config is written, and
+    nothing escapes the event loop."""
     with unchanged(cluster), pytest.raises(KctlError) as refused:
         cluster.create_topic(name, **arguments)
     assert refused.value.error.name == error
@@ -159,14 +186,18 @@ def test_invalid_topic_creations_are_refused(
     ],
 )
 def test_invalid_partition_additions_are_refused(
-    cluster: EmbeddedCluster, topic: str, total: int, assignment: dict[int, list[int]] | None, error: str
+    cluster: EmbeddedCluster, logs: pytest.LogCaptureFixture, topic: str, total: int,
+    assignment: dict[int, list[int]] | None, error: str,
 ) -> None:
     with unchanged(cluster), pytest.raises(KctlError) as refused:
         cluster.create_partitions(topic, total, assignment)
     assert refused.value.error.name == error
+    assert escaped(logs) == []
 
 
-def test_deleting_an_unknown_topic_or_one_already_queued_is_refused(cluster: EmbeddedCluster) -> None:
+def test_deleting_an_unknown_topic_or_one_already_queued_is_refused(
+    cluster: EmbeddedCluster, logs: pytest.LogCaptureFixture
+) -> None:
     with unchanged(cluster), pytest.raises(KctlError) as refused:
         cluster.delete_topic("nope")
     assert refused.value.error.name == "UNKNOWN_TOPIC_OR_PARTITION"
@@ -177,6 +208,7 @@ def test_deleting_an_unknown_topic_or_one_already_queued_is_refused(cluster: Emb
     with unchanged(cluster), pytest.raises(KctlError) as refused:
         cluster.delete_topic("doomed")
     assert refused.value.error.name == "INVALID_TOPIC_EXCEPTION"  # Kafka's TopicAlreadyMarkedForDeletion
+    assert escaped(logs) == []
 
 
 def test_admin_path_requests_for_unknown_partitions_are_dropped(
@@ -202,7 +234,9 @@ def test_admin_path_requests_for_unknown_partitions_are_dropped(
 # --- Broker requests with stale epochs -----------------------------------------------------------
 
 
-def test_controlled_shutdown_with_a_stale_or_unknown_broker_epoch_is_refused(cluster: EmbeddedCluster) -> None:
+def test_controlled_shutdown_with_a_stale_or_unknown_broker_epoch_is_refused(
+    cluster: EmbeddedCluster, logs: pytest.LogCaptureFixture
+) -> None:
     old_epoch = cluster.brokers[3].broker_epoch
     cluster.kill_broker(3)
     cluster.start_broker(3)
@@ -216,9 +250,10 @@ def test_controlled_shutdown_with_a_stale_or_unknown_broker_epoch_is_refused(clu
         assert failure(stale.exception()) == "STALE_BROKER_EPOCH"
         assert failure(unknown.exception()) == "BROKER_NOT_AVAILABLE"
     assert controller.context.shutting_down_broker_ids == set()
+    assert escaped(logs) == []
 
 
-def test_alter_partition_with_stale_epochs_is_refused(cluster: EmbeddedCluster) -> None:
+def test_alter_partition_with_stale_epochs_is_refused(cluster: EmbeddedCluster, logs: pytest.LogCaptureFixture) -> None:
     controller = active(cluster)
     current = stored_state(cluster)
     epoch = cluster.brokers[1].broker_epoch
@@ -244,6 +279,7 @@ def test_alter_partition_with_stale_epochs_is_refused(cluster: EmbeddedCluster) 
     # The same request with the current epochs is applied.
     applied = cluster.wait(controller.alter_partition(1, epoch, {TP: shrink}))
     assert applied[TP].isr == (1, 2) == stored_state(cluster).isr
+    assert escaped(logs) == []
 
 
 def test_calls_to_a_controller_that_is_not_active_are_refused(

@@ -13,6 +13,7 @@ from kctl.cluster import EmbeddedCluster
 from kctl.errors import KctlError
 from kctl.model import EPOCH_DURING_DELETE, LEADER_DURING_DELETE, PartitionReplica, ReplicaAssignment, TopicPartition
 from kctl.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
+from kctl.stores.base import TopicAssignment
 
 T1 = TopicPartition("t", 1)
 
@@ -159,6 +160,34 @@ def test_partitions_cannot_be_added_to_a_topic_being_deleted() -> None:
             cluster.create_partitions("t", 2)
         assert refused.value.error.name == "INVALID_TOPIC_EXCEPTION"
         assert [p.partition for p in cluster.describe("t")] == [0]
+
+
+def test_partitions_written_for_a_topic_being_deleted_are_dropped_and_its_assignment_restored(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """PartitionModifications (reference §6.7): an admin added a partition to the topic znode while
+    the topic was being deleted (its check ran before the deletion request). The controller refuses
+    the new partition and rewrites the znode with the partitions it knows, keeping the topic id."""
+    with EmbeddedCluster(3) as cluster:
+        cluster.create_topic("t", assignment={0: [1, 2, 3]})
+        cluster.kill_broker(3)
+        cluster.delete_topic("t")  # halted while 3 is down
+        known = cluster.store.get_topic_assignments(["t"]).values["t"]
+        sent = len(cluster.sent_requests)
+
+        grown = TopicAssignment({**known.partitions, 1: ReplicaAssignment((2, 1))}, known.topic_id)
+        cluster.store.set_topic_assignment("t", grown)
+        cluster.run_until(lambda: cluster.store.get_topic_assignments(["t"]).values["t"] == known,
+                          what="the assignment restored")
+
+        assert "Skipping adding partitions [1] for topic t since it is currently being deleted" in caplog.text
+        assert [p.partition for p in cluster.describe("t")] == [0]
+        assert cluster.store.get_partition_states([T1]).values == {}
+        assert [r for r in cluster.sent_requests[sent:]
+                if any(s.tp == T1 for s in getattr(r.request, "partition_states", ()))] == []
+        cluster.start_broker(3)
+        assert cluster.run_until_stable()
+        assert cluster.store.get_all_topics() == set()
 
 
 def test_deletion_disabled_refuses_the_request() -> None:

@@ -10,14 +10,15 @@ from __future__ import annotations
 import base64
 import logging
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 from helpers import TP, active, core_metrics, healthy, leaders, partition, stored_state, wait_for_isr
 
 from kctl.broker import ReplicaRole
 from kctl.cluster import EmbeddedCluster
-from kctl.model import TopicPartition
-from kctl.requests import LeaderAndIsrRequest, StopReplicaRequest
+from kctl.model import BrokerInfo, EndPoint, TopicPartition
+from kctl.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 
 
 # --- Topic and partition creation (§6.7) ----------------------------------------------------------
@@ -161,6 +162,34 @@ def test_a_bounced_broker_is_handled_as_a_failure_then_a_startup(caplog: pytest.
         # Requests to it now carry its new epoch (the broker would reject older ones).
         assert [r.request for r in cluster.sent_requests if r.broker == 2][-1].broker_epoch == new_epoch
         assert cluster.check_invariants() == []
+
+
+def test_a_broker_with_a_new_endpoint_is_announced_to_every_broker() -> None:
+    """BrokerModifications (reference §6.4): a registration whose endpoints (or features) changed in
+    place becomes UpdateMetadata, without partitions, to every live broker; another change (the
+    rack) is ignored, and neither is a bounce."""
+    with EmbeddedCluster(3) as cluster:
+        cluster.create_topic("t", assignment={0: [1, 2, 3]})
+        broker = cluster.brokers[2]
+        epoch = broker.broker_epoch
+        moved = BrokerInfo(2, (EndPoint("broker2.example", 19092),), broker.info.rack)
+
+        sent = len(cluster.sent_requests)
+        broker.store.update_broker_info(moved)
+        assert cluster.run_until_stable()
+
+        announced = cluster.sent_requests[sent:]
+        assert sorted(r.broker for r in announced) == [1, 2, 3]
+        for record in announced:
+            assert isinstance(record.request, UpdateMetadataRequest) and list(record.request.partition_states) == []
+            assert [b for b in record.request.live_brokers if b.id == 2] == [moved]
+        assert [cluster.brokers[b].metadata_cache.broker(2) for b in (1, 2, 3)] == [moved] * 3
+        assert active(cluster).context.live_broker_epoch(2) == epoch
+
+        sent = len(cluster.sent_requests)
+        broker.store.update_broker_info(replace(moved, rack="elsewhere"))
+        cluster.run_until(cluster.is_quiet, what="the change handled")
+        assert cluster.sent_requests[sent:] == []
 
 
 # --- Controlled shutdown (§6.12) --------------------------------------------------------------------

@@ -36,8 +36,33 @@ def assert_completed(cluster: EmbeddedCluster, target: tuple[int, ...], tp: Topi
     assert cluster.check_invariants() == []
 
 
+EpochRow = tuple[int, int, set[int], tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+"""(leader epoch, leader, ISR, RS, AR, RR) of a partition's first stored version at that epoch."""
+
+SEED_EXAMPLE_EPOCHS: list[EpochRow] = [
+    # epoch, leader, ISR, RS, AR, RR (reference §6.8)
+    (0, 1, {1, 2, 3}, (1, 2, 3), (), ()),  # created
+    (1, 1, {1, 2, 3}, (4, 5, 6, 1, 2, 3), (4, 5, 6), (1, 2, 3)),  # A1: same leader and ISR, epoch + 1
+    (2, 4, {1, 2, 3, 4, 5, 6}, (4, 5, 6, 1, 2, 3), (4, 5, 6), (1, 2, 3)),  # B3: the ISR grew at epoch 1
+    (3, 4, {2, 3, 4, 5, 6}, (4, 5, 6, 1, 2, 3), (4, 5, 6), (1, 2, 3)),  # B4: one ISR write per RR broker,
+    (4, 4, {3, 4, 5, 6}, (4, 5, 6, 1, 2, 3), (4, 5, 6), (1, 2, 3)),  # each epoch + 1
+    (5, 4, {4, 5, 6}, (4, 5, 6, 1, 2, 3), (4, 5, 6), (1, 2, 3)),
+]
+
+
+def epoch_bumps(cluster: EmbeddedCluster) -> list[EpochRow]:
+    """The first stored version of t-0 at each leader epoch: (epoch, leader, ISR, RS, AR, RR)."""
+    bumps = []
+    for s in cluster.partition_history(TP):
+        if s.leader_epoch >= 0 and (not bumps or bumps[-1][0] != s.leader_epoch):
+            bumps.append((s.leader_epoch, s.leader, set(s.isr), s.replicas, s.adding_replicas, s.removing_replicas))
+    return bumps
+
+
 @pytest.mark.parametrize("path", ["api", "admin"])
 def test_the_seed_example_passes_through_every_documented_state(path: str) -> None:
+    """Seeds 000/002's rows in order, with Kafka's leader-epoch bumps: A1 +1, B3 +1 and one per
+    replica B4 removes from the ISR (ReplicaStateMachine shrinks the ISR broker by broker) → 5."""
     with EmbeddedCluster(6) as cluster:
         cluster.create_topic("t", assignment={0: [1, 2, 3]})
 
@@ -54,6 +79,9 @@ def test_the_seed_example_passes_through_every_documented_state(path: str) -> No
         assert is_ordered_subsequence(SEED_000_ROWS, rows, matches_seed_000), rows
         # KIP-455 order inside RS: target first, then the origin replicas (reference §1.3).
         assert ((4, 5, 6, 1, 2, 3), (4, 5, 6), (1, 2, 3)) in [row[:3] for row in rows]
+        assert epoch_bumps(cluster) == SEED_EXAMPLE_EPOCHS
+        final = cluster.partition_history(TP)[-1]
+        assert (final.replicas, final.leader, final.leader_epoch) == ((4, 5, 6), 4, 5)  # B6 keeps epoch 5
         # The removed replicas were told to delete their logs.
         deleted = {r.broker for r in cluster.sent_requests if isinstance(r.request, StopReplicaRequest)
                    for s in r.request.partition_states if s.delete_partition and s.tp == TP}

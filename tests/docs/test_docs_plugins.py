@@ -1,9 +1,15 @@
-"""The plugin docs: the testing pattern they teach runs here, and their included code is current."""
+"""The plugin docs: the testing pattern they teach runs here, their included code is current, and
+their ``kctl plugins`` console samples are what the command prints."""
 
 from __future__ import annotations
 
 import re
+import shlex
+import sys
 from pathlib import Path
+
+from kctl.cli import main
+from kctl.plugins import reset_plugin_host
 
 # docs-start
 from collections.abc import Iterator
@@ -101,6 +107,64 @@ def test_tutorial_includes_the_whole_example_plugin() -> None:
 def test_python_examples_compile(page: Path) -> None:
     for number, code in enumerate(re.findall(r"```python\n(.*?)```\n", page.read_text(), flags=re.DOTALL)):
         compile(code, f"{page.name}[python block {number}]", "exec")
+
+
+CONSOLE = re.compile(r"```console\n(?P<session>.*?)```\n", flags=re.DOTALL)
+COMMAND = re.compile(r"^\$ (?P<command>.*)\n(?P<output>(?:(?!\$ ).*\n)*)", flags=re.MULTILINE)
+SAMPLES = [
+    (page, match["command"], match["output"])
+    for page in PAGES
+    for block in CONSOLE.finditer(page.read_text())
+    for match in COMMAND.finditer(block["session"])
+]
+
+
+@pytest.fixture
+def installed_host(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The process-wide host ``kctl`` itself builds, loading the installed example plugin (and, via
+    ``KCTL_LOAD_PLUGINS``, no other installed distribution), as the docs' samples assume."""
+    for variable in ("KCTL_DISABLE_PLUGINS", "KCTL_TRACE_PLUGINS"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("KCTL_LOAD_PLUGINS", "kctl-least-loaded")
+    monkeypatch.delattr(sys, "_called_from_test")  # what makes get_plugin_host skip entry points
+    reset_plugin_host()
+    yield
+    reset_plugin_host()
+
+
+@pytest.mark.parametrize(("page", "command", "documented"), SAMPLES,
+                         ids=[f"{page.name}:{command}" for page, command, _ in SAMPLES])
+def test_console_samples_show_what_kctl_prints(
+    installed_host: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    page: Path, command: str, documented: str,
+) -> None:
+    """Each ``$ kctl …`` sample shows the command's real output (its stderr when stdout goes to
+    /dev/null); a last line ``...`` marks a sample cut short. Install steps show no output."""
+    words = shlex.split(command)
+    if words[:2] == ["pip", "install"]:
+        assert documented == "", f"{page.name}: {command} shows output"
+        return
+    while "=" in words[0]:
+        variable, _, value = words.pop(0).partition("=")
+        monkeypatch.setenv(variable, value)
+    quiet = words[-2:] == [">", "/dev/null"]
+    assert words[0] == "kctl", f"{page.name}: cannot check the sample {command!r}"
+
+    assert main(words[1:-2] if quiet else words[1:]) == 0
+    captured = capsys.readouterr()
+    printed = captured.err if quiet else captured.out
+    if documented.endswith("...\n"):
+        assert printed.startswith(documented.removesuffix("...\n")), f"{page.name}: refresh the output of {command}"
+    else:
+        assert printed == documented, f"{page.name}: refresh the output of {command}"
+
+
+def test_the_plugin_pages_show_the_listing_and_the_trace() -> None:
+    assert {(page.name, command) for page, command, _ in SAMPLES} >= {
+        ("index.md", "kctl plugins"),
+        ("writing-a-plugin.md", "kctl plugins"),
+        ("testing.md", "KCTL_TRACE_PLUGINS=1 kctl plugins > /dev/null"),
+    }
 
 
 @pytest.mark.parametrize(

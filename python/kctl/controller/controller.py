@@ -224,6 +224,7 @@ class KafkaController:
         """Kafka's controller metrics (zero on an inactive controller, as in Kafka)."""
         ctx, active = self.context, self.is_active
         stats = self.event_manager.stats
+        queue_time = stats.queue_time_ms
         deleting = list(ctx.topics_to_be_deleted) if active else []
         ineligible = [t for t in deleting if ctx.is_topic_ineligible_for_deletion(t)]
         return {
@@ -241,8 +242,11 @@ class KafkaController:
             "UncleanLeaderElections": ctx.unclean_leader_elections,
             "ControllerEpoch": ctx.epoch if active else 0,
             "EventQueueSize": self.event_manager.queue_size,
-            "EventQueueTimeMsMax": stats.queue_time_max * 1000.0,
-            "EventQueueTimeMsAvg": (stats.queue_time_total / stats.processed * 1000.0) if stats.processed else 0.0,
+            "EventQueueTimeMs": queue_time.mean,
+            "EventQueueTimeMsCount": queue_time.count,
+            "EventQueueTimeMsMax": queue_time.max,
+            "EventQueueTimeMs50thPercentile": queue_time.percentile(0.5),
+            "EventQueueTimeMs99thPercentile": queue_time.percentile(0.99),
             "EventsProcessed": stats.processed,
         }
 
@@ -598,8 +602,10 @@ class KafkaController:
         if current is None or known is None:
             return
         info = current[0]
-        if info.endpoints != known.endpoints or info.features != known.features or info.rack != known.rack:
-            log.info("Updated broker %s endpoints", event.broker_id)
+        # Kafka compares endpoints and features only: the rack is static broker config, which
+        # changes only with a restart (a new registration, handled as a bounce).
+        if info.endpoints != known.endpoints or info.features != known.features:
+            log.info("Updated broker metadata: %s -> %s", known, info)
             self.context.update_broker_metadata(info)
             self._send_update_metadata_request(sorted(self.context.live_or_shutting_down_broker_ids))
 

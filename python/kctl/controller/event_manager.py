@@ -20,20 +20,68 @@ from kctl.scheduler import Scheduler
 log = logging.getLogger(__name__)
 
 
+EVENT_QUEUE_TIME_TIMEOUT = 300.0
+"""Seconds the queue stays empty before the queue-time histogram is cleared (Kafka's
+``eventQueueTimeTimeoutMs``): an old burst does not linger in the metric of an idle controller."""
+
+HISTOGRAM_SAMPLE_SIZE = 1028
+"""Values the percentiles are computed from (the sample size of a Yammer histogram)."""
+
+
+class QueueTimeHistogram:
+    """Kafka's ``EventQueueTimeMs`` histogram, in milliseconds.
+
+    As in a Yammer histogram, count, max and mean cover every value since the last :meth:`clear`
+    and percentiles come from a sample of 1,028 values, interpolated as Yammer's snapshots do.
+    Yammer samples with an exponentially decaying random reservoir; kctl keeps the most recent
+    values instead, so that a simulated run stays reproducible.
+    """
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self.count = 0
+        self.max = 0.0
+        self._total = 0.0
+        self._sample: collections.deque[float] = collections.deque(maxlen=HISTOGRAM_SAMPLE_SIZE)
+
+    def update(self, value: float) -> None:
+        self.count += 1
+        self.max = max(self.max, value)
+        self._total += value
+        self._sample.append(value)
+
+    @property
+    def mean(self) -> float:
+        return self._total / self.count if self.count else 0.0
+
+    def percentile(self, quantile: float) -> float:
+        """The ``quantile`` (0–1) of the sample, 0 when empty."""
+        values = sorted(self._sample)
+        if not values:
+            return 0.0
+        position = quantile * (len(values) + 1)
+        if position < 1:
+            return values[0]
+        if position >= len(values):
+            return values[-1]
+        lower, upper = values[int(position) - 1], values[int(position)]
+        return lower + (position - int(position)) * (upper - lower)
+
+
 @dataclass
 class EventStats:
-    """Queue size and time, and per-state processing rate and time (Kafka's event-manager metrics)."""
+    """Queue time, and per-state processing rate and time (Kafka's event-manager metrics)."""
 
     processed: int = 0
-    queue_time_total: float = 0.0
-    queue_time_max: float = 0.0
+    queue_time_ms: QueueTimeHistogram = field(default_factory=QueueTimeHistogram)
     processing_time: dict[str, float] = field(default_factory=dict)
     processing_count: dict[str, int] = field(default_factory=dict)
 
     def record(self, state: ControllerState, queued_for: float, took: float) -> None:
         self.processed += 1
-        self.queue_time_total += queued_for
-        self.queue_time_max = max(self.queue_time_max, queued_for)
+        self.queue_time_ms.update(queued_for * 1000.0)
         self.processing_time[state.value] = self.processing_time.get(state.value, 0.0) + took
         self.processing_count[state.value] = self.processing_count.get(state.value, 0) + 1
 
@@ -57,7 +105,8 @@ class ControllerEventManager:
         self._name = name
         self._thread: threading.Thread | None = None
         self.state = ControllerState.IDLE
-        self.stats = EventStats()
+        self._stats = EventStats()
+        self._idle_since: float | None = None  # when the last event finished with nothing queued
 
     # --- Lifecycle -----------------------------------------------------------------------------
 
@@ -80,7 +129,10 @@ class ControllerEventManager:
 
     def put(self, event: ControllerEvent) -> ControllerEvent:
         with self._cond:
-            self._queue.append((event, self._scheduler.now()))
+            now = self._scheduler.now()
+            self._expire_queue_time(now)
+            self._idle_since = None
+            self._queue.append((event, now))
             self._cond.notify()
         if not self._threaded:
             self._schedule_drain()
@@ -98,6 +150,21 @@ class ControllerEventManager:
     @property
     def queue_size(self) -> int:
         return len(self._queue)
+
+    @property
+    def stats(self) -> EventStats:
+        """The statistics as of now: the queue-time histogram is empty once the queue has been
+        empty for :data:`EVENT_QUEUE_TIME_TIMEOUT` seconds."""
+        with self._cond:
+            self._expire_queue_time(self._scheduler.now())
+        return self._stats
+
+    def _expire_queue_time(self, now: float) -> None:
+        """Kafka's event thread polls with a timeout once it has recorded queue times, and clears
+        the histogram when the poll times out."""
+        if self._idle_since is not None and now - self._idle_since >= EVENT_QUEUE_TIME_TIMEOUT:
+            self._stats.queue_time_ms.clear()
+            self._idle_since = None
 
     def is_empty(self) -> bool:
         return not self._queue and self.state is ControllerState.IDLE
@@ -138,5 +205,9 @@ class ControllerEventManager:
         except Exception:  # the processor handles its own errors; this guards the thread itself
             log.exception("Uncaught error processing event %s", event.name)
         finally:
-            self.stats.record(event.state, self._scheduler.now() - enqueued, time.perf_counter() - started)
+            now = self._scheduler.now()
+            with self._cond:
+                self._stats.record(event.state, now - enqueued, time.perf_counter() - started)
+                if not self._queue:
+                    self._idle_since = now
             self.state = ControllerState.IDLE
