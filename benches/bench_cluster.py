@@ -45,7 +45,7 @@ def new_cluster(engine: str, scale: Scale) -> EmbeddedCluster:
 def create_topics(cluster: EmbeddedCluster, sizes: dict[str, int]) -> EmbeddedCluster:
     for name, partitions in sizes.items():
         cluster.create_topic(name, partitions, RF, wait=False)
-    cluster.run_until(cluster.is_stable, TIMEOUT, "the cluster to be stable after creating the topics")
+    cluster.run_until_stable(TIMEOUT, "the cluster to be stable after creating the topics")
     return cluster
 
 
@@ -53,7 +53,7 @@ def rolling_restart(cluster: EmbeddedCluster) -> EmbeddedCluster:
     for broker in cluster.broker_ids:
         cluster.shutdown_broker(broker)
         cluster.start_broker(broker)
-        cluster.run_until(cluster.is_stable, TIMEOUT, f"the cluster to be stable after restarting broker {broker}")
+        cluster.run_until_stable(TIMEOUT, f"the cluster to be stable after restarting broker {broker}")
     return cluster
 
 

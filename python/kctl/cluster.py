@@ -246,9 +246,14 @@ class EmbeddedCluster:
         else:
             time.sleep(seconds)
 
-    def run_until(self, condition: Callable[[], bool], timeout: float = DEFAULT_TIMEOUT, what: str = "") -> bool:
+    def run_until(
+        self, condition: Callable[[], bool], timeout: float = DEFAULT_TIMEOUT, what: str = "", settled: bool = False
+    ) -> bool:
         """Advance until ``condition()`` holds; raise :class:`IllegalStateError` naming ``what`` on timeout
-        (or return False when ``what`` is empty)."""
+        (or return False when ``what`` is empty). With ``settled``, a simulated cluster checks the
+        condition only between instants of virtual time, not between the callbacks of one instant
+        (see :meth:`SimulatedScheduler.run_until`): right for conditions on settled states, and
+        cheaper."""
         deadline = self.now() + timeout
         while not condition():
             if self.now() >= deadline:
@@ -258,7 +263,7 @@ class EmbeddedCluster:
             if isinstance(self.scheduler, SimulatedScheduler):
                 next_time = self.scheduler.next_time()
                 step_to = min(deadline, max(self.now() + 0.05, next_time if next_time is not None else deadline))
-                self.scheduler.run_until(step_to, until=condition)
+                self.scheduler.run_until(step_to, until=condition, settled=settled)
             else:
                 time.sleep(0.02)
         return True
@@ -289,9 +294,11 @@ class EmbeddedCluster:
                 return False
         return not ctx.unconverged_partitions(limit=1) and self._metadata_converged()
 
-    def run_until_stable(self, timeout: float = DEFAULT_TIMEOUT) -> bool:
-        """Advance until :meth:`is_stable`; False if it did not become stable within ``timeout``."""
-        return self.run_until(self.is_stable, timeout)
+    def run_until_stable(self, timeout: float = DEFAULT_TIMEOUT, what: str = "") -> bool:
+        """Advance until :meth:`is_stable`, checked between instants of virtual time; False if it
+        did not become stable within ``timeout`` (an :class:`IllegalStateError` naming ``what``,
+        if given)."""
+        return self.run_until(self.is_stable, timeout, what, settled=True)
 
     # --- Brokers and controllers ---------------------------------------------------------------
 

@@ -108,7 +108,7 @@ def test_a_broker_failing_during_deletion_halts_it_until_the_broker_is_back() ->
 
         cluster.delete_topic("t", wait=False)
         cluster.kill_broker(3)
-        cluster.run_until(cluster.is_stable, what="the deletion to halt")
+        cluster.run_until_stable(what="the deletion to halt")
         assert cluster.store.get_all_topics() == {"t"}
         assert active(cluster).context.is_topic_ineligible_for_deletion("t")
 

@@ -437,8 +437,7 @@ class _Run:
         for broker in brokers:
             self.stop_broker(broker, controlled)
             self.cluster.start_broker(broker)
-            self.cluster.run_until(self.cluster.is_stable, step.timeout,
-                                   f"the cluster to be stable after restarting broker {broker}")
+            self.cluster.run_until_stable(step.timeout, f"the cluster to be stable after restarting broker {broker}")
             self.cluster.advance(args.get("interval", 0.0))
         how = "controlled shutdowns" if controlled else "crashes"
         return f"restarted {plural(len(brokers), 'broker')} one by one ({how})"
