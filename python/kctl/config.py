@@ -9,6 +9,7 @@ names the property and the value; nothing is silently ignored.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ class ProtocolVersion:
         return cls((int(major), int(minor), int(patch or 0)), 99 if iv is None else int(iv))
 
     def at_least(self, text: str) -> bool:
-        return self >= ProtocolVersion.parse(text)
+        return self >= _parsed_version(text)
 
     def __str__(self) -> str:
         major, minor, patch = self.release
@@ -47,6 +48,12 @@ class ProtocolVersion:
 
 
 _IBP_FORMAT = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?(?:-IV(\d+))?")
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed_version(text: str) -> ProtocolVersion:
+    """The versions the request-version tables name, parsed once (they are asked per request)."""
+    return ProtocolVersion.parse(text)
 
 
 def _parse_bool(name: str, value: Any) -> bool:

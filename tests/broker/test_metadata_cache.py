@@ -59,11 +59,18 @@ def test_native_payloads_and_their_python_objects_cache_the_same() -> None:
     assert native.items() == python.items() and native.digest == python.digest and len(native) == 8
 
 
-def test_an_item_that_is_not_a_state_is_a_clear_error() -> None:
+def test_an_item_that_is_not_a_state_is_a_clear_error_and_nothing_is_applied() -> None:
     cache = MetadataCache()
+    cache.update([um_state(T0, 1, [1])])
+    before = (cache.items(), cache.digest)
     with pytest.raises(AttributeError, match="topic"):
-        cache.update([um_state(T0, 1, [1]), ("not", "a", "state")])
-    assert cache.items() == [("t", 0, (1, 1, 0, [1], 0, [1, 2, 3], []))]
+        cache.update([um_state(T0, 2, [1]), ("not", "a", "state")])
+    assert (cache.items(), cache.digest) == before == ([("t", 0, (1, 1, 0, [1], 0, [1, 2, 3], []))], before[1])
+
+
+def test_a_negative_partition_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="t--1"):
+        MetadataCache().update([um_state(TopicPartition("t", -1), 1, [1])])
 
 
 @pytest.mark.parametrize("engine", ["rust", "reference"])

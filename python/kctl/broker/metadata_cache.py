@@ -10,7 +10,7 @@ per broker instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Set
+from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -93,6 +93,7 @@ class BrokerMetadataCache:
     def __init__(self) -> None:
         self.controller_id: int | None = None
         self._brokers: dict[int, BrokerInfo] = {}
+        self._live_brokers: Sequence[BrokerInfo] = ()
         self._partitions = MetadataCache()
         self.topic_ids: dict[str, str] = {}
 
@@ -100,7 +101,10 @@ class BrokerMetadataCache:
         """Apply an UpdateMetadata request; returns the partitions it removed (those advertised
         with leader -2, whose topic is being deleted)."""
         self.controller_id = request.controller_id if request.controller_id >= 0 else None
-        self._brokers = {broker.id: broker for broker in request.live_brokers}
+        if request.live_brokers is not self._live_brokers:
+            # One fan-out hands every broker the same tuple: index it once per broker, not per request.
+            self._live_brokers = request.live_brokers
+            self._brokers = {broker.id: broker for broker in request.live_brokers}
         removed = self._partitions.update(request.partition_states)
         for topic in dict.fromkeys(topic for topic, _ in removed):
             if not self._partitions.has_topic(topic):

@@ -2,26 +2,67 @@
 
 use std::sync::Arc;
 
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use crate::context::Replicas;
-use crate::metadata::{metadata_digest as digest, CachedState, MetadataCache as Cache};
+use crate::metadata::{entry_digest, metadata_digest as digest, MetadataCache as Cache, Payload};
+use crate::model::Brokers;
 use crate::py::payload::PartitionStates;
+use crate::requests::UpdateMetadataEntry;
 
 /// `(controller_epoch, leader, leader_epoch, isr, partition_epoch, replicas, offline_replicas)`:
 /// the fields of `kctl.requests.UpdateMetadataPartitionState` after its key.
-type StateTuple = (i32, i32, i32, Vec<i32>, i32, Vec<i32>, Vec<i32>);
+type StateTuple = (i32, i32, i32, Brokers, i32, Brokers, Brokers);
 
-fn state_tuple(s: &CachedState) -> StateTuple {
+fn state_tuple(e: &UpdateMetadataEntry) -> StateTuple {
     (
-        s.controller_epoch,
-        s.leader,
-        s.leader_epoch,
-        s.isr.to_vec(),
-        s.partition_epoch,
-        s.replicas.to_vec(),
-        s.offline_replicas.to_vec(),
+        e.controller_epoch,
+        e.leader,
+        e.leader_epoch,
+        e.isr.clone(),
+        e.partition_epoch,
+        e.replicas.clone(),
+        e.offline_replicas.clone(),
     )
+}
+
+/// A payload's keys, shared entries and entry digests.
+type Built = (Vec<(Arc<str>, i32)>, Payload, Vec<u64>);
+
+/// A payload built from `kctl.requests.UpdateMetadataPartitionState` objects (the reference
+/// engine's requests), in the shape of a native one: keys, entries, digests.
+fn payload_of(states: &Bound<'_, PyAny>) -> PyResult<Built> {
+    let mut keys: Vec<(Arc<str>, i32)> = Vec::new();
+    let (mut entries, mut digests) = (Vec::new(), Vec::new());
+    for item in states.try_iter()? {
+        let item = item?;
+        let topic: String = item.getattr("topic")?.extract()?;
+        let partition: i32 = item.getattr("partition")?.extract()?;
+        if partition < 0 {
+            return Err(PyValueError::new_err(format!(
+                "invalid partition {topic}-{partition} in UpdateMetadata: partition ids are not negative"
+            )));
+        }
+        let entry = UpdateMetadataEntry {
+            part: 0,
+            controller_epoch: item.getattr("controller_epoch")?.extract()?,
+            leader: item.getattr("leader")?.extract()?,
+            leader_epoch: item.getattr("leader_epoch")?.extract()?,
+            isr: item.getattr("isr")?.extract()?,
+            partition_epoch: item.getattr("partition_epoch")?.extract()?,
+            replicas: item.getattr("replicas")?.extract()?,
+            offline_replicas: item.getattr("offline_replicas")?.extract()?,
+        };
+        // Consecutive states of one topic share its name, as a native payload's keys do.
+        let topic: Arc<str> = match keys.last() {
+            Some((last, _)) if **last == *topic => Arc::clone(last),
+            _ => topic.into(),
+        };
+        digests.push(entry_digest(&topic, partition, &entry));
+        keys.push((topic, partition));
+        entries.push(entry);
+    }
+    Ok((keys, Arc::new(entries), digests))
 }
 
 #[pyclass(module = "kctl._engine")]
@@ -37,54 +78,27 @@ impl MetadataCache {
         Self::default()
     }
 
-    /// Apply an UpdateMetadata request's partition states (a native payload without building a
-    /// Python object per partition; any other sequence of `UpdateMetadataPartitionState` state by
-    /// state). Returns the `(topic, partition)`s removed by a leader of -2.
+    /// Apply an UpdateMetadata request's partition states (a native payload is shared with the
+    /// other brokers' caches, without a Python object per partition; any other sequence of
+    /// `UpdateMetadataPartitionState` is read state by state). Returns the `(topic, partition)`s
+    /// removed by a leader of -2.
     fn update(&mut self, states: &Bound<'_, PyAny>) -> PyResult<Vec<(String, i32)>> {
-        let mut removed = Vec::new();
-        if let Some((keys, entries, digests)) = states
-            .cast::<PartitionStates>()
-            .ok()
-            .and_then(|payload| payload.get().update_metadata())
-        {
-            for (((topic, partition), e), &digest) in keys.iter().zip(entries).zip(digests) {
-                let state = CachedState {
-                    controller_epoch: e.controller_epoch,
-                    leader: e.leader,
-                    leader_epoch: e.leader_epoch,
-                    isr: e.isr.clone(),
-                    partition_epoch: e.partition_epoch,
-                    replicas: e.replicas.clone(),
-                    offline_replicas: e.offline_replicas.clone(),
-                };
-                if self.cache.apply(topic, *partition, state, digest) {
-                    removed.push((topic.to_string(), *partition));
-                }
+        let native = states.cast::<PartitionStates>().ok();
+        let view = native.as_ref().and_then(|p| p.get().update_metadata());
+        let built;
+        let (keys, payload, digests) = match view {
+            Some((keys, payload, digests)) => (keys, payload, digests),
+            None => {
+                built = payload_of(states)?;
+                (&built.0[..], &built.1, &built.2[..])
             }
-            return Ok(removed);
-        }
-        for item in states.try_iter()? {
-            let item = item?;
-            let topic: Arc<str> = item.getattr("topic")?.extract::<String>()?.into();
-            let partition: i32 = item.getattr("partition")?.extract()?;
-            let list = |name: &str| -> PyResult<Replicas> {
-                Ok(item.getattr(name)?.extract::<Vec<i32>>()?.into())
-            };
-            let state = CachedState {
-                controller_epoch: item.getattr("controller_epoch")?.extract()?,
-                leader: item.getattr("leader")?.extract()?,
-                leader_epoch: item.getattr("leader_epoch")?.extract()?,
-                isr: list("isr")?,
-                partition_epoch: item.getattr("partition_epoch")?.extract()?,
-                replicas: list("replicas")?,
-                offline_replicas: list("offline_replicas")?,
-            };
-            let digest = state.digest(&topic, partition);
-            if self.cache.apply(&topic, partition, state, digest) {
-                removed.push((topic.to_string(), partition));
-            }
-        }
-        Ok(removed)
+        };
+        Ok(self
+            .cache
+            .apply(keys, payload, digests)
+            .into_iter()
+            .map(|i| (keys[i].0.to_string(), keys[i].1))
+            .collect())
     }
 
     fn get(&self, topic: &str, partition: i32) -> Option<StateTuple> {

@@ -11,7 +11,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyIterator, PyTuple};
 
 use crate::context::Context;
-use crate::metadata::metadata_digest;
+use crate::metadata::{entry_digest, Payload};
 use crate::model::LeaderRecoveryState;
 use crate::py::convert::cached;
 use crate::requests::{LeaderAndIsrEntry, StopReplicaEntry, UpdateMetadataEntry};
@@ -22,7 +22,7 @@ static STOP_REPLICA_STATE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static RECOVERED: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static RECOVERING: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
-pub type UpdateMetadataView<'a> = (&'a [(Arc<str>, i32)], &'a [UpdateMetadataEntry], &'a [u64]);
+pub type UpdateMetadataView<'a> = (&'a [(Arc<str>, i32)], &'a Payload, &'a [u64]);
 
 pub enum Entries {
     LeaderAndIsr(Vec<LeaderAndIsrEntry>),
@@ -75,17 +75,7 @@ impl PartitionStates {
             self.keys
                 .iter()
                 .zip(entries.iter())
-                .map(|((topic, partition), e)| {
-                    metadata_digest(
-                        topic,
-                        *partition,
-                        e.leader,
-                        e.leader_epoch,
-                        &e.isr,
-                        e.partition_epoch,
-                        &e.replicas,
-                    )
-                })
+                .map(|((topic, partition), e)| entry_digest(topic, *partition, e))
                 .collect()
         });
         Some((&self.keys, entries, digests))
