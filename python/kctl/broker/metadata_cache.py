@@ -82,6 +82,21 @@ class MetadataSnapshot:
                    for tp, m in self.partitions.items()) % DIGEST_MODULUS
 
 
+_last_index: tuple[Sequence[BrokerInfo], Mapping[int, BrokerInfo]] = ((), {})
+
+
+def _broker_index(live_brokers: Sequence[BrokerInfo]) -> Mapping[int, BrokerInfo]:
+    """The live brokers by id. One UpdateMetadata fan-out hands every broker the same tuple, so
+    the index of the last tuple seen is shared (read-only) by every cache instead of being built
+    once per broker."""
+    global _last_index
+    seen, index = _last_index
+    if seen is not live_brokers:
+        index = {broker.id: broker for broker in live_brokers}
+        _last_index = (live_brokers, index)
+    return index
+
+
 class BrokerMetadataCache:
     """The controller id, live brokers and partition states from the latest UpdateMetadata.
 
@@ -92,8 +107,7 @@ class BrokerMetadataCache:
 
     def __init__(self) -> None:
         self.controller_id: int | None = None
-        self._brokers: dict[int, BrokerInfo] = {}
-        self._live_brokers: Sequence[BrokerInfo] = ()
+        self._brokers: Mapping[int, BrokerInfo] = {}
         self._partitions = MetadataCache()
         self.topic_ids: dict[str, str] = {}
 
@@ -101,10 +115,7 @@ class BrokerMetadataCache:
         """Apply an UpdateMetadata request; returns the partitions it removed (those advertised
         with leader -2, whose topic is being deleted)."""
         self.controller_id = request.controller_id if request.controller_id >= 0 else None
-        if request.live_brokers is not self._live_brokers:
-            # One fan-out hands every broker the same tuple: index it once per broker, not per request.
-            self._live_brokers = request.live_brokers
-            self._brokers = {broker.id: broker for broker in request.live_brokers}
+        self._brokers = _broker_index(request.live_brokers)
         removed = self._partitions.update(request.partition_states)
         for topic in dict.fromkeys(topic for topic, _ in removed):
             if not self._partitions.has_topic(topic):
