@@ -577,6 +577,13 @@ impl Context {
         let mut wanted = brokers.to_vec();
         wanted.sort_unstable();
         wanted.dedup();
+        if let [broker] = wanted[..] {
+            return self
+                .scan()
+                .filter(|&(p, _)| self.replicas(p).contains(&broker))
+                .map(|(p, _)| (p, broker))
+                .collect();
+        }
         let mut by_broker: Vec<Vec<Replica>> = vec![Vec::new(); wanted.len()];
         for (p, _) in self.scan() {
             for &b in self.replicas(p) {

@@ -850,39 +850,44 @@ impl Machine<'_> {
         ),
         Failure,
     > {
-        let mut updated: Vec<(Part, LeaderIsrAndControllerEpoch)> = Vec::new();
+        // Each partition's new state lands at its input position: retries and unchanged states
+        // finish out of order, and the results go back in input order.
+        let mut updated: Vec<Option<LeaderIsrAndControllerEpoch>> = vec![None; parts.len()];
         let mut failures: Vec<(Part, Failure)> = Vec::new();
-        let mut remaining = parts.to_vec();
+        let mut remaining: Vec<(usize, Part)> = parts.iter().copied().enumerate().collect();
         while !remaining.is_empty() {
             remaining =
                 self.do_remove_replica_from_isr(broker, &remaining, &mut updated, &mut failures)?;
         }
-        // Back to input order (retries and unchanged states finish out of order); parts are distinct.
-        if !updated.iter().map(|(p, _)| p).eq(parts.iter()) {
-            let rank: HashMap<Part, usize> =
-                parts.iter().enumerate().map(|(i, p)| (*p, i)).collect();
-            updated.sort_unstable_by_key(|(p, _)| rank[p]);
-        }
+        let updated = parts
+            .iter()
+            .zip(updated)
+            .filter_map(|(p, lice)| lice.map(|lice| (*p, lice)))
+            .collect();
         Ok((updated, failures))
     }
 
+    /// One pass of [`Self::remove_replica_from_isr`] over `(input position, partition)`s; returns
+    /// those to retry.
     fn do_remove_replica_from_isr(
         &mut self,
         broker: BrokerId,
-        parts: &[Part],
-        updated: &mut Vec<(Part, LeaderIsrAndControllerEpoch)>,
+        items: &[(usize, Part)],
+        updated: &mut [Option<LeaderIsrAndControllerEpoch>],
         failures: &mut Vec<(Part, Failure)>,
-    ) -> Result<Vec<Part>, Failure> {
-        let reads = match self.store.read_states(self.ctx, parts) {
+    ) -> Result<Vec<(usize, Part)>, Failure> {
+        let parts: Vec<Part> = items.iter().map(|(_, p)| *p).collect();
+        let reads = match self.store.read_states(self.ctx, &parts) {
             Ok(reads) => reads,
             Err(e) => {
                 failures.extend(parts.iter().map(|p| (*p, e.clone())));
                 return Ok(Vec::new());
             }
         };
-        let mut unchanged: Vec<(Part, LeaderAndIsr)> = Vec::new();
+        let mut unchanged: Vec<(usize, Part, LeaderAndIsr)> = Vec::new();
         let mut adjusted: Vec<(Part, LeaderAndIsr)> = Vec::new();
-        for (&p, read) in parts.iter().zip(reads) {
+        let mut adjusted_at: Vec<usize> = Vec::new();
+        for (&(at, p), read) in items.iter().zip(reads) {
             let lice = match read {
                 Read::Failed(e) => {
                     failures.push((p, e));
@@ -917,7 +922,7 @@ impl Machine<'_> {
             }
             let lai = lice.leader_and_isr;
             if !lai.isr.contains(&broker) {
-                unchanged.push((p, lai));
+                unchanged.push((at, p, lai));
                 continue;
             }
             let leader = if lai.leader == broker {
@@ -931,20 +936,30 @@ impl Machine<'_> {
                 lai.isr.iter().copied().filter(|r| *r != broker).collect()
             };
             adjusted.push((p, lai.new_leader_and_isr(leader, isr)));
+            adjusted_at.push(at);
         }
         let outcome =
             self.store
                 .update_states(self.ctx, &adjusted, self.ctx.epoch, self.fence())?;
         failures.extend(outcome.failed);
-        for (p, lai) in unchanged.into_iter().chain(outcome.successful) {
+        let position = Positions::new(&adjusted, &adjusted_at);
+        let written = outcome
+            .successful
+            .into_iter()
+            .map(|(p, lai)| (position.of(p), p, lai));
+        for (at, p, lai) in unchanged.into_iter().chain(written) {
             let lice = LeaderIsrAndControllerEpoch {
                 leader_and_isr: lai,
                 controller_epoch: self.ctx.epoch,
             };
             self.ctx.put_leadership(p, &lice);
-            updated.push((p, lice));
+            updated[at] = Some(lice);
         }
-        Ok(outcome.to_retry)
+        Ok(outcome
+            .to_retry
+            .into_iter()
+            .map(|p| (position.of(p), p))
+            .collect())
     }
 
     fn log_invalid_replica_transition(&mut self, r: Replica, target: ReplicaState) {
@@ -980,6 +995,48 @@ impl Machine<'_> {
             error.describe()
         );
         self.log.push(Level::Error, line);
+    }
+}
+
+/// The input positions of the partitions given to a bulk update, for the partitions it returns:
+/// found by walking forward while the store answers in the order it was asked (the memory store
+/// does), by lookup otherwise.
+struct Positions<'a> {
+    asked: &'a [(Part, LeaderAndIsr)],
+    at: &'a [usize],
+    next: std::cell::Cell<usize>,
+    index: std::cell::OnceCell<HashMap<Part, usize>>,
+}
+
+impl<'a> Positions<'a> {
+    fn new(asked: &'a [(Part, LeaderAndIsr)], at: &'a [usize]) -> Self {
+        Self {
+            asked,
+            at,
+            next: std::cell::Cell::new(0),
+            index: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The position of `p`, one of the partitions asked.
+    fn of(&self, p: Part) -> usize {
+        let start = self.next.get();
+        if let Some(offset) = self.asked[start..]
+            .iter()
+            .take(8)
+            .position(|(q, _)| *q == p)
+        {
+            self.next.set(start + offset + 1);
+            return self.at[start + offset];
+        }
+        let index = self.index.get_or_init(|| {
+            self.asked
+                .iter()
+                .zip(self.at)
+                .map(|((q, _), at)| (*q, *at))
+                .collect()
+        });
+        index[&p]
     }
 }
 
