@@ -346,14 +346,16 @@ def make_harness(
     engine: str = DEFAULT_ENGINE,
     topics: Mapping[str, Mapping[int, Sequence[int] | ReplicaAssignment]] | None = None,
     register_brokers: bool = True,
+    store: Any = None,
 ) -> Harness:
     """A controller (id 0, epoch 1, epoch version 1) on a fresh MemoryStore with ``brokers`` live.
 
     Brokers register their own ephemeral znodes (their broker epochs are the znodes' czxids), as
-    they would in a real cluster; ``topics`` maps topic → partition → replicas.
+    they would in a real cluster; ``topics`` maps topic → partition → replicas. ``store`` is
+    another empty store to use instead (a ZooKeeperStore in a fresh chroot).
     """
     cfg = ControllerConfig.coerce(config)
-    store = MemoryStore()
+    store = MemoryStore() if store is None else store
     sessions: dict[int, MemoryStore] = {}
     epochs: dict[int, int] = {}
     infos: dict[int, BrokerInfo] = {}
