@@ -81,6 +81,7 @@ from kctl.stores.base import (
     WatchListener,
     check_watch_key,
 )
+from kctl.stores.zkacl import ALL, CONTROLLER_CREATED_PATHS, OPEN, WORLD_READ, AclEntry, AclPolicy, digest
 from kctl.stores.zkdata import (
     BrokerIdZNode,
     ClusterIdZNode,
@@ -447,8 +448,12 @@ class ZooKeeperStore:
     :param hosts: ZooKeeper's connect string, ``host:port[,host:port…][/chroot]``.
     :param chroot: the znode under which the cluster lives (created if missing).
     :param session_timeout: seconds without contact before the server expires the session.
-    :param auth: ``(user, password)`` for ZooKeeper's digest scheme: every znode this store creates
-        is then writable by that identity only and readable by anyone (Kafka's secure ACLs).
+    :param auth: ``(user, password)`` for ZooKeeper's digest scheme. Without ``acl``, every znode
+        this store creates is then writable by that identity only and readable by anyone.
+    :param acl: the cluster's :class:`~kctl.stores.zkacl.AclPolicy`: every znode this store
+        creates gets the policy's ACL for its path (whose identity may write what, by role). A
+        store with the controller identity creates Kafka's persistent paths; any other waits up
+        to ``connection_timeout`` for them.
     :param connection_timeout: seconds to wait for the first connection.
     :param jute_maxbuffer: the servers' ``jute.maxbuffer``; no request is made larger.
     :param max_multi_ops: operations per multi at most.
@@ -466,6 +471,7 @@ class ZooKeeperStore:
         *,
         session_timeout: float = 18.0,
         auth: tuple[str, str] | None = None,
+        acl: AclPolicy | None = None,
         connection_timeout: float = 15.0,
         jute_maxbuffer: int = JUTE_MAXBUFFER,
         max_multi_ops: int = 1000,
@@ -479,6 +485,7 @@ class ZooKeeperStore:
         self._options: dict[str, Any] = dict(
             session_timeout=session_timeout,
             auth=auth,
+            acl=acl,
             connection_timeout=connection_timeout,
             jute_maxbuffer=jute_maxbuffer,
             max_multi_ops=max_multi_ops,
@@ -500,23 +507,22 @@ class ZooKeeperStore:
         self._suspended = False
         self._session_id = 0
 
-        acl = None
-        if auth is not None:
-            user, password = auth
-            acl = [
-                kz.security.make_digest_acl(user, password, all=True),
-                kz.security.make_acl("world", "anyone", read=True),
-            ]
-        acls = acl or kz.security.OPEN_ACL_UNSAFE
-        self._acl_wire = _INT.pack(len(acls)) + b"".join(
-            _INT.pack(a.perms) + _string(a.id.scheme) + _string(a.id.id) for a in acls
-        )
+        self._identity = None if auth is None else digest(*auth)
+        self._policy = acl
+        self._creating_chroot = False  # the chroot and its ancestors get the policy's root ACL
+        self._acl_wires: dict[tuple[AclEntry, ...], bytes] = {}
+        if acl is not None:
+            self._creator_acl: tuple[AclEntry, ...] = acl.acl("")
+        elif self._identity is not None:
+            self._creator_acl = (AclEntry(ALL, "digest", self._identity), WORLD_READ)  # "creator owns"
+        else:
+            self._creator_acl = OPEN
         self._client = kz.client.KazooClient(
             hosts=servers,
             timeout=session_timeout,
             handler=kz.handler(),
             auth_data=[("digest", f"{auth[0]}:{auth[1]}")] if auth is not None else None,
-            default_acl=acl,
+            default_acl=self._kazoo_acl(self._creator_acl),
             connection_retry={"max_tries": -1, "delay": 0.05, "backoff": 1.5, "max_delay": 1.0},
         )
         self._client.add_listener(self._on_state)
@@ -528,9 +534,16 @@ class ZooKeeperStore:
             ) from None
         try:
             if chroot:
-                self._ensure_paths([chroot])
+                self._creating_chroot = True
+                try:
+                    self._ensure_paths([chroot])
+                finally:
+                    self._creating_chroot = False
                 self._client.chroot = self._chroot = chroot
-            self._ensure_paths(paths.PERSISTENT_PATHS)
+            if acl is None or acl.is_controller(self._identity):
+                self._ensure_paths(paths.PERSISTENT_PATHS if acl is None else CONTROLLER_CREATED_PATHS)
+            else:
+                self._await_paths(CONTROLLER_CREATED_PATHS, connection_timeout)
         except BaseException:
             self.close()
             raise
@@ -546,6 +559,20 @@ class ZooKeeperStore:
     @property
     def chroot(self) -> str:
         return self._chroot
+
+    @property
+    def identity(self) -> str | None:
+        """The digest identity (``user:digest``) this store authenticates as, if any."""
+        return self._identity
+
+    @property
+    def acl_policy(self) -> AclPolicy | None:
+        return self._policy
+
+    def acl_of(self, path: str) -> list[tuple[int, str, str]]:
+        """The ACL of the znode at ``path``: ``(permission bits, scheme, id)`` entries."""
+        acls, _ = self._result(self._ask(lambda: self._client.get_acls_async(path)), path)
+        return [(int(a.perms), str(a.id.scheme), str(a.id.id)) for a in acls]
 
     @property
     def session_id(self) -> int:
@@ -702,7 +729,9 @@ class ZooKeeperStore:
     def register_broker(self, info: BrokerInfo) -> int:
         path = BrokerIdZNode.path(info.id)
         answer = self._ask(
-            lambda: self._client.create_async(path, BrokerIdZNode.encode(info), ephemeral=True, include_data=True)
+            lambda: self._client.create_async(
+                path, BrokerIdZNode.encode(info), acl=self._kazoo_acl(self._acl(path)), ephemeral=True, include_data=True
+            )
         )
         if not isinstance(answer, self._kazoo.exceptions.NodeExistsError):
             return int(self._result(answer, path)[1].czxid)  # the broker epoch
@@ -1338,10 +1367,29 @@ class ZooKeeperStore:
         head = _MULTI_HEADER.pack(_OPCODES[op.kind], False, -1) + _INT.pack(len(path)) + path
         if op.kind == "create":
             flags = (_EPHEMERAL if op.ephemeral else 0) | (_SEQUENTIAL if op.sequential else 0)
-            return head + _INT.pack(len(op.data)) + op.data + self._acl_wire + _INT.pack(flags)
+            return head + _INT.pack(len(op.data)) + op.data + self._acl_wire(op.path) + _INT.pack(flags)
         if op.kind == "set":
             return head + _INT.pack(len(op.data)) + op.data + _INT.pack(op.version)
         return head + _INT.pack(op.version)  # check, delete
+
+    def _acl(self, path: str) -> tuple[AclEntry, ...]:
+        """The ACL a znode created at ``path`` (under the chroot) gets."""
+        if self._policy is None or self._creating_chroot:
+            return self._creator_acl
+        return self._policy.acl(path)
+
+    def _acl_wire(self, path: str) -> bytes:
+        acl = self._acl(path)
+        wire = self._acl_wires.get(acl)
+        if wire is None:
+            wire = self._acl_wires[acl] = _INT.pack(len(acl)) + b"".join(
+                _INT.pack(a.perms) + _string(a.scheme) + _string(a.id) for a in acl
+            )
+        return wire
+
+    def _kazoo_acl(self, acl: Sequence[AclEntry]) -> list[Any]:
+        security = self._kazoo.security
+        return [security.ACL(a.perms, security.Id(a.scheme, a.id)) for a in acl]
 
     def _send_multi(self, wires: list[bytes]) -> Any:
         result = self._client.handler.async_result()
@@ -1424,6 +1472,22 @@ class ZooKeeperStore:
             if not isinstance(outcome.error, self._kazoo.exceptions.NodeExistsError):
                 raise self._op_error(ops[outcome.op], outcome.error)
         raise StoreError(f"could not create {needed}", needed[0])
+
+    def _await_paths(self, wanted: Sequence[str], timeout: float) -> None:
+        """Wait until every path of ``wanted`` exists: in a secured cluster only the controller
+        identity creates them."""
+        deadline = time.monotonic() + timeout
+        while True:
+            stats = self._gather([functools.partial(self._client.exists_async, path) for path in wanted])
+            missing = [path for path, stat in zip(wanted, stats) if self._result(stat, path) is None]
+            if not missing:
+                return
+            if time.monotonic() > deadline:
+                raise StoreUnavailableError(
+                    f"the secured cluster at {self._hosts}{self._chroot} has no {missing[0]} yet: its controller "
+                    f"identity creates Kafka's paths, and none did within {timeout:g}s (start a controller first)"
+                )
+            time.sleep(0.1)
 
     # --- Watch machinery (runs on kazoo's watch thread) -----------------------------------------
 
