@@ -618,6 +618,19 @@ def test_the_polling_handler_selects_like_kazoos() -> None:
         assert handler.select([left], [right], [], None) == ([left], [right], [])
 
 
+def test_only_the_stores_own_clients_use_the_polling_handler(store: ZooKeeperStore) -> None:
+    """The handler is a subclass given to the store's client: kazoo itself is not patched."""
+    from kazoo.handlers import threading as kazoo_threading
+    from kazoo.handlers import utils as kazoo_utils
+
+    handler = store._client.handler
+    assert isinstance(handler, kazoo_threading.SequentialThreadingHandler)
+    assert type(handler).select is not kazoo_threading.SequentialThreadingHandler.select
+    assert kazoo_threading.SequentialThreadingHandler.select.__module__ == "kazoo.handlers.threading"
+    assert kazoo_threading.selector_select is kazoo_utils.selector_select
+    assert type(KazooClient().handler) is kazoo_threading.SequentialThreadingHandler  # other users: stock
+
+
 # --- Plugin registration --------------------------------------------------------------------------------
 
 
