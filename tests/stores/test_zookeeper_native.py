@@ -101,8 +101,8 @@ def harnesses(zookeeper_server: ZooKeeperEnsemble) -> Iterator[dict[str, tuple[H
         built[name] = harness, read
     yield built
     for harness, _ in built.values():
-        for session in harness.broker_sessions.values():
-            session.close()
+        for session in [*harness.broker_sessions.values(), *harness.other_sessions]:
+            session.close()  # no kazoo thread may outlive the test (it uses the global random)
     for store in stores:
         store.close()
 

@@ -113,7 +113,7 @@ class AclPolicy:
     brokers: tuple[str, ...] = ()
     admins: tuple[str, ...] = ()
     brokers_write_isr: bool = False
-    _cache: dict[str, tuple[AclEntry, ...]] = field(default_factory=dict, compare=False, repr=False, hash=False)
+    _cache: dict[str, tuple[AclEntry, ...]] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.controllers:
