@@ -230,6 +230,8 @@ class Harness:
     """The request batch's state-change log lines (kept apart so transition logs stay readable)."""
     events: list[ResponseReceived] = field(default_factory=list)
     broker_sessions: dict[int, MemoryStore] = field(default_factory=dict)
+    other_sessions: list[Any] = field(default_factory=list)
+    """Sessions of other writers the harness opened (a ZooKeeper store's must be closed)."""
 
     # --- Setting up ------------------------------------------------------------------------------
 
@@ -290,6 +292,7 @@ class Harness:
         """Our /controller goes away and another broker registers: the controller epoch and its
         version move on, so every write fenced with our (stale) version fails."""
         other = self.store.new_session()
+        self.other_sessions.append(other)
         other.delete_controller(MATCH_ANY_VERSION)
         return other.register_controller_and_increment_epoch(controller_id)
 
@@ -298,6 +301,7 @@ class Harness:
         """A writer (another session) that rewrites the state znode with ``leader``/``isr``,
         keeping the leader epoch, as a partition leader shrinking its ISR in ZooKeeper would."""
         other = self.store.new_session()
+        self.other_sessions.append(other)
 
         def write() -> None:
             current = other.get_partition_states([tp]).values[tp]
@@ -346,14 +350,16 @@ def make_harness(
     engine: str = DEFAULT_ENGINE,
     topics: Mapping[str, Mapping[int, Sequence[int] | ReplicaAssignment]] | None = None,
     register_brokers: bool = True,
+    store: Any = None,
 ) -> Harness:
     """A controller (id 0, epoch 1, epoch version 1) on a fresh MemoryStore with ``brokers`` live.
 
     Brokers register their own ephemeral znodes (their broker epochs are the znodes' czxids), as
-    they would in a real cluster; ``topics`` maps topic → partition → replicas.
+    they would in a real cluster; ``topics`` maps topic → partition → replicas. ``store`` is
+    another empty store to use instead (a ZooKeeperStore in a fresh chroot).
     """
     cfg = ControllerConfig.coerce(config)
-    store = MemoryStore()
+    store = MemoryStore() if store is None else store
     sessions: dict[int, MemoryStore] = {}
     epochs: dict[int, int] = {}
     infos: dict[int, BrokerInfo] = {}

@@ -9,7 +9,7 @@ leader_epoch, partition_epoch, leader_recovery_state, controller_epoch)``.
 from collections.abc import Sequence
 from typing import Any, final, overload
 
-__all__ = ["__version__", "build_profile", "Engine", "MetadataCache", "Outcomes", "PartitionStates", "Parts", "Replicas", "StateTable", "encode_partition_states", "metadata_digest"]
+__all__ = ["__version__", "build_profile", "Engine", "MetadataCache", "Outcomes", "PartitionStates", "Parts", "Replicas", "StateTable", "encode_partition_states", "metadata_digest", "zk_read_partition_states", "zk_write_partition_states"]
 
 __version__: str
 build_profile: str
@@ -192,6 +192,22 @@ class PartitionStates(Sequence[Any]):
 
 def encode_partition_states(states: Sequence[tuple[int, Sequence[int], int, bool, int]]) -> list[bytes]:
     """Kafka's partition-state JSON for each ``(leader, isr, leader_epoch, recovering, controller_epoch)``."""
+
+def zk_write_partition_states(
+    store: Any, states: Sequence[tuple[str, int, int, Sequence[int], int, bool, int]], controller_epoch: int, fence: int
+) -> list[int]:
+    """``ZooKeeperStore.update_partition_states``' bulk write: each ``(topic, partition, leader,
+    isr, leader_epoch, recovering, expected_version)`` as Kafka's JSON, in multis fenced by
+    ``check(/controller_epoch, fence)`` unless ``fence`` is -1, sent through
+    ``store.native_exchange``. Per state its new version (>= 0) or ZooKeeper's error code (< 0);
+    raises the store's ``ControllerMovedError`` when the fence check fails."""
+
+def zk_read_partition_states(
+    store: Any, partitions: Sequence[tuple[str, int]]
+) -> list[tuple[int, tuple[int, ...], int, int, int] | tuple[bytes | None, int] | int]:
+    """``ZooKeeperStore.get_partition_states``' bulk read (multiRead): per partition the decoded
+    ``(leader, isr, leader_epoch, controller_epoch, version)`` of a usual document, ``(data,
+    version)`` of any other (for zkdata's decoder), or ZooKeeper's error code."""
 
 _CachedState = tuple[int, int, int, list[int], int, list[int], list[int]]
 """(controller_epoch, leader, leader_epoch, isr, partition_epoch, replicas, offline_replicas)."""

@@ -24,12 +24,13 @@ import kctl._engine as _engine
 from kctl.bench.cli import cmd_fleet, fleet_arguments
 from kctl.config import property_docs
 from kctl.context import DEFAULT_ENGINE, ENGINES
-from kctl.errors import KctlError
+from kctl.errors import IllegalArgumentError, KctlError
 from kctl import process
 from kctl.plugins import PluginHost, get_plugin_host
 from kctl.sim import ScenarioError, load_scenario, run_scenario
 from kctl.sim.demo import MIN_BROKERS, run_demo
 from kctl.sim.report import STEP_HEADER, Style, markdown_table, step_lines, summary, table, use_color, write_json
+from kctl.stores import zkacl
 from kctl.tools import commands as admin_tools
 
 
@@ -201,6 +202,23 @@ def cmd_sim(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+# --- kctl zk-digest --------------------------------------------------------------------------------
+
+
+def _zk_digest_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("identity", nargs="?", default=None, metavar="USER:PASSWORD",
+                        help=f"the identity (default: ${zkacl.AUTH_ENV}, which keeps the password off the command line)")
+
+
+def cmd_zk_digest(args: argparse.Namespace) -> int:
+    """Print ZooKeeper's digest identity ``USER:DIGEST`` of ``USER:PASSWORD``, for ``--zk-acl``."""
+    auth, _ = zkacl.from_environment(args.identity, "")
+    if auth is None:
+        raise IllegalArgumentError(f"give USER:PASSWORD, or set {zkacl.AUTH_ENV}")
+    print(zkacl.digest(*auth))
+    return 0
+
+
 # --- The command table and the entry point ---------------------------------------------------------
 
 COMMANDS: dict[str, Command] = {
@@ -223,6 +241,8 @@ COMMANDS: dict[str, Command] = {
     "reassign": Command(admin_tools.REASSIGN_HELP, admin_tools.cmd_reassign, admin_tools.reassign_arguments),
     "elect-leaders": Command(admin_tools.ELECT_LEADERS_HELP, admin_tools.cmd_elect_leaders,
                              admin_tools.elect_leaders_arguments),
+    "zk-digest": Command("print the ZooKeeper digest identity (USER:DIGEST) of USER:PASSWORD, for --zk-acl",
+                         cmd_zk_digest, _zk_digest_arguments),
 }
 
 

@@ -13,6 +13,11 @@ in the requests it sends) and runs until SIGTERM or SIGINT:
 
 A session that expires is replaced: the controller resigns (``Expire``) and runs for election
 again on the new session; the broker re-registers with a new broker epoch. Logs go to stderr.
+
+With ``--zk-auth USER:PASSWORD`` (or ``KCTL_ZK_AUTH``) a process authenticates with ZooKeeper's
+digest scheme; with ``--zk-acl`` (or ``KCTL_ZK_ACL``) the cluster is secured by role
+(:mod:`kctl.stores.zkacl`): a controller must then have the controller identity, a broker a
+broker identity.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from kctl.errors import IllegalArgumentError, KctlError, StoreUnavailableError
 from kctl.net import Address, EventLoopThread, FrameClient, FrameServer, format_address, parse_address
 from kctl.plugins import get_plugin_host
 from kctl.scheduler import RealTimeScheduler
+from kctl.stores import zkacl
 from kctl.stores.base import ChangeType, WatchEvent, WatchKind
 from kctl.stores.zookeeper import ZooKeeperStore
 from kctl.transports.tcp import broker_address
@@ -66,11 +72,47 @@ def _address(text: str) -> str:
 
 
 def add_zookeeper_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--zk`` and ``--zk-timeout``, shared with the admin tools."""
+    """``--zk``, ``--zk-timeout``, ``--zk-auth`` and ``--zk-acl``, shared with the admin tools."""
     parser.add_argument("--zk", required=True, metavar="HOST:PORT[/CHROOT]",
                         help="ZooKeeper connect string, as Kafka's zookeeper.connect")
     parser.add_argument("--zk-timeout", type=float, default=15.0, metavar="SECONDS",
                         help="give up connecting to ZooKeeper after this long (default: 15)")
+    parser.add_argument("--zk-auth", default=None, metavar="USER:PASSWORD",
+                        help=f"authenticate to ZooKeeper with this digest identity (default: ${zkacl.AUTH_ENV}, "
+                             "which keeps the password off the command line)")
+    parser.add_argument("--zk-acl", default=None, metavar="ROLE=USER:DIGEST,…",
+                        help="the cluster's ACL policy: the digest identities of the controller, broker and admin "
+                             f"roles, e.g. controller=ctl:…,broker=brk:…,admin=adm:… (default: ${zkacl.ACL_ENV}; "
+                             "`kctl zk-digest USER:PASSWORD` prints an identity)")
+
+
+@dataclass(frozen=True)
+class ZooKeeperSecurity:
+    """A process's ZooKeeper identity and the cluster's ACL policy (see :mod:`kctl.stores.zkacl`)."""
+
+    auth: tuple[str, str] | None = None
+    acl: zkacl.AclPolicy | None = None
+
+    @classmethod
+    def from_arguments(cls, args: argparse.Namespace, config: ControllerConfig, role: str | None = None) -> ZooKeeperSecurity:
+        """``--zk-auth`` / ``--zk-acl`` (or their environment variables), checked against ``role``:
+        under a policy, a controller or broker process must have that role's identity."""
+        auth, acl_text = zkacl.from_environment(getattr(args, "zk_auth", None), getattr(args, "zk_acl", None))
+        policy = None
+        if acl_text is not None:
+            policy = zkacl.AclPolicy.parse(acl_text, brokers_write_isr=not config.uses_alter_partition)
+        if policy is not None and role is not None:
+            identity = None if auth is None else zkacl.digest(*auth)
+            members = policy.controllers if role == "controller" else policy.brokers
+            if identity not in members:
+                shown = "no --zk-auth" if identity is None else f"--zk-auth identity {identity.partition(':')[0]!r}"
+                raise IllegalArgumentError(
+                    f"a {role} of this secured cluster authenticates as a {role} identity of --zk-acl; {shown} is not one"
+                )
+        return cls(auth, policy)
+
+    def transport_options(self) -> dict[str, Any]:
+        return {"auth": self.auth, "acl": self.acl}
 
 
 def add_process_arguments(parser: argparse.ArgumentParser, role: str) -> None:
@@ -106,11 +148,15 @@ def configure_logging(level: str) -> None:
     logging.getLogger("kazoo").setLevel(max(logging.WARNING, logging.getLevelName(level)))
 
 
-def connect(zk: str, config: ControllerConfig, timeout: float) -> ZooKeeperStore:
+def connect(
+    zk: str, config: ControllerConfig, timeout: float, security: ZooKeeperSecurity | None = None
+) -> ZooKeeperStore:
     """A session on the ensemble; a clear :class:`StoreUnavailableError` when none answers."""
+    security = security or ZooKeeperSecurity()
     try:
         return ZooKeeperStore(
-            zk, session_timeout=config.zookeeper_session_timeout_ms / 1000, connection_timeout=timeout
+            zk, session_timeout=config.zookeeper_session_timeout_ms / 1000, connection_timeout=timeout,
+            auth=security.auth, acl=security.acl,
         )
     except ValueError as exc:  # a malformed chroot
         raise IllegalArgumentError(f"--zk {zk!r}: {exc}") from None
@@ -184,14 +230,18 @@ class _Network:
         self.loop.stop()
 
 
-def _transport(name: str, scheduler: RealTimeScheduler, network: _Network, zk: str, config: ControllerConfig) -> Any:
+def _transport(
+    name: str, scheduler: RealTimeScheduler, network: _Network, zk: str, config: ControllerConfig,
+    security: ZooKeeperSecurity,
+) -> Any:
     """The named transport plugin, given what the built-ins need (others get the scheduler only)."""
     factory = get_plugin_host().transports().get(name).factory
     options: Mapping[str, Any] = {}
     if name == "tcp":
         options = {"server": network.server, "request_timeout": config.request_timeout_ms / 1000}
     elif name == "zkqueue":
-        options = {"hosts": zk, "session_timeout": config.zookeeper_session_timeout_ms / 1000}
+        options = {"hosts": zk, "session_timeout": config.zookeeper_session_timeout_ms / 1000,
+                   **security.transport_options()}
     return factory(scheduler=scheduler, **options)
 
 
@@ -217,14 +267,15 @@ def _runtime(args: argparse.Namespace, role: str) -> Iterator[_Runtime]:
     configure_logging(args.log_level)
     config = ControllerConfig.coerce(dict(args.config))
     stopping = _wait_for_termination()
+    security = ZooKeeperSecurity.from_arguments(args, config, role)
     with contextlib.ExitStack() as stack:
-        store = connect(args.zk, config, args.zk_timeout)
+        store = connect(args.zk, config, args.zk_timeout, security)
         stack.callback(store.close)  # also ends the registrations after a failed start
         network = _Network.start(args.listen)
         stack.callback(network.close)
         scheduler = RealTimeScheduler(name=f"{role}-{args.id}-timer")
         stack.callback(scheduler.shutdown)
-        transport = _transport(args.transport, scheduler, network, args.zk, config)
+        transport = _transport(args.transport, scheduler, network, args.zk, config, security)
         stack.callback(transport.close)
         yield _Runtime(config, stopping, store, network, scheduler, transport)
 
@@ -278,6 +329,7 @@ def run_broker(args: argparse.Namespace) -> int:
 
 
 __all__ = [
+    "ZooKeeperSecurity",
     "add_process_arguments",
     "add_zookeeper_arguments",
     "configure_logging",

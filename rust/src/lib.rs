@@ -14,6 +14,7 @@ pub mod statemachine;
 pub mod statetable;
 pub mod store;
 pub mod zkjson;
+pub mod zkwire;
 
 /// The engine allocates many small vectors (ISRs, replica lists, request entries) per bulk call;
 /// mimalloc's thread-local free lists make that far cheaper than the system allocator.

@@ -1,5 +1,6 @@
 //! Kafka's JSON for partition-state znodes, byte for byte (`kctl.stores.zkdata` has the single
-//! encoder and the decoders): the ZooKeeper store's bulk writes encode thousands at once.
+//! encoder and the decoders): the ZooKeeper store's bulk writes encode thousands at once, and its
+//! bulk reads decode the usual document here (anything else goes to `zkdata`'s decoder).
 
 use std::fmt::Write;
 
@@ -33,6 +34,128 @@ pub fn partition_state(
     out
 }
 
+/// What a usual state document holds: leader, ISR, leader epoch, controller epoch.
+pub type DecodedState = (BrokerId, Vec<BrokerId>, i32, i32);
+
+/// The usual partition-state document: a JSON object whose keys are `controller_epoch`, `leader`,
+/// `version`, `leader_epoch` and `isr` (any order, each once, no recovery state), with integers
+/// (the ISR a list of them) that fit 32 bits. It is decoded exactly as
+/// `TopicPartitionStateZNode.decode`'s fast path decodes it; `None` for anything else (other keys,
+/// escapes, floats, a recovery state, corrupt data), which the caller hands to that decoder.
+pub fn decode_partition_state(data: &[u8]) -> Option<DecodedState> {
+    let mut p = Parser { data, at: 0 };
+    let (mut leader, mut isr, mut leader_epoch, mut controller_epoch, mut version) =
+        (None, None, None, None, None);
+    p.expect(b'{')?;
+    loop {
+        let key = p.key()?;
+        p.expect(b':')?;
+        let fresh = match key {
+            b"leader" => leader.replace(p.int()?).is_none(),
+            b"leader_epoch" => leader_epoch.replace(p.int()?).is_none(),
+            b"controller_epoch" => controller_epoch.replace(p.int()?).is_none(),
+            b"version" => version.replace(p.int()?).is_none(),
+            b"isr" => isr.replace(p.ints()?).is_none(),
+            _ => return None,
+        };
+        if !fresh {
+            return None; // json.loads keeps the last of duplicated keys: leave it to Python
+        }
+        match p.next()? {
+            b',' => {}
+            b'}' => break,
+            _ => return None,
+        }
+    }
+    p.skip_whitespace();
+    if p.at != data.len() {
+        return None;
+    }
+    Some((leader?, isr?, leader_epoch?, controller_epoch?))
+}
+
+struct Parser<'a> {
+    data: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Parser<'a> {
+    fn skip_whitespace(&mut self) {
+        while self.at < self.data.len()
+            && matches!(self.data[self.at], b' ' | b'\t' | b'\n' | b'\r')
+        {
+            self.at += 1;
+        }
+    }
+
+    /// The next non-whitespace byte, consumed.
+    fn next(&mut self) -> Option<u8> {
+        self.skip_whitespace();
+        let byte = *self.data.get(self.at)?;
+        self.at += 1;
+        Some(byte)
+    }
+
+    fn expect(&mut self, byte: u8) -> Option<()> {
+        (self.next()? == byte).then_some(())
+    }
+
+    /// A key without escapes.
+    fn key(&mut self) -> Option<&'a [u8]> {
+        self.expect(b'"')?;
+        let start = self.at;
+        let length = self.data[start..].iter().position(|&b| b == b'"')?;
+        let key = &self.data[start..start + length];
+        if key.contains(&b'\\') {
+            return None;
+        }
+        self.at = start + length + 1;
+        Some(key)
+    }
+
+    /// A JSON integer (no fraction or exponent) that fits 32 bits.
+    fn int(&mut self) -> Option<i32> {
+        self.skip_whitespace();
+        let start = self.at;
+        if self.data.get(self.at) == Some(&b'-') {
+            self.at += 1;
+        }
+        let digits = self.at;
+        while self.data.get(self.at).is_some_and(u8::is_ascii_digit) {
+            self.at += 1;
+        }
+        let count = self.at - digits;
+        if count == 0 || count > 11 || (count > 1 && self.data[digits] == b'0') {
+            return None; // no digits, too long, or a leading zero (not JSON)
+        }
+        if matches!(self.data.get(self.at), Some(b'.' | b'e' | b'E')) {
+            return None;
+        }
+        std::str::from_utf8(&self.data[start..self.at])
+            .ok()?
+            .parse()
+            .ok()
+    }
+
+    fn ints(&mut self) -> Option<Vec<i32>> {
+        self.expect(b'[')?;
+        let mut values = Vec::new();
+        self.skip_whitespace();
+        if self.data.get(self.at) == Some(&b']') {
+            self.at += 1;
+            return Some(values);
+        }
+        loop {
+            values.push(self.int()?);
+            match self.next()? {
+                b',' => {}
+                b']' => return Some(values),
+                _ => return None,
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -47,5 +170,34 @@ mod tests {
             partition_state((-1, &[4], 0, LeaderRecoveryState::Recovering, 1)),
             r#"{"controller_epoch":1,"leader":-1,"version":1,"leader_epoch":0,"isr":[4],"leader_recovery_state":1}"#
         );
+    }
+
+    #[test]
+    fn usual_documents_decode_and_the_rest_is_left_to_python() {
+        let kafka =
+            br#"{"controller_epoch":2,"leader":1,"version":1,"leader_epoch":5,"isr":[1,2,3]}"#;
+        assert_eq!(
+            decode_partition_state(kafka),
+            Some((1, vec![1, 2, 3], 5, 2))
+        );
+        let spaced =
+            b" { \"isr\" : [ ] , \"leader\":-1,\"leader_epoch\":0,\n\"controller_epoch\":-0 } ";
+        assert_eq!(decode_partition_state(spaced), Some((-1, vec![], 0, 0)));
+        for other in [
+            &br#"{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":0,"isr":[4],"leader_recovery_state":1}"#[..],
+            br#"{"controller_epoch":1,"leader":1,"leader_epoch":0}"#,
+            br#"{"controller_epoch":1,"leader":1,"leader_epoch":0,"isr":[1],"leader":2}"#,
+            br#"{"controller_epoch":1,"leader":1.0,"leader_epoch":0,"isr":[1]}"#,
+            br#"{"controller_epoch":1,"leader":01,"leader_epoch":0,"isr":[1]}"#,
+            br#"{"controller_epoch":1,"leader":1,"leader_epoch":0,"isr":[1,]}"#,
+            br#"{"controller_epoch":1,"leader":1,"leader_epoch":0,"isr":[1]} x"#,
+            br#"{"controller_epoch":1,"leader":3000000000,"leader_epoch":0,"isr":[1]}"#,
+            br#"{"controller_epoch":1,"lea\u0064er":1,"leader_epoch":0,"isr":[1]}"#,
+            br#"{"controller_epoch":1,"leader":true,"leader_epoch":0,"isr":[1]}"#,
+            b"",
+            b"\x00not JSON",
+        ] {
+            assert_eq!(decode_partition_state(other), None, "{}", String::from_utf8_lossy(other));
+        }
     }
 }

@@ -54,12 +54,14 @@ def wait_until(condition: Callable[[], T | None], timeout: float, what: str, int
 class KctlProcess:
     """One ``kctl`` process, its stderr in a file; stopped only by its PID."""
 
-    def __init__(self, name: str, args: Sequence[str], log_path: Path) -> None:
+    def __init__(self, name: str, args: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None) -> None:
         self.name = name
         self.args = list(args)
         self.log_path = log_path
+        environment = None if env is None else {**os.environ, **env}
         with log_path.open("ab") as log:
-            self.popen = subprocess.Popen([KCTL, *args], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+            self.popen = subprocess.Popen([KCTL, *args], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                          env=environment)
 
     @property
     def pid(self) -> int:
@@ -95,11 +97,16 @@ class ProcessCluster:
     """kctl processes sharing one ZooKeeper connect string (with its chroot)."""
 
     def __init__(self, zk: str, directory: Path, config: dict[str, str] | None = None,
-                 transport: str = "tcp") -> None:
+                 transport: str = "tcp", env: Mapping[str, Mapping[str, str]] | None = None,
+                 admin_options: Mapping[str, object] | None = None) -> None:
+        """``env``: environment variables by role (``controller``, ``broker``), such as a secured
+        cluster's ``KCTL_ZK_AUTH``; ``admin_options``: more options of the operator's session."""
         self.zk = zk
         self.directory = directory
         self.config = {**FAST, **(config or {})}
         self.transport = transport
+        self.env = dict(env or {})
+        self.admin_options = dict(admin_options or {})
         self.processes: list[KctlProcess] = []
         self.controllers: dict[int, KctlProcess] = {}
         self.brokers: dict[int, KctlProcess] = {}
@@ -121,21 +128,24 @@ class ProcessCluster:
     def admin(self) -> ZooKeeperStore:
         """An operator's session (created on first use; the chroot then exists)."""
         if self._admin is None:
-            self._admin = ZooKeeperStore(self.zk, session_timeout=10.0, connection_timeout=30.0)
+            self._admin = ZooKeeperStore(self.zk, session_timeout=10.0, connection_timeout=30.0,
+                                         **self.admin_options)  # type: ignore[arg-type]
         return self._admin
 
-    def _start(self, role: str, ident: int, extra: Sequence[str]) -> KctlProcess:
+    def _start(self, role: str, ident: int, extra: Sequence[str], env: Mapping[str, str] | None = None) -> KctlProcess:
         args = [role, "--id", str(ident), "--zk", self.zk, "--transport", self.transport, "--log-level", "DEBUG"]
         for name, value in self.config.items():
             args += ["--config", f"{name}={value}"]
         count = sum(1 for p in self.processes if p.name.startswith(f"{role}-{ident}"))
+        environment = {**self.env.get(role, {}), **(env or {})}
         process = KctlProcess(f"{role}-{ident}", [*args, *extra],
-                              self.directory / f"{role}-{ident}.{count}.log")
+                              self.directory / f"{role}-{ident}.{count}.log", environment or None)
         self.processes.append(process)
         return process
 
-    def start_controller(self, controller_id: int) -> KctlProcess:
-        process = self.controllers[controller_id] = self._start("controller", controller_id, [])
+    def start_controller(self, controller_id: int, extra: Sequence[str] = (),
+                         env: Mapping[str, str] | None = None) -> KctlProcess:
+        process = self.controllers[controller_id] = self._start("controller", controller_id, extra, env)
         return process
 
     def start_broker(self, broker_id: int, wait: bool = True) -> KctlProcess:

@@ -57,6 +57,7 @@ from kctl.stores import zookeeper
 from kctl.stores.zookeeper import ZooKeeperStore
 
 GARBAGE = b"\x00not JSON any reader accepts"
+END = MultiHeader(-1, True, -1).serialize()  # a multi's end marker
 MIB = 1024 * 1024
 
 Connect = Callable[..., ZooKeeperStore]
@@ -272,19 +273,27 @@ def test_a_bulk_write_over_jute_maxbuffer_is_split_into_multis(
     wide_isr = tuple(range(100_000, 100_300))  # 2.2 KB of JSON per state, 4.4 MB per bulk write
     store.create_topic("wide", {p: ReplicaAssignment((1,)) for p in range(2000)})
     tps = [TopicPartition("wide", p) for p in range(2000)]
-    sent: list[bytes] = []
-    send = store._send_multi
+    sent: list[bytes] = []  # multis' ops (those the native codec encoded end with the end marker)
+    send, send_raw = store._send_multi, store._send_raw
 
     def recording(wires: list[bytes]) -> Any:
-        sent.append(b"".join(wires))
+        sent.append(b"".join(wires) + END)
         return send(wires)
 
+    def recording_raw(opcode: int, body: bytes) -> Any:
+        sent.append(body)
+        return send_raw(opcode, body)
+
     monkeypatch.setattr(store, "_send_multi", recording)
+    monkeypatch.setattr(store, "_send_raw", recording_raw)
 
     created = store.create_partition_states({tp: state(1, wide_isr) for tp in tps}, version)
+    raw_before = len(sent)
     updated = store.update_partition_states({tp: LeaderAndIsr(2, wide_isr, 1) for tp in tps}, 1, version)
 
-    lengths = [8 + len(body) + 9 for body in sent]  # what the server checks: xid, type, ops, end
+    assert len(sent) - raw_before >= 5  # the native codec's multis: 4.4 MB split too
+    assert all(body.endswith(END) for body in sent)
+    lengths = [8 + len(body) for body in sent]  # what the server checks: xid, type, ops, end
     assert sum(lengths) > 8 * MIB and max(lengths) < MIB and len(lengths) >= 10
     assert all(struct.unpack_from("!i", body)[0] == CheckVersion.type for body in sent)  # each fenced
     assert set(created.values()) == {None} and len(updated.successful) == 2000
@@ -607,6 +616,19 @@ def test_the_polling_handler_selects_like_kazoos() -> None:
         assert handler.select([left, right], [], [], 0.01) == ([left], [], [])
         assert len(handler._pollers.cache) == 3  # one poll object per descriptor set, reused
         assert handler.select([left], [right], [], None) == ([left], [right], [])
+
+
+def test_only_the_stores_own_clients_use_the_polling_handler(store: ZooKeeperStore) -> None:
+    """The handler is a subclass given to the store's client: kazoo itself is not patched."""
+    from kazoo.handlers import threading as kazoo_threading
+    from kazoo.handlers import utils as kazoo_utils
+
+    handler = store._client.handler
+    assert isinstance(handler, kazoo_threading.SequentialThreadingHandler)
+    assert type(handler).select is not kazoo_threading.SequentialThreadingHandler.select
+    assert kazoo_threading.SequentialThreadingHandler.select.__module__ == "kazoo.handlers.threading"
+    assert kazoo_threading.selector_select is kazoo_utils.selector_select
+    assert type(KazooClient().handler) is kazoo_threading.SequentialThreadingHandler  # other users: stock
 
 
 # --- Plugin registration --------------------------------------------------------------------------------

@@ -25,6 +25,10 @@ CONFIG_CHANGE_PREFIX = "config_change_"
 CLUSTER_ID = "/cluster/id"
 FEATURE = "/feature"
 LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+BROKER_STATE = "/brokers/state"
+"""Seed 004's parent of the per-broker state-change queues (the ``zkqueue`` transport)."""
+CONTROLLER_STATE = "/controller_state"
+"""kctl's parent of the per-controller queues (the ``zkqueue`` transport)."""
 
 PERSISTENT_PATHS = (
     "/consumers",

@@ -12,6 +12,11 @@
   reported (partition states: BADVERSION → retry, others → failed) and the rest are sent again;
 - bulk reads use ZooKeeper's ``multiRead`` (3.6+; one request reads a thousand znodes), or
   pipelined ``get`` requests with ``multi_read=False`` for older servers;
+- partition states, the hot path (a failover reads every one, a controlled shutdown writes tens of
+  thousands), go through ``kctl._engine``'s ZooKeeper codec: it builds the multi and multiRead
+  requests, decodes the answers and the usual state JSON, and runs the chunk-and-retry loop
+  above, while the store only moves the bytes (:meth:`ZooKeeperStore.native_exchange`); the native
+  engine uses that codec directly, with no Python object per partition;
 - a request lost with the connection is sent again once the client has reconnected (Kafka's
   ``retryRequestsUntilConnected``), which is why conditional writes and the election recognise
   their own earlier success;
@@ -51,7 +56,7 @@ from kctl.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from kctl._engine import encode_partition_states
+from kctl._engine import zk_read_partition_states, zk_write_partition_states
 from kctl.hookspecs import hookimpl
 from kctl.model import (
     INITIAL_CONTROLLER_EPOCH,
@@ -76,6 +81,7 @@ from kctl.stores.base import (
     WatchListener,
     check_watch_key,
 )
+from kctl.stores.zkacl import ALL, CONTROLLER_CREATED_PATHS, OPEN, WORLD_READ, AclEntry, AclPolicy, digest
 from kctl.stores.zkdata import (
     BrokerIdZNode,
     ClusterIdZNode,
@@ -113,6 +119,7 @@ _MULTI_HEADER = struct.Struct("!iBi")  # op type, done, error
 _MULTI_END = _MULTI_HEADER.pack(-1, True, -1)
 _INT = struct.Struct("!i")
 _STAT = struct.Struct("!qqqqiiiqiiq")
+_BAD_VERSION = -103  # ZooKeeper's BADVERSION, as the native codec reports it
 _REQUEST_OVERHEAD = 1024  # xid, type and end header of a multi (17 bytes), and a margin
 _TXN_SLACK = 8  # per op: how much larger than its request a multi's logged transaction may be
 _TOPIC_READS_PER_REQUEST = 64  # topic znodes can be large: keep multiRead responses moderate
@@ -280,6 +287,30 @@ class _Multi:
         return self._kazoo.serialization.Transaction.deserialize(buffer, offset)  # type: ignore[no-any-return]
 
 
+class _Raw:
+    """A request whose body the native engine encoded (``kctl._engine``'s ZooKeeper codec) and
+    whose answer it decodes: kazoo sends the bytes and hands back the response body as it came.
+
+    kazoo post-processes a multi's answer (it "unchroots" the paths of created nodes) by iterating
+    it, so the body is answered inside a one-item list.
+    """
+
+    __slots__ = ("_body", "type")
+
+    def __init__(self, opcode: int, body: bytes) -> None:
+        self.type = opcode
+        self._body = body
+
+    def __repr__(self) -> str:
+        return f"Raw(type {self.type}, {len(self._body)} bytes)"
+
+    def serialize(self) -> bytes:
+        return self._body
+
+    def deserialize(self, buffer: bytes, offset: int) -> list[bytes]:
+        return [bytes(buffer[offset:])]
+
+
 def _string(text: str) -> bytes:
     """A jute string: its UTF-8 length, then its bytes."""
     encoded = text.encode()
@@ -417,8 +448,12 @@ class ZooKeeperStore:
     :param hosts: ZooKeeper's connect string, ``host:port[,host:port…][/chroot]``.
     :param chroot: the znode under which the cluster lives (created if missing).
     :param session_timeout: seconds without contact before the server expires the session.
-    :param auth: ``(user, password)`` for ZooKeeper's digest scheme: every znode this store creates
-        is then writable by that identity only and readable by anyone (Kafka's secure ACLs).
+    :param auth: ``(user, password)`` for ZooKeeper's digest scheme. Without ``acl``, every znode
+        this store creates is then writable by that identity only and readable by anyone.
+    :param acl: the cluster's :class:`~kctl.stores.zkacl.AclPolicy`: every znode this store
+        creates gets the policy's ACL for its path (whose identity may write what, by role). A
+        store with the controller identity creates Kafka's persistent paths; any other waits up
+        to ``connection_timeout`` for them.
     :param connection_timeout: seconds to wait for the first connection.
     :param jute_maxbuffer: the servers' ``jute.maxbuffer``; no request is made larger.
     :param max_multi_ops: operations per multi at most.
@@ -436,6 +471,7 @@ class ZooKeeperStore:
         *,
         session_timeout: float = 18.0,
         auth: tuple[str, str] | None = None,
+        acl: AclPolicy | None = None,
         connection_timeout: float = 15.0,
         jute_maxbuffer: int = JUTE_MAXBUFFER,
         max_multi_ops: int = 1000,
@@ -449,6 +485,7 @@ class ZooKeeperStore:
         self._options: dict[str, Any] = dict(
             session_timeout=session_timeout,
             auth=auth,
+            acl=acl,
             connection_timeout=connection_timeout,
             jute_maxbuffer=jute_maxbuffer,
             max_multi_ops=max_multi_ops,
@@ -470,23 +507,22 @@ class ZooKeeperStore:
         self._suspended = False
         self._session_id = 0
 
-        acl = None
-        if auth is not None:
-            user, password = auth
-            acl = [
-                kz.security.make_digest_acl(user, password, all=True),
-                kz.security.make_acl("world", "anyone", read=True),
-            ]
-        acls = acl or kz.security.OPEN_ACL_UNSAFE
-        self._acl_wire = _INT.pack(len(acls)) + b"".join(
-            _INT.pack(a.perms) + _string(a.id.scheme) + _string(a.id.id) for a in acls
-        )
+        self._identity = None if auth is None else digest(*auth)
+        self._policy = acl
+        self._creating_chroot = False  # the chroot and its ancestors get the policy's root ACL
+        self._acl_wires: dict[tuple[AclEntry, ...], bytes] = {}
+        if acl is not None:
+            self._creator_acl: tuple[AclEntry, ...] = acl.acl("")
+        elif self._identity is not None:
+            self._creator_acl = (AclEntry(ALL, "digest", self._identity), WORLD_READ)  # "creator owns"
+        else:
+            self._creator_acl = OPEN
         self._client = kz.client.KazooClient(
             hosts=servers,
             timeout=session_timeout,
             handler=kz.handler(),
             auth_data=[("digest", f"{auth[0]}:{auth[1]}")] if auth is not None else None,
-            default_acl=acl,
+            default_acl=self._kazoo_acl(self._creator_acl),
             connection_retry={"max_tries": -1, "delay": 0.05, "backoff": 1.5, "max_delay": 1.0},
         )
         self._client.add_listener(self._on_state)
@@ -498,9 +534,16 @@ class ZooKeeperStore:
             ) from None
         try:
             if chroot:
-                self._ensure_paths([chroot])
+                self._creating_chroot = True
+                try:
+                    self._ensure_paths([chroot])
+                finally:
+                    self._creating_chroot = False
                 self._client.chroot = self._chroot = chroot
-            self._ensure_paths(paths.PERSISTENT_PATHS)
+            if acl is None or acl.is_controller(self._identity):
+                self._ensure_paths(paths.PERSISTENT_PATHS if acl is None else CONTROLLER_CREATED_PATHS)
+            else:
+                self._await_paths(CONTROLLER_CREATED_PATHS, connection_timeout)
         except BaseException:
             self.close()
             raise
@@ -516,6 +559,20 @@ class ZooKeeperStore:
     @property
     def chroot(self) -> str:
         return self._chroot
+
+    @property
+    def identity(self) -> str | None:
+        """The digest identity (``user:digest``) this store authenticates as, if any."""
+        return self._identity
+
+    @property
+    def acl_policy(self) -> AclPolicy | None:
+        return self._policy
+
+    def acl_of(self, path: str) -> list[tuple[int, str, str]]:
+        """The ACL of the znode at ``path``: ``(permission bits, scheme, id)`` entries."""
+        acls, _ = self._result(self._ask(lambda: self._client.get_acls_async(path)), path)
+        return [(int(a.perms), str(a.id.scheme), str(a.id.id)) for a in acls]
 
     @property
     def session_id(self) -> int:
@@ -672,7 +729,9 @@ class ZooKeeperStore:
     def register_broker(self, info: BrokerInfo) -> int:
         path = BrokerIdZNode.path(info.id)
         answer = self._ask(
-            lambda: self._client.create_async(path, BrokerIdZNode.encode(info), ephemeral=True, include_data=True)
+            lambda: self._client.create_async(
+                path, BrokerIdZNode.encode(info), acl=self._kazoo_acl(self._acl(path)), ephemeral=True, include_data=True
+            )
         )
         if not isinstance(answer, self._kazoo.exceptions.NodeExistsError):
             return int(self._result(answer, path)[1].czxid)  # the broker epoch
@@ -792,7 +851,29 @@ class ZooKeeperStore:
             data, stat = _present(path, found)
             return TopicPartitionStateZNode.decode(data, path, stat.version)
 
-        return self._read_many(partitions, TopicPartitionStateZNode.path, decode)
+        if not self._multi_read:
+            return self._read_many(partitions, TopicPartitionStateZNode.path, decode)
+        # multiRead requests encoded, and the usual documents decoded, by the native codec
+        keys = list(partitions)
+        answers = zk_read_partition_states(self, [(tp.topic, tp.partition) for tp in keys])
+        result: ReadResult[TopicPartition, LeaderIsrAndControllerEpoch] = ReadResult()
+        values, errors = result.values, result.errors
+        for tp, answer in zip(keys, answers):
+            if isinstance(answer, int):
+                errors[tp] = self.native_error(TopicPartitionStateZNode.path(tp), answer)
+            elif len(answer) == 5:
+                leader, isr, leader_epoch, controller_epoch, version = answer
+                values[tp] = LeaderIsrAndControllerEpoch(
+                    LeaderAndIsr(leader, isr, leader_epoch, version), controller_epoch
+                )
+            else:
+                data, version = answer
+                path = TopicPartitionStateZNode.path(tp)
+                try:
+                    values[tp] = TopicPartitionStateZNode.decode(data, path, version)
+                except StoreError as exc:
+                    errors[tp] = exc
+        return result
 
     def create_partition_states(
         self,
@@ -846,23 +927,29 @@ class ZooKeeperStore:
         controller_epoch: int,
         expected_controller_epoch_version: int,
     ) -> UpdateResult:
-        path = TopicPartitionStateZNode.path
+        """Conditional writes in fenced multis, encoded (JSON and requests) and answered by the
+        native codec; the same chunking and per-item outcomes as :meth:`_multi`."""
         entries = list(updates.items())
         recovering = LeaderRecoveryState.RECOVERING
-        encoded = encode_partition_states([
-            (lai.leader, list(lai.isr), lai.leader_epoch, lai.leader_recovery_state is recovering, controller_epoch)
-            for _, lai in entries
-        ])
-        items = ([_Op("set", path(tp), data, lai.partition_epoch)] for (tp, lai), data in zip(entries, encoded))
+        outcomes = zk_write_partition_states(
+            self,
+            [
+                (tp.topic, tp.partition, lai.leader, lai.isr, lai.leader_epoch,
+                 lai.leader_recovery_state is recovering, lai.partition_epoch)
+                for tp, lai in entries
+            ],
+            controller_epoch,
+            expected_controller_epoch_version,
+        )
         result = UpdateResult()
-        bad_version = self._kazoo.exceptions.BadVersionError
-        for (tp, lai), outcome in zip(entries, self._multi(items, expected_controller_epoch_version)):
-            if not isinstance(outcome, _Failure):
-                result.successful[tp] = lai.with_partition_epoch(outcome[0].version)
-            elif isinstance(outcome.error, bad_version):
+        successful = result.successful
+        for (tp, lai), outcome in zip(entries, outcomes):
+            if outcome >= 0:
+                successful[tp] = LeaderAndIsr(lai.leader, lai.isr, lai.leader_epoch, outcome, lai.leader_recovery_state)
+            elif outcome == _BAD_VERSION:
                 result.to_retry.append(tp)
             else:
-                result.failed[tp] = self._error(outcome.error, path(tp))
+                result.failed[tp] = self.native_error(TopicPartitionStateZNode.path(tp), outcome)
         return result
 
     # --- Admin requests ------------------------------------------------------------------------
@@ -950,6 +1037,42 @@ class ZooKeeperStore:
 
     def delete_log_dir_event_notifications(self, names: Iterable[str], expected_controller_epoch_version: int) -> None:
         self._delete_paths(map(paths.log_dir_event_notification, names), expected_controller_epoch_version)
+
+    # --- The native codec's transport (kctl._engine) ---------------------------------------------
+
+    def native_zk(self) -> tuple[str, int, int, int, bool]:
+        """What the native codec needs to build requests: the chroot, the ops per multi, the reads
+        per multiRead, the bytes of ops per request, and whether the servers have multiRead."""
+        return self._chroot, self._max_multi_ops, self._max_read_ops, self._max_request_bytes, self._multi_read
+
+    def native_exchange(self, opcode: int, requests: Sequence[tuple[bytes, str]]) -> list[bytes]:
+        """Send complete request bodies of type ``opcode`` (multi or multiRead), pipelined, and
+        return the response bodies in order. Each ``(body, path)`` names the znode an error of
+        the request as a whole is reported for. Requests lost with the connection are sent again
+        once the client has reconnected, as every request of the store."""
+        answers = self._gather([functools.partial(self._send_raw, opcode, body) for body, _ in requests])
+        return [self._result(answer, path)[0] for answer, (_, path) in zip(answers, requests)]
+
+    def native_error(self, path: str, code: int) -> StoreError:
+        """kctl's error for ZooKeeper's error ``code`` on ``path`` (without the chroot)."""
+        return self._error(self._kazoo.exceptions.EXCEPTIONS[code](), path)
+
+    def native_fence_error(self, code: int, fence: int) -> ControllerMovedError:
+        """The error of a multi whose ``check(/controller_epoch, fence)`` failed with ``code``."""
+        return self._fence_failed(fence, self._kazoo.exceptions.EXCEPTIONS[code]())
+
+    def native_limit_error(self, path: str, size: int) -> StoreError:
+        """The error of a write to ``path`` too large for any request."""
+        return self._too_large(path, size)
+
+    def native_wire_error(self, message: str) -> StoreError:
+        """A response the native codec could not decode."""
+        return StoreError(f"ZooKeeper at {self._hosts}: {message}")
+
+    def _send_raw(self, opcode: int, body: bytes) -> Any:
+        result = self._client.handler.async_result()
+        self._client._call(_Raw(opcode, body), result)  # kazoo's request queue
+        return result
 
     # --- Requests ------------------------------------------------------------------------------
 
@@ -1189,9 +1312,7 @@ class ZooKeeperStore:
             (n for n, r in enumerate(outcome) if isinstance(r, Exception) and not isinstance(r, rolled_back)), None
         )
         if failed_at is not None and failed_at < len(check):
-            raise ControllerMovedError(
-                f"Controller epoch zkVersion check fails. Expected zkVersion = {check[0].version}"
-            ) from self._error(outcome[failed_at], paths.CONTROLLER_EPOCH)
+            raise self._fence_failed(check[0].version, outcome[failed_at])
         position = len(check)
         for i in chunk:
             count = len(items[i])
@@ -1216,12 +1337,7 @@ class ZooKeeperStore:
             count = len(items[i])
             item_size = len(wires[i]) + _TXN_SLACK * count
             if base_size + item_size > limit:
-                path = items[i][0].path
-                raise StoreError(
-                    f"{path}: a write of {item_size} bytes does not fit ZooKeeper's jute.maxbuffer "
-                    f"({self._max_request_bytes + _REQUEST_OVERHEAD} bytes)",
-                    path,
-                )
+                raise self._too_large(items[i][0].path, item_size)
             if current and (ops + count > self._max_multi_ops or size + item_size > limit):
                 yield current
                 current, ops, size = [], base_ops, base_size + _TXN_SLACK * base_ops
@@ -1231,6 +1347,19 @@ class ZooKeeperStore:
         if current:
             yield current
 
+    def _fence_failed(self, fence: int, error: Exception) -> ControllerMovedError:
+        """Kafka's error when the ``check(/controller_epoch)`` of a fenced multi fails."""
+        moved = ControllerMovedError(f"Controller epoch zkVersion check fails. Expected zkVersion = {fence}")
+        moved.__cause__ = self._error(error, paths.CONTROLLER_EPOCH)
+        return moved
+
+    def _too_large(self, path: str, size: int) -> StoreError:
+        return StoreError(
+            f"{path}: a write of {size} bytes does not fit ZooKeeper's jute.maxbuffer "
+            f"({self._max_request_bytes + _REQUEST_OVERHEAD} bytes)",
+            path,
+        )
+
     def _wire(self, op: _Op) -> bytes:
         """``op`` as a multi request carries it (ZooKeeper's jute encoding, the path under the
         chroot). Encoding here, once per op, keeps kazoo's connection thread to writing bytes."""
@@ -1238,10 +1367,29 @@ class ZooKeeperStore:
         head = _MULTI_HEADER.pack(_OPCODES[op.kind], False, -1) + _INT.pack(len(path)) + path
         if op.kind == "create":
             flags = (_EPHEMERAL if op.ephemeral else 0) | (_SEQUENTIAL if op.sequential else 0)
-            return head + _INT.pack(len(op.data)) + op.data + self._acl_wire + _INT.pack(flags)
+            return head + _INT.pack(len(op.data)) + op.data + self._acl_wire(op.path) + _INT.pack(flags)
         if op.kind == "set":
             return head + _INT.pack(len(op.data)) + op.data + _INT.pack(op.version)
         return head + _INT.pack(op.version)  # check, delete
+
+    def _acl(self, path: str) -> tuple[AclEntry, ...]:
+        """The ACL a znode created at ``path`` (under the chroot) gets."""
+        if self._policy is None or self._creating_chroot:
+            return self._creator_acl
+        return self._policy.acl(path)
+
+    def _acl_wire(self, path: str) -> bytes:
+        acl = self._acl(path)
+        wire = self._acl_wires.get(acl)
+        if wire is None:
+            wire = self._acl_wires[acl] = _INT.pack(len(acl)) + b"".join(
+                _INT.pack(a.perms) + _string(a.scheme) + _string(a.id) for a in acl
+            )
+        return wire
+
+    def _kazoo_acl(self, acl: Sequence[AclEntry]) -> list[Any]:
+        security = self._kazoo.security
+        return [security.ACL(a.perms, security.Id(a.scheme, a.id)) for a in acl]
 
     def _send_multi(self, wires: list[bytes]) -> Any:
         result = self._client.handler.async_result()
@@ -1324,6 +1472,22 @@ class ZooKeeperStore:
             if not isinstance(outcome.error, self._kazoo.exceptions.NodeExistsError):
                 raise self._op_error(ops[outcome.op], outcome.error)
         raise StoreError(f"could not create {needed}", needed[0])
+
+    def _await_paths(self, wanted: Sequence[str], timeout: float) -> None:
+        """Wait until every path of ``wanted`` exists: in a secured cluster only the controller
+        identity creates them."""
+        deadline = time.monotonic() + timeout
+        while True:
+            stats = self._gather([functools.partial(self._client.exists_async, path) for path in wanted])
+            missing = [path for path, stat in zip(wanted, stats) if self._result(stat, path) is None]
+            if not missing:
+                return
+            if time.monotonic() > deadline:
+                raise StoreUnavailableError(
+                    f"the secured cluster at {self._hosts}{self._chroot} has no {missing[0]} yet: its controller "
+                    f"identity creates Kafka's paths, and none did within {timeout:g}s (start a controller first)"
+                )
+            time.sleep(0.1)
 
     # --- Watch machinery (runs on kazoo's watch thread) -----------------------------------------
 

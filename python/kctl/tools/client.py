@@ -39,6 +39,7 @@ from kctl.stores.base import MATCH_ANY_VERSION, StateStore, TopicAssignment
 
 if TYPE_CHECKING:
     from kctl.cluster import EmbeddedCluster
+    from kctl.stores.zkacl import AclPolicy
 
 Waiter = Callable[[Callable[[], bool], float], bool]
 """``wait(condition, timeout)``: True once ``condition()`` holds, False if ``timeout`` seconds pass first."""
@@ -125,12 +126,15 @@ class AdminClient:
         self._owns_store = owns_store
 
     @classmethod
-    def connect(cls, zk: str, timeout: float = 15.0) -> AdminClient:
-        """A client on its own ZooKeeper session (``zk`` is Kafka's ``zookeeper.connect``)."""
+    def connect(
+        cls, zk: str, timeout: float = 15.0, *, auth: tuple[str, str] | None = None, acl: AclPolicy | None = None
+    ) -> AdminClient:
+        """A client on its own ZooKeeper session (``zk`` is Kafka's ``zookeeper.connect``),
+        authenticated as ``auth`` (an admin identity of a secured cluster's ``acl`` policy)."""
         from kctl.config import ControllerConfig
-        from kctl.process import connect
+        from kctl.process import ZooKeeperSecurity, connect
 
-        return cls(connect(zk, ControllerConfig(), timeout), owns_store=True)
+        return cls(connect(zk, ControllerConfig(), timeout, ZooKeeperSecurity(auth, acl)), owns_store=True)
 
     @classmethod
     def for_cluster(cls, cluster: EmbeddedCluster) -> AdminClient:

@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from kctl.errors import AdminCommandFailedError, ElectionNotNeededError, KctlError
 from kctl.model import NO_LEADER, TopicPartition
-from kctl.process import add_zookeeper_arguments
+from kctl.config import ControllerConfig
+from kctl.process import ZooKeeperSecurity, add_zookeeper_arguments
 from kctl.tools.client import (
     DEFAULT_TIMEOUT,
     AdminClient,
@@ -32,7 +33,8 @@ def _ids(brokers: Iterable[int]) -> str:
 
 
 def _client(args: argparse.Namespace) -> AdminClient:
-    return AdminClient.connect(args.zk, args.zk_timeout)
+    security = ZooKeeperSecurity.from_arguments(args, ControllerConfig())
+    return AdminClient.connect(args.zk, args.zk_timeout, auth=security.auth, acl=security.acl)
 
 
 def _property(text: str) -> tuple[str, str]:

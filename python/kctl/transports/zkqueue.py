@@ -41,6 +41,8 @@ from kctl.requests import (
     UpdateMetadataRequest,
 )
 from kctl.scheduler import RealTimeScheduler, Scheduler
+from kctl.stores import paths
+from kctl.stores.zkacl import AclPolicy
 from kctl.stores.zookeeper import _kazoo, _split_connect_string
 from kctl.transports.base import BrokerHandler, ControllerHandler, error_response
 
@@ -51,9 +53,9 @@ logger = logging.getLogger(__name__)
 
 Callback = Callable[[Any], None]
 
-BROKER_STATE = "/brokers/state"
+BROKER_STATE = paths.BROKER_STATE
 """Seed 004's parent of the per-broker queues."""
-CONTROLLER_STATE = "/controller_state"
+CONTROLLER_STATE = paths.CONTROLLER_STATE
 """kctl's parent of the per-controller queues (answers and broker requests for a controller)."""
 ITEM_PREFIX = "item-"
 DEFAULT_MAX_QUEUE_SIZE = 1000
@@ -127,14 +129,22 @@ def shrink_items(items: Sequence[QueueItem]) -> tuple[list[QueueItem], list[tupl
 class StateChangeQueue:
     """A bounded queue of messages as sequential znodes under ``path`` (seed 004's StateChangeQueue)."""
 
-    def __init__(self, client: Any, path: str, max_size: int = DEFAULT_MAX_QUEUE_SIZE) -> None:
+    def __init__(
+        self,
+        client: Any,
+        path: str,
+        max_size: int = DEFAULT_MAX_QUEUE_SIZE,
+        acl: Callable[[str], Any] = lambda path: None,
+    ) -> None:
         if max_size < 1:
             raise ValueError(f"a state-change queue holds at least one item, not {max_size}")
         self.client = client
         self.path = path
         self.max_size = max_size
+        self._acl = acl  # the kazoo ACL of a znode to create (None: the client's default)
+        self._item_acl = acl(f"{path}/{ITEM_PREFIX}")
         self._lock = threading.Lock()
-        client.ensure_path(path)
+        client.ensure_path(path, acl=acl(path))
 
     def names(self) -> list[str]:
         try:
@@ -180,7 +190,7 @@ class StateChangeQueue:
                     raise FollowerStateChangeQueueFullError(
                         f"the state change queue {self.path} is full ({self.max_size} items) even after shrinking"
                     )
-            created: str = self.client.create(f"{self.path}/{ITEM_PREFIX}", data, sequence=True)
+            created: str = self.client.create(f"{self.path}/{ITEM_PREFIX}", data, acl=self._item_acl, sequence=True)
             return created.rpartition("/")[2]
 
     def shrink(self) -> int:
@@ -196,7 +206,7 @@ class StateChangeQueue:
                 transaction.delete(f"{self.path}/{item.name}", version=item.version)
             for request, token in kept:
                 data = wire.encode(("req", request.controller_id, token, request))
-                transaction.create(f"{self.path}/{ITEM_PREFIX}", data, sequence=True)
+                transaction.create(f"{self.path}/{ITEM_PREFIX}", data, acl=self._item_acl, sequence=True)
             results = transaction.commit()
             if not any(isinstance(r, exceptions.KazooException) for r in results):
                 removed = len(dropped) - len(kept)
@@ -333,6 +343,9 @@ class ZkQueueTransport:
         own session.
     :param max_queue_size: items a queue holds before it is shrunk (seed 004's bound).
     :param retry_backoff: seconds between attempts to queue into a full queue.
+    :param auth: ``(user, password)``: the process's ZooKeeper digest identity.
+    :param acl: the cluster's :class:`~kctl.stores.zkacl.AclPolicy` (queues are written by the
+        controller and broker identities only).
     """
 
     def __init__(
@@ -345,6 +358,8 @@ class ZkQueueTransport:
         connection_timeout: float = 15.0,
         max_queue_size: int = DEFAULT_MAX_QUEUE_SIZE,
         retry_backoff: float = 1.0,
+        auth: tuple[str, str] | None = None,
+        acl: AclPolicy | None = None,
     ) -> None:
         kz = _kazoo()
         servers, chroot = _split_connect_string(hosts, chroot)
@@ -352,7 +367,16 @@ class ZkQueueTransport:
         self.scheduler: Scheduler = scheduler if scheduler is not None else RealTimeScheduler(name="zkqueue")
         self.max_queue_size = max_queue_size
         self.retry_backoff = retry_backoff
-        self.client = kz.client.KazooClient(hosts=servers + chroot, timeout=session_timeout)
+        self._policy = acl
+        default_acl = None
+        if auth is not None and acl is None:  # "creator owns", as the store without a policy
+            default_acl = [kz.security.make_digest_acl(*auth, all=True), kz.security.make_acl("world", "anyone", read=True)]
+        self.client = kz.client.KazooClient(
+            hosts=servers + chroot,
+            timeout=session_timeout,
+            auth_data=[("digest", f"{auth[0]}:{auth[1]}")] if auth is not None else None,
+            default_acl=default_acl,
+        )
         try:
             self.client.start(timeout=connection_timeout)
         except self.client.handler.timeout_exception:
@@ -368,7 +392,14 @@ class ZkQueueTransport:
         self._channels: list[ZkQueueControllerChannel] = []
 
     def queue(self, path: str) -> StateChangeQueue:
-        return StateChangeQueue(self.client, path, self.max_queue_size)
+        return StateChangeQueue(self.client, path, self.max_queue_size, self._acl)
+
+    def _acl(self, path: str) -> Any:
+        """The kazoo ACL of a znode created at ``path`` under the policy (None: the default)."""
+        if self._policy is None:
+            return None
+        security = _kazoo().security
+        return [security.ACL(a.perms, security.Id(a.scheme, a.id)) for a in self._policy.acl(path)]
 
     def put(self, queue: StateChangeQueue, sender: int, request: Any, callback: Callback | None) -> None:
         """Queue a request, remembering the callback its answer goes to."""

@@ -19,6 +19,7 @@ use crate::py::payload::{Entries, PartitionStates};
 use crate::py::selector::PySelector;
 use crate::py::sets::{Outcome, Outcomes, Parts, Replicas};
 use crate::py::store::{NativeMemory, PyStore};
+use crate::py::zookeeper::{NativeZooKeeper, ZkParams};
 use crate::requests::{RequestBatch, Sent, UpdateMetadataEntry};
 use crate::statemachine::{KafkaSelector, Level, Log, Machine, Selector};
 use crate::store::{Read, Store};
@@ -1089,27 +1090,40 @@ impl Engine {
     }
 }
 
-/// A Python store as the engine uses it without the GIL: natively for a plain memory store,
-/// through Python otherwise.
+/// A Python store as the engine uses it without the GIL: natively for a plain memory store, with
+/// native request encoding for a plain ZooKeeper store, through Python otherwise.
 struct StoreRef {
     store: Py<PyAny>,
-    native: bool,
+    kind: StoreKind,
+}
+
+enum StoreKind {
+    Memory,
+    ZooKeeper(ZkParams),
+    Python,
 }
 
 impl StoreRef {
     fn of(store: &Bound<'_, PyAny>) -> Self {
+        let kind = if NativeMemory::supports(store) {
+            StoreKind::Memory
+        } else if let Some(params) = NativeZooKeeper::supports(store) {
+            StoreKind::ZooKeeper(params)
+        } else {
+            StoreKind::Python
+        };
         Self {
             store: store.clone().unbind(),
-            native: NativeMemory::supports(store),
+            kind,
         }
     }
 
     fn with<T>(self, call: impl FnOnce(&mut (dyn Store + Send)) -> T) -> T {
         let inner = PyStore { store: self.store };
-        if self.native {
-            call(&mut NativeMemory { inner })
-        } else {
-            call(&mut { inner })
+        match self.kind {
+            StoreKind::Memory => call(&mut NativeMemory { inner }),
+            StoreKind::ZooKeeper(params) => call(&mut NativeZooKeeper { inner, params }),
+            StoreKind::Python => call(&mut { inner }),
         }
     }
 }

@@ -8,6 +8,7 @@ mod selector;
 mod sets;
 mod statetable;
 mod store;
+mod zookeeper;
 
 use pyo3::types::PyBytes;
 
@@ -70,5 +71,7 @@ fn engine_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<metadata::MetadataCache>()?;
     m.add_function(wrap_pyfunction!(encode_partition_states, m)?)?;
     m.add_function(wrap_pyfunction!(metadata::metadata_digest, m)?)?;
+    m.add_function(wrap_pyfunction!(zookeeper::zk_write_partition_states, m)?)?;
+    m.add_function(wrap_pyfunction!(zookeeper::zk_read_partition_states, m)?)?;
     Ok(())
 }

@@ -1,0 +1,431 @@
+//! The ZooKeeper store's native partition-state path: request bodies built and responses decoded
+//! here (`crate::zkwire`, `crate::zkjson`), with the Python `ZooKeeperStore` only moving bytes
+//! over its kazoo connection (`native_exchange`, pipelined, sent again after a reconnect).
+//!
+//! - [`NativeZooKeeper`]: the engine's store for a plain `ZooKeeperStore`, with no Python object
+//!   per partition (the store's other operations, and documents that are not the usual ones, go
+//!   through Python);
+//! - `zk_write_partition_states` / `zk_read_partition_states`: the same loops for the store's own
+//!   `update_partition_states` / `get_partition_states`.
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyTuple};
+
+use crate::context::{Context, Part, TopicIdx};
+use crate::model::{LeaderAndIsr, LeaderIsrAndControllerEpoch, LeaderRecoveryState};
+use crate::py::convert::{failure_from_err, failure_from_exception};
+use crate::py::store::PyStore;
+use crate::store::{Failure, Read, Store, Updated};
+use crate::zkjson;
+use crate::zkwire::{self, BulkError, DataRead, Limits, Request, SetItem, SetOutcome};
+
+const CONTROLLER_EPOCH: &str = "/controller_epoch";
+
+/// What `ZooKeeperStore.native_zk()` tells: the chroot, the limits, and whether the servers
+/// have multiRead.
+#[derive(Clone)]
+pub struct ZkParams {
+    chroot: String,
+    limits: Limits,
+    multi_read: bool,
+}
+
+impl ZkParams {
+    fn of(store: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let (chroot, max_ops, max_reads, max_bytes, multi_read): (
+            String,
+            usize,
+            usize,
+            usize,
+            bool,
+        ) = store.call_method0("native_zk")?.extract()?;
+        Ok(Self {
+            chroot,
+            limits: Limits {
+                max_ops,
+                max_bytes,
+                max_reads,
+            },
+            multi_read,
+        })
+    }
+}
+
+/// `paths.partition_state`, without the chroot.
+fn state_path(topic: &str, partition: i32) -> String {
+    format!("/brokers/topics/{topic}/partitions/{partition}/state")
+}
+
+/// Send the requests through the store, pipelined; the response bodies in order.
+fn exchange(store: &Py<PyAny>, kind: i32, requests: Vec<Request>) -> Result<Vec<Vec<u8>>, PyErr> {
+    Python::attach(|py| {
+        let items = requests
+            .iter()
+            .map(|r| (PyBytes::new(py, &r.body), r.path.as_str()))
+            .collect::<Vec<_>>();
+        let answers = store
+            .bind(py)
+            .call_method1("native_exchange", (kind, items))?;
+        answers
+            .try_iter()?
+            .map(|answer| Ok(answer?.cast_into::<PyBytes>()?.as_bytes().to_vec()))
+            .collect()
+    })
+}
+
+/// The store's error for a failed bulk operation, as a Python exception.
+fn bulk_error(
+    store: &Py<PyAny>,
+    error: BulkError<PyErr>,
+    paths: &dyn Fn(usize) -> String,
+    fence: i32,
+) -> PyErr {
+    Python::attach(|py| {
+        let store = store.bind(py);
+        let made = match error {
+            BulkError::Exchange(e) => return e,
+            BulkError::Fenced(code) => store.call_method1("native_fence_error", (code, fence)),
+            BulkError::TooLarge(i, size) => {
+                store.call_method1("native_limit_error", (paths(i), size))
+            }
+            BulkError::Wire(e) => store.call_method1("native_wire_error", (e.to_string(),)),
+        };
+        match made {
+            Ok(value) => PyErr::from_value(value),
+            Err(e) => e,
+        }
+    })
+}
+
+fn item_error(store: &Py<PyAny>, path: &str, code: i32) -> PyResult<Py<PyAny>> {
+    Python::attach(|py| {
+        Ok(store
+            .bind(py)
+            .call_method1("native_error", (path, code))?
+            .unbind())
+    })
+}
+
+/// The engine's store for a plain `ZooKeeperStore`.
+pub struct NativeZooKeeper {
+    pub inner: PyStore,
+    pub params: ZkParams,
+}
+
+impl NativeZooKeeper {
+    /// The store's parameters when `store` is a `ZooKeeperStore` whose partition-state methods
+    /// are its own (a subclass or wrapper that changes them, as tests' fault injectors do, goes
+    /// through Python).
+    pub fn supports(store: &Bound<'_, PyAny>) -> Option<ZkParams> {
+        let check = || -> PyResult<Option<ZkParams>> {
+            let py = store.py();
+            let modules = py.import("sys")?.getattr("modules")?;
+            let Some(module) = modules
+                .call_method1("get", ("kctl.stores.zookeeper",))
+                .ok()
+                .filter(|m| !m.is_none())
+            else {
+                return Ok(None); // never imported: not a ZooKeeper store
+            };
+            let zookeeper = module.getattr("ZooKeeperStore")?;
+            let cls = store.get_type();
+            if !cls.is_subclass(&zookeeper)? {
+                return Ok(None);
+            }
+            for method in ["get_partition_states", "update_partition_states"] {
+                if !cls.getattr(method)?.is(&zookeeper.getattr(method)?) {
+                    return Ok(None);
+                }
+            }
+            ZkParams::of(store).map(Some)
+        };
+        check().unwrap_or(None)
+    }
+
+    fn failure(&self, err: &PyErr) -> Failure {
+        Python::attach(|py| failure_from_err(py, err))
+    }
+}
+
+/// Read the states at `paths` (without the chroot): per path, the natively decoded state, the
+/// raw document for Python's decoder, or ZooKeeper's error code.
+enum StateRead {
+    Decoded(zkjson::DecodedState, i32),
+    Raw(Option<Vec<u8>>, i32),
+    Failed(i32),
+}
+
+fn read_states(
+    store: &Py<PyAny>,
+    params: &ZkParams,
+    paths: &[String],
+) -> Result<Vec<StateRead>, PyErr> {
+    let full: Vec<String> = paths
+        .iter()
+        .map(|p| format!("{}{p}", params.chroot))
+        .collect();
+    let reads = zkwire::read_all(&full, params.limits, &mut |kind, requests| {
+        exchange(store, kind, requests)
+    })
+    .map_err(|e| bulk_error(store, e, &|i| paths[i].clone(), -1))?;
+    Ok(reads
+        .into_iter()
+        .map(|read| match read {
+            DataRead::Found(Some(data), version) => match zkjson::decode_partition_state(&data) {
+                Some(state) => StateRead::Decoded(state, version),
+                None => StateRead::Raw(Some(data), version),
+            },
+            DataRead::Found(None, version) => StateRead::Raw(None, version),
+            DataRead::Failed(code) => StateRead::Failed(code),
+        })
+        .collect())
+}
+
+/// Conditionally write each `(path without chroot, data, version)`, fenced unless `fence` is -1.
+fn write_states(
+    store: &Py<PyAny>,
+    params: &ZkParams,
+    items: Vec<SetItem>,
+    fence: i32,
+) -> Result<Vec<SetOutcome>, PyErr> {
+    let chroot = params.chroot.as_str();
+    let epoch_path = format!("{chroot}{CONTROLLER_EPOCH}");
+    let fenced = (fence != -1).then_some((epoch_path.as_str(), fence));
+    zkwire::conditional_sets(&items, fenced, params.limits, &mut |kind, requests| {
+        exchange(store, kind, requests)
+    })
+    .map_err(|e| {
+        bulk_error(
+            store,
+            e,
+            &|i| items[i].path[chroot.len()..].to_owned(),
+            fence,
+        )
+    })
+}
+
+fn set_items(
+    params: &ZkParams,
+    states: impl Iterator<Item = (String, Vec<u8>, i32)>,
+) -> Vec<SetItem> {
+    states
+        .map(|(path, data, version)| SetItem {
+            path: format!("{}{path}", params.chroot),
+            data,
+            version,
+        })
+        .collect()
+}
+
+impl Store for NativeZooKeeper {
+    fn read_states(&mut self, ctx: &Context, parts: &[Part]) -> Result<Vec<Read>, Failure> {
+        if !self.params.multi_read {
+            return self.inner.read_states(ctx, parts);
+        }
+        let paths: Vec<String> = parts
+            .iter()
+            .map(|&p| state_path(ctx.topic_name(ctx.partition_topic(p)), ctx.partition_id(p)))
+            .collect();
+        let raw =
+            read_states(&self.inner.store, &self.params, &paths).map_err(|e| self.failure(&e))?;
+        let mut reads = Vec::with_capacity(parts.len());
+        let mut unusual = Vec::new();
+        for (at, read) in raw.into_iter().enumerate() {
+            reads.push(match read {
+                StateRead::Decoded((leader, isr, leader_epoch, controller_epoch), version) => {
+                    Read::Found(LeaderIsrAndControllerEpoch {
+                        leader_and_isr: LeaderAndIsr {
+                            leader,
+                            isr,
+                            leader_epoch,
+                            partition_epoch: version,
+                            recovery: LeaderRecoveryState::Recovered,
+                        },
+                        controller_epoch,
+                    })
+                }
+                StateRead::Failed(zkwire::NO_NODE) => Read::Missing,
+                StateRead::Failed(code) => {
+                    let error = item_error(&self.inner.store, &paths[at], code)
+                        .map_err(|e| self.failure(&e))?;
+                    Read::Failed(Python::attach(|py| {
+                        failure_from_exception(py, error.bind(py))
+                    }))
+                }
+                StateRead::Raw(..) => {
+                    unusual.push(at);
+                    Read::Missing
+                }
+            });
+        }
+        if !unusual.is_empty() {
+            // Python's decoder reads (again) and names whatever is not the usual document.
+            let again: Vec<Part> = unusual.iter().map(|&at| parts[at]).collect();
+            for (at, read) in unusual
+                .into_iter()
+                .zip(self.inner.read_states(ctx, &again)?)
+            {
+                reads[at] = read;
+            }
+        }
+        Ok(reads)
+    }
+
+    fn create_states(
+        &mut self,
+        ctx: &Context,
+        states: &[(Part, LeaderIsrAndControllerEpoch)],
+        fence: i32,
+    ) -> Result<Vec<Option<Failure>>, Failure> {
+        self.inner.create_states(ctx, states, fence)
+    }
+
+    fn update_states(
+        &mut self,
+        ctx: &Context,
+        updates: &[(Part, LeaderAndIsr)],
+        controller_epoch: i32,
+        fence: i32,
+    ) -> Result<Updated, Failure> {
+        let items = set_items(
+            &self.params,
+            updates.iter().map(|(p, lai)| {
+                let path = state_path(
+                    ctx.topic_name(ctx.partition_topic(*p)),
+                    ctx.partition_id(*p),
+                );
+                let data = zkjson::partition_state((
+                    lai.leader,
+                    &lai.isr,
+                    lai.leader_epoch,
+                    lai.recovery,
+                    controller_epoch,
+                ));
+                (path, data.into_bytes(), lai.partition_epoch)
+            }),
+        );
+        let chroot = self.params.chroot.len();
+        let paths: Vec<String> = items
+            .iter()
+            .map(|item| item.path[chroot..].to_owned())
+            .collect();
+        let outcomes = write_states(&self.inner.store, &self.params, items, fence)
+            .map_err(|e| self.failure(&e))?;
+        let mut updated = Updated::default();
+        for (((p, lai), outcome), path) in updates.iter().zip(outcomes).zip(&paths) {
+            match outcome {
+                SetOutcome::Written(version) => {
+                    let mut written = lai.clone();
+                    written.partition_epoch = version;
+                    updated.successful.push((*p, written));
+                }
+                SetOutcome::Failed(zkwire::BAD_VERSION) => updated.to_retry.push(*p),
+                SetOutcome::Failed(code) => {
+                    let error =
+                        item_error(&self.inner.store, path, code).map_err(|e| self.failure(&e))?;
+                    let failure = Python::attach(|py| failure_from_exception(py, error.bind(py)));
+                    updated.failed.push((*p, failure));
+                }
+            }
+        }
+        Ok(updated)
+    }
+
+    fn unclean_overrides(
+        &mut self,
+        ctx: &Context,
+        topics: &[TopicIdx],
+    ) -> Result<Vec<Result<Option<String>, Failure>>, Failure> {
+        self.inner.unclean_overrides(ctx, topics)
+    }
+}
+
+/// A state to write: topic, partition, leader, ISR, leader epoch, recovering, expected version.
+type StateToWrite = (String, i32, i32, Vec<i32>, i32, bool, i32);
+
+/// `ZooKeeperStore.update_partition_states`' bulk write: each state's JSON at its expected
+/// version, fenced unless `fence` is -1. Per state, its new version (≥ 0) or ZooKeeper's error
+/// code (< 0); raises the store's `ControllerMovedError` when the fence check fails.
+#[pyfunction]
+pub fn zk_write_partition_states(
+    py: Python<'_>,
+    store: Bound<'_, PyAny>,
+    states: Vec<StateToWrite>,
+    controller_epoch: i32,
+    fence: i32,
+) -> PyResult<Vec<i32>> {
+    let params = ZkParams::of(&store)?;
+    let store = store.unbind();
+    py.detach(|| {
+        let items = set_items(
+            &params,
+            states.into_iter().map(
+                |(topic, partition, leader, isr, leader_epoch, recovering, version)| {
+                    let recovery = if recovering {
+                        LeaderRecoveryState::Recovering
+                    } else {
+                        LeaderRecoveryState::Recovered
+                    };
+                    let data = zkjson::partition_state((
+                        leader,
+                        &isr,
+                        leader_epoch,
+                        recovery,
+                        controller_epoch,
+                    ));
+                    (state_path(&topic, partition), data.into_bytes(), version)
+                },
+            ),
+        );
+        let outcomes = write_states(&store, &params, items, fence)?;
+        Ok(outcomes
+            .into_iter()
+            .map(|outcome| match outcome {
+                SetOutcome::Written(version) => version,
+                SetOutcome::Failed(code) => code,
+            })
+            .collect())
+    })
+}
+
+/// `ZooKeeperStore.get_partition_states`' bulk read (multiRead): per partition, the decoded
+/// `(leader, isr, leader_epoch, controller_epoch, version)` of a usual document, `(data, version)`
+/// of any other (for Python's decoder, which names what is wrong), or ZooKeeper's error code.
+#[pyfunction]
+pub fn zk_read_partition_states<'py>(
+    py: Python<'py>,
+    store: Bound<'py, PyAny>,
+    partitions: Vec<(String, i32)>,
+) -> PyResult<Bound<'py, PyList>> {
+    let params = ZkParams::of(&store)?;
+    if !params.multi_read {
+        return Err(PyValueError::new_err(
+            "the store's servers have no multiRead",
+        ));
+    }
+    let unbound = store.unbind();
+    let paths: Vec<String> = partitions.iter().map(|(t, p)| state_path(t, *p)).collect();
+    let reads = py.detach(|| read_states(&unbound, &params, &paths))?;
+    let items = reads
+        .into_iter()
+        .map(|read| -> PyResult<Bound<'py, PyAny>> {
+            Ok(match read {
+                StateRead::Decoded((leader, isr, leader_epoch, controller_epoch), version) => (
+                    leader,
+                    PyTuple::new(py, isr)?,
+                    leader_epoch,
+                    controller_epoch,
+                    version,
+                )
+                    .into_pyobject(py)?
+                    .into_any(),
+                StateRead::Raw(data, version) => (data.map(|d| PyBytes::new(py, &d)), version)
+                    .into_pyobject(py)?
+                    .into_any(),
+                StateRead::Failed(code) => code.into_pyobject(py)?.into_any(),
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    PyList::new(py, items)
+}

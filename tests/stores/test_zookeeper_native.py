@@ -1,0 +1,168 @@
+"""The ZooKeeper store's native partition-state path agrees with the Python one, on a real server.
+
+With a plain :class:`ZooKeeperStore`, the native engine builds the multi and multiRead requests
+for partition states itself and decodes the answers (``kctl._engine``'s ZooKeeper codec), the
+store only moving bytes; a store whose partition-state methods are overridden is used through
+Python. Both must give the same results, logs, requests and stored znodes, including for the
+documents the native decoder leaves to ``zkdata`` (a recovery state, corrupt JSON) and for a
+deposed controller.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import pytest
+from statemachine_helpers import Harness, make_harness
+
+from kctl.election import ControlledShutdownElection
+from kctl.errors import ControllerMovedError
+from kctl.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, PartitionReplica, PartitionState, ReplicaState, TopicPartition
+from kctl.stores import MATCH_ANY_VERSION, paths
+from kctl.stores.base import ReadResult, UpdateResult
+from kctl.testing.zookeeper import ZooKeeperEnsemble, in_ci
+
+try:
+    from kazoo.client import KazooClient
+except ImportError:
+    if in_ci():
+        raise
+    pytest.skip("kazoo is not installed: pip install 'kctl[zookeeper]'", allow_module_level=True)
+
+from kctl.stores.zookeeper import ZooKeeperStore
+
+PARTITIONS = 40
+UNUSUAL = {
+    # Kafka 3.2+'s recovery state: zkdata's decoder, not the native one
+    4: b'{"controller_epoch":1,"leader":2,"version":1,"leader_epoch":0,"isr":[2,3,1],"leader_recovery_state":0}',
+    # keys in another order, with spaces: still the native decoder's
+    5: b' {"isr" : [3, 1, 2], "version": 1, "leader_epoch": 4,\n "leader": 3, "controller_epoch": 1} ',
+    6: b"\x00not JSON",  # corrupt: named by zkdata's decoder
+    7: b'{"controller_epoch":2,"leader":1,"version":1,"leader_epoch":0,"isr":[1,2,3]}',  # a newer controller
+    8: b'{"controller_epoch":1,"leader":1,"leader_epoch":0,"isr":[1,2,3],"leader":1}',  # duplicated key
+}
+MISSING = 9  # no state znode
+
+
+class PythonPathStore(ZooKeeperStore):
+    """Overriding the partition-state methods turns the engine's native path off."""
+
+    def get_partition_states(
+        self, partitions: Iterable[TopicPartition]
+    ) -> ReadResult[TopicPartition, LeaderIsrAndControllerEpoch]:
+        return super().get_partition_states(partitions)
+
+    def update_partition_states(
+        self, updates: Mapping[TopicPartition, LeaderAndIsr], controller_epoch: int, expected_controller_epoch_version: int
+    ) -> UpdateResult:
+        return super().update_partition_states(updates, controller_epoch, expected_controller_epoch_version)
+
+
+def replicas(p: int) -> tuple[int, int, int]:
+    return p % 3 + 1, (p + 1) % 3 + 1, (p + 2) % 3 + 1
+
+
+@pytest.fixture
+def harnesses(zookeeper_server: ZooKeeperEnsemble) -> Iterator[dict[str, tuple[Harness, list[str]]]]:
+    """The same cluster in three chroots: the native engine with a store on the native path and
+    with one on the Python path, and the reference engine (always through Python); each with the
+    partitions the store's Python ``get_partition_states`` was asked for."""
+    built: dict[str, tuple[Harness, list[str]]] = {}
+    stores: list[ZooKeeperStore] = []
+    for name, cls, engine in (
+        ("native", ZooKeeperStore, "rust"), ("python", PythonPathStore, "rust"), ("reference", ZooKeeperStore, "reference")
+    ):
+        chroot = f"/kctl-native-{uuid.uuid4().hex}"
+        store = cls(zookeeper_server.hosts, chroot)
+        stores.append(store)
+        harness = make_harness(store=store, engine=engine, topics={"t": {p: replicas(p) for p in range(PARTITIONS)}})
+        tps = [TopicPartition("t", p) for p in range(PARTITIONS)]
+        for tp in tps:
+            if tp.partition != MISSING:
+                harness.write_state(tp, replicas(tp.partition)[0], replicas(tp.partition), cache=False)
+        raw = KazooClient(zookeeper_server.hosts + chroot)
+        raw.start()
+        for p, document in UNUSUAL.items():
+            raw.set(paths.partition_state(TopicPartition("t", p)), document)
+        raw.stop()
+        raw.close()
+        read: list[str] = []
+        python_read = store.get_partition_states
+
+        def recording(partitions: Iterable[TopicPartition], read: list[str] = read, python_read: Any = python_read) -> Any:
+            keys = list(partitions)
+            read.extend(str(tp) for tp in keys)
+            return python_read(keys)
+
+        store.get_partition_states = recording  # type: ignore[method-assign]  # an instance attribute
+        built[name] = harness, read
+    yield built
+    for harness, _ in built.values():
+        for session in [*harness.broker_sessions.values(), *harness.other_sessions]:
+            session.close()  # no kazoo thread may outlive the test (it uses the global random)
+    for store in stores:
+        store.close()
+
+
+def observe(h: Harness) -> tuple[object, ...]:
+    tps = [TopicPartition("t", p) for p in range(PARTITIONS)]
+    stored = h.store.get_partition_states(tps)
+    return (
+        h.log, h.batch_log, [(s.broker, replace(s.request, broker_epoch=0)) for s in h.channel.sent],  # zxids differ
+        stored.values, {tp: (type(e).__name__, str(e)) for tp, e in stored.errors.items()},
+        {tp: h.context.partition_leadership(tp) for tp in tps},
+    )
+
+
+def test_controlled_shutdown_is_the_same_on_both_paths(harnesses: dict[str, tuple[Harness, list[str]]]) -> None:
+    seen = {}
+    for name, (h, read) in harnesses.items():
+        tps = [TopicPartition("t", p) for p in range(PARTITIONS)]
+        errors = h.context.load_partition_leaderships(h.store, tps)
+        assert {str(tp) for tp in errors} == {"t-6"}, errors  # the corrupt one; the missing one is no error
+        h.partition_sm.startup()
+        h.replica_sm.startup()
+        h.reset_observations()
+        h.context.add_shutting_down_broker(1)
+        led, followed = h.context.controlled_shutdown_partitions(1)
+        h.partition_sm.handle_state_changes(led, PartitionState.ONLINE, ControlledShutdownElection())
+        h.replica_sm.handle_state_changes([PartitionReplica(tp, 1) for tp in followed], ReplicaState.OFFLINE)
+        reads = list(read)
+        seen[name] = observe(h), reads
+    (native, native_reads), (python, python_reads) = seen["native"], seen["python"]
+    assert native == python == seen["reference"][0]
+    assert set(native_reads) == {"t-4", "t-6", "t-8"}  # what the native decoder leaves to zkdata
+    assert len(python_reads) > PARTITIONS
+    states = native[3]
+    assert isinstance(states, dict)
+    assert states[TopicPartition("t", 5)].leader_and_isr.leader == 3  # decoded natively, left as it was
+    still_on_1 = {tp.partition for tp, s in states.items() if 1 in (s.leader_and_isr.leader, *s.leader_and_isr.isr)}
+    assert still_on_1 == {7}  # written by a newer controller: left alone (6 is corrupt, 9 missing)
+
+
+def test_a_deposed_controller_learns_it_on_both_paths(harnesses: dict[str, tuple[Harness, list[str]]]) -> None:
+    outcomes = {}
+    for name, (h, _) in harnesses.items():
+        tps = [TopicPartition("t", p) for p in range(PARTITIONS)]
+        h.context.load_partition_leaderships(h.store, tps)
+        h.partition_sm.startup()
+        h.reset_observations()
+        h.another_controller_takes_over()
+        h.context.add_shutting_down_broker(1)
+        led, _ = h.context.controlled_shutdown_partitions(1)
+        try:
+            results = h.partition_sm.handle_state_changes(led, PartitionState.ONLINE, ControlledShutdownElection())
+            outcome: object = {str(tp): (type(r).__name__, str(r)) for tp, r in results.items()}
+        except ControllerMovedError as exc:
+            outcome = str(exc), type(exc.__cause__).__name__
+        written = {tp: s.leader_and_isr.new_epoch() for tp, s in h.store.get_partition_states(tps).values.items()}
+        with pytest.raises(ControllerMovedError, match="Expected zkVersion = 1"):
+            h.store.update_partition_states({}, 1, h.context.epoch_zk_version)  # even with nothing to write
+        unfenced = h.store.update_partition_states(written, 1, MATCH_ANY_VERSION)
+        outcomes[name] = outcome, h.log, observe(h)[3], len(unfenced.successful)
+    assert outcomes["native"] == outcomes["python"] == outcomes["reference"]
+    assert outcomes["native"][0] == ("Controller epoch zkVersion check fails. Expected zkVersion = 1", "BadVersionError")
+    assert outcomes["native"][3] == PARTITIONS - 1  # unfenced writes still land (not on the corrupt 6)
