@@ -237,7 +237,7 @@ impl Store for NativeZooKeeper {
                     Read::Found(LeaderIsrAndControllerEpoch {
                         leader_and_isr: LeaderAndIsr {
                             leader,
-                            isr,
+                            isr: isr.into(),
                             leader_epoch,
                             partition_epoch: version,
                             recovery: LeaderRecoveryState::Recovered,
