@@ -128,6 +128,12 @@ impl RequestBatch {
         *self = Self::default();
     }
 
+    /// Make room for the UpdateMetadata entries of a bulk state change of `partitions` (each adds
+    /// at most one), so the map is not grown and rehashed step by step.
+    pub fn reserve(&mut self, partitions: usize) {
+        self.update_metadata_parts.reserve(partitions);
+    }
+
     pub fn add_leader_and_isr(
         &mut self,
         ctx: &Context,

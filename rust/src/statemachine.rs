@@ -152,6 +152,7 @@ impl Machine<'_> {
         if parts.is_empty() {
             return Ok(Vec::new());
         }
+        self.batch.reserve(parts.len());
         let attempt = self
             .new_batch()
             .and_then(|()| self.do_partition_state_changes(&parts, target, election, selector));
@@ -630,6 +631,7 @@ impl Machine<'_> {
         if replicas.is_empty() {
             return Ok(Vec::new());
         }
+        self.batch.reserve(replicas.len());
         let mut results = Vec::new();
         let attempt = (|| -> Result<(), Failure> {
             self.new_batch()?;
