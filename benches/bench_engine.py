@@ -41,6 +41,8 @@ from kctl.model import BrokerInfo, LeaderAndIsr, LeaderIsrAndControllerEpoch, Re
 from kctl.scheduler import SimulatedScheduler
 from kctl.stores.memory import MemoryStore, MemoryTree
 
+from conftest import scale_of
+
 if TYPE_CHECKING:
     from conftest import Scale
 
@@ -205,25 +207,26 @@ class Cluster:
         return None if engine is None else engine.heap_bytes() / self.partitions
 
 
-_built: dict[tuple[str, int], Cluster] = {}
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """One ``cluster`` per selected size and engine (the reference engine up to
+    ``KCTL_BENCH_REFERENCE_MAX`` partitions), ordered by size so that one is alive at a time."""
+    if "cluster" not in metafunc.fixturenames:
+        return
+    reference_max = int(os.environ.get("KCTL_BENCH_REFERENCE_MAX", "1000000"))
+    params = [(e, n) for n in sizes(scale_of(metafunc.config)) for e in ENGINES
+              if e != "reference" or n <= reference_max]
+    metafunc.parametrize("cluster", params, indirect=True, scope="module", ids=[f"{e}-{n}" for e, n in params])
 
 
-@pytest.fixture(scope="module", params=[(e, n) for n in (10_000, 100_000, 1_000_000, 10_000_000) for e in ENGINES],
-                ids=lambda p: f"{p[0]}-{p[1]}")
-def cluster(request: pytest.FixtureRequest, bench_scale: Scale) -> Iterator[Cluster]:
+@pytest.fixture(scope="module")
+def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     """One cluster per engine and size, reused by every operation (only one is alive at a time)."""
     engine, partitions = request.param
-    if partitions not in sizes(bench_scale):
-        pytest.skip(f"{partitions} partitions not selected (KCTL_BENCH_PARTITIONS)")
-    if engine == "reference" and partitions > int(os.environ.get("KCTL_BENCH_REFERENCE_MAX", "1000000")):
-        pytest.skip("the reference engine above KCTL_BENCH_REFERENCE_MAX partitions")
-    _built.clear()
     gc.collect()
     built = Cluster(engine, partitions)
     built.build()
     built.check_healthy()
     yield built
-    _built.clear()
 
 
 def run_rounds(benchmark: Any, cluster: Cluster, prepare: Callable[[], Callable[[], object]],

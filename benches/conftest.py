@@ -74,11 +74,16 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Mod
     return pytest.Module.from_parent(parent, path=file_path)
 
 
+def scale_of(config: pytest.Config) -> Scale:
+    """The scale this run asked for (option, else ``KCTL_BENCH_SCALE``, else smoke)."""
+    option = config.getoption("--kctl-bench-scale")
+    return parse_scale(option if option is not None else os.environ.get("KCTL_BENCH_SCALE", "smoke"))
+
+
 @pytest.fixture(scope="session")
 def bench_scale(pytestconfig: pytest.Config) -> Scale:
     """The cluster size every scaled benchmark uses in this run."""
-    option = pytestconfig.getoption("--kctl-bench-scale")
-    return parse_scale(option if option is not None else os.environ.get("KCTL_BENCH_SCALE", "smoke"))
+    return scale_of(pytestconfig)
 
 
 @pytest.fixture(params=ENGINES)

@@ -157,15 +157,19 @@ impl RequestBatch {
             recovery: lai.recovery,
         });
         for broker in brokers.iter().copied().filter(|b| *b >= 0) {
-            let per_broker = self.leader_and_isr.entry(broker).or_default();
-            let sticky = per_broker.get(&p).is_some_and(|e| e.is_new);
-            per_broker.insert(
-                p,
-                LeaderAndIsrEntry {
+            // Replaced in place (the partition keeps its position), with a sticky `is_new`.
+            self.leader_and_isr
+                .entry(broker)
+                .or_default()
+                .entry(p)
+                .and_modify(|old| {
+                    old.state = state.clone();
+                    old.is_new |= is_new;
+                })
+                .or_insert_with(|| LeaderAndIsrEntry {
                     state: state.clone(),
-                    is_new: is_new || sticky,
-                },
-            );
+                    is_new,
+                });
         }
         self.add_update_metadata_for_registered(ctx, &[p]);
     }
@@ -225,16 +229,20 @@ impl RequestBatch {
             NO_EPOCH
         };
         for broker in brokers.iter().copied().filter(|b| *b >= 0) {
-            let per_broker = self.stop_replica.entry(broker).or_default();
-            let sticky = per_broker.get(&p).is_some_and(|e| e.delete);
-            per_broker.insert(
-                p,
-                StopReplicaEntry {
+            // Replaced in place, with a sticky `delete`.
+            self.stop_replica
+                .entry(broker)
+                .or_default()
+                .entry(p)
+                .and_modify(|old| {
+                    old.leader_epoch = leader_epoch;
+                    old.delete |= delete;
+                })
+                .or_insert(StopReplicaEntry {
                     part: p,
                     leader_epoch,
-                    delete: delete || sticky,
-                },
-            );
+                    delete,
+                });
         }
     }
 
