@@ -86,6 +86,12 @@ pub struct Context {
     unclean_elections: i64,
 }
 
+/// A run of topics in context order.
+type TopicSlice = indexmap::set::Slice<TopicIdx>;
+
+/// Partition count from which whole-cluster scans use a second thread.
+const PARALLEL_SCAN: usize = 200_000;
+
 const REGISTERED: u8 = 1;
 const SHUTTING_DOWN: u8 = 2;
 /// Broker ids below this get dense flags; others (rare) are looked up in the maps.
@@ -548,13 +554,54 @@ impl Context {
     /// Every assigned partition in context order, with whether its topic is queued for deletion
     /// (looked up once per topic): the whole-cluster scans walk this without allocating.
     fn scan(&self) -> impl Iterator<Item = (Part, bool)> + '_ {
-        self.assigned_topics.iter().flat_map(move |t| {
+        self.scan_topics(self.assigned_topics.as_slice())
+    }
+
+    fn scan_topics<'a>(
+        &'a self,
+        topics: &'a TopicSlice,
+    ) -> impl Iterator<Item = (Part, bool)> + 'a {
+        topics.iter().flat_map(move |t| {
             let queued = self.to_be_deleted.contains(t);
             self.topics[*t as usize]
                 .assigned
                 .iter()
                 .map(move |&p| (p, queued))
         })
+    }
+
+    /// The partitions of [`Self::scan`] that `keep` keeps, in context order. A scan of a large
+    /// cluster reads tens of megabytes that are rarely in cache, so above `PARALLEL_SCAN`
+    /// partitions the second half of the topics is scanned on another thread.
+    fn scan_filter(&self, keep: impl Fn(Part, bool) -> bool + Sync) -> Vec<Part> {
+        let topics = self.assigned_topics.as_slice();
+        let collect = |topics: &TopicSlice, found: &mut Vec<Part>| {
+            found.extend(
+                self.scan_topics(topics)
+                    .filter(|&(p, queued)| keep(p, queued))
+                    .map(|(p, _)| p),
+            );
+        };
+        let mut found = Vec::new();
+        if self.p_topic.len() < PARALLEL_SCAN || topics.len() < 2 {
+            collect(topics, &mut found);
+            return found;
+        }
+        let (first, second) = topics.split_at(topics.len() / 2);
+        // Room for every partition of the second half, allocated here: memory the helper thread
+        // allocated itself would be freed across threads after it has ended, which costs
+        // mimalloc far more than the scan.
+        let room = second
+            .iter()
+            .map(|t| self.topics[*t as usize].assigned.len())
+            .sum();
+        let mut found_second = Vec::with_capacity(room);
+        std::thread::scope(|scope| {
+            scope.spawn(|| collect(second, &mut found_second));
+            collect(first, &mut found);
+        });
+        found.extend_from_slice(&found_second);
+        found
     }
 
     pub fn partition_count(&self) -> usize {
@@ -565,10 +612,7 @@ impl Context {
     }
 
     pub fn partitions_on_broker(&self, broker: BrokerId) -> Vec<Part> {
-        self.scan()
-            .map(|(p, _)| p)
-            .filter(|p| self.replicas(*p).contains(&broker))
-            .collect()
+        self.scan_filter(|p, _| self.replicas(p).contains(&broker))
     }
 
     /// Replicas hosted on the brokers, brokers ascending then context order.
@@ -579,9 +623,9 @@ impl Context {
         wanted.dedup();
         if let [broker] = wanted[..] {
             return self
-                .scan()
-                .filter(|&(p, _)| self.replicas(p).contains(&broker))
-                .map(|(p, _)| (p, broker))
+                .partitions_on_broker(broker)
+                .into_iter()
+                .map(|p| (p, broker))
                 .collect();
         }
         let mut by_broker: Vec<Vec<Replica>> = vec![Vec::new(); wanted.len()];
@@ -688,31 +732,22 @@ impl Context {
     }
 
     pub fn partitions_with_leaders(&self) -> Vec<Part> {
-        self.scan()
-            .filter(|&(p, queued)| !queued && self.has_leadership(p))
-            .map(|(p, _)| p)
-            .collect()
+        self.scan_filter(|p, queued| !queued && self.has_leadership(p))
     }
 
     pub fn partitions_with_offline_leader(&self) -> Vec<Part> {
-        self.scan()
-            .filter(|&(p, queued)| {
-                !queued
-                    && self
-                        .leader(p)
-                        .is_some_and(|l| !self.is_replica_online(l, p, false))
-            })
-            .map(|(p, _)| p)
-            .collect()
+        self.scan_filter(|p, queued| {
+            !queued
+                && self
+                    .leader(p)
+                    .is_some_and(|l| !self.is_replica_online(l, p, false))
+        })
     }
 
     pub fn partition_leaders_on_broker(&self, broker: BrokerId) -> Vec<Part> {
-        self.scan()
-            .filter(|&(p, queued)| {
-                !queued && self.leader(p) == Some(broker) && self.replicas(p).len() > 1
-            })
-            .map(|(p, _)| p)
-            .collect()
+        self.scan_filter(|p, queued| {
+            !queued && self.leader(p) == Some(broker) && self.replicas(p).len() > 1
+        })
     }
 
     /// Partitions led by each broker: every cached leadership, assigned or not.
@@ -948,11 +983,7 @@ impl Context {
                 .into_iter()
                 .filter(wanted)
                 .collect(),
-            None => self
-                .scan()
-                .filter(|(p, queued)| !queued && wanted(p))
-                .map(|(p, _)| p)
-                .collect(),
+            None => self.scan_filter(|p, queued| !queued && wanted(&p)),
         }
     }
 
@@ -1069,6 +1100,43 @@ mod tests {
             leader_and_isr: LeaderAndIsr::new(leader, isr.into()),
             controller_epoch: 1,
         }
+    }
+
+    /// Above `PARALLEL_SCAN` partitions the scans split the topics over two threads; their
+    /// results are the sequential ones, in context order (topics given out of name order, one
+    /// queued for deletion, leaders on and off the scanned broker).
+    #[test]
+    fn parallel_scans_equal_sequential_ones() {
+        let mut ctx = Context::new();
+        ctx.set_live_brokers(&[(1, 1), (2, 1), (3, 1)]);
+        let per_topic = 1_000;
+        for t in (0..(PARALLEL_SCAN / per_topic + 7)).rev() {
+            for id in 0..per_topic {
+                let p = ctx.intern_part(&format!("t{t}"), id as i32);
+                let first = (t + id) as BrokerId % 4;
+                ctx.update_assignment(p, &ra(&[first, (first + 1) % 4]));
+                ctx.put_leadership(p, &lice(first, &[first]));
+            }
+        }
+        ctx.queue_topic_deletion(&["t3"]);
+        assert!(ctx.p_topic.len() >= PARALLEL_SCAN);
+        let sequential = |keep: &dyn Fn(Part, bool) -> bool| -> Vec<Part> {
+            ctx.scan()
+                .filter(|&(p, q)| keep(p, q))
+                .map(|(p, _)| p)
+                .collect()
+        };
+        assert_eq!(
+            ctx.partitions_on_broker(2),
+            sequential(&|p, _| ctx.replicas(p).contains(&2))
+        );
+        let offline = ctx.partitions_with_offline_leader();
+        assert!(!offline.is_empty());
+        assert_eq!(offline, sequential(&|p, q| !q && ctx.leader(p) == Some(0)));
+        assert_eq!(
+            ctx.partitions_with_leaders().len(),
+            ctx.p_topic.len() - per_topic
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! PyO3 code lives only in `py/`; every other module is plain Rust so that `cargo test` exercises it
 //! without an interpreter.
 
+pub mod alloc;
 pub mod context;
 pub mod election;
 pub mod hash;
@@ -15,8 +16,3 @@ pub mod statetable;
 pub mod store;
 pub mod zkjson;
 pub mod zkwire;
-
-/// The engine allocates many small vectors (ISRs, replica lists, request entries) per bulk call;
-/// mimalloc's thread-local free lists make that far cheaper than the system allocator.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -7,6 +7,7 @@ them; everything per partition lives in the engine's columnar arrays.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence, Set
+from types import MappingProxyType
 from typing import Any, cast
 
 from kctl._engine import Engine
@@ -69,6 +70,8 @@ class RustContext(ControllerContext):
     def __init__(self, engine: str = "rust") -> None:
         self.native = Engine()
         self._broker_infos: dict[int, BrokerInfo] = {}
+        # Every request batch reads the topic ids; they change only when a topic is added or removed.
+        self._topic_ids: Mapping[str, str] | None = None
 
     # --- Controller epoch and metrics ----------------------------------------------------------
 
@@ -106,6 +109,7 @@ class RustContext(ControllerContext):
     def reset_context(self) -> None:
         self.native.reset()
         self._broker_infos.clear()
+        self._topic_ids = None
 
     # --- Brokers -------------------------------------------------------------------------------
 
@@ -178,13 +182,17 @@ class RustContext(ControllerContext):
 
     def add_topic(self, topic: str, topic_id: str | None = None) -> None:
         self.native.add_topic(topic, topic_id)
+        self._topic_ids = None
 
     def remove_topic(self, topic: str) -> None:
         self.native.remove_topic(topic)
+        self._topic_ids = None
 
     @property
     def topic_ids(self) -> Mapping[str, str]:
-        return dict(self.native.topic_ids())
+        if self._topic_ids is None:
+            self._topic_ids = MappingProxyType(dict(self.native.topic_ids()))
+        return self._topic_ids
 
     def update_partition_full_replica_assignment(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
         self.native.update_assignment(tp.topic, tp.partition, assignment_tuple(assignment))

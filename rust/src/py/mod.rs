@@ -60,6 +60,7 @@ fn encode_partition_states<'py>(
 #[pymodule]
 #[pyo3(name = "_engine")]
 fn engine_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    crate::alloc::keep_freed_memory();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("build_profile", BUILD_PROFILE)?;
     m.add_class::<engine::Engine>()?;
