@@ -146,7 +146,7 @@ def observe(engine: str, shape: Shape, ops: list[tuple[Any, ...]]) -> Observatio
         for topic in sorted(cluster.store.get_all_topics()):
             for tp in cluster.store.get_topic_assignments([topic]).values[topic].partitions:
                 seen.history[TopicPartition(topic, tp)] = cluster.partition_history(TopicPartition(topic, tp))
-        seen.metrics = cluster.metrics()
+        seen.metrics = cluster.metrics() if cluster.controllers else {}  # every candidate may have been killed
     return seen
 
 

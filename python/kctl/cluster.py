@@ -311,6 +311,10 @@ class EmbeddedCluster:
 
     def _controller(self) -> KafkaController:
         controller = self.active_controller
+        if controller is None and not self.controllers:
+            raise IllegalStateError(
+                f"no controller is running: every controller candidate (brokers {self.controller_ids}) is down"
+            )
         if controller is None:
             self.run_until(lambda: self.active_controller is not None, what="an active controller")
             controller = self.active_controller

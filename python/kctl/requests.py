@@ -287,13 +287,17 @@ class ControllerBrokerRequestBatch:
         if self.channel is not None:
             self.channel.send_request(broker, request, callback if self.on_response is not None else None)
 
+    def _registered_brokers(self) -> dict[int, BrokerInfo]:
+        """The live or shutting-down brokers by id, for the LeaderAndIsr requests of one send."""
+        return {b.id: b for b in self.context.live_or_shutting_down_brokers()}
+
     def _deliver_leader_and_isr(
         self, sent: list[SentRequest], controller_epoch: int, broker: int,
-        states: Sequence[LeaderAndIsrPartitionState], leaders: Iterable[int],
+        states: Sequence[LeaderAndIsrPartitionState], leaders: Iterable[int], brokers_by_id: Mapping[int, BrokerInfo],
     ) -> None:
-        """``leaders``: the states' distinct leaders, ascending (the live ones are sent)."""
+        """``leaders``: the states' distinct leaders, ascending (the live ones are sent);
+        ``brokers_by_id``: :meth:`_registered_brokers`."""
         ctx = self.context
-        brokers_by_id = {b.id: b for b in ctx.live_or_shutting_down_brokers()}
         known = ctx.topic_ids
         request = LeaderAndIsrRequest(
             self.config.leader_and_isr_version,

@@ -529,6 +529,14 @@ impl Context {
         }
     }
 
+    /// AR and RR without copying (empty when the partition is not being reassigned).
+    pub fn reassignment_lists(&self, p: Part) -> (&[BrokerId], &[BrokerId]) {
+        match self.moving.get(&p) {
+            Some(m) => (&m.adding, &m.removing),
+            None => (&[], &[]),
+        }
+    }
+
     pub fn is_being_reassigned_assignment(&self, p: Part) -> bool {
         self.moving.contains_key(&p)
     }

@@ -143,6 +143,44 @@ impl RequestBatch {
         assignment: &ReplicaAssignment,
         is_new: bool,
     ) {
+        let lists = (
+            &assignment.replicas[..],
+            &assignment.adding[..],
+            &assignment.removing[..],
+        );
+        self.add_leader_and_isr_state(ctx, brokers, p, lice, lists, is_new);
+    }
+
+    /// [`Self::add_leader_and_isr`] with the partition's assignment as the context has it (read
+    /// in place, not copied into a `ReplicaAssignment` first).
+    pub fn add_leader_and_isr_assigned(
+        &mut self,
+        ctx: &Context,
+        brokers: &[BrokerId],
+        p: Part,
+        lice: &LeaderIsrAndControllerEpoch,
+        is_new: bool,
+    ) {
+        let (adding, removing) = ctx.reassignment_lists(p);
+        self.add_leader_and_isr_state(
+            ctx,
+            brokers,
+            p,
+            lice,
+            (ctx.replicas(p), adding, removing),
+            is_new,
+        );
+    }
+
+    fn add_leader_and_isr_state(
+        &mut self,
+        ctx: &Context,
+        brokers: &[BrokerId],
+        p: Part,
+        lice: &LeaderIsrAndControllerEpoch,
+        (replicas, adding, removing): (&[BrokerId], &[BrokerId], &[BrokerId]),
+        is_new: bool,
+    ) {
         let lai = &lice.leader_and_isr;
         let state = Arc::new(LeaderAndIsrState {
             part: p,
@@ -151,9 +189,9 @@ impl RequestBatch {
             leader_epoch: lai.leader_epoch,
             isr: lai.isr.clone(),
             partition_epoch: lai.partition_epoch,
-            replicas: assignment.replicas.clone(),
-            adding: assignment.adding.clone(),
-            removing: assignment.removing.clone(),
+            replicas: replicas.into(),
+            adding: adding.into(),
+            removing: removing.into(),
             recovery: lai.recovery,
         });
         for broker in brokers.iter().copied().filter(|b| *b >= 0) {

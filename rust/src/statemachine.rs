@@ -336,9 +336,8 @@ impl Machine<'_> {
             }
             self.ctx.put_leadership(p, &lice);
             let isr = lice.leader_and_isr.isr.clone();
-            let assignment = self.ctx.assignment(p);
             self.batch
-                .add_leader_and_isr(self.ctx, &isr, p, &lice, &assignment, true);
+                .add_leader_and_isr_assigned(self.ctx, &isr, p, &lice, true);
             initialized.push(p);
         }
         Ok(initialized)
@@ -450,9 +449,8 @@ impl Machine<'_> {
             };
             self.ctx.put_leadership(p, &lice);
             let to = recipients.remove(&p).unwrap_or_default();
-            let assignment = self.ctx.assignment(p);
             self.batch
-                .add_leader_and_isr(self.ctx, &to, p, &lice, &assignment, false);
+                .add_leader_and_isr_assigned(self.ctx, &to, p, &lice, false);
             finished.push((p, Ok(state)));
         }
         finished.extend(outcome.failed.into_iter().map(|(p, e)| (p, Err(e))));
@@ -637,7 +635,9 @@ impl Machine<'_> {
             self.new_batch()?;
             // Grouped by broker in id order, each group keeping the input order (a stable sort).
             let mut by_broker = replicas.clone();
-            by_broker.sort_by_key(|(_, b)| *b);
+            if !by_broker.is_sorted_by_key(|(_, b)| *b) {
+                by_broker.sort_by_key(|(_, b)| *b);
+            }
             for group in by_broker.chunk_by(|x, y| x.1 == y.1) {
                 self.do_replica_state_changes(group[0].1, group, target, &mut results)?;
             }
@@ -744,9 +744,8 @@ impl Machine<'_> {
                     results.push((r, Err(error)));
                     continue;
                 }
-                let assignment = self.ctx.assignment(p);
                 self.batch
-                    .add_leader_and_isr(self.ctx, &[broker], p, &lice, &assignment, true);
+                    .add_leader_and_isr_assigned(self.ctx, &[broker], p, &lice, true);
             }
             self.transition(r, ReplicaState::New);
             results.push((r, Ok(ReplicaState::New)));
@@ -822,9 +821,8 @@ impl Machine<'_> {
                     .copied()
                     .filter(|r| *r != broker)
                     .collect();
-                let assignment = self.ctx.assignment(p);
                 self.batch
-                    .add_leader_and_isr(self.ctx, &recipients, p, &lice, &assignment, false);
+                    .add_leader_and_isr_assigned(self.ctx, &recipients, p, &lice, false);
             }
             self.transition((p, broker), ReplicaState::Offline);
             results.push(((p, broker), Ok(ReplicaState::Offline)));

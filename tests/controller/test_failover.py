@@ -29,7 +29,7 @@ from helpers import (
 from kctl import admin
 from kctl.broker import ReplicaRole
 from kctl.cluster import EmbeddedCluster
-from kctl.errors import KctlError
+from kctl.errors import IllegalStateError, KctlError
 from kctl.model import ReplicaAssignment, TopicPartition
 from kctl.stores.base import MATCH_ANY_VERSION
 
@@ -182,3 +182,17 @@ def test_brokers_reject_requests_of_a_deposed_controller() -> None:
         assert cluster.brokers[3].replica_manager.replica_state(TP).role is ReplicaRole.FOLLOWER
         assert set(stored_state(cluster).isr) == {1, 2, 3}
         assert cluster.check_invariants() == []
+
+
+def test_with_every_controller_candidate_down_asking_for_the_controller_fails_at_once() -> None:
+    """No waiting for an election that cannot happen: the error names the candidates, and a
+    candidate's restart brings a controller back."""
+    with EmbeddedCluster(4, controllers=[1, 2]) as cluster:
+        cluster.kill_broker(1)
+        cluster.kill_broker(2)
+        started = cluster.now()
+        with pytest.raises(IllegalStateError, match=r"every controller candidate \(brokers \[1, 2\]\) is down"):
+            cluster.metrics()
+        assert cluster.now() == started
+        cluster.start_broker(2)
+        assert cluster.metrics()["ActiveControllerCount"] == 1

@@ -3,13 +3,13 @@ class turns what it sent into request objects and delivers them through the chan
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from itertools import groupby
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from kctl.errors import IllegalStateError
-from kctl.model import LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
+from kctl.model import BrokerInfo, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
 from kctl.native.context import RustContext, assignment_tuple, lice_tuple, native_set
 from kctl.requests import (
     ControllerBrokerRequestBatch,
@@ -99,6 +99,7 @@ class RustRequestBatch(ControllerBrokerRequestBatch):
         sent: list[SentRequest] = []
         pending_metadata: list[int] = []  # consecutive UpdateMetadata requests share one payload
         metadata_states: Any = None
+        brokers_by_id: Mapping[int, BrokerInfo] | None = None
 
         def flush_metadata() -> None:
             if pending_metadata:
@@ -114,7 +115,9 @@ class RustRequestBatch(ControllerBrokerRequestBatch):
                 continue
             flush_metadata()
             if kind == "LeaderAndIsr":
-                self._deliver_leader_and_isr(sent, controller_epoch, broker, states, live_leaders)
+                if brokers_by_id is None:
+                    brokers_by_id = self._registered_brokers()
+                self._deliver_leader_and_isr(sent, controller_epoch, broker, states, live_leaders, brokers_by_id)
             else:
                 self._deliver_stop_replica(sent, controller_epoch, broker, delete, states)
         flush_metadata()

@@ -141,6 +141,7 @@ class ReferenceRequestBatch(ControllerBrokerRequestBatch):
 
     def _send_leader_and_isr(self, controller_epoch: int, sent: list[SentRequest]) -> None:
         registered = self.context.live_or_shutting_down_broker_ids
+        brokers_by_id = self._registered_brokers()
         for broker, states in sorted(self._leader_and_isr.items()):
             if broker not in registered:
                 continue
@@ -150,7 +151,8 @@ class ReferenceRequestBatch(ControllerBrokerRequestBatch):
                 f"and {len(states) - become_leaders} become-follower partitions"
             )
             payload = tuple(states.values())
-            self._deliver_leader_and_isr(sent, controller_epoch, broker, payload, sorted({s.leader for s in payload}))
+            self._deliver_leader_and_isr(sent, controller_epoch, broker, payload, sorted({s.leader for s in payload}),
+                                         brokers_by_id)
         self._leader_and_isr.clear()
 
     def _send_update_metadata(self, controller_epoch: int, sent: list[SentRequest]) -> None:
