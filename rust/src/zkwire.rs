@@ -176,8 +176,13 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// The results of a multi made of check and setData ops.
-pub fn decode_multi(buf: &[u8]) -> Result<Vec<OpResult>, WireError> {
+/// The results of a multi or multiRead: `one` reads a result of the given op type, or returns
+/// None for an op type the request did not contain.
+fn decode_results<T>(
+    buf: &[u8],
+    what: &str,
+    mut one: impl FnMut(i32, &mut Reader<'_>) -> Result<Option<T>, WireError>,
+) -> Result<Vec<T>, WireError> {
     let mut r = Reader { buf, at: 0 };
     let mut results = Vec::new();
     loop {
@@ -185,19 +190,29 @@ pub fn decode_multi(buf: &[u8]) -> Result<Vec<OpResult>, WireError> {
         if done {
             return Ok(results);
         }
-        results.push(match op {
-            OP_CHECK => OpResult::Check,
-            OP_SET_DATA => OpResult::Set {
-                version: r.stat_version()?,
-            },
-            OP_ERROR => OpResult::Error(r.int()?),
-            other => {
+        match one(op, &mut r)? {
+            Some(result) => results.push(result),
+            None => {
                 return Err(WireError(format!(
-                    "unexpected op type {other} in a multi's results"
+                    "unexpected op type {op} in {what}'s results"
                 )))
             }
-        });
+        }
     }
+}
+
+/// The results of a multi made of check and setData ops.
+pub fn decode_multi(buf: &[u8]) -> Result<Vec<OpResult>, WireError> {
+    decode_results(buf, "a multi", |op, r| {
+        Ok(match op {
+            OP_CHECK => Some(OpResult::Check),
+            OP_SET_DATA => Some(OpResult::Set {
+                version: r.stat_version()?,
+            }),
+            OP_ERROR => Some(OpResult::Error(r.int()?)),
+            _ => None,
+        })
+    })
 }
 
 /// One getData's result in a multiRead's response: the data (None for a null buffer) and the
@@ -210,30 +225,20 @@ pub enum DataRead {
 
 /// The results of a multiRead made of getData ops.
 pub fn decode_multi_read(buf: &[u8]) -> Result<Vec<DataRead>, WireError> {
-    let mut r = Reader { buf, at: 0 };
-    let mut results = Vec::new();
-    loop {
-        let (op, done, _) = r.header()?;
-        if done {
-            return Ok(results);
-        }
-        results.push(match op {
+    decode_results(buf, "a multiRead", |op, r| {
+        Ok(match op {
             OP_GET_DATA => {
                 let length = r.int()?;
                 let data = match usize::try_from(length) {
                     Ok(n) => Some(r.take(n)?.to_vec()),
                     Err(_) => None,
                 };
-                DataRead::Found(data, r.stat_version()?)
+                Some(DataRead::Found(data, r.stat_version()?))
             }
-            OP_ERROR => DataRead::Failed(r.int()?),
-            other => {
-                return Err(WireError(format!(
-                    "unexpected op type {other} in a multiRead's results"
-                )))
-            }
-        });
-    }
+            OP_ERROR => Some(DataRead::Failed(r.int()?)),
+            _ => None,
+        })
+    })
 }
 
 /// A multiRead of getData on each path.

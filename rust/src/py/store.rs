@@ -46,6 +46,27 @@ fn part_of(ctx: &Context, key: &Bound<'_, PyAny>) -> PyResult<Part> {
         .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(format!("{topic}-{partition}")))
 }
 
+impl PyStore {
+    /// Read again, through Python, the `(position, partition)`s a native fast path found
+    /// something other than a partition state for: the Python store's decoders name what they
+    /// find, so errors read the same on every path.
+    pub fn reread(
+        &mut self,
+        ctx: &Context,
+        unusual: &[(usize, Part)],
+        reads: &mut [Read],
+    ) -> Result<(), Failure> {
+        if unusual.is_empty() {
+            return Ok(());
+        }
+        let parts: Vec<Part> = unusual.iter().map(|(_, p)| *p).collect();
+        for ((at, _), read) in unusual.iter().zip(self.read_states(ctx, &parts)?) {
+            reads[*at] = read;
+        }
+        Ok(())
+    }
+}
+
 impl Store for PyStore {
     fn read_states(&mut self, ctx: &Context, parts: &[Part]) -> Result<Vec<Read>, Failure> {
         Python::attach(|py| {
@@ -331,14 +352,7 @@ impl Store for NativeMemory {
             }
         }
         self.end(false, Vec::new())?;
-        if !corrupt.is_empty() {
-            // The Python store names what it found instead of a partition state.
-            let again: Vec<Part> = corrupt.iter().map(|(_, p)| *p).collect();
-            let again = self.inner.read_states(ctx, &again)?;
-            for ((at, _), read) in corrupt.into_iter().zip(again) {
-                reads[at] = read;
-            }
-        }
+        self.inner.reread(ctx, &corrupt, &mut reads)?;
         Ok(reads)
     }
 

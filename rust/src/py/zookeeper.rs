@@ -254,21 +254,12 @@ impl Store for NativeZooKeeper {
                     }))
                 }
                 StateRead::Raw(..) => {
-                    unusual.push(at);
+                    unusual.push((at, parts[at]));
                     Read::Missing
                 }
             });
         }
-        if !unusual.is_empty() {
-            // Python's decoder reads (again) and names whatever is not the usual document.
-            let again: Vec<Part> = unusual.iter().map(|&at| parts[at]).collect();
-            for (at, read) in unusual
-                .into_iter()
-                .zip(self.inner.read_states(ctx, &again)?)
-            {
-                reads[at] = read;
-            }
-        }
+        self.inner.reread(ctx, &unusual, &mut reads)?;
         Ok(reads)
     }
 
