@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sys
 import tomllib
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -68,18 +68,24 @@ def decode_text(data: bytes, max_bytes: int) -> str:
         raise DocumentError(f"not UTF-8: byte {exc.start} is {data[exc.start : exc.start + 1]!r}") from None
 
 
+def _parse(loads: Callable[[str], Any], text: str, syntax: str) -> Any:
+    try:
+        return loads(text)
+    except json.JSONDecodeError as exc:
+        raise DocumentError(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise DocumentError(f"not valid TOML: {exc}") from None
+    except ValueError:  # an integer of more digits than int() converts
+        raise DocumentError(f"not valid {syntax}: {_LONG_NUMBER}") from None
+    except RecursionError:
+        raise DocumentError(f"not valid {syntax}: nested too deeply to parse") from None
+
+
 def parse_json(text: str) -> Any:
     """:func:`json.loads`, with every failure (its recursion too) a :class:`DocumentError`; the
     value may still nest deeply: :func:`load_json` checks that, where the caller does not check
     every value's type itself."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DocumentError(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    except ValueError:  # an integer of more digits than int() converts
-        raise DocumentError(f"not valid JSON: {_LONG_NUMBER}") from None
-    except RecursionError:
-        raise DocumentError("not valid JSON: nested too deeply to parse") from None
+    return _parse(json.loads, text, "JSON")
 
 
 def load_json(data: bytes, max_bytes: int = MAX_FILE_BYTES, max_depth: int = MAX_DEPTH) -> Any:
@@ -91,15 +97,7 @@ def load_json(data: bytes, max_bytes: int = MAX_FILE_BYTES, max_depth: int = MAX
 
 def load_toml(data: bytes, max_bytes: int = MAX_FILE_BYTES, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
     """A TOML document from UTF-8 bytes, bounded in size and depth (dotted keys nest tables too)."""
-    text = decode_text(data, max_bytes)
-    try:
-        value = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise DocumentError(f"not valid TOML: {exc}") from None
-    except ValueError:  # an integer of more digits than int() converts
-        raise DocumentError(f"not valid TOML: {_LONG_NUMBER}") from None
-    except RecursionError:
-        raise DocumentError("not valid TOML: nested too deeply to parse") from None
+    value: dict[str, Any] = _parse(tomllib.loads, decode_text(data, max_bytes), "TOML")
     check_depth(value, max_depth)
     return value
 

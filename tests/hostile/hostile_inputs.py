@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 import msgpack  # type: ignore[import-untyped]
@@ -155,25 +156,31 @@ def mutated(draw: st.DrawFn, originals: list[bytes]) -> bytes:
 
 
 @st.composite
-def json_with_a_replaced_value(draw: st.DrawFn, originals: list[bytes]) -> bytes:
-    """A well-formed document with one value (at any depth) replaced by any JSON value, or deleted."""
-    document = json.loads(draw(st.sampled_from(originals)))
+def with_a_replaced_value(
+    draw: st.DrawFn,
+    originals: list[bytes],
+    values: st.SearchStrategy[Any] = json_values,
+    loads: Callable[[str], Any] = json.loads,
+    dumps: Callable[[Any], str] = json.dumps,
+) -> bytes:
+    """A well-formed document with one value (at any depth) replaced by one of ``values``, or
+    deleted, written back with ``dumps``."""
+    document = loads(draw(st.sampled_from(originals)).decode())
     holder: Any = document
     while True:
         keys = list(holder) if isinstance(holder, dict) else list(range(len(holder)))
         if not keys:
             break
         key = draw(st.sampled_from(keys))
-        child = holder[key]
-        if isinstance(child, (dict, list)) and child and draw(st.booleans()):
-            holder = child
+        if isinstance(holder[key], (dict, list)) and holder[key] and draw(st.integers(0, 3)):
+            holder = holder[key]
             continue
         if draw(st.integers(0, 4)) == 0:
             del holder[key]
         else:
-            holder[key] = draw(json_values)
+            holder[key] = draw(values)
         break
-    return json.dumps(document).encode()
+    return dumps(document).encode()
 
 
 hostile_json = st.one_of(

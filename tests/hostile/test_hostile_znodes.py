@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from hostile_inputs import deep_json, fuzz, hostile_json, json_with_a_replaced_value, mutated, valid_json_documents
+from hostile_inputs import deep_json, fuzz, hostile_json, mutated, valid_json_documents, with_a_replaced_value
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -80,6 +80,6 @@ def test_hostile_bytes(decode: Callable[[bytes | None], object], data: bytes | N
 
 @pytest.mark.parametrize("decode", DECODERS.values(), ids=DECODERS.keys())
 @fuzz(60)
-@given(data=json_with_a_replaced_value(valid_json_documents()) | mutated(valid_json_documents()))
+@given(data=with_a_replaced_value(valid_json_documents()) | mutated(valid_json_documents()))
 def test_mutated_documents(decode: Callable[[bytes | None], object], data: bytes) -> None:
     decodes_cleanly(decode, data)
