@@ -206,7 +206,7 @@ class StateChangeQueue:
 
     def set_aside(self, name: str, data: bytes | None, version: int, reason: str) -> None:
         """Move an undecodable item to the dead letters, keeping the latest :data:`MAX_DEAD_LETTERS`;
-        an item that cannot be moved is skipped for as long as this queue object lives."""
+        an item ZooKeeper refuses to move is skipped for as long as this queue object lives."""
         exceptions = _kazoo().exceptions
         dead = f"{self.path}/{DEAD_LETTER}"
         try:
@@ -221,6 +221,8 @@ class StateChangeQueue:
                     result, (exceptions.RolledBackError, exceptions.RuntimeInconsistency)
                 ):
                     raise result
+        except (exceptions.ConnectionLoss, exceptions.SessionExpiredError):
+            raise  # not the item's fault: the consumer reads the queue again once connected
         except exceptions.KazooException as exc:
             self._unmovable.add(name)
             logger.error("Skipping the undecodable queue item %s/%s, which cannot be moved aside (%s): %s",
