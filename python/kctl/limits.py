@@ -21,7 +21,7 @@ from typing import Any
 from kctl.errors import KctlError
 
 MAX_DEPTH = 32
-"""The deepest nesting of containers accepted in a document (kctl's own documents need 4)."""
+"""The deepest nesting of containers accepted in a document (kctl's own scenario files need 5)."""
 MAX_FILE_BYTES = 64 * 1024 * 1024
 """The largest file kctl reads (a reassignment file of a million partitions is about 70 MiB;
 one of a scenario is a few KiB)."""
