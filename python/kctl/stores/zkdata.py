@@ -97,7 +97,7 @@ class _Fields:
         if data is None:
             raise corrupt(path, DOCUMENT, "is missing: the znode has no data")
         try:
-            return cls(parse_json(decode_text(data, MAX_ZNODE_BYTES)), path)  # a str skips json's encoding detection
+            return cls(parse_json(decode_text(data, MAX_ZNODE_BYTES)), path)
         except DocumentError as exc:
             raise corrupt(path, DOCUMENT, f"is {exc}: {reprlib.repr(data)}") from None
 
@@ -631,10 +631,10 @@ class ProducerIdBlockZNode:
 
 __all__ = [
     "DOCUMENT",
-    "MAX_ZNODE_BYTES",
     "FEATURE_STATUS_DISABLED",
     "FEATURE_STATUS_ENABLED",
     "LOG_DIR_FAILURE_EVENT",
+    "MAX_ZNODE_BYTES",
     "BrokerIdZNode",
     "ClusterIdZNode",
     "ConfigEntityChangeNotificationSequenceZNode",

@@ -102,7 +102,8 @@ def decode_item(name: str, data: bytes | None, version: int) -> QueueItem:
         raise wire.WireError(f"not a queue item (kind, sender, token, body): {reprlib.repr(message)}")
     kind, sender, token, body = message
     if kind not in ("req", "resp") or type(sender) is not int or type(token) is not str:
-        raise wire.WireError(f"not a queue item: kind {kind!r}, sender {sender!r}, token {token!r}")
+        shown = ", ".join(f"{field} {reprlib.repr(value)}" for field, value in zip(("kind", "sender", "token"), message))
+        raise wire.WireError(f"not a queue item: {shown}")
     return QueueItem(name, kind, sender, token, body, version)
 
 
