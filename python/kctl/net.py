@@ -20,6 +20,7 @@ import asyncio
 import concurrent.futures
 import itertools
 import logging
+import reprlib
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -193,8 +194,10 @@ class FrameServer:
 
     def _dispatch(self, message: Any, writer: asyncio.StreamWriter) -> None:
         if not (isinstance(message, tuple) and len(message) == 5 and message[0] == "req"):
-            raise wire.WireError(f"not a request frame: {str(message)[:200]}")
+            raise wire.WireError(f"not a request frame: {reprlib.repr(message)}")
         _, correlation, api, header, body = message
+        if type(correlation) is not int or type(api) is not str:
+            raise wire.WireError(f"not a request frame: {reprlib.repr(message)}")
         if not isinstance(header, Header):
             raise wire.WireError(f"{api} request without a header")
         answered = False
@@ -236,6 +239,7 @@ class _Connection:
     writer: asyncio.StreamWriter
     pending: dict[int, asyncio.Future[Any]] = field(default_factory=dict)
     task: asyncio.Task[None] | None = None
+    closed: str | None = None  # why it was dropped
 
 
 class FrameClient:
@@ -254,6 +258,8 @@ class FrameClient:
             connection = await asyncio.wait_for(self._connection(address), self.connect_timeout)
         except (OSError, asyncio.TimeoutError) as exc:
             raise NetworkError(f"cannot connect to {format_address(address)}: {exc or 'timed out'}") from None
+        if connection.closed is not None:  # dropped (the peer's first bytes were no answer) before this call got it
+            raise NetworkError(f"connection to {format_address(address)} {connection.closed}")
         correlation = next(self._ids)
         answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         connection.pending[correlation] = answer
@@ -319,8 +325,10 @@ class FrameClient:
             while True:
                 message = await _read_frame(connection.reader)
                 if not (isinstance(message, tuple) and len(message) == 3 and message[0] in ("resp", "err")):
-                    raise wire.WireError(f"not a response frame: {str(message)[:200]}")
+                    raise wire.WireError(f"not a response frame: {reprlib.repr(message)}")
                 kind, correlation, body = message
+                if type(correlation) is not int:
+                    raise wire.WireError(f"not a response frame: {reprlib.repr(message)}")
                 answer = connection.pending.get(correlation)
                 if answer is None or answer.done():
                     continue
@@ -331,7 +339,7 @@ class FrameClient:
         except (asyncio.IncompleteReadError, ConnectionError) as exc:
             reason = f"closed: {exc}"
         except wire.WireError as exc:
-            reason = str(exc)
+            reason = f"dropped: {exc}"
             logger.warning("Dropping the connection to %s: %s", format_address(address), exc)
         except asyncio.CancelledError:
             reason = "closed"
@@ -339,6 +347,7 @@ class FrameClient:
             self._drop(address, connection, reason)
 
     def _drop(self, address: Address, connection: _Connection, reason: str = "dropped") -> None:
+        connection.closed = reason
         if self._connections.get(address) is connection:
             del self._connections[address]
         connection.writer.close()

@@ -232,26 +232,35 @@ class _MultiRead:
         return out
 
     def deserialize(self, buffer: bytes, offset: int) -> list[object]:
+        """The results; a length or count the reply cannot hold is an error (as in jute, where only
+        a buffer's length may be -1, for null), so that a hostile reply cannot make it loop."""
         results: list[object] = []
         stat_type = self._kazoo.states.ZnodeStat
+
+        def length_at(at: int, nullable: bool = False) -> int:
+            length: int = _INT.unpack_from(buffer, at)[0]
+            if not (nullable and length == -1) and not 0 <= length <= len(buffer) - at - _INT.size:
+                raise ValueError(f"a multiRead reply announces {length} bytes at byte {at} of {len(buffer)}")
+            return length
+
         while True:
             opcode, done, _ = _MULTI_HEADER.unpack_from(buffer, offset)
             offset += _MULTI_HEADER.size
             if done:
                 return results
             if opcode == _GET_DATA:
-                length = _INT.unpack_from(buffer, offset)[0]
+                length = length_at(offset, nullable=True)
                 offset += _INT.size
                 data = bytes(buffer[offset : offset + length]) if length >= 0 else None
                 offset += max(length, 0)
                 results.append((data, stat_type._make(_STAT.unpack_from(buffer, offset))))
                 offset += _STAT.size
             elif opcode == _GET_CHILDREN:
-                count = _INT.unpack_from(buffer, offset)[0]
+                count = length_at(offset)  # each child takes at least its 4-byte length
                 offset += _INT.size
                 children = []
-                for _ in range(max(count, 0)):
-                    length = _INT.unpack_from(buffer, offset)[0]
+                for _ in range(count):
+                    length = length_at(offset)
                     offset += _INT.size
                     children.append(bytes(buffer[offset : offset + length]).decode())
                     offset += length
