@@ -87,7 +87,9 @@ class BrokerAgent:
         :meth:`restart` opens the next one with ``store.new_session()``.
     :param config: the broker's properties (``controlled.shutdown.*``, ``replica.lag.time.max.ms``,
         ``inter.broker.protocol.version`` …), a :class:`ControllerConfig` or a mapping of names.
-    :param port: the PLAINTEXT port it registers (default ``9092 + broker_id``).
+    :param port: the port it registers (default ``9092 + broker_id``).
+    :param security_protocol: its listener's (``PLAINTEXT``, or ``SSL`` over TLS), also the
+        listener's name in the registration, as Kafka names its default listeners.
     :param replica_manager: the data plane; a :class:`SimulatedReplicaManager` on ``ledger`` by default.
     :param ledger: shared by the simulated replica managers of one cluster (followers find their
         leaders through it); only for the default replica manager.
@@ -107,6 +109,7 @@ class BrokerAgent:
         rack: str | None = None,
         host: str = "127.0.0.1",
         port: int | None = None,
+        security_protocol: str = "PLAINTEXT",
         replica_manager: ReplicaManager | None = None,
         ledger: Ledger | None = None,
     ) -> None:
@@ -116,7 +119,8 @@ class BrokerAgent:
         self.transport = transport
         self.scheduler = scheduler
         self.config = ControllerConfig.coerce(config)
-        self.info = BrokerInfo(broker_id, (EndPoint(host, 9092 + broker_id if port is None else port),), rack)
+        endpoint = EndPoint(host, 9092 + broker_id if port is None else port, security_protocol, security_protocol)
+        self.info = BrokerInfo(broker_id, (endpoint,), rack)
         self.replica_manager: ReplicaManager = (
             replica_manager if replica_manager is not None else SimulatedReplicaManager(ledger)
         )
