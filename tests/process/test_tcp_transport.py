@@ -40,13 +40,6 @@ def broker_store() -> MemoryStore:
 
 
 @pytest.fixture
-def scheduler() -> Iterator[RealTimeScheduler]:
-    s = RealTimeScheduler()
-    yield s
-    s.shutdown()
-
-
-@pytest.fixture
 def broker(scheduler: RealTimeScheduler) -> Iterator[tuple[BrokerAgent, TcpTransport]]:
     """Broker 1 serving controller requests on a TCP listener (a memory store holds its znode)."""
     transport = TcpTransport(scheduler)

@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 from process_harness import leader_and_isr_request
-from tls_harness import Certificates, make_certificates
+from tls_harness import Certificates, Outsider
 
 from kctl.broker import BrokerAgent
-from kctl.broker.fetcher import FETCH_API, FetchPartition, FetchRequest, NetworkReplicaManager
+from kctl.broker.fetcher import FetchPartition, FetchRequest, NetworkReplicaManager
 from kctl.errors import Errors
 from kctl.model import TopicPartition
-from kctl.net import EventLoopThread, FrameClient, FrameServer, Header, NetworkError, Request
+from kctl.net import EventLoopThread, FrameClient, FrameServer, Header, NetworkError
 from kctl.requests import (
     AlterPartitionRequest,
     ControlledShutdownRequest,
@@ -35,30 +35,12 @@ from kctl.requests import (
     UpdateMetadataResponse,
 )
 from kctl.scheduler import RealTimeScheduler
-from kctl.security import ListenerSecurity
 from kctl.stores import paths
 from kctl.stores.memory import MemoryStore, MemoryTree
 from kctl.transports.tcp import TcpTransport
 
 TP = TopicPartition("t", 0)
 EPOCH = 5
-
-
-@pytest.fixture(scope="module")
-def certificates(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
-    return make_certificates(tmp_path_factory.mktemp("tls"))
-
-
-@pytest.fixture(scope="module")
-def other_ca(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
-    return make_certificates(tmp_path_factory.mktemp("other-ca"))
-
-
-@pytest.fixture
-def scheduler() -> Iterator[RealTimeScheduler]:
-    s = RealTimeScheduler()
-    yield s
-    s.shutdown()
 
 
 @pytest.fixture
@@ -75,29 +57,20 @@ def broker(certificates: Certificates, scheduler: RealTimeScheduler) -> Iterator
     transport.close()
 
 
-class Client:
-    """One peer's connections, speaking TLS with ``context`` (None: plaintext)."""
-
-    def __init__(self, context: ssl.SSLContext | None) -> None:
-        security = ListenerSecurity()
-        security.client_context = context
-        self.network = EventLoopThread()
-        self.client = FrameClient(self.network, connect_timeout=5, security=security)
-
-    def call(self, address: Any, api: str, header: Header, body: Any) -> Any:
-        return self.network.run(self.client.call(address, Request(api, header, body), 10))
-
-    def close(self) -> None:
-        self.client.close()
-        self.network.stop()
-
-
 @pytest.fixture
-def clients() -> Iterator[list[Client]]:
-    made: list[Client] = []
+def clients() -> Iterator[list[Outsider]]:
+    made: list[Outsider] = []
     yield made
     for client in made:
         client.close()
+
+
+def call(peer: Outsider, address: Any, header: Header, body: Any) -> Any:
+    """The answer; a :class:`NetworkError` (no answer) is raised."""
+    answer = peer.send(address, header, body)
+    if isinstance(answer, NetworkError):
+        raise answer
+    return answer
 
 
 def stop_replica_delete(controller_epoch: int = EPOCH) -> StopReplicaRequest:
@@ -113,21 +86,21 @@ def header(request: Any, source: str | None = None) -> Header:
 
 
 def test_only_a_controller_principal_may_send_controller_requests(
-    certificates: Certificates, broker: tuple[BrokerAgent, TcpTransport], clients: list[Client],
+    certificates: Certificates, broker: tuple[BrokerAgent, TcpTransport], clients: list[Outsider],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     agent, transport = broker
     address = transport.server.address
-    controller = Client(certificates.client_context(certificates.path("controller-1.pem")))
-    other_broker = Client(certificates.client_context(certificates.path("broker-2.pem")))
+    controller = Outsider(certificates.client_context(certificates.path("controller-1.pem")))
+    other_broker = Outsider(certificates.client_context(certificates.path("broker-2.pem")))
     clients += [controller, other_broker]
     lai = leader_and_isr_request(EPOCH, 0)
-    assert controller.call(address, lai.api, header(lai), lai) == LeaderAndIsrResponse(Errors.NONE, {TP: Errors.NONE})
+    assert call(controller, address, header(lai), lai) == LeaderAndIsrResponse(Errors.NONE, {TP: Errors.NONE})
 
     caplog.set_level(logging.WARNING, "kctl.authorizer")
     denied = Errors.CLUSTER_AUTHORIZATION_FAILED
     forged = [stop_replica_delete(), update_metadata(2**31 - 1), leader_and_isr_request(EPOCH, 1)]
-    answers = [other_broker.call(address, r.api, header(r, "127.0.0.1:1"), r) for r in forged]
+    answers = [call(other_broker, address, header(r, "127.0.0.1:1"), r) for r in forged]
     assert answers == [StopReplicaResponse(denied, {TP: denied}), UpdateMetadataResponse(denied),
                        LeaderAndIsrResponse(denied, {TP: denied})]
     assert [h.request for h in agent.handled] == [lai] and agent.leader_epoch(TP) == 0  # nothing changed
@@ -143,25 +116,25 @@ def test_only_a_controller_principal_may_send_controller_requests(
     assert answer.result(10) == ControlledShutdownResponse(Errors.NOT_CONTROLLER)
     # A forged epoch from the controller principal itself is refused by the epoch rule.
     with pytest.raises(NetworkError, match=r"ahead of /controller_epoch \(5\)"):
-        controller.call(address, "UpdateMetadata", header(update_metadata(2**31 - 1)), update_metadata(2**31 - 1))
-    assert controller.call(address, "UpdateMetadata", header(update_metadata(EPOCH)), update_metadata(EPOCH)).error is Errors.NONE
+        call(controller, address, header(update_metadata(2**31 - 1)), update_metadata(2**31 - 1))
+    assert call(controller, address, header(update_metadata(EPOCH)), update_metadata(EPOCH)).error is Errors.NONE
 
 
 def test_peers_without_a_certificate_of_the_cluster_are_disconnected(
     certificates: Certificates, other_ca: Certificates, broker: tuple[BrokerAgent, TcpTransport],
-    clients: list[Client], caplog: pytest.LogCaptureFixture,
+    clients: list[Outsider], caplog: pytest.LogCaptureFixture,
 ) -> None:
     agent, transport = broker
     address = transport.server.address
     caplog.set_level(logging.WARNING, "kctl.net")
     # Plaintext; a certificate named controller-1 but signed by another CA; no certificate at all.
     no_certificate = ssl.create_default_context(cafile=certificates.path("ca.pem"))
-    peers = [Client(None), Client(certificates.client_context(other_ca.path("controller-1.pem"))), Client(no_certificate)]
+    peers = [Outsider(None), Outsider(certificates.client_context(other_ca.path("controller-1.pem"))), Outsider(no_certificate)]
     clients += peers
     request = stop_replica_delete()
     for peer in peers:
         with pytest.raises(NetworkError):
-            peer.call(address, request.api, header(request), request)
+            call(peer, address, header(request), request)
     assert agent.handled == []
     closed = [r.getMessage() for r in caplog.records if "TLS handshake failed" in r.getMessage()]
     assert len(closed) == 3 and all(m.startswith("Closing the connection from 127.0.0.1:") for m in closed)
@@ -170,18 +143,18 @@ def test_peers_without_a_certificate_of_the_cluster_are_disconnected(
     # A server whose certificate another CA signed is refused by the client as well.
     impostor = FrameServer(EventLoopThread(), ("127.0.0.1", 0), other_ca.security("broker-1"))
     impostor.add_handler("UpdateMetadata", lambda req, respond: respond(UpdateMetadataResponse()))
-    controller = Client(certificates.client_context(certificates.path("controller-1.pem")))
+    controller = Outsider(certificates.client_context(certificates.path("controller-1.pem")))
     clients.append(controller)
     try:
         with pytest.raises(NetworkError, match="TLS handshake failed"):
-            controller.call(impostor.start(), "UpdateMetadata", header(update_metadata(EPOCH)), update_metadata(EPOCH))
+            call(controller, impostor.start(), header(update_metadata(EPOCH)), update_metadata(EPOCH))
     finally:
         impostor.close()
         impostor.network.stop()
 
 
 def test_broker_requests_only_from_the_broker_they_name(
-    certificates: Certificates, scheduler: RealTimeScheduler, clients: list[Client], caplog: pytest.LogCaptureFixture,
+    certificates: Certificates, scheduler: RealTimeScheduler, clients: list[Outsider], caplog: pytest.LogCaptureFixture,
 ) -> None:
     controller = TcpTransport(scheduler, security=certificates.security("controller-1"))
     received: list[Any] = []
@@ -189,15 +162,15 @@ def test_broker_requests_only_from_the_broker_they_name(
                                                            respond(ControlledShutdownResponse(Errors.NONE, ()))))
     try:
         address = controller.server.address
-        own, other = (Client(certificates.client_context(certificates.path(f"broker-{b}.pem"))) for b in (1, 2))
+        own, other = (Outsider(certificates.client_context(certificates.path(f"broker-{b}.pem"))) for b in (1, 2))
         clients += [own, other]
         shutdown = ControlledShutdownRequest(1, 7)
-        assert own.call(address, shutdown.api, Header(broker_epoch=7), shutdown) == ControlledShutdownResponse(Errors.NONE, ())
+        assert call(own, address, Header(broker_epoch=7), shutdown) == ControlledShutdownResponse(Errors.NONE, ())
         caplog.set_level(logging.WARNING, "kctl.authorizer")
         denied = Errors.CLUSTER_AUTHORIZATION_FAILED
-        assert other.call(address, shutdown.api, Header(broker_epoch=7), shutdown) == ControlledShutdownResponse(denied)
+        assert call(other, address, Header(broker_epoch=7), shutdown) == ControlledShutdownResponse(denied)
         alter = AlterPartitionRequest(1, 7, {})
-        assert other.call(address, alter.api, Header(broker_epoch=7), alter).error is denied
+        assert call(other, address, Header(broker_epoch=7), alter).error is denied
         assert received == [shutdown]
         assert "for request = ControlledShutdown (sent for broker 1, whose principal is User:broker-1)" in caplog.text
     finally:
@@ -205,19 +178,19 @@ def test_broker_requests_only_from_the_broker_they_name(
 
 
 def test_fetches_are_served_to_the_replicas_own_principal(
-    certificates: Certificates, clients: list[Client], tmp_path: Path
+    certificates: Certificates, clients: list[Outsider], tmp_path: Path
 ) -> None:
     network = EventLoopThread()
     server = FrameServer(network, ("127.0.0.1", 0), certificates.security("broker-1"))
     NetworkReplicaManager(FrameClient(network), lambda broker_id: None).serve(server)
     try:
         address = server.start()
-        broker_2 = Client(certificates.client_context(certificates.path("broker-2.pem")))
+        broker_2 = Outsider(certificates.client_context(certificates.path("broker-2.pem")))
         clients.append(broker_2)
         part = FetchPartition(TP, 0, 0)
-        as_itself = broker_2.call(address, FETCH_API, Header(), FetchRequest(2, 1, (part,)))
+        as_itself = call(broker_2, address, Header(), FetchRequest(2, 1, (part,)))
         assert [p.error for p in as_itself.partitions] == [Errors.NOT_LEADER_OR_FOLLOWER]  # served: nothing led here
-        as_broker_3 = broker_2.call(address, FETCH_API, Header(), FetchRequest(3, 1, (part,)))
+        as_broker_3 = call(broker_2, address, Header(), FetchRequest(3, 1, (part,)))
         assert [p.error for p in as_broker_3.partitions] == [Errors.TOPIC_AUTHORIZATION_FAILED]
     finally:
         server.close()

@@ -12,7 +12,9 @@ import ssl
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from kctl.net import Address, EventLoopThread, FrameClient, Header, NetworkError, Request
 from kctl.security import ListenerSecurity
 
 SECURITY_MD = Path(__file__).parents[2] / "docs" / "security.md"
@@ -73,3 +75,25 @@ def make_certificates(directory: Path) -> Certificates:
         assert (directory / f"{process}.pem").exists(), process
         (directory / f"{process}.properties").write_text(own.replace("broker-1", process))
     return Certificates(directory)
+
+
+class Outsider:
+    """A peer's connections, plaintext or TLS with ``context`` (any certificate, even one the
+    cluster's truststore refuses: unlike a process, it does not check its own)."""
+
+    def __init__(self, context: ssl.SSLContext | None) -> None:
+        security = ListenerSecurity()
+        security.client_context = context
+        self.network = EventLoopThread()
+        self.client = FrameClient(self.network, connect_timeout=10, security=security)
+
+    def send(self, address: Address, header: Header, body: Any) -> Any:
+        """The answer, or the :class:`NetworkError` that stands for none."""
+        try:
+            return self.network.run(self.client.call(address, Request(body.api, header, body), 20))
+        except NetworkError as exc:
+            return exc
+
+    def close(self) -> None:
+        self.client.close()
+        self.network.stop()
