@@ -355,6 +355,7 @@ class _Runtime:
 def _runtime(args: argparse.Namespace, role: str) -> Iterator[_Runtime]:
     configure_logging(args.log_level)
     config, listener_security = process_properties(args)
+    listener_security.check_identity(role, args.id)
     stopping = _wait_for_termination()
     security = ZooKeeperSecurity.from_arguments(args, config, role)
     with contextlib.ExitStack() as stack:

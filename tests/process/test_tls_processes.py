@@ -172,10 +172,11 @@ def test_without_tls_a_forged_controller_epoch_does_not_wedge_a_broker(cluster: 
     assert "stale controller epoch" not in cluster.brokers[1].log()
 
 
-def run_broker(*options: str) -> subprocess.CompletedProcess[str]:
-    """``kctl broker`` with ``options``; it must stop before contacting ZooKeeper (nothing listens there)."""
+def run(role: str, *options: str) -> subprocess.CompletedProcess[str]:
+    """``kctl controller|broker --id 1`` with ``options``; it must stop before contacting ZooKeeper
+    (nothing listens there)."""
     port = free_ports(1)[0]
-    return subprocess.run([KCTL, "broker", "--id", "1", "--zk", f"127.0.0.1:{port}", "--zk-timeout", "1", *options],
+    return subprocess.run([KCTL, role, "--id", "1", "--zk", f"127.0.0.1:{port}", "--zk-timeout", "1", *options],
                           capture_output=True, text=True, timeout=60)
 
 
@@ -186,23 +187,34 @@ def test_bad_tls_settings_stop_a_process_with_a_clear_error(
     unreadable = tmp_path / "unreadable.pem"
     unreadable.write_text(Path(certificates.path("broker-1.pem")).read_text())
     unreadable.chmod(0)
+    broker_2 = certificates.path("broker-2.pem")
     cases = {
-        "a directory": (["--config", f"ssl.keystore.location={tmp_path}"], "(ssl.keystore.location): Is a directory"),
-        "missing": (["--config", f"ssl.keystore.location={tmp_path / 'nope.pem'}"],
+        "a directory": ("broker", ["--config", f"ssl.keystore.location={tmp_path}"],
+                        "(ssl.keystore.location): Is a directory"),
+        "missing": ("broker", ["--config", f"ssl.keystore.location={tmp_path / 'nope.pem'}"],
                     f"Failed to load PEM SSL keystore {tmp_path / 'nope.pem'} (ssl.keystore.location): No such file"),
-        "wrong password": (["--config", "ssl.key.password=wrong"],
+        "wrong password": ("broker", ["--config", "ssl.key.password=wrong"],
                            "(ssl.keystore.location): ssl.key.password does not decrypt the private key"),
-        "other CA": (["--config", f"ssl.keystore.location={other_ca.path('broker-1.pem')}"],
+        "other CA": ("broker", ["--config", f"ssl.keystore.location={other_ca.path('broker-1.pem')}"],
                      f"The certificate in {other_ca.path('broker-1.pem')} (ssl.keystore.location) is not accepted by "
                      f"the CA certificates in {certificates.path('ca.pem')} (ssl.truststore.location)"),
-        "no authentication": (["--config", "ssl.client.auth=none"],
+        "no authentication": ("broker", ["--config", "ssl.client.auth=none"],
                               "kctl.authorization.enable=true needs authenticated peers"),
-        "misspelt": (["--config", "ssl.keystore.locaton=x"], "Unknown configuration 'ssl.keystore.locaton'"),
+        "misspelt": ("broker", ["--config", "ssl.keystore.locaton=x"], "Unknown configuration 'ssl.keystore.locaton'"),
+        "another broker's certificate": (
+            "broker", ["--config", f"ssl.keystore.location={broker_2}"],
+            f"Broker 1's certificate ({broker_2}) makes it User:broker-2, but kctl.broker.principal makes broker 1 "
+            "User:broker-1"),
+        "a broker's certificate on a controller": (
+            "controller", [], f"This controller's certificate ({certificates.path('broker-1.pem')}) makes it "
+            "User:broker-1, which super.users does not name"),
+        "no principal": ("broker", ["--config", "ssl.principal.mapping.rules=RULE:^CN=x$/x/"],
+                         "has no principal: No rules apply to CN=broker-1,O=kctl"),
     }
     if os.geteuid() != 0:  # root reads any file
-        cases["unreadable"] = (["--config", f"ssl.keystore.location={unreadable}"], "Permission denied")
-    for case, (options, message) in cases.items():
-        done = run_broker(*cluster_file, *own, *options)
+        cases["unreadable"] = ("broker", ["--config", f"ssl.keystore.location={unreadable}"], "Permission denied")
+    for case, (role, options, message) in cases.items():
+        done = run(role, *cluster_file, *own, *options)
         assert done.returncode == 1 and done.stderr.startswith("kctl: error: "), (case, done.stderr)
         assert message in done.stderr and "ZooKeeper" not in done.stderr, (case, done.stderr)
         assert "Traceback" not in done.stderr

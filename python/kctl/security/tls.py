@@ -10,6 +10,7 @@ refused connections later. Every problem with the files is an
 from __future__ import annotations
 
 import ssl
+from typing import Any
 
 from kctl.errors import InvalidConfigurationError
 from kctl.security.config import SecurityConfig
@@ -114,10 +115,11 @@ def client_context(config: SecurityConfig) -> ssl.SSLContext:
     return _context(config, False, config.endpoint_identification)
 
 
-def validate(config: SecurityConfig) -> None:
+def validate(config: SecurityConfig) -> dict[str, Any]:
     """Handshake in memory between this process's server and client contexts, each checking the
     other's certificate (this process's own) against the truststore: Kafka's
-    ``SslEngineValidator``. Host names are not checked here: the peer's are, when connecting."""
+    ``SslEngineValidator``. Host names are not checked here: the peer's are, when connecting.
+    Returns the process's own certificate as its peers will see it (``getpeercert()``)."""
     server = _context(config, True, False)
     server.verify_mode = ssl.CERT_REQUIRED
     client = _context(config, False, False)
@@ -137,7 +139,7 @@ def validate(config: SecurityConfig) -> None:
                         pass
                 ends[1 - i][1].write(outgoing.read())
             if all(done):
-                return
+                return ends[1][0].getpeercert() or {}
     except ssl.SSLError as exc:
         reason = getattr(exc, "verify_message", None) or exc.reason or str(exc)
         raise InvalidConfigurationError(
