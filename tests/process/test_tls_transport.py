@@ -11,7 +11,6 @@ import logging
 import ssl
 from collections.abc import Iterator
 from concurrent.futures import Future
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -73,8 +72,8 @@ def call(peer: Outsider, address: Any, header: Header, body: Any) -> Any:
     return answer
 
 
-def stop_replica_delete(controller_epoch: int = EPOCH) -> StopReplicaRequest:
-    return StopReplicaRequest(3, 1, controller_epoch, -1, True, (StopReplicaPartitionState("t", 0, -2, True),))
+def stop_replica_delete() -> StopReplicaRequest:
+    return StopReplicaRequest(3, 1, EPOCH, -1, True, (StopReplicaPartitionState("t", 0, -2, True),))
 
 
 def update_metadata(controller_epoch: int) -> UpdateMetadataRequest:
@@ -177,9 +176,7 @@ def test_broker_requests_only_from_the_broker_they_name(
         controller.close()
 
 
-def test_fetches_are_served_to_the_replicas_own_principal(
-    certificates: Certificates, clients: list[Outsider], tmp_path: Path
-) -> None:
+def test_fetches_are_served_to_the_replicas_own_principal(certificates: Certificates, clients: list[Outsider]) -> None:
     network = EventLoopThread()
     server = FrameServer(network, ("127.0.0.1", 0), certificates.security("broker-1"))
     NetworkReplicaManager(FrameClient(network), lambda broker_id: None).serve(server)
