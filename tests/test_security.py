@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from kctl.errors import InvalidConfigurationError
-from kctl.process import process_properties, read_properties
+from kctl.process import process_properties
+from kctl.properties import read_properties
 from kctl.security import (
     ANONYMOUS,
     ClusterAuthorizer,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kctl.net import Address, EventLoopThread, FrameClient, Header, NetworkError, Request
+from kctl.properties import read_properties
 from kctl.security import ListenerSecurity
 
 SECURITY_MD = Path(__file__).parents[2] / "docs" / "security.md"
@@ -48,8 +49,6 @@ class Certificates:
 
     def properties(self, process: str) -> dict[str, str]:
         """The same as a mapping (for building a :class:`ListenerSecurity` in the test)."""
-        from kctl.process import read_properties
-
         return {**read_properties(self.path("security.properties")), **read_properties(self.path(f"{process}.properties"))}
 
     def security(self, process: str) -> ListenerSecurity:
