@@ -26,4 +26,4 @@ def test_every_security_property_is_documented_with_its_default() -> None:
 def test_the_guide_is_linked_and_keeps_a_zookeeper_section() -> None:
     assert "(docs/security.md)" in (DOCS.parent / "README.md").read_text()
     headings = re.findall(r"^## (.+)$", (DOCS / "security.md").read_text(), re.M)
-    assert headings == ["Threat model", "Controller and brokers (tcp transport)", "ZooKeeper"]
+    assert headings[:2] == ["Threat model", "Controller and brokers (tcp transport)"] and "ZooKeeper" in headings
