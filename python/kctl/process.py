@@ -18,6 +18,12 @@ With ``--zk-auth USER:PASSWORD`` (or ``KCTL_ZK_AUTH``) a process authenticates w
 digest scheme; with ``--zk-acl`` (or ``KCTL_ZK_ACL``) the cluster is secured by role
 (:mod:`kctl.stores.zkacl`): a controller must then have the controller identity, a broker a
 broker identity.
+
+Properties come from ``--config-file`` (Kafka's ``server.properties`` format, repeatable) and
+``--config NAME=VALUE`` (which wins). The security ones (``security.inter.broker.protocol``,
+``ssl.*``, ``super.users``, ``kctl.authorization.enable``, ``kctl.broker.principal``; see
+:mod:`kctl.security`) secure the process's listener and its connections: TLS, and which peer may
+send which request.
 """
 
 from __future__ import annotations
@@ -41,7 +47,9 @@ from kctl.controller import KafkaController
 from kctl.errors import IllegalArgumentError, KctlError, StoreUnavailableError
 from kctl.net import Address, EventLoopThread, FrameClient, FrameServer, format_address, parse_address
 from kctl.plugins import get_plugin_host
+from kctl.properties import read_properties
 from kctl.scheduler import RealTimeScheduler
+from kctl.security import ListenerSecurity, is_security_property
 from kctl.stores import zkacl
 from kctl.stores.base import ChangeType, WatchEvent, WatchKind
 from kctl.stores.zookeeper import ZooKeeperStore
@@ -61,6 +69,18 @@ def _property(text: str) -> tuple[str, str]:
     if not sep or not name.strip():
         raise argparse.ArgumentTypeError(f"expected NAME=VALUE (a Kafka property), got {text!r}")
     return name.strip(), value.strip()
+
+
+def process_properties(args: argparse.Namespace) -> tuple[ControllerConfig, ListenerSecurity]:
+    """The ``--config-file`` files in order, then ``--config``: the broker properties, and the
+    listener's security built from its own properties (files checked, certificates validated)."""
+    properties: dict[str, str] = {}
+    for path in getattr(args, "config_file", None) or ():
+        properties.update(read_properties(path))
+    properties.update(dict(args.config))
+    security = ListenerSecurity.from_properties({k: v for k, v in properties.items() if is_security_property(k)})
+    config = ControllerConfig.coerce({k: v for k, v in properties.items() if not is_security_property(k)})
+    return config, security
 
 
 def _address(text: str) -> str:
@@ -123,6 +143,9 @@ def add_process_arguments(parser: argparse.ArgumentParser, role: str) -> None:
     parser.add_argument("--transport", default="tcp", help="controller-broker transport: tcp (default) or zkqueue")
     parser.add_argument("--config", type=_property, action="append", default=[], metavar="NAME=VALUE",
                         help="a broker property by its Kafka name (repeatable), e.g. zookeeper.session.timeout.ms=6000")
+    parser.add_argument("--config-file", action="append", default=[], metavar="PATH",
+                        help="a properties file as Kafka's server.properties (repeatable; --config wins), e.g. the "
+                             "ssl.* properties of docs/security.md")
     parser.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO",
                         help="log level of the stderr log (default: INFO)")
     if role == "controller":
@@ -214,15 +237,20 @@ class _Network:
     address: Address
 
     @classmethod
-    def start(cls, listen: str) -> _Network:
+    def start(cls, listen: str, security: ListenerSecurity) -> _Network:
         loop = EventLoopThread()
-        server = FrameServer(loop, parse_address(listen))
+        server = FrameServer(loop, parse_address(listen), security)
         try:
             address = server.start()
         except KctlError:
             loop.stop()
             raise
-        return cls(loop, server, FrameClient(loop), address)
+        return cls(loop, server, FrameClient(loop, security=security), address)
+
+    def describe(self) -> str:
+        security = self.server.security
+        authorization = ", authorization on" if security.authorizer.enabled else ""
+        return f"{format_address(self.address)} ({security.protocol}{authorization})"
 
     def close(self) -> None:
         self.client.close()
@@ -265,13 +293,14 @@ class _Runtime:
 @contextlib.contextmanager
 def _runtime(args: argparse.Namespace, role: str) -> Iterator[_Runtime]:
     configure_logging(args.log_level)
-    config = ControllerConfig.coerce(dict(args.config))
+    config, listener_security = process_properties(args)
+    listener_security.check_identity(role, args.id)
     stopping = _wait_for_termination()
     security = ZooKeeperSecurity.from_arguments(args, config, role)
     with contextlib.ExitStack() as stack:
         store = connect(args.zk, config, args.zk_timeout, security)
         stack.callback(store.close)  # also ends the registrations after a failed start
-        network = _Network.start(args.listen)
+        network = _Network.start(args.listen, listener_security)
         stack.callback(network.close)
         scheduler = RealTimeScheduler(name=f"{role}-{args.id}-timer")
         stack.callback(scheduler.shutdown)
@@ -291,7 +320,7 @@ def run_controller(args: argparse.Namespace) -> int:
             controller.startup()
             _SessionKeeper(rt.store, lambda: None, rt.stopping)  # RECONNECTED makes the controller re-elect
             logger.info("Controller %d started (ZooKeeper %s, listening on %s, transport %s)",
-                        args.id, args.zk, format_address(rt.network.address), args.transport)
+                        args.id, args.zk, rt.network.describe(), args.transport)
             _run_until_stopped(rt.stopping)
         finally:
             controller.shutdown()
@@ -316,11 +345,12 @@ def run_broker(args: argparse.Namespace) -> int:
         replica_manager.serve(rt.network.server)
         host, port = rt.network.address
         agent = BrokerAgent(args.id, rt.store, rt.transport, rt.scheduler, rt.config, rack=args.rack, host=host,
-                            port=port, replica_manager=replica_manager)
+                            port=port, security_protocol=rt.network.server.security.protocol,
+                            replica_manager=replica_manager)
         epoch = agent.startup()
         _SessionKeeper(rt.store, agent.reregister, rt.stopping)
         logger.info("Broker %d started (ZooKeeper %s, listening on %s, broker epoch %d, transport %s)",
-                    args.id, args.zk, format_address(rt.network.address), epoch, args.transport)
+                    args.id, args.zk, rt.network.describe(), epoch, args.transport)
         _run_until_stopped(rt.stopping)
         started = time.monotonic()
         controlled = agent.shutdown().result()
@@ -334,6 +364,7 @@ __all__ = [
     "add_zookeeper_arguments",
     "configure_logging",
     "connect",
+    "process_properties",
     "run_broker",
     "run_controller",
 ]

@@ -14,7 +14,14 @@ from broker_harness import (
 )
 
 from kctl.broker import BrokerAgent, HandledRequest, MetadataSnapshot, ReplicaRole, SimulatedReplicaManager
-from kctl.errors import Errors, IllegalArgumentError, IllegalStateError, NodeExistsError, StoreUnavailableError
+from kctl.errors import (
+    Errors,
+    IllegalArgumentError,
+    IllegalStateError,
+    NodeExistsError,
+    StaleControllerEpochError,
+    StoreUnavailableError,
+)
 from kctl.model import EndPoint, LeaderAndIsr, TopicPartition
 from kctl.requests import (
     ControlledShutdownRequest,
@@ -82,6 +89,7 @@ def test_shutdown_closes_the_session_and_a_restart_registers_a_larger_epoch() ->
 
 def test_a_restarted_broker_forgets_what_it_held_in_memory(cluster: SimCluster) -> None:
     agent = agent1(cluster)
+    cluster.controller_elected(3)
     agent.handle_request(leader_and_isr(lai_state(T0, 1, [1], leader_epoch=4, is_new=True), controller_epoch=3))
     agent.handle_request(update_metadata(um_state(T0, 1, [1]), controller_epoch=3))
     agent.kill()
@@ -120,6 +128,7 @@ def test_a_stale_broker_epoch_is_rejected_and_minus_one_always_accepted(cluster:
 
 def test_a_stale_controller_epoch_is_rejected(cluster: SimCluster) -> None:
     agent = agent1(cluster)
+    cluster.controller_elected(6)
     assert agent.handle_request(leader_and_isr(lai_state(T0, 1, [1], is_new=True), controller_epoch=5)).error is Errors.NONE
     stale_lai = agent.handle_request(leader_and_isr(lai_state(T1, 1, [1], is_new=True), controller_epoch=4))
     assert stale_lai == LeaderAndIsrResponse(Errors.STALE_CONTROLLER_EPOCH, {T1: Errors.STALE_CONTROLLER_EPOCH})
@@ -133,6 +142,32 @@ def test_a_stale_controller_epoch_is_rejected(cluster: SimCluster) -> None:
     # UpdateMetadata raises the highest epoch seen too.
     assert agent.handle_request(update_metadata(controller_epoch=6)).error is Errors.NONE
     assert agent.handle_request(stop_replica((T0, 0, False), controller_epoch=5)).error is Errors.STALE_CONTROLLER_EPOCH
+
+
+def test_a_controller_epoch_ahead_of_zookeeper_is_refused_and_does_not_wedge_the_broker(
+    cluster: SimCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = agent1(cluster)
+    cluster.controller_elected(2)
+    reads = []
+    stored = agent.store.get_controller_epoch
+    monkeypatch.setattr(agent.store, "get_controller_epoch", lambda: reads.append(1) or stored())
+    assert agent.handle_request(leader_and_isr(lai_state(T0, 1, [1], is_new=True), controller_epoch=2)).error is Errors.NONE
+    forged = [update_metadata(um_state(T1, 1, [1]), controller_epoch=2**31 - 1, controller_id=666),
+              stop_replica((T0, -2, True), controller_epoch=3),
+              leader_and_isr(lai_state(T1, 1, [1], is_new=True), controller_epoch=3)]
+    for request in forged:
+        with pytest.raises(StaleControllerEpochError, match=r"epoch \d+ is ahead of /controller_epoch \(2\)"):
+            agent.handle_request(request)
+    # Refused requests are not answered (the sender may try again) and change nothing.
+    assert len(agent.handled) == 1 and agent.leader_epoch(T0) == 0 and agent.metadata_cache.partition_state(T1) is None
+    # The real controller is still obeyed, and a new election's epoch once it is in ZooKeeper.
+    assert agent.handle_request(update_metadata(um_state(T1, 1, [1]), controller_epoch=2)).error is Errors.NONE
+    cluster.controller_elected(3)
+    assert agent.handle_request(stop_replica((T0, 0, False), controller_epoch=3)).error is Errors.NONE
+    assert agent.handle_request(update_metadata(controller_epoch=2)).error is Errors.STALE_CONTROLLER_EPOCH
+    # One read of /controller_epoch per epoch higher than any seen (2, the forged ones, 3), none otherwise.
+    assert len(reads) == 5
 
 
 def test_leader_and_isr_needs_a_strictly_newer_leader_epoch_per_partition(cluster: SimCluster) -> None:

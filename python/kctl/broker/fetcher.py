@@ -10,6 +10,10 @@ learning the high watermark) are the simulated replica manager's own; only the h
 changes. As Kafka's fetcher threads do, a follower keeps fetching every round (there is no
 in-process wake-up), and first asks for the leader's epoch history when it must truncate
 (OffsetsForLeaderEpoch).
+
+With authorization on (:mod:`kctl.security`), a leader serves a fetch only to the principal of the
+replica it names, answering TOPIC_AUTHORIZATION_FAILED for each partition otherwise, as Kafka does
+for a follower without ClusterAction.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from kctl.errors import Errors
 from kctl.model import TopicPartition
 from kctl.broker.replica_manager import LeaderLogView, ReplicaRole, SimulatedReplicaManager
 from kctl.net import Address, FrameClient, FrameServer, Header, NetworkError, Request, Respond
+from kctl.security import PLAINTEXT_SECURITY
 from kctl.wire import register_message
 
 logger = logging.getLogger(__name__)
@@ -93,9 +98,11 @@ class NetworkReplicaManager(SimulatedReplicaManager):
         self._request_timeout = request_timeout
         self._in_flight: set[int] = set()  # leader brokers with a fetch on the way
         self._run = 0  # bumped at each start and stop: answers to an older run's fetches are void
+        self._authorizer = PLAINTEXT_SECURITY.authorizer
 
     def serve(self, server: FrameServer) -> None:
-        """Answer followers' fetches on ``server`` (the broker's listener)."""
+        """Answer followers' fetches on ``server`` (the broker's listener), authorized by its authorizer."""
+        self._authorizer = server.security.authorizer
         server.add_handler(FETCH_API, self._handle_fetch)
 
     def startup(self, broker: Any) -> None:
@@ -116,6 +123,11 @@ class NetworkReplicaManager(SimulatedReplicaManager):
         body = request.body
         if not isinstance(body, FetchRequest):
             raise TypeError(f"a Fetch request carried a {type(body).__name__}")
+        if not self._authorizer.authorize_broker_request(request.peer, FETCH_API, body.replica_id):
+            respond(FetchResponse(tuple(
+                FetchPartitionResponse(part.tp, Errors.TOPIC_AUTHORIZATION_FAILED) for part in body.partitions
+            )))
+            return
         with self.ledger.lock:
             broker = self._broker
             results = []
