@@ -214,6 +214,29 @@ def _polling_handler(base: type, fileobj_to_fd: Callable[[object], int]) -> type
     return PollingHandler
 
 
+def _kazoo_client(hosts: str, security: ClientSecurity, **options: Any) -> Any:
+    """A ``KazooClient`` logging in and connecting as ``security`` says.
+
+    A server that requires SASL answers a failed login with "session closed, SASL required",
+    which kazoo (2.11) lets escape its connection loop: the thread dies and requests wait for
+    ever. Turned into the ``AuthFailedError`` of any refused login, kazoo ends the session, and
+    every request fails with it.
+    """
+    kz = _kazoo()
+    client = kz.client.KazooClient(hosts=hosts, **options, **security.kazoo_options())
+    connection = client._connection
+    connect = connection._connect
+
+    def connect_or_fail(*args: Any) -> Any:
+        try:
+            return connect(*args)
+        except kz.exceptions.SessionClosedRequireSaslError as exc:
+            raise kz.exceptions.AuthFailedError("the server closed the session after the SASL login") from exc
+
+    connection._connect = connect_or_fail
+    return client
+
+
 def _kazoo_acl(acl: Sequence[AclEntry]) -> list[Any]:
     """An ACL as kazoo's ``ACL`` objects."""
     security = _kazoo().security
@@ -550,14 +573,14 @@ class ZooKeeperStore:
         self._acl_wires: dict[tuple[AclEntry, ...], bytes] = {}
         self._creator_acl = acl.acl("") if acl is not None else self._security.creator_acl()
         self._connection_log = _ConnectionLog(logging.getLogger("kazoo.client"))
-        self._client = kz.client.KazooClient(
-            hosts=servers,
+        self._client = _kazoo_client(
+            servers,
+            self._security,
             timeout=session_timeout,
             handler=kz.handler(),
             default_acl=_kazoo_acl(self._creator_acl),
             connection_retry={"max_tries": -1, "delay": 0.05, "backoff": 1.5, "max_delay": 1.0},
             logger=self._connection_log,
-            **self._security.kazoo_options(),
         )
         self._client.add_listener(self._on_state)
         try:
@@ -654,13 +677,11 @@ class ZooKeeperStore:
         closes it; the server deletes its ephemeral nodes and this client then learns that the
         session expired. Returns once it has (``SESSION``/``EXPIRED`` is on its way to listeners).
         """
-        kz = self._kazoo
         deadline = time.monotonic() + max(30.0, 2 * self._session_timeout)
         while not self._expired.is_set() and not self._closed:
             client_id = self._client.client_id
             if client_id is not None:
-                twin = kz.client.KazooClient(hosts=self._hosts, client_id=client_id, timeout=self._session_timeout,
-                                             **self._security.kazoo_options())
+                twin = _kazoo_client(self._hosts, self._security, client_id=client_id, timeout=self._session_timeout)
                 try:
                     twin.start(timeout=self._options["connection_timeout"])
                     twin.stop()
@@ -1213,6 +1234,11 @@ class ZooKeeperStore:
                 except exceptions.SessionExpiredError as exc:  # also ConnectionClosedError
                     self._check_live()
                     raise StoreUnavailableError(f"the ZooKeeper session at {self._hosts} ended") from exc
+                except exceptions.SessionClosedRequireSaslError:
+                    raise StoreUnavailableError(
+                        f"ZooKeeper at {self._hosts} closes sessions without a SASL login, and {self._security.describe()} "
+                        "made none (--zk-sasl)"
+                    ) from None
                 except exceptions.AuthFailedError:
                     raise StoreUnavailableError(
                         f"ZooKeeper at {self._hosts} refused the login of {self._security.describe()} "

@@ -10,7 +10,8 @@ elliptic-curve keys (quick to generate) valid for two days:
   servers and clients alike (extended key usage ``serverAuth`` and ``clientAuth``).
 
 ``openssl`` comes with Debian's ``ca-certificates`` (so with Java); without it the CA raises
-:class:`OpenSslNotInstalledError`.
+:class:`OpenSslNotInstalledError`. The ``certificate_authority`` fixture is one CA for the test
+session; without ``openssl`` it skips, or fails under ``CI=true``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+
+import pytest
+
+from kctl.testing.zookeeper import in_ci
 
 INSTALL_HINT = "apt-get install -y openssl"
 DAYS = 2
@@ -78,4 +83,16 @@ class TestCertificateAuthority:
 
 _EC_KEY = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1")
 
-__all__ = ["OpenSslNotInstalledError", "TestCertificateAuthority"]
+
+@pytest.fixture(scope="session")
+def certificate_authority(tmp_path_factory: pytest.TempPathFactory) -> TestCertificateAuthority:
+    """A CA for the test session (skipped without ``openssl``, failed under ``CI=true``)."""
+    try:
+        return TestCertificateAuthority(tmp_path_factory.mktemp("kctl-ca"))
+    except OpenSslNotInstalledError as exc:
+        if in_ci():
+            pytest.fail(f"CI=true and no certificates can be made: {exc}", pytrace=False)
+        pytest.skip(str(exc))
+
+
+__all__ = ["OpenSslNotInstalledError", "TestCertificateAuthority", "certificate_authority"]

@@ -50,7 +50,7 @@ from kctl.scheduler import RealTimeScheduler, Scheduler
 from kctl.stores import paths
 from kctl.stores.zkacl import AclPolicy
 from kctl.stores.zkclient import ClientSecurity, ZooKeeperTls
-from kctl.stores.zookeeper import _kazoo, _kazoo_acl, _split_connect_string
+from kctl.stores.zookeeper import _kazoo, _kazoo_acl, _kazoo_client, _split_connect_string
 from kctl.transports.base import BrokerHandler, ControllerHandler, error_response
 
 if TYPE_CHECKING:
@@ -423,7 +423,6 @@ class ZkQueueTransport:
         tls: ZooKeeperTls | None = None,
         acl: AclPolicy | None = None,
     ) -> None:
-        kz = _kazoo()
         servers, chroot = _split_connect_string(hosts, chroot)
         self._owns_scheduler = scheduler is None
         self.scheduler: Scheduler = scheduler if scheduler is not None else RealTimeScheduler(name="zkqueue")
@@ -431,11 +430,11 @@ class ZkQueueTransport:
         self.retry_backoff = retry_backoff
         self._policy = acl
         security = ClientSecurity(auth, sasl, tls)
-        self.client = kz.client.KazooClient(
-            hosts=servers + chroot,
+        self.client = _kazoo_client(
+            servers + chroot,
+            security,
             timeout=session_timeout,
             default_acl=None if acl is not None else _kazoo_acl(security.creator_acl()),  # as the store's
-            **security.kazoo_options(),
         )
         try:
             self.client.start(timeout=connection_timeout)
