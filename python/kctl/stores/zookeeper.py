@@ -1606,8 +1606,7 @@ class ZooKeeperStore:
             {path[:i] for path in wanted for i in range(1, len(path) + 1) if i == len(path) or path[i] == "/"}
         )
         for _ in range(_RACE_ATTEMPTS):
-            stats = self._gather([functools.partial(self._client.exists_async, path) for path in needed])
-            missing = [path for path, stat in zip(needed, stats) if self._result(stat, path) is None]
+            missing = self._missing(needed)
             if not missing:
                 return
             ops = [_Op("create", path) for path in missing]
@@ -1618,21 +1617,25 @@ class ZooKeeperStore:
                 raise self._op_error(ops[outcome.op], outcome.error)
         raise StoreError(f"could not create {needed}", needed[0])
 
-    def _await_paths(self, wanted: Sequence[str], timeout: float) -> None:
-        """Wait until every path of ``wanted`` exists: in a secured cluster only the controller
-        identity creates them. Existence is read from the parents' children, not with ``exists``:
-        ZooKeeper 3.8.4+ and 3.9.2+ refuse ``exists`` without READ on the node (ZOOKEEPER-2590),
-        and some of these nodes are not readable by every role (``/config/users``)."""
+    def _missing(self, wanted: Sequence[str]) -> list[str]:
+        """The paths of ``wanted`` that do not exist, read from their parents' children rather
+        than with ``exists``: ZooKeeper 3.8.4+ and 3.9.2+ refuse ``exists`` without READ on the
+        node (ZOOKEEPER-2590), and not every role may read every node (``/config/users``)."""
         parents = sorted({path.rpartition("/")[0] or "/" for path in wanted})
         no_node = self._kazoo.exceptions.NoNodeError
+        listings = self._gather([functools.partial(self._client.get_children_async, p) for p in parents])
+        children = {
+            parent: set() if isinstance(answer, no_node) else set(self._result(answer, parent))
+            for parent, answer in zip(parents, listings)
+        }
+        return [path for path in wanted if path.rpartition("/")[2] not in children[path.rpartition("/")[0] or "/"]]
+
+    def _await_paths(self, wanted: Sequence[str], timeout: float) -> None:
+        """Wait until every path of ``wanted`` exists: in a secured cluster only the controller
+        identity creates them."""
         deadline = time.monotonic() + timeout
         while True:
-            listings = self._gather([functools.partial(self._client.get_children_async, p) for p in parents])
-            children = {
-                parent: set() if isinstance(answer, no_node) else set(self._result(answer, parent))
-                for parent, answer in zip(parents, listings)
-            }
-            missing = [path for path in wanted if path.rpartition("/")[2] not in children[path.rpartition("/")[0] or "/"]]
+            missing = self._missing(wanted)
             if not missing:
                 return
             if time.monotonic() > deadline:
