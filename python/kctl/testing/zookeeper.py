@@ -33,6 +33,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -268,6 +269,24 @@ class ZooKeeperServer:
                 return line.removeprefix("Mode: ").strip()
         return None
 
+    def answers_tls(self, timeout: float = 10.0) -> bool:
+        """Whether the TLS port answers a handshake (True without one): the first handshake of a
+        JVM is slow (on a busy machine, longer than a client's connection timeout), so an ensemble
+        waits for this one. Refusing this client, which has no certificate, counts as answering."""
+        if self.secure_port is None:
+            return True
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        try:
+            with socket.create_connection((LOOPBACK, self.secure_port), timeout=timeout) as sock:
+                context.wrap_socket(sock).close()
+        except ssl.SSLError:
+            return True
+        except OSError:
+            return False
+        return True
+
     def start(self) -> None:
         if self.running:
             return
@@ -431,7 +450,7 @@ class ZooKeeperEnsemble:
             if exited:
                 self._fail(f"{exited} exited")
             modes = [server.mode() for server in members]
-            if all(modes) and (self.size == 1 or "leader" in modes):
+            if all(modes) and (self.size == 1 or "leader" in modes) and all(s.answers_tls() for s in members):
                 return
             if time.monotonic() > deadline:
                 self._fail(f"ZooKeeper did not serve within {timeout:.0f}s (modes: {modes})")
