@@ -586,6 +586,8 @@ class ZooKeeperStore:
         try:
             self._client.start(timeout=connection_timeout)
         except self._client.handler.timeout_exception:
+            if self._client.client_state == kz.states.KeeperState.AUTH_FAILED:
+                raise self._login_refused() from None
             over = " over TLS" if tls is not None else ""
             raise StoreUnavailableError(
                 f"cannot connect to ZooKeeper at {servers}{over} within {connection_timeout:g}s"
@@ -1240,10 +1242,7 @@ class ZooKeeperStore:
                         "made none (--zk-sasl)"
                     ) from None
                 except exceptions.AuthFailedError:
-                    raise StoreUnavailableError(
-                        f"ZooKeeper at {self._hosts} refused the login of {self._security.describe()} "
-                        "(a wrong SASL user or password, or a server without SASL)" + self._connection_log.last_error()
-                    ) from None
+                    raise self._login_refused() from None
                 except exceptions.KazooException as exc:
                     answers[i] = exc
                 except timeout_error:
@@ -1256,6 +1255,12 @@ class ZooKeeperStore:
                 deadline = time.monotonic() + self._session_timeout
             self._await_connection(deadline)
             started = [(i, calls[i]()) for i in lost]
+
+    def _login_refused(self) -> StoreUnavailableError:
+        return StoreUnavailableError(
+            f"ZooKeeper at {self._hosts} refused the login of {self._security.describe()} "
+            "(a wrong SASL user or password, or a server without SASL)" + self._connection_log.last_error()
+        )
 
     def _await_connection(self, deadline: float) -> None:
         """Wait until the client has reconnected, noticing meanwhile that the store was closed or

@@ -279,12 +279,16 @@ class ZooKeeperServer:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
         try:
-            with socket.create_connection((LOOPBACK, self.secure_port), timeout=timeout) as sock:
-                context.wrap_socket(sock).close()
-        except ssl.SSLError:
-            return True
+            sock = socket.create_connection((LOOPBACK, self.secure_port), timeout=timeout)
         except OSError:
-            return False
+            return False  # not listening yet
+        with sock:
+            try:
+                context.wrap_socket(sock).close()
+            except TimeoutError:
+                return False
+            except OSError:
+                pass  # refused with an alert or a reset: the server's TLS stack ran
         return True
 
     def start(self) -> None:
