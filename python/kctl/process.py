@@ -15,9 +15,11 @@ A session that expires is replaced: the controller resigns (``Expire``) and runs
 again on the new session; the broker re-registers with a new broker epoch. Logs go to stderr.
 
 With ``--zk-auth USER:PASSWORD`` (or ``KCTL_ZK_AUTH``) a process authenticates with ZooKeeper's
-digest scheme; with ``--zk-acl`` (or ``KCTL_ZK_ACL``) the cluster is secured by role
-(:mod:`kctl.stores.zkacl`): a controller must then have the controller identity, a broker a
-broker identity.
+digest scheme, with ``--zk-sasl USER:PASSWORD`` (or ``KCTL_ZK_SASL``) by a SASL DIGEST-MD5 login;
+Kafka's ``zookeeper.ssl.*`` client properties (``--config``, ``--config-file``, or a file given with
+``--zk-tls-config-file``) make the connection TLS (:mod:`kctl.stores.zkclient`). With
+``--zk-acl`` (or ``KCTL_ZK_ACL``) the cluster is secured by role (:mod:`kctl.stores.zkacl`): a
+controller must then have a controller identity, a broker an identity that may register its id.
 
 Properties come from ``--config-file`` (Kafka's ``server.properties`` format, repeatable) and
 ``--config NAME=VALUE`` (which wins). The security ones (``security.inter.broker.protocol``,
@@ -50,7 +52,7 @@ from kctl.plugins import get_plugin_host
 from kctl.properties import read_properties
 from kctl.scheduler import RealTimeScheduler
 from kctl.security import ListenerSecurity, is_security_property
-from kctl.stores import zkacl
+from kctl.stores import zkacl, zkclient
 from kctl.stores.base import ChangeType, WatchEvent, WatchKind
 from kctl.stores.zookeeper import ZooKeeperStore
 from kctl.transports.tcp import broker_address
@@ -71,16 +73,18 @@ def _property(text: str) -> tuple[str, str]:
     return name.strip(), value.strip()
 
 
-def process_properties(args: argparse.Namespace) -> tuple[ControllerConfig, ListenerSecurity]:
-    """The ``--config-file`` files in order, then ``--config``: the broker properties, and the
-    listener's security built from its own properties (files checked, certificates validated)."""
+def process_properties(args: argparse.Namespace) -> tuple[ControllerConfig, ListenerSecurity, dict[str, str]]:
+    """The ``--config-file`` files in order, then ``--config``, split by who reads them: the broker
+    properties, the listener's security built from its own properties (files checked,
+    certificates validated), and Kafka's ZooKeeper client properties (``zookeeper.ssl.*``)."""
     properties: dict[str, str] = {}
     for path in getattr(args, "config_file", None) or ():
         properties.update(read_properties(path))
     properties.update(dict(args.config))
+    client = {k: properties.pop(k) for k in list(properties) if zkclient.is_client_property(k)}
     security = ListenerSecurity.from_properties({k: v for k, v in properties.items() if is_security_property(k)})
     config = ControllerConfig.coerce({k: v for k, v in properties.items() if not is_security_property(k)})
-    return config, security
+    return config, security, client
 
 
 def _address(text: str) -> str:
@@ -100,39 +104,60 @@ def add_zookeeper_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--zk-auth", default=None, metavar="USER:PASSWORD",
                         help=f"authenticate to ZooKeeper with this digest identity (default: ${zkacl.AUTH_ENV}, "
                              "which keeps the password off the command line)")
+    parser.add_argument("--zk-sasl", default=None, metavar="USER:PASSWORD",
+                        help="log in to ZooKeeper with SASL DIGEST-MD5 as this user, the identity sasl:USER (default: "
+                             f"${zkclient.SASL_ENV}, which keeps the password off the command line)")
+    parser.add_argument("--zk-tls-config-file", default=None, metavar="FILE",
+                        help="Kafka's ZooKeeper TLS client properties (zookeeper.ssl.client.enable=true, "
+                             "zookeeper.ssl.keystore.location, zookeeper.ssl.truststore.location, …; PEM files)")
     parser.add_argument("--zk-acl", default=None, metavar="ROLE=USER:DIGEST,…",
-                        help="the cluster's ACL policy: the digest identities of the controller, broker and admin "
-                             f"roles, e.g. controller=ctl:…,broker=brk:…,admin=adm:… (default: ${zkacl.ACL_ENV}; "
-                             "`kctl zk-digest USER:PASSWORD` prints an identity)")
+                        help="the cluster's ACL policy: the identities of the controller, broker and admin roles, "
+                             "e.g. controller=ctl:…,broker=brk:…,broker.7=sasl:b7,admin=adm:… (default: "
+                             f"${zkacl.ACL_ENV}; `kctl zk-digest USER:PASSWORD` prints a digest identity)")
 
 
 @dataclass(frozen=True)
 class ZooKeeperSecurity:
-    """A process's ZooKeeper identity and the cluster's ACL policy (see :mod:`kctl.stores.zkacl`)."""
+    """A process's ZooKeeper logins and connection, and the cluster's ACL policy (see
+    :mod:`kctl.stores.zkacl` and :mod:`kctl.stores.zkclient`)."""
 
     auth: tuple[str, str] | None = None
     acl: zkacl.AclPolicy | None = None
+    sasl: tuple[str, str] | None = None
+    tls: zkclient.ZooKeeperTls | None = None
 
     @classmethod
-    def from_arguments(cls, args: argparse.Namespace, config: ControllerConfig, role: str | None = None) -> ZooKeeperSecurity:
-        """``--zk-auth`` / ``--zk-acl`` (or their environment variables), checked against ``role``:
-        under a policy, a controller or broker process must have that role's identity."""
+    def from_arguments(
+        cls, args: argparse.Namespace, config: ControllerConfig, role: str | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> ZooKeeperSecurity:
+        """``--zk-auth``, ``--zk-sasl``, ``--zk-acl`` (or their environment variables) and the TLS
+        properties of ``--zk-tls-config-file`` and ``properties`` (which win), checked against
+        ``role``: under a policy, a controller process must have a controller identity, a broker
+        process one that may register its ``--id``."""
         auth, acl_text = zkacl.from_environment(getattr(args, "zk_auth", None), getattr(args, "zk_acl", None))
+        sasl = zkclient.sasl_from_environment(getattr(args, "zk_sasl", None))
+        file = getattr(args, "zk_tls_config_file", None)
+        tls = zkclient.ZooKeeperTls.from_properties(
+            {**(read_properties(file) if file else {}), **(properties or {})}
+        )
         policy = None
         if acl_text is not None:
             policy = zkacl.AclPolicy.parse(acl_text, brokers_write_isr=not config.uses_alter_partition)
         if policy is not None and role is not None:
-            identity = None if auth is None else zkacl.digest(*auth)
-            members = policy.controllers if role == "controller" else policy.brokers
-            if identity not in members:
-                shown = "no --zk-auth" if identity is None else f"--zk-auth identity {identity.partition(':')[0]!r}"
-                raise IllegalArgumentError(
-                    f"a {role} of this secured cluster authenticates as a {role} identity of --zk-acl; {shown} is not one"
-                )
-        return cls(auth, policy)
+            identities = zkclient.ClientSecurity(auth, sasl).identities()
+            if role == "controller":
+                allowed, what = policy.controllers, "a controller identity of --zk-acl"
+            else:
+                allowed, what = policy.registrants(args.id), f"an identity of --zk-acl that may register broker {args.id}"
+            if not set(identities) & set(allowed):
+                shown = ", ".join(f"{i.partition(':')[0]!r}" if not i.startswith(zkacl.SASL_SCHEME) else repr(i)
+                                  for i in identities) or "no --zk-auth or --zk-sasl"
+                raise IllegalArgumentError(f"a {role} of this secured cluster authenticates as {what}; {shown} is not one")
+        return cls(auth, policy, sasl, tls)
 
     def transport_options(self) -> dict[str, Any]:
-        return {"auth": self.auth, "acl": self.acl}
+        return {"auth": self.auth, "acl": self.acl, "sasl": self.sasl, "tls": self.tls}
 
 
 def add_process_arguments(parser: argparse.ArgumentParser, role: str) -> None:
@@ -142,7 +167,8 @@ def add_process_arguments(parser: argparse.ArgumentParser, role: str) -> None:
                         help="where to accept connections (port 0: any free port; default 127.0.0.1:0)")
     parser.add_argument("--transport", default="tcp", help="controller-broker transport: tcp (default) or zkqueue")
     parser.add_argument("--config", type=_property, action="append", default=[], metavar="NAME=VALUE",
-                        help="a broker property by its Kafka name (repeatable), e.g. zookeeper.session.timeout.ms=6000")
+                        help="a broker property by its Kafka name (repeatable), e.g. zookeeper.session.timeout.ms=6000, "
+                             "or one of Kafka's ZooKeeper TLS client properties (zookeeper.ssl.*)")
     parser.add_argument("--config-file", action="append", default=[], metavar="PATH",
                         help="a properties file as Kafka's server.properties (repeatable; --config wins), e.g. the "
                              "ssl.* properties of docs/security.md")
@@ -179,7 +205,7 @@ def connect(
     try:
         return ZooKeeperStore(
             zk, session_timeout=config.zookeeper_session_timeout_ms / 1000, connection_timeout=timeout,
-            auth=security.auth, acl=security.acl,
+            **security.transport_options(),
         )
     except ValueError as exc:  # a malformed chroot
         raise IllegalArgumentError(f"--zk {zk!r}: {exc}") from None
@@ -293,10 +319,10 @@ class _Runtime:
 @contextlib.contextmanager
 def _runtime(args: argparse.Namespace, role: str) -> Iterator[_Runtime]:
     configure_logging(args.log_level)
-    config, listener_security = process_properties(args)
+    config, listener_security, client = process_properties(args)
     listener_security.check_identity(role, args.id)
     stopping = _wait_for_termination()
-    security = ZooKeeperSecurity.from_arguments(args, config, role)
+    security = ZooKeeperSecurity.from_arguments(args, config, role, client)
     with contextlib.ExitStack() as stack:
         store = connect(args.zk, config, args.zk_timeout, security)
         stack.callback(store.close)  # also ends the registrations after a failed start
