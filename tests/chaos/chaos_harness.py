@@ -27,6 +27,7 @@ import re
 import signal
 import threading
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +54,6 @@ from kctl.transports.tcp import broker_address
 CONTROLLERS = (91, 92)
 """The controller candidates' ids (apart from the brokers', so logs and checks cannot confuse them)."""
 BROKERS = (1, 2, 3)
-CHROOT = "/kctl"
 SESSION_TIMEOUT = 2.0
 """FAST's ``zookeeper.session.timeout.ms``, in seconds."""
 
@@ -199,7 +199,10 @@ class ChaosCluster(ProcessCluster):
     injected and of what the scenario asked for (topics, deletions, reassignments)."""
 
     def __init__(self, zookeeper: ZooKeeperEnsemble, directory: Path) -> None:
-        super().__init__(zookeeper.hosts + CHROOT, directory)
+        # A chroot of its own even on a server of its own: while the server is down (a fault), a
+        # server of another test run may take its port, and the processes must not join that cluster.
+        self.chroot = f"/kctl-chaos-{uuid.uuid4().hex[:12]}"
+        super().__init__(zookeeper.hosts + self.chroot, directory)
         self.zookeeper = zookeeper
         self.faults: list[Fault] = []
         self.topics: dict[str, int] = {}  # live topics the scenario created → partitions
@@ -296,7 +299,7 @@ class ChaosCluster(ProcessCluster):
         return [(int(p.name.split("-")[1]), p, self.read_answers(p)) for p in self.processes if p.name.startswith("broker-")]
 
     def history(self) -> ZooKeeperHistory:
-        return ZooKeeperHistory.read(self.zookeeper.servers[0].directory / "data", CHROOT)
+        return ZooKeeperHistory.read(self.zookeeper.servers[0].directory / "data", self.chroot)
 
     # --- The verdict ----------------------------------------------------------------------------------
 

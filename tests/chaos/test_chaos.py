@@ -52,6 +52,7 @@ from kctl.broker.fetcher import ProduceResponse
 from kctl.errors import Errors
 from kctl.model import TopicPartition
 from kctl.requests import StopReplicaRequest
+from kctl.stores.base import MATCH_ANY_VERSION
 
 ORDERS = {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]}
 """Three partitions, RF 3, one led by each broker."""
@@ -78,6 +79,28 @@ def test_controller_killed_in_the_middle_of_a_reassignment(chaos: ChaosCluster) 
     chaos.start_broker(4)
     chaos.verify()
     assert chaos.assignment("orders")[1].replicas == (4, 3, 1)
+
+
+def test_controllers_killed_one_after_the_other_during_failover(chaos: ChaosCluster) -> None:
+    """A cascade: kill -9 of the active controller in the middle of a reassignment, then of its
+    successor as soon as ZooKeeper shows it registered (in practice before it is ready), then the
+    first one comes back as a new process: it must take over in the epoch after both and finish
+    the work."""
+    chaos.start()
+    chaos.create_topic("orders", ORDERS)
+    epoch = chaos.controller_epoch()
+    targets = {TopicPartition("orders", 1): [4, 3, 1], TopicPartition("orders", 2): [3, 2, 4]}
+    chaos.reassign(targets)
+    chaos.wait_until(lambda: chaos.assignment("orders")[1].adding_replicas == (4,), 60, "the adding replicas")
+    first = chaos.kill_active_controller()
+    second = chaos.wait_for_new_controller(epoch)
+    chaos.controllers[second].kill()
+    chaos.inject("kill -9 controller", f"controller {second} right after it registered, during its failover")
+    chaos.start_controller(first)  # a new process
+    assert chaos.wait_for_new_controller(epoch + 1) == first
+    chaos.start_broker(4)
+    chaos.verify()
+    assert chaos.controller_epoch() == epoch + 2
 
 
 def test_controller_killed_in_the_middle_of_a_topic_deletion(chaos: ChaosCluster) -> None:
@@ -142,6 +165,42 @@ def test_controller_paused_past_its_session_timeout_is_fenced(chaos: ChaosCluste
     late = [w for w in history.fenced_writes if w.session in sessions and w.zxid > takeover]
     assert not late, f"the deposed controller's writes landed after the takeover: {late}"
     assert paused.running() and chaos.active_controller() == successor
+
+
+def test_a_zombie_controllers_writes_are_refused_by_the_fence(chaos: ChaosCluster) -> None:
+    """The zombie controller, deterministically: the active controller is frozen (SIGSTOP, well
+    within its session timeout) with a reassignment request notified to it (onto broker 4, not
+    running, so that it stays pending), then an operator forces a controller move
+    (``delete /controller``) and the standby wins the next epoch. Thawed, the old controller
+    processes the reassignment before it learns it was deposed: its writes carry the old epoch's
+    fence and ZooKeeper must refuse every one (they are in the transaction log as refused multis,
+    from its still-valid session); then it resigns."""
+    chaos.start()
+    chaos.create_topic("orders", ORDERS)
+    epoch = chaos.controller_epoch()
+    zombie = chaos.active_process()
+    zombie_id = int(zombie.name.split("-")[1])
+    zombie.signal(signal.SIGSTOP)
+    chaos.inject("SIGSTOP controller", f"{zombie.name}, within its session timeout")
+    try:
+        chaos.reassign({TopicPartition("orders", 0): [2, 3, 4]})
+        chaos.admin.delete_controller(MATCH_ANY_VERSION)  # as an operator does with zkCli: unfenced
+        chaos.inject("controller moved", f"/controller deleted while {zombie.name} is frozen")
+        successor = chaos.wait_for_new_controller(epoch)
+    finally:
+        zombie.signal(signal.SIGCONT)
+    assert successor != zombie_id
+    chaos.wait_until(lambda: f"Resigned as the controller (broker {zombie_id}, epoch {epoch})" in zombie.log(), 60,
+                     "the zombie to resign", watch=zombie)
+    chaos.start_broker(4)
+    chaos.verify()
+
+    history = chaos.history()
+    sessions = {r.session for r in history.registrations if r.controller_id == zombie_id}
+    assert not any(txn.session in sessions for txn in history.fenced_writes if txn.epoch > epoch)
+    refused = [txn for txn in history.refused_fenced_writes if txn.session in sessions]
+    assert refused, f"the zombie's writes never reached ZooKeeper:\n{zombie.log()[-3000:]}"
+    assert "moved to another broker" in zombie.log()
 
 
 def test_zookeeper_down_past_the_session_timeout(chaos: ChaosCluster) -> None:
