@@ -26,7 +26,7 @@ SUITE = {
     """,
     "tests/chaos/test_faults.py": """
         def test_survived(record_property):
-            record_property("chaos", {"faults": ["kill -9 controller", "broker flap"],
+            record_property("chaos", {"faults": ["kill -9 controller", "broker flap"], "details": ["91", "broker 2"],
                                       "losses": {"topics": 0, "committed records": 0},
                                       "checked": {"transactions": 40}})
 
@@ -58,6 +58,10 @@ def test_the_report_counts_inputs_faults_and_losses(tmp_path: Path) -> None:
     }}
     assert report["faults"]["by_kind"] == {"broker flap": {"injected": 2, "survived": 1},
                                            "kill -9 controller": {"injected": 1, "survived": 1}}
+    assert report["faults"]["by_test"] == {
+        "tests/chaos/test_faults.py::test_not_survived": {"passed": False, "faults": ["broker flap"]},
+        "tests/chaos/test_faults.py::test_survived": {"passed": True, "faults": ["91", "broker 2"]},
+    }
     assert report["losses"] == {"total": 1, "by_kind": {"committed records": 0, "topics": 1}}
     assert report["checked"] == {"transactions": 40}
     assert report["tests"] == {"passed": 5, "failed": 1, "skipped": 0} and report["ok"] is False

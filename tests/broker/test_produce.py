@@ -53,8 +53,8 @@ def produce(client: FrameClient, address: tuple[str, int], tp: TopicPartition, r
 def test_a_leader_appends_and_answers_with_its_log(broker: tuple[BrokerAgent, FrameClient, tuple[str, int]]) -> None:
     agent, client, address = broker
     agent.handle_request(leader_and_isr(lai_state(T0, 1, [1], leader_epoch=3)))
-    assert produce(client, address, T0, 5) == ProduceResponse(T0, Errors.NONE, 3, 5, 5, ((3, 0),))
-    assert produce(client, address, T0, 0) == ProduceResponse(T0, Errors.NONE, 3, 5, 5, ((3, 0),))  # a read
+    assert produce(client, address, T0, 5) == ProduceResponse(T0, Errors.NONE, 5, 5, ((3, 0),), 3)
+    assert produce(client, address, T0, 0) == ProduceResponse(T0, Errors.NONE, 5, 5, ((3, 0),), 3)  # a read
 
 
 def test_produce_is_refused_where_the_broker_does_not_lead(

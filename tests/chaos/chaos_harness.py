@@ -252,16 +252,20 @@ class ChaosCluster(ProcessCluster):
     def inject(self, kind: str, detail: str) -> None:
         self.faults.append(Fault(kind, detail))
 
-    def active_process(self) -> KctlProcess:
-        controller_id = self.wait_until(self.active_controller, 60, "an active controller")
-        return self.controllers[controller_id]
-
     def kill_active_controller(self) -> int:
         """kill -9 of the active controller; returns its id."""
         controller_id = self.wait_until(self.active_controller, 60, "an active controller")
         self.controllers[controller_id].kill()
         self.inject("kill -9 controller", f"controller {controller_id} (epoch {self.controller_epoch()})")
         return controller_id
+
+    def pause_active_controller(self, detail: str) -> tuple[KctlProcess, int]:
+        """SIGSTOP of the active controller (the caller sends SIGCONT); its process and id."""
+        controller_id = self.wait_until(self.active_controller, 60, "an active controller")
+        process = self.controllers[controller_id]
+        process.signal(signal.SIGSTOP)
+        self.inject("SIGSTOP controller", f"controller {controller_id}, {detail}")
+        return process, controller_id
 
     def wait_for_new_controller(self, epoch: int) -> int:
         """Wait until a controller of a later epoch than ``epoch`` is registered; its id."""
@@ -502,6 +506,7 @@ class ChaosCluster(ProcessCluster):
         """What the hardening report reads from the test's ``user_properties``."""
         return {
             "faults": [fault.kind for fault in self.faults],
+            "details": [fault.detail for fault in self.faults],
             "losses": None if self.verdict is None else self.verdict.losses,
             "checked": None if self.verdict is None else self.verdict.checked,
         }

@@ -139,10 +139,7 @@ def test_controller_paused_past_its_session_timeout_is_fenced(chaos: ChaosCluste
     chaos.start()
     chaos.create_topic("orders", ORDERS)
     epoch = chaos.controller_epoch()
-    paused = chaos.active_process()
-    paused_id = int(paused.name.split("-")[1])
-    paused.signal(signal.SIGSTOP)
-    chaos.inject("SIGSTOP controller", f"{paused.name} for {3 * SESSION_TIMEOUT:g}s, past its session timeout")
+    paused, paused_id = chaos.pause_active_controller(f"for {3 * SESSION_TIMEOUT:g}s, past its session timeout")
     try:
         chaos.reassign({TopicPartition("orders", 0): [3, 2, 1]})
         chaos.brokers[1].kill()
@@ -178,10 +175,7 @@ def test_a_zombie_controllers_writes_are_refused_by_the_fence(chaos: ChaosCluste
     chaos.start()
     chaos.create_topic("orders", ORDERS)
     epoch = chaos.controller_epoch()
-    zombie = chaos.active_process()
-    zombie_id = int(zombie.name.split("-")[1])
-    zombie.signal(signal.SIGSTOP)
-    chaos.inject("SIGSTOP controller", f"{zombie.name}, within its session timeout")
+    zombie, zombie_id = chaos.pause_active_controller("within its session timeout")
     try:
         chaos.reassign({TopicPartition("orders", 0): [2, 3, 4]})
         chaos.admin.delete_controller(MATCH_ANY_VERSION)  # as an operator does with zkCli: unfenced
@@ -250,8 +244,8 @@ def test_broker_flapping(chaos: ChaosCluster) -> None:
 def test_a_committed_record_missing_from_the_leaders_log_is_counted() -> None:
     """The I8 arithmetic of the verdict: records below a seen high watermark must be in the final
     log, matched by leader epoch, not only by offset."""
-    seen = [ProduceResponse(T, Errors.NONE, 0, 10, 8, ((0, 0),)), ProduceResponse(T, Errors.NONE, 0, 12, 12, ((0, 0),))]
-    assert committed_records_lost(seen, ProduceResponse(T, Errors.NONE, 1, 20, 20, ((0, 0), (1, 12)))) == 0
-    assert committed_records_lost(seen, ProduceResponse(T, Errors.NONE, 1, 20, 20, ((0, 0), (1, 9)))) == 3
-    assert committed_records_lost(seen, ProduceResponse(T, Errors.NONE, 1, 7, 7, ((0, 0),))) == 5
-    assert committed_records_lost([], ProduceResponse(T, Errors.NONE, 1, 0, 0, ())) == 0
+    seen = [ProduceResponse(T, Errors.NONE, 10, 8, ((0, 0),), 0), ProduceResponse(T, Errors.NONE, 12, 12, ((0, 0),), 0)]
+    assert committed_records_lost(seen, ProduceResponse(T, Errors.NONE, 20, 20, ((0, 0), (1, 12)), 1)) == 0
+    assert committed_records_lost(seen, ProduceResponse(T, Errors.NONE, 20, 20, ((0, 0), (1, 9)), 1)) == 3
+    assert committed_records_lost(seen, ProduceResponse(T, Errors.NONE, 7, 7, ((0, 0),), 1)) == 5
+    assert committed_records_lost([], ProduceResponse(T, Errors.NONE, 0, 0, (), 1)) == 0

@@ -91,15 +91,11 @@ class ProduceRequest:
 
 @register_message
 @dataclass(frozen=True)
-class ProduceResponse:
-    """The leader's log after the append; only ``error`` when the broker does not lead ``tp``."""
+class ProduceResponse(FetchPartitionResponse):
+    """The leader's log after the append, as a fetch sees it, and the leader epoch it appended in;
+    only ``error`` when the broker does not lead ``tp``."""
 
-    tp: TopicPartition
-    error: Errors
     leader_epoch: int = -1
-    log_end_offset: int = -1
-    high_watermark: int = -1
-    epochs: tuple[tuple[int, int], ...] = ()
 
 
 register_message(LeaderLogView)
@@ -196,7 +192,7 @@ class NetworkReplicaManager(SimulatedReplicaManager):
             if error is not Errors.NONE or r is None:
                 respond(ProduceResponse(body.tp, error))
             else:
-                respond(ProduceResponse(body.tp, Errors.NONE, r.leader_epoch, r.leo, r.hw, r.epochs))
+                respond(ProduceResponse(body.tp, Errors.NONE, r.leo, r.hw, r.epochs, r.leader_epoch))
 
     # --- Follower side -------------------------------------------------------------------------
 

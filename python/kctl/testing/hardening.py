@@ -9,8 +9,9 @@ runs it counts:
   alike; counted by wrapping ``test.hypothesis.inner_test``, the hook Hypothesis offers for
   running each example) and one per ordinary test (each parametrized case is one);
 - faults injected and survived: a fault test records what it did in its ``user_properties`` under
-  ``chaos`` (a mapping with ``faults``, the kinds injected; ``losses``, what was lost by kind;
-  ``checked``, how much the verdict looked at); a fault counts as survived when its test passed;
+  ``chaos`` (a mapping with ``faults``, the kinds injected, and ``details``, what exactly;
+  ``losses``, what was lost by kind; ``checked``, how much the verdict looked at); a fault counts
+  as survived when its test passed;
 - losses: summed by kind over the fault tests; any loss fails its test, and the report.
 
 At the end it prints a summary and writes it to ``PATH`` as JSON: the run's time, the tests'
@@ -110,8 +111,10 @@ class HardeningReport:
         faults: dict[str, Counter[str]] = {}
         losses: Counter[str] = Counter()
         checked: Counter[str] = Counter()
+        scenarios = {}
         for nodeid, recorded in sorted(self._chaos.items()):
             survived = self._outcomes.get(nodeid) == "passed"
+            scenarios[nodeid] = {"passed": survived, "faults": list(recorded.get("details") or recorded.get("faults") or ())}
             for kind in recorded.get("faults") or ():
                 counter = faults.setdefault(str(kind), Counter())
                 counter["injected"] += 1
@@ -130,6 +133,7 @@ class HardeningReport:
                 "injected": sum(c["injected"] for c in faults.values()),
                 "survived": sum(c["survived"] for c in faults.values()),
                 "by_kind": {kind: dict(c) for kind, c in sorted(faults.items())},
+                "by_test": scenarios,
             },
             "losses": {"total": total_losses, "by_kind": dict(sorted(losses.items()))},
             "checked": dict(sorted(checked.items())),
