@@ -28,7 +28,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -162,9 +162,12 @@ class Producer:
         with self._lock:
             return committed_records_lost(list(self.acknowledged.get(tp, ())), final)
 
-    def committed(self) -> int:
+    def committed(self, topics: Iterable[str]) -> int:
+        """Records seen committed in the partitions of ``topics`` (the highest high watermark of each)."""
+        live = set(topics)
         with self._lock:
-            return sum(max(view.high_watermark for view in views) for views in self.acknowledged.values())
+            return sum(max(view.high_watermark for view in views)
+                       for tp, views in self.acknowledged.items() if tp.topic in live)
 
 
 @dataclass
@@ -399,7 +402,7 @@ class ChaosCluster(ProcessCluster):
             "refused fenced writes": len(history.refused_fenced_writes),
             "controller epochs": len(history.registrations),
             "broker answers": sum(len(handled) for _, _, handled in answers),
-            "committed records": self.producer.committed(),
+            "committed records": self.producer.committed(self.topics),
         }
         assert not verdict.violations, "\n".join(verdict.violations)
         assert not any(verdict.losses.values()), f"losses: {verdict.losses}"

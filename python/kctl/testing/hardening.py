@@ -7,7 +7,8 @@ runs it counts:
 
 - inputs tried: each call of a Hypothesis test's body (generated, replayed and explicit examples
   alike; counted by wrapping ``test.hypothesis.inner_test``, the hook Hypothesis offers for
-  running each example) and one per ordinary test (each parametrized case is one);
+  running each example) and one per ordinary test (each parametrized case is one; a stateful
+  Hypothesis test, a ``unittest`` class to pytest, counts as one too);
 - faults injected and survived: a fault test records what it did in its ``user_properties`` under
   ``chaos`` (a mapping with ``faults``, the kinds injected, and ``details``, what exactly;
   ``losses``, what was lost by kind; ``checked``, how much the verdict looked at); a fault counts
