@@ -18,9 +18,10 @@ What the history (ZooKeeper's transaction log, the processes' logs) decides, inv
 - I2, I4, decided on every stored version of every partition: leader epochs only grow and each
   leader change bumps it; no ISR is ever empty.
 - I3, decided on every version: no leader comes from outside the previous ISR (unclean election
-  is disabled, so none may). That the leader was *live* when elected is not decided: liveness is a
-  controller's view of the broker registrations at the moment it acts, which the log orders but
-  cannot reproduce exactly (a registration can go the instant after the election read it).
+  is disabled, so none may). That the leader was *live* when elected is not decided: the log shows
+  whether it was registered when the state was written, but a controller elects from its own view
+  of the registrations, which legitimately lags ZooKeeper's (a broker can die the instant after
+  the election read it), so an unregistered leader at the write is no violation by itself.
 - I5, decided on every answer of every broker process (each logs its answers in wire form): no
   request from an older controller epoch than one it accepted is applied, nor a partition state
   whose leader epoch is not newer than the one it holds. What a broker was sent but never
