@@ -12,7 +12,9 @@ in the requests it sends) and runs until SIGTERM or SIGINT:
   makes a controlled shutdown (``controlled.shutdown.*``) before closing its session.
 
 A session that expires is replaced: the controller resigns (``Expire``) and runs for election
-again on the new session; the broker re-registers with a new broker epoch. Logs go to stderr.
+again on the new session; the broker re-registers with a new broker epoch. Logs go to stderr; at
+``--log-level DEBUG`` a broker also logs each answer to the controller with the request and the
+response in wire form (:func:`read_answers` reads them back: the fault suite replays them).
 
 With ``--zk-auth USER:PASSWORD`` (or ``KCTL_ZK_AUTH``) a process authenticates with ZooKeeper's
 digest scheme, with ``--zk-sasl USER:PASSWORD`` (or ``KCTL_ZK_SASL``) by a SASL DIGEST-MD5 login;
@@ -31,6 +33,8 @@ send which request.
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
 import contextlib
 import logging
 import signal
@@ -41,7 +45,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kctl import wire
 from kctl.broker import BrokerAgent
+from kctl.broker.agent import HandledRequest
 from kctl.broker.fetcher import NetworkReplicaManager
 from kctl.config import ControllerConfig
 from kctl.context import DEFAULT_ENGINE, ENGINES
@@ -356,6 +362,34 @@ def run_controller(args: argparse.Namespace) -> int:
 
 # --- kctl broker -----------------------------------------------------------------------------------
 
+TRACE = " wire="
+"""What precedes the base64 wire form of an answer in a broker's DEBUG log line."""
+
+
+def log_answer(handled: HandledRequest) -> None:
+    """Log a broker's answer to the controller at DEBUG, request and response in wire form."""
+    if logger.isEnabledFor(logging.DEBUG):
+        request, response = handled.request, handled.response
+        blob = wire.encode((handled.time, handled.broker_epoch, request, response))
+        logger.debug("Answered %s of controller %d (epoch %d) with %s;%s%s", request.api, request.controller_id,
+                     request.controller_epoch, response.error.name, TRACE, base64.b64encode(blob).decode())
+
+
+def read_answers(log: str) -> list[HandledRequest]:
+    """The answers a broker process logged at DEBUG, oldest first (a line that is not a whole
+    answer, say the last one while the process writes it, is left out)."""
+    answers = []
+    for line in log.splitlines():
+        _, found, blob = line.partition(TRACE)
+        if not found:
+            continue
+        try:
+            time_, broker_epoch, request, response = wire.decode(base64.b64decode(blob, validate=True))
+        except (binascii.Error, wire.WireError, TypeError, ValueError):
+            continue
+        answers.append(HandledRequest(time_, request, response, broker_epoch))
+    return answers
+
 
 def run_broker(args: argparse.Namespace) -> int:
     """Run a broker until SIGTERM/SIGINT, then shut it down (controlled when enabled)."""
@@ -372,7 +406,7 @@ def run_broker(args: argparse.Namespace) -> int:
         host, port = rt.network.address
         agent = BrokerAgent(args.id, rt.store, rt.transport, rt.scheduler, rt.config, rack=args.rack, host=host,
                             port=port, security_protocol=rt.network.server.security.protocol,
-                            replica_manager=replica_manager)
+                            replica_manager=replica_manager, on_answer=log_answer)
         epoch = agent.startup()
         _SessionKeeper(rt.store, agent.reregister, rt.stopping)
         logger.info("Broker %d started (ZooKeeper %s, listening on %s, broker epoch %d, transport %s)",
@@ -390,7 +424,9 @@ __all__ = [
     "add_zookeeper_arguments",
     "configure_logging",
     "connect",
+    "log_answer",
     "process_properties",
+    "read_answers",
     "run_broker",
     "run_controller",
 ]

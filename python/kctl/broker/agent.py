@@ -93,6 +93,8 @@ class BrokerAgent:
     :param replica_manager: the data plane; a :class:`SimulatedReplicaManager` on ``ledger`` by default.
     :param ledger: shared by the simulated replica managers of one cluster (followers find their
         leaders through it); only for the default replica manager.
+    :param on_answer: called with each answered controller request, in order, under the agent's
+        lock (a broker process logs them).
 
     ``handled`` records every controller request answered, with its response and time, across
     restarts (for tests and invariant checks).
@@ -112,6 +114,7 @@ class BrokerAgent:
         security_protocol: str = "PLAINTEXT",
         replica_manager: ReplicaManager | None = None,
         ledger: Ledger | None = None,
+        on_answer: Callable[[HandledRequest], None] | None = None,
     ) -> None:
         if replica_manager is not None and ledger is not None:
             raise IllegalArgumentError("pass the ledger to the replica manager, not to the agent")
@@ -125,6 +128,7 @@ class BrokerAgent:
             replica_manager if replica_manager is not None else SimulatedReplicaManager(ledger)
         )
         self.handled: list[HandledRequest] = []
+        self._on_answer = on_answer
         self._store = store
         self._lock = threading.RLock()
         self._incarnation = 0  # bumped when the process starts or stops: older timers and callbacks are void
@@ -330,7 +334,10 @@ class BrokerAgent:
                 response = self._stop_replica(request)
             else:
                 raise IllegalArgumentError(f"broker {self.broker_id} cannot handle {request!r}")
-            self.handled.append(HandledRequest(self.scheduler.now(), request, response, self.broker_epoch))
+            handled = HandledRequest(self.scheduler.now(), request, response, self.broker_epoch)
+            self.handled.append(handled)
+            if self._on_answer is not None:
+                self._on_answer(handled)
             return response
 
     def _fenced(self, request: ControllerRequest) -> Errors:
