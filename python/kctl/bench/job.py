@@ -189,7 +189,7 @@ def main(spark: Any, args: Sequence[str] | argparse.Namespace, grid: Grid | None
     started = time.perf_counter()
     rows = run_fleet(spark, grid, ProgressLine() if not options.quiet else None)
     elapsed = time.perf_counter() - started
-    meta = {"grid": grid.source, "seeds": f"{grid.seeds.start}-{grid.seeds.stop - 1} ({len(grid.seeds)})",
+    meta = {"grid": grid.source, "seeds": f"{grid.seeds.start}-{grid.seeds.stop - 1} ({fmt(len(grid.seeds))})",
             "variants": ", ".join(v.label for v in grid.variants()), "runs": fmt(len(rows)),
             "Spark master": str(spark.sparkContext.master), "Spark version": str(spark.version),
             "fleet wall time": fmt(elapsed, "s")}
