@@ -119,6 +119,8 @@ def _message_format_version(value: Value) -> str | None:
 
 
 _LONG_MAX = str(INT64_MAX)
+_BOOLEAN = "true, false (any case)"
+_ZOOKEEPER_MODE = "false (true is refused in ZooKeeper mode)"
 
 TOPIC_CONFIGS: dict[str, TopicConfigKey] = {
     key.name: key
@@ -146,9 +148,9 @@ TOPIC_CONFIGS: dict[str, TopicConfigKey] = {
         TopicConfigKey("local.retention.ms", ConfigType.LONG, "-2", "[-2,...]", _at_least(-2)),
         TopicConfigKey("max.compaction.lag.ms", ConfigType.LONG, _LONG_MAX, "[1,...]", _at_least(1)),
         TopicConfigKey("max.message.bytes", ConfigType.INT, "1048588", "[0,...]", _at_least(0)),
-        TopicConfigKey("message.downconversion.enable", ConfigType.BOOLEAN, "true"),
+        TopicConfigKey("message.downconversion.enable", ConfigType.BOOLEAN, "true", _BOOLEAN),
         TopicConfigKey("message.format.version", ConfigType.STRING, "3.0-IV1",
-                       "a Kafka version: 0.8.0 … 3.9, or 3.0-IV1 style", _message_format_version),
+                       "a Kafka release (0.8.0 … 3.9) or internal version (3.0-IV1 … 4.0-IV1)", _message_format_version),
         TopicConfigKey("message.timestamp.after.max.ms", ConfigType.LONG, _LONG_MAX, "[0,...]", _at_least(0)),
         TopicConfigKey("message.timestamp.before.max.ms", ConfigType.LONG, _LONG_MAX, "[0,...]", _at_least(0)),
         TopicConfigKey("message.timestamp.difference.max.ms", ConfigType.LONG, _LONG_MAX, "[0,...]", _at_least(0)),
@@ -157,17 +159,17 @@ TOPIC_CONFIGS: dict[str, TopicConfigKey] = {
         TopicConfigKey("min.cleanable.dirty.ratio", ConfigType.DOUBLE, "0.5", "[0,...,1]", _between(0, 1)),
         TopicConfigKey("min.compaction.lag.ms", ConfigType.LONG, "0", "[0,...]", _at_least(0)),
         TopicConfigKey("min.insync.replicas", ConfigType.INT, "1", "[1,...]", _at_least(1)),
-        TopicConfigKey("preallocate", ConfigType.BOOLEAN, "false"),
-        TopicConfigKey("remote.log.copy.disable", ConfigType.BOOLEAN, "false"),
-        TopicConfigKey("remote.log.delete.on.disable", ConfigType.BOOLEAN, "false"),
-        TopicConfigKey("remote.storage.enable", ConfigType.BOOLEAN, "false"),
-        TopicConfigKey("retention.bytes", ConfigType.LONG, "-1"),
+        TopicConfigKey("preallocate", ConfigType.BOOLEAN, "false", _BOOLEAN),
+        TopicConfigKey("remote.log.copy.disable", ConfigType.BOOLEAN, "false", _ZOOKEEPER_MODE),
+        TopicConfigKey("remote.log.delete.on.disable", ConfigType.BOOLEAN, "false", _ZOOKEEPER_MODE),
+        TopicConfigKey("remote.storage.enable", ConfigType.BOOLEAN, "false", "false (no tiered storage here)"),
+        TopicConfigKey("retention.bytes", ConfigType.LONG, "-1", "any (-1: no limit)"),
         TopicConfigKey("retention.ms", ConfigType.LONG, "604800000", "[-1,...]", _at_least(-1)),
         TopicConfigKey("segment.bytes", ConfigType.INT, "1073741824", "[14,...]", _at_least(14)),
         TopicConfigKey("segment.index.bytes", ConfigType.INT, "10485760", "[4,...]", _at_least(4)),
         TopicConfigKey("segment.jitter.ms", ConfigType.LONG, "0", "[0,...]", _at_least(0)),
         TopicConfigKey("segment.ms", ConfigType.LONG, "604800000", "[1,...]", _at_least(1)),
-        TopicConfigKey(UNCLEAN_LEADER_ELECTION_ENABLE, ConfigType.BOOLEAN, "false"),
+        TopicConfigKey(UNCLEAN_LEADER_ELECTION_ENABLE, ConfigType.BOOLEAN, "false", _BOOLEAN),
     )
 }
 """Every topic config of Kafka 3.9 (``LogConfig``), by name."""
