@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Iterator
 
 import pytest
-from helpers import active, error_names, leaders, partition, unchanged
+from helpers import active, error_names, escaped, leaders, partition, unchanged
 
 from kctl import admin
 from kctl.broker import BrokerAgent
@@ -38,17 +38,6 @@ from kctl.tools.client import AdminClient
 
 BIG = 99_999_999_999
 T0, U0, U1 = TopicPartition("t", 0), TopicPartition("u", 0), TopicPartition("u", 1)
-
-
-@pytest.fixture
-def logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
-    caplog.set_level(logging.INFO, logger="kctl")
-    return caplog
-
-
-def escaped(caplog: pytest.LogCaptureFixture) -> list[str]:
-    """Errors logged with a traceback: an exception that reached an event handler's catch-all."""
-    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR and r.exc_info]
 
 
 @pytest.fixture
