@@ -24,6 +24,7 @@ import operator
 import random
 import reprlib
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -244,6 +245,9 @@ class MemoryTree:
         """What state znodes holding something other than a partition state hold (their slot in the
         table is marked corrupt)."""
         self._history = _History(self._states) if record_history else None
+        self._checked_assignments: dict[str, weakref.ref[TopicAssignment]] = {}
+        """The topic znodes whose ids were found in Kafka's Int, by path: stored objects never
+        change, and a failover reads every topic, so an unchanged one is checked only once."""
         self._sessions: dict[int, Session] = {}
         self._session_ids = itertools.count(1)
         self._pending: deque[_Delivery] = deque()
@@ -1096,7 +1100,17 @@ class MemoryStore:
             return set(self._children(txn, paths.BROKER_TOPICS))
 
     def get_topic_assignments(self, topics: Iterable[str]) -> ReadResult[str, TopicAssignment]:
-        return self._read_many(topics, paths.topic, _decode_assignment)
+        checked = self._tree._checked_assignments
+
+        def decode(path: str, found: tuple[object, Stat] | None) -> TopicAssignment:
+            known = checked.get(path)
+            if found is not None and known is not None and known() is found[0]:
+                return cast(TopicAssignment, found[0])
+            assignment = _decode_assignment(path, found)
+            checked[path] = weakref.ref(assignment)
+            return assignment
+
+        return self._read_many(topics, paths.topic, decode)
 
     def set_topic_assignment(
         self,
