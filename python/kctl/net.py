@@ -12,6 +12,12 @@ connections it keeps per address. Every frame is a :mod:`kctl.wire` message:
 
 Handlers are called on the loop's thread and must not block; they answer through ``respond``,
 which may be called later and from any thread (a controller answers from its event thread).
+
+With a :class:`~kctl.security.ListenerSecurity` for SSL, the listener and the connections speak
+TLS: a peer that fails the handshake (no TLS, a certificate the truststore does not accept, none
+when one is required) is logged with its address and disconnected before any frame is read, and
+every request names the principal its connection authenticated as (:attr:`Request.peer`), which
+handlers authorize; what a header says about its sender is only a claim.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import asyncio
 import concurrent.futures
 import itertools
 import logging
+import reprlib
+import ssl
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -27,6 +35,7 @@ from typing import Any, TypeVar
 
 from kctl import wire
 from kctl.errors import IllegalArgumentError, KctlError
+from kctl.security import PLAINTEXT_SECURITY, ListenerSecurity, Peer
 
 logger = logging.getLogger(__name__)
 
@@ -63,11 +72,18 @@ class Header:
 wire.register_message(Header)
 
 
+LOCAL_PEER = Peer("local")
+"""The peer of a request built in this process (not received on a listener)."""
+
+
 @dataclass(frozen=True)
 class Request:
+    """A request; on a listener, ``peer`` is the connection's address and authenticated principal."""
+
     api: str
     header: Header
     body: Any
+    peer: Peer = LOCAL_PEER
 
 
 Respond = Callable[[Any], None]
@@ -127,14 +143,20 @@ async def _read_frame(reader: asyncio.StreamReader) -> Any:
 # --- Server ----------------------------------------------------------------------------------------
 
 
+HANDSHAKE_TIMEOUT = 10.0
+"""Seconds a peer has to complete the TLS handshake."""
+
+
 class FrameServer:
     """A listener answering requests by api name (``add_handler``).
 
     :param listen: ``(host, port)``; port 0 picks a free one, :attr:`address` says which.
+    :param security: TLS and the authorizer handlers consult (default: PLAINTEXT, no authorizer).
     """
 
-    def __init__(self, network: EventLoopThread, listen: Address) -> None:
+    def __init__(self, network: EventLoopThread, listen: Address, security: ListenerSecurity | None = None) -> None:
         self.network = network
+        self.security = security or PLAINTEXT_SECURITY
         self._listen = listen
         self._handlers: dict[str, Handler] = {}
         self._server: asyncio.Server | None = None
@@ -173,28 +195,45 @@ class FrameServer:
     async def _close(self, server: asyncio.Server) -> None:
         server.close()
         for writer in list(self._writers):
-            writer.close()
+            writer.transport.abort()
         await server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
-        peer = writer.get_extra_info("peername")
+        peername = writer.get_extra_info("peername")
+        peer = Peer(format_address((str(peername[0]), int(peername[1]))) if peername else "unknown")
         try:
+            if self.security.server_context is not None:
+                peer = await self._authenticate(writer, peer)
             while True:
                 message = await _read_frame(reader)
-                self._dispatch(message, writer)
+                self._dispatch(message, writer, peer)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the peer went away
-        except wire.WireError as exc:
-            logger.warning("Closing the connection from %s: %s", peer, exc)
+        except (wire.WireError, _Unauthenticated) as exc:
+            logger.warning("Closing the connection from %s (principal %s): %s", peer.address, peer.principal, exc)
         finally:
             self._writers.discard(writer)
-            writer.close()
+            writer.transport.abort()  # at once: a TLS goodbye would wait for a peer that may never answer
 
-    def _dispatch(self, message: Any, writer: asyncio.StreamWriter) -> None:
+    async def _authenticate(self, writer: asyncio.StreamWriter, peer: Peer) -> Peer:
+        """The TLS handshake, then the principal of the peer's certificate (Kafka's SslAuthenticator)."""
+        assert self.security.server_context is not None
+        try:
+            await writer.start_tls(self.security.server_context, ssl_handshake_timeout=HANDSHAKE_TIMEOUT)
+        except (OSError, asyncio.TimeoutError) as exc:
+            raise _Unauthenticated(f"TLS handshake failed: {str(exc) or type(exc).__name__}") from None
+        try:
+            return Peer(peer.address, self.security.principal(writer.get_extra_info("peercert")))
+        except KctlError as exc:  # no principal mapping rule applies
+            raise _Unauthenticated(f"no principal: {exc}") from None
+
+    def _dispatch(self, message: Any, writer: asyncio.StreamWriter, peer: Peer) -> None:
         if not (isinstance(message, tuple) and len(message) == 5 and message[0] == "req"):
-            raise wire.WireError(f"not a request frame: {str(message)[:200]}")
+            raise wire.WireError(f"not a request frame: {reprlib.repr(message)}")
         _, correlation, api, header, body = message
+        if type(correlation) is not int or type(api) is not str:
+            raise wire.WireError(f"not a request frame: {reprlib.repr(message)}")
         if not isinstance(header, Header):
             raise wire.WireError(f"{api} request without a header")
         answered = False
@@ -216,7 +255,10 @@ class FrameServer:
             respond(f"no handler for {api} requests here", "err")
             return
         try:
-            handler(Request(api, header, body), respond)
+            handler(Request(api, header, body, peer), respond)
+        except KctlError as exc:  # refused on purpose: the handler said why
+            logger.info("Answered %s from %s with an error: %s", api, peer.address, exc)
+            respond(f"{type(exc).__name__}: {exc}", "err")
         except Exception as exc:
             logger.exception("Handler for %s failed", api)
             respond(f"{type(exc).__name__}: {exc}", "err")
@@ -236,14 +278,26 @@ class _Connection:
     writer: asyncio.StreamWriter
     pending: dict[int, asyncio.Future[Any]] = field(default_factory=dict)
     task: asyncio.Task[None] | None = None
+    closed: str | None = None  # why it was dropped
+
+
+class _Unauthenticated(Exception):
+    """A connection that did not authenticate: it is closed before any request is read."""
 
 
 class FrameClient:
-    """Connections to peers, one per address, opened on first use and dropped on any error."""
+    """Connections to peers, one per address, opened on first use and dropped on any error.
 
-    def __init__(self, network: EventLoopThread, connect_timeout: float = 10.0) -> None:
+    :param security: with SSL, connections use its client context (this process's certificate;
+        the server's checked against the truststore and, by default, its host name).
+    """
+
+    def __init__(
+        self, network: EventLoopThread, connect_timeout: float = 10.0, security: ListenerSecurity | None = None
+    ) -> None:
         self.network = network
         self.connect_timeout = connect_timeout
+        self.security = security or PLAINTEXT_SECURITY
         self._connections: dict[Address, _Connection] = {}
         self._connecting: dict[Address, asyncio.Future[_Connection]] = {}
         self._ids = itertools.count(1)
@@ -252,8 +306,12 @@ class FrameClient:
         """Send and wait for the answer (on the loop); :class:`NetworkError` on any failure."""
         try:
             connection = await asyncio.wait_for(self._connection(address), self.connect_timeout)
+        except ssl.SSLError as exc:
+            raise NetworkError(f"cannot connect to {format_address(address)}: TLS handshake failed: {exc}") from None
         except (OSError, asyncio.TimeoutError) as exc:
             raise NetworkError(f"cannot connect to {format_address(address)}: {exc or 'timed out'}") from None
+        if connection.closed is not None:  # dropped (the peer's first bytes were no answer, or it refused us)
+            raise NetworkError(f"connection to {format_address(address)} {connection.closed}")
         correlation = next(self._ids)
         answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         connection.pending[correlation] = answer
@@ -300,7 +358,10 @@ class FrameClient:
         opened: asyncio.Future[_Connection] = asyncio.get_running_loop().create_future()
         self._connecting[address] = opened
         try:
-            reader, writer = await asyncio.open_connection(*address)
+            context = self.security.client_context
+            reader, writer = await asyncio.open_connection(
+                *address, ssl=context, ssl_handshake_timeout=None if context is None else self.connect_timeout
+            )
             connection = _Connection(reader, writer)
             connection.task = asyncio.ensure_future(self._read(address, connection))
             self._connections[address] = connection
@@ -319,8 +380,10 @@ class FrameClient:
             while True:
                 message = await _read_frame(connection.reader)
                 if not (isinstance(message, tuple) and len(message) == 3 and message[0] in ("resp", "err")):
-                    raise wire.WireError(f"not a response frame: {str(message)[:200]}")
+                    raise wire.WireError(f"not a response frame: {reprlib.repr(message)}")
                 kind, correlation, body = message
+                if type(correlation) is not int:
+                    raise wire.WireError(f"not a response frame: {reprlib.repr(message)}")
                 answer = connection.pending.get(correlation)
                 if answer is None or answer.done():
                     continue
@@ -328,10 +391,10 @@ class FrameClient:
                     answer.set_result(body)
                 else:
                     answer.set_exception(NetworkError(f"{format_address(address)} answered: {body}"))
-        except (asyncio.IncompleteReadError, ConnectionError) as exc:
+        except (asyncio.IncompleteReadError, OSError) as exc:  # OSError: ssl.SSLError (a TLS alert) among them
             reason = f"closed: {exc}"
         except wire.WireError as exc:
-            reason = str(exc)
+            reason = f"dropped: {exc}"
             logger.warning("Dropping the connection to %s: %s", format_address(address), exc)
         except asyncio.CancelledError:
             reason = "closed"
@@ -339,9 +402,10 @@ class FrameClient:
             self._drop(address, connection, reason)
 
     def _drop(self, address: Address, connection: _Connection, reason: str = "dropped") -> None:
+        connection.closed = reason
         if self._connections.get(address) is connection:
             del self._connections[address]
-        connection.writer.close()
+        connection.writer.transport.abort()  # at once, TLS or not: the connection is given up
         for answer in connection.pending.values():
             if not answer.done():
                 answer.set_exception(NetworkError(f"connection to {format_address(address)} {reason}"))
@@ -355,8 +419,10 @@ __all__ = [
     "EventLoopThread",
     "FrameClient",
     "FrameServer",
+    "HANDSHAKE_TIMEOUT",
     "Handler",
     "Header",
+    "LOCAL_PEER",
     "NetworkError",
     "Request",
     "Respond",

@@ -12,17 +12,29 @@ in the requests it sends) and runs until SIGTERM or SIGINT:
   makes a controlled shutdown (``controlled.shutdown.*``) before closing its session.
 
 A session that expires is replaced: the controller resigns (``Expire``) and runs for election
-again on the new session; the broker re-registers with a new broker epoch. Logs go to stderr.
+again on the new session; the broker re-registers with a new broker epoch. Logs go to stderr; at
+``--log-level DEBUG`` a broker also logs each answer to the controller with the request and the
+response in wire form (:func:`read_answers` reads them back: the fault suite replays them).
 
 With ``--zk-auth USER:PASSWORD`` (or ``KCTL_ZK_AUTH``) a process authenticates with ZooKeeper's
-digest scheme; with ``--zk-acl`` (or ``KCTL_ZK_ACL``) the cluster is secured by role
-(:mod:`kctl.stores.zkacl`): a controller must then have the controller identity, a broker a
-broker identity.
+digest scheme, with ``--zk-sasl USER:PASSWORD`` (or ``KCTL_ZK_SASL``) by a SASL DIGEST-MD5 login;
+Kafka's ``zookeeper.ssl.*`` client properties (``--config``, ``--config-file``, or a file given with
+``--zk-tls-config-file``) make the connection TLS (:mod:`kctl.stores.zkclient`). With
+``--zk-acl`` (or ``KCTL_ZK_ACL``) the cluster is secured by role (:mod:`kctl.stores.zkacl`): a
+controller must then have a controller identity, a broker an identity that may register its id.
+
+Properties come from ``--config-file`` (Kafka's ``server.properties`` format, repeatable) and
+``--config NAME=VALUE`` (which wins). The security ones (``security.inter.broker.protocol``,
+``ssl.*``, ``super.users``, ``kctl.authorization.enable``, ``kctl.broker.principal``; see
+:mod:`kctl.security`) secure the process's listener and its connections: TLS, and which peer may
+send which request.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
 import contextlib
 import logging
 import re
@@ -34,7 +46,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kctl import wire
 from kctl.broker import BrokerAgent
+from kctl.broker.agent import HandledRequest
 from kctl.broker.fetcher import NetworkReplicaManager
 from kctl.config import ControllerConfig
 from kctl.context import DEFAULT_ENGINE, ENGINES
@@ -43,8 +57,10 @@ from kctl.errors import IllegalArgumentError, KctlError, StoreUnavailableError
 from kctl.model import validate_int
 from kctl.net import Address, EventLoopThread, FrameClient, FrameServer, format_address, parse_address
 from kctl.plugins import get_plugin_host
+from kctl.properties import read_properties
 from kctl.scheduler import RealTimeScheduler
-from kctl.stores import zkacl
+from kctl.security import ListenerSecurity, is_security_property
+from kctl.stores import zkacl, zkclient
 from kctl.stores.base import ChangeType, WatchEvent, WatchKind
 from kctl.stores.zookeeper import ZooKeeperStore
 from kctl.transports.tcp import broker_address
@@ -78,6 +94,20 @@ def int_argument(what: str, minimum: int = 0) -> Callable[[str], int]:
     return parse
 
 
+def process_properties(args: argparse.Namespace) -> tuple[ControllerConfig, ListenerSecurity, dict[str, str]]:
+    """The ``--config-file`` files in order, then ``--config``, split by who reads them: the broker
+    properties, the listener's security built from its own properties (files checked,
+    certificates validated), and Kafka's ZooKeeper client properties (``zookeeper.ssl.*``)."""
+    properties: dict[str, str] = {}
+    for path in getattr(args, "config_file", None) or ():
+        properties.update(read_properties(path))
+    properties.update(dict(args.config))
+    client = {k: properties.pop(k) for k in list(properties) if zkclient.is_client_property(k)}
+    security = ListenerSecurity.from_properties({k: v for k, v in properties.items() if is_security_property(k)})
+    config = ControllerConfig.coerce({k: v for k, v in properties.items() if not is_security_property(k)})
+    return config, security, client
+
+
 def _address(text: str) -> str:
     try:
         parse_address(text)
@@ -95,39 +125,60 @@ def add_zookeeper_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--zk-auth", default=None, metavar="USER:PASSWORD",
                         help=f"authenticate to ZooKeeper with this digest identity (default: ${zkacl.AUTH_ENV}, "
                              "which keeps the password off the command line)")
+    parser.add_argument("--zk-sasl", default=None, metavar="USER:PASSWORD",
+                        help="log in to ZooKeeper with SASL DIGEST-MD5 as this user, the identity sasl:USER (default: "
+                             f"${zkclient.SASL_ENV}, which keeps the password off the command line)")
+    parser.add_argument("--zk-tls-config-file", default=None, metavar="FILE",
+                        help="Kafka's ZooKeeper TLS client properties (zookeeper.ssl.client.enable=true, "
+                             "zookeeper.ssl.keystore.location, zookeeper.ssl.truststore.location, …; PEM files)")
     parser.add_argument("--zk-acl", default=None, metavar="ROLE=USER:DIGEST,…",
-                        help="the cluster's ACL policy: the digest identities of the controller, broker and admin "
-                             f"roles, e.g. controller=ctl:…,broker=brk:…,admin=adm:… (default: ${zkacl.ACL_ENV}; "
-                             "`kctl zk-digest USER:PASSWORD` prints an identity)")
+                        help="the cluster's ACL policy: the identities of the controller, broker and admin roles, "
+                             "e.g. controller=ctl:…,broker=brk:…,broker.7=sasl:b7,admin=adm:… (default: "
+                             f"${zkacl.ACL_ENV}; `kctl zk-digest USER:PASSWORD` prints a digest identity)")
 
 
 @dataclass(frozen=True)
 class ZooKeeperSecurity:
-    """A process's ZooKeeper identity and the cluster's ACL policy (see :mod:`kctl.stores.zkacl`)."""
+    """A process's ZooKeeper logins and connection, and the cluster's ACL policy (see
+    :mod:`kctl.stores.zkacl` and :mod:`kctl.stores.zkclient`)."""
 
     auth: tuple[str, str] | None = None
     acl: zkacl.AclPolicy | None = None
+    sasl: tuple[str, str] | None = None
+    tls: zkclient.ZooKeeperTls | None = None
 
     @classmethod
-    def from_arguments(cls, args: argparse.Namespace, config: ControllerConfig, role: str | None = None) -> ZooKeeperSecurity:
-        """``--zk-auth`` / ``--zk-acl`` (or their environment variables), checked against ``role``:
-        under a policy, a controller or broker process must have that role's identity."""
+    def from_arguments(
+        cls, args: argparse.Namespace, config: ControllerConfig, role: str | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> ZooKeeperSecurity:
+        """``--zk-auth``, ``--zk-sasl``, ``--zk-acl`` (or their environment variables) and the TLS
+        properties of ``--zk-tls-config-file`` and ``properties`` (which win), checked against
+        ``role``: under a policy, a controller process must have a controller identity, a broker
+        process one that may register its ``--id``."""
         auth, acl_text = zkacl.from_environment(getattr(args, "zk_auth", None), getattr(args, "zk_acl", None))
+        sasl = zkclient.sasl_from_environment(getattr(args, "zk_sasl", None))
+        file = getattr(args, "zk_tls_config_file", None)
+        tls = zkclient.ZooKeeperTls.from_properties(
+            {**(read_properties(file) if file else {}), **(properties or {})}
+        )
         policy = None
         if acl_text is not None:
             policy = zkacl.AclPolicy.parse(acl_text, brokers_write_isr=not config.uses_alter_partition)
         if policy is not None and role is not None:
-            identity = None if auth is None else zkacl.digest(*auth)
-            members = policy.controllers if role == "controller" else policy.brokers
-            if identity not in members:
-                shown = "no --zk-auth" if identity is None else f"--zk-auth identity {identity.partition(':')[0]!r}"
-                raise IllegalArgumentError(
-                    f"a {role} of this secured cluster authenticates as a {role} identity of --zk-acl; {shown} is not one"
-                )
-        return cls(auth, policy)
+            identities = zkclient.ClientSecurity(auth, sasl).identities()
+            if role == "controller":
+                allowed, what = policy.controllers, "a controller identity of --zk-acl"
+            else:
+                allowed, what = policy.registrants(args.id), f"an identity of --zk-acl that may register broker {args.id}"
+            if not set(identities) & set(allowed):
+                shown = ", ".join(f"{i.partition(':')[0]!r}" if not i.startswith(zkacl.SASL_SCHEME) else repr(i)
+                                  for i in identities) or "no --zk-auth or --zk-sasl"
+                raise IllegalArgumentError(f"a {role} of this secured cluster authenticates as {what}; {shown} is not one")
+        return cls(auth, policy, sasl, tls)
 
     def transport_options(self) -> dict[str, Any]:
-        return {"auth": self.auth, "acl": self.acl}
+        return {"auth": self.auth, "acl": self.acl, "sasl": self.sasl, "tls": self.tls}
 
 
 def add_process_arguments(parser: argparse.ArgumentParser, role: str) -> None:
@@ -137,7 +188,11 @@ def add_process_arguments(parser: argparse.ArgumentParser, role: str) -> None:
                         help="where to accept connections (port 0: any free port; default 127.0.0.1:0)")
     parser.add_argument("--transport", default="tcp", help="controller-broker transport: tcp (default) or zkqueue")
     parser.add_argument("--config", type=_property, action="append", default=[], metavar="NAME=VALUE",
-                        help="a broker property by its Kafka name (repeatable), e.g. zookeeper.session.timeout.ms=6000")
+                        help="a broker property by its Kafka name (repeatable), e.g. zookeeper.session.timeout.ms=6000, "
+                             "or one of Kafka's ZooKeeper TLS client properties (zookeeper.ssl.*)")
+    parser.add_argument("--config-file", action="append", default=[], metavar="PATH",
+                        help="a properties file as Kafka's server.properties (repeatable; --config wins), e.g. the "
+                             "ssl.* properties of docs/security.md")
     parser.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO",
                         help="log level of the stderr log (default: INFO)")
     if role == "controller":
@@ -171,7 +226,7 @@ def connect(
     try:
         return ZooKeeperStore(
             zk, session_timeout=config.zookeeper_session_timeout_ms / 1000, connection_timeout=timeout,
-            auth=security.auth, acl=security.acl,
+            **security.transport_options(),
         )
     except ValueError as exc:  # a malformed chroot
         raise IllegalArgumentError(f"--zk {zk!r}: {exc}") from None
@@ -229,15 +284,20 @@ class _Network:
     address: Address
 
     @classmethod
-    def start(cls, listen: str) -> _Network:
+    def start(cls, listen: str, security: ListenerSecurity) -> _Network:
         loop = EventLoopThread()
-        server = FrameServer(loop, parse_address(listen))
+        server = FrameServer(loop, parse_address(listen), security)
         try:
             address = server.start()
         except KctlError:
             loop.stop()
             raise
-        return cls(loop, server, FrameClient(loop), address)
+        return cls(loop, server, FrameClient(loop, security=security), address)
+
+    def describe(self) -> str:
+        security = self.server.security
+        authorization = ", authorization on" if security.authorizer.enabled else ""
+        return f"{format_address(self.address)} ({security.protocol}{authorization})"
 
     def close(self) -> None:
         self.client.close()
@@ -280,13 +340,14 @@ class _Runtime:
 @contextlib.contextmanager
 def _runtime(args: argparse.Namespace, role: str) -> Iterator[_Runtime]:
     configure_logging(args.log_level)
-    config = ControllerConfig.coerce(dict(args.config))
+    config, listener_security, client = process_properties(args)
+    listener_security.check_identity(role, args.id)
     stopping = _wait_for_termination()
-    security = ZooKeeperSecurity.from_arguments(args, config, role)
+    security = ZooKeeperSecurity.from_arguments(args, config, role, client)
     with contextlib.ExitStack() as stack:
         store = connect(args.zk, config, args.zk_timeout, security)
         stack.callback(store.close)  # also ends the registrations after a failed start
-        network = _Network.start(args.listen)
+        network = _Network.start(args.listen, listener_security)
         stack.callback(network.close)
         scheduler = RealTimeScheduler(name=f"{role}-{args.id}-timer")
         stack.callback(scheduler.shutdown)
@@ -306,7 +367,7 @@ def run_controller(args: argparse.Namespace) -> int:
             controller.startup()
             _SessionKeeper(rt.store, lambda: None, rt.stopping)  # RECONNECTED makes the controller re-elect
             logger.info("Controller %d started (ZooKeeper %s, listening on %s, transport %s)",
-                        args.id, args.zk, format_address(rt.network.address), args.transport)
+                        args.id, args.zk, rt.network.describe(), args.transport)
             _run_until_stopped(rt.stopping)
         finally:
             controller.shutdown()
@@ -315,6 +376,34 @@ def run_controller(args: argparse.Namespace) -> int:
 
 
 # --- kctl broker -----------------------------------------------------------------------------------
+
+TRACE = " wire="
+"""What precedes the base64 wire form of an answer in a broker's DEBUG log line."""
+
+
+def log_answer(handled: HandledRequest) -> None:
+    """Log a broker's answer to the controller at DEBUG, request and response in wire form."""
+    if logger.isEnabledFor(logging.DEBUG):
+        request, response = handled.request, handled.response
+        blob = wire.encode((handled.time, handled.broker_epoch, request, response))
+        logger.debug("Answered %s of controller %d (epoch %d) with %s;%s%s", request.api, request.controller_id,
+                     request.controller_epoch, response.error.name, TRACE, base64.b64encode(blob).decode())
+
+
+def read_answers(log: str) -> list[HandledRequest]:
+    """The answers a broker process logged at DEBUG, oldest first (a line that is not a whole
+    answer, say the last one while the process writes it, is left out)."""
+    answers = []
+    for line in log.splitlines():
+        _, found, blob = line.partition(TRACE)
+        if not found:
+            continue
+        try:
+            time_, broker_epoch, request, response = wire.decode(base64.b64decode(blob, validate=True))
+        except (binascii.Error, wire.WireError, TypeError, ValueError):
+            continue
+        answers.append(HandledRequest(time_, request, response, broker_epoch))
+    return answers
 
 
 def run_broker(args: argparse.Namespace) -> int:
@@ -331,11 +420,12 @@ def run_broker(args: argparse.Namespace) -> int:
         replica_manager.serve(rt.network.server)
         host, port = rt.network.address
         agent = BrokerAgent(args.id, rt.store, rt.transport, rt.scheduler, rt.config, rack=args.rack, host=host,
-                            port=port, replica_manager=replica_manager)
+                            port=port, security_protocol=rt.network.server.security.protocol,
+                            replica_manager=replica_manager, on_answer=log_answer)
         epoch = agent.startup()
         _SessionKeeper(rt.store, agent.reregister, rt.stopping)
         logger.info("Broker %d started (ZooKeeper %s, listening on %s, broker epoch %d, transport %s)",
-                    args.id, args.zk, format_address(rt.network.address), epoch, args.transport)
+                    args.id, args.zk, rt.network.describe(), epoch, args.transport)
         _run_until_stopped(rt.stopping)
         started = time.monotonic()
         controlled = agent.shutdown().result()
@@ -350,6 +440,9 @@ __all__ = [
     "configure_logging",
     "connect",
     "int_argument",
+    "log_answer",
+    "process_properties",
+    "read_answers",
     "run_broker",
     "run_controller",
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, Union
+from typing import TYPE_CHECKING, Any, Protocol, Union, overload
 
 from kctl._engine import PartitionStates
 from kctl.errors import Errors
@@ -157,6 +157,27 @@ class StopReplicaResponse:
 
 
 ControllerResponse = Union[LeaderAndIsrResponse, UpdateMetadataResponse, StopReplicaResponse]
+
+
+@overload
+def controller_error_response(request: LeaderAndIsrRequest, error: Errors) -> LeaderAndIsrResponse: ...
+@overload
+def controller_error_response(request: UpdateMetadataRequest, error: Errors) -> UpdateMetadataResponse: ...
+@overload
+def controller_error_response(request: StopReplicaRequest, error: Errors) -> StopReplicaResponse: ...
+@overload
+def controller_error_response(request: ControllerRequest, error: Errors) -> ControllerResponse: ...
+
+
+def controller_error_response(request: ControllerRequest, error: Errors) -> ControllerResponse:
+    """A refusal of the whole request (Kafka's ``getErrorResponse``): ``error`` at the top and for
+    every partition."""
+    if isinstance(request, UpdateMetadataRequest):
+        return UpdateMetadataResponse(error)
+    errors = {state.tp: error for state in request.partition_states}
+    if isinstance(request, LeaderAndIsrRequest):
+        return LeaderAndIsrResponse(error, errors)
+    return StopReplicaResponse(error, errors)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,13 @@ kctl version fails loudly (:class:`WireError`) instead of misreading a field.
 
 Both the ``tcp`` transport (frames on a socket) and the ``zkqueue`` transport (one message per
 znode) use this codec, so a request means the same thing whichever way it travelled.
+
+The bytes come from other processes, so decoding is bounded: msgpack decodes an extension value's
+payload with a nested call (and C stack) of its own, and a few hundred bytes of extension values
+nested in each other once overflowed the process's stack. Extension values may nest
+:data:`MAX_EXTENSION_DEPTH` deep and the containers of each payload :data:`MAX_CONTAINER_DEPTH`
+deep; strings and byte strings are at most :data:`MAX_STRING_BYTES` long and arrays, maps and
+extension values no longer than their frame. Anything else is one :class:`WireError`.
 """
 
 from __future__ import annotations
@@ -15,11 +22,13 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import reprlib
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kctl.errors import Errors, KctlError
+from kctl.limits import check_depth
 from kctl.model import BrokerInfo, EndPoint, LeaderAndIsr, LeaderRecoveryState, TopicPartition
 from kctl.requests import (
     AlterPartitionRequest,
@@ -43,7 +52,19 @@ MAX_FRAME_BYTES = 64 * 1024 * 1024
 """The largest frame accepted (Kafka's ``socket.request.max.bytes`` is 100 MiB): a larger
 announced length means a corrupt or hostile stream, and the connection is closed."""
 
+MAX_EXTENSION_DEPTH = 8
+"""Extension values inside extension values (kctl's messages need 3: a request, a partition state
+or broker in it, and that one's TopicPartition, enum or endpoint)."""
+MAX_CONTAINER_DEPTH = 8
+"""Arrays and maps inside each other within one payload (kctl's messages need 5: a broker's
+feature bounds)."""
+MAX_STRING_BYTES = 1024 * 1024
+"""The longest string or byte string (kctl's are names, hosts and error messages)."""
+
 _DATACLASS, _TOPIC_PARTITION, _ERRORS, _RECOVERY = 1, 2, 3, 4  # msgpack extension codes
+_CONTAINER_HEADERS = bytes(int(0x80 <= b <= 0x9F or 0xDC <= b <= 0xDF) for b in range(256))
+"""A translation table marking (1) the bytes that start a msgpack array or map: how many of them a
+payload holds bounds how many containers, and so how deep a nesting, it can have."""
 
 
 INSTALL_HINT = "pip install 'kctl[tcp]'"
@@ -111,29 +132,49 @@ def _pack(value: Any) -> bytes:
     return _msgpack().packb(value, default=_default, strict_types=True, use_bin_type=True)  # type: ignore[no-any-return]
 
 
-def _ext_hook(code: int, data: bytes) -> Any:
-    value = _unpack(data)
-    if code == _TOPIC_PARTITION:
-        topic, partition = value
-        return TopicPartition(topic, partition)
-    if code == _ERRORS:
-        return Errors(value)
-    if code == _RECOVERY:
-        return LeaderRecoveryState(value)
-    if code == _DATACLASS:
-        name, values = value
-        cls = _TYPES.get(name)
-        if cls is None:
-            raise WireError(f"unknown message type {name!r}")
-        fields = dataclasses.fields(cls)
-        if len(values) != len(fields):
-            raise WireError(f"{name} has {len(fields)} fields, the message carries {len(values)}")
-        return cls(*values)
-    raise WireError(f"unknown msgpack extension {code}")
+class _Decoder:
+    """One message being decoded: msgpack calls :meth:`ext_hook` once per extension value, from
+    inside the decoding of the payload that holds it, so :attr:`depth` counts how deep it is."""
 
+    __slots__ = ("depth",)
 
-def _unpack(data: bytes) -> Any:
-    return _msgpack().unpackb(data, ext_hook=_ext_hook, use_list=False, strict_map_key=False, raw=False)
+    def __init__(self) -> None:
+        self.depth = 0
+
+    def unpack(self, data: bytes) -> Any:
+        value = _msgpack().unpackb(
+            data, ext_hook=self.ext_hook, use_list=False, strict_map_key=False, raw=False,
+            max_str_len=MAX_STRING_BYTES, max_bin_len=MAX_STRING_BYTES,  # the other lengths: at most len(data)
+        )
+        if data.translate(_CONTAINER_HEADERS).count(1) > MAX_CONTAINER_DEPTH:  # else too few to nest deeper
+            check_depth(value, MAX_CONTAINER_DEPTH, (tuple, dict))
+        return value
+
+    def ext_hook(self, code: int, data: bytes) -> Any:
+        if self.depth >= MAX_EXTENSION_DEPTH:
+            raise WireError(f"extension values nested more than {MAX_EXTENSION_DEPTH} deep")
+        self.depth += 1
+        try:
+            value = self.unpack(data)
+        finally:
+            self.depth -= 1
+        if code == _TOPIC_PARTITION:
+            topic, partition = value
+            return TopicPartition(topic, partition)
+        if code == _ERRORS:
+            return Errors(value)
+        if code == _RECOVERY:
+            return LeaderRecoveryState(value)
+        if code == _DATACLASS:
+            name, values = value
+            cls = _TYPES.get(name)
+            if cls is None:
+                raise WireError(f"unknown message type {reprlib.repr(name)}")
+            fields = dataclasses.fields(cls)
+            if len(values) != len(fields):
+                raise WireError(f"{name} has {len(fields)} fields, the message carries {len(values)}")
+            return cls(*values)
+        raise WireError(f"unknown msgpack extension {code}")
 
 
 def encode(message: Any) -> bytes:
@@ -147,7 +188,7 @@ def encode(message: Any) -> bytes:
 def decode(data: bytes) -> Any:
     """The message ``encode`` made of ``data``; :class:`WireError` for anything else."""
     try:
-        return _unpack(data)
+        return _Decoder().unpack(data)
     except (WireError, ImportError):
         raise
     except Exception as exc:  # msgpack's errors, and wrong shapes inside extensions
@@ -193,7 +234,10 @@ def registered_types() -> Iterable[str]:
 __all__ = [
     "FRAME_HEADER",
     "INSTALL_HINT",
+    "MAX_CONTAINER_DEPTH",
+    "MAX_EXTENSION_DEPTH",
     "MAX_FRAME_BYTES",
+    "MAX_STRING_BYTES",
     "WireError",
     "decode",
     "encode",

@@ -200,4 +200,31 @@ mod tests {
             assert_eq!(decode_partition_state(other), None, "{}", String::from_utf8_lossy(other));
         }
     }
+
+    #[test]
+    fn hostile_documents_are_left_to_python_without_recursion_or_overflow() {
+        let document = |isr: &str| {
+            format!(
+                r#"{{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":0,"isr":{isr}}}"#
+            )
+        };
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        let long_key = format!(r#"{{"{}":1}}"#, "k".repeat(1_000_000));
+        for hostile in [
+            document(&deep),
+            document(&format!("[{}]", "9".repeat(5000))),
+            document("[99999999999]"),
+            document("[-2147483649]"),
+            long_key,
+            "{".repeat(100_000),
+        ] {
+            assert_eq!(decode_partition_state(hostile.as_bytes()), None);
+        }
+        let wide = (0..100_000)
+            .map(|b| b.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        let decoded = decode_partition_state(document(&format!("[{wide}]")).as_bytes());
+        assert_eq!(decoded.map(|(_, isr, _, _)| isr.len()), Some(100_000));
+    }
 }

@@ -228,10 +228,15 @@ pub fn decode_multi_read(buf: &[u8]) -> Result<Vec<DataRead>, WireError> {
     decode_results(buf, "a multiRead", |op, r| {
         Ok(match op {
             OP_GET_DATA => {
-                let length = r.int()?;
-                let data = match usize::try_from(length) {
-                    Ok(n) => Some(r.take(n)?.to_vec()),
-                    Err(_) => None,
+                // As jute's readBuffer: -1 is null, any other negative length is corrupt.
+                let data = match r.int()? {
+                    -1 => None,
+                    length => {
+                        let n = usize::try_from(length).map_err(|_| {
+                            WireError(format!("a data length of {length} at byte {}", r.at - 4))
+                        })?;
+                        Some(r.take(n)?.to_vec())
+                    }
                 };
                 Some(DataRead::Found(data, r.stat_version()?))
             }
@@ -675,5 +680,87 @@ mod tests {
             ]
         );
         assert!(decode_multi_read(&[0, 0]).is_err());
+    }
+
+    fn get_data_result(length: i32, data: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        header(&mut out, OP_GET_DATA);
+        out.extend_from_slice(&length.to_be_bytes());
+        out.extend_from_slice(data);
+        out.extend_from_slice(&[0u8; STAT]);
+        out
+    }
+
+    #[test]
+    fn hostile_replies_are_errors_bounded_by_their_size() {
+        let ended = |mut reply: Vec<u8>| {
+            reply.extend_from_slice(&END);
+            reply
+        };
+        // Lengths the reply cannot hold: 2 GiB announced, a negative length other than null's -1.
+        assert!(decode_multi_read(&ended(get_data_result(i32::MAX, b"{}"))).is_err());
+        assert!(decode_multi_read(&ended(get_data_result(-5, b""))).is_err());
+        assert_eq!(
+            decode_multi_read(&ended(get_data_result(-1, b""))),
+            Ok(vec![DataRead::Found(None, 0)])
+        );
+        // No end marker, a stat cut short, an op type the request did not contain.
+        assert!(decode_multi_read(&get_data_result(2, b"{}")).is_err());
+        assert!(decode_multi(&set_result(1)[..HEADER + STAT - 1]).is_err());
+        assert!(decode_multi(&ended(get_data_result(2, b"{}"))).is_err());
+        assert!(decode_multi_read(&ended(set_result(1))).is_err());
+        // Results for more ops than were sent are refused by the loops, whatever the server says.
+        let many = ended((0..5).flat_map(|_| error_result(NO_NODE)).collect());
+        let paths: Vec<String> = (0..2).map(|i| format!("/p/{i}")).collect();
+        let read = read_all(&paths, LIMITS, &mut |_, requests| {
+            Ok::<_, ()>(requests.iter().map(|_| many.clone()).collect())
+        });
+        assert!(matches!(read, Err(BulkError::Wire(_))));
+        let written = conditional_sets(&items(2, 0), None, LIMITS, &mut |_, requests| {
+            Ok::<_, ()>(requests.iter().map(|_| many.clone()).collect())
+        });
+        assert!(matches!(written, Err(BulkError::Wire(_))));
+    }
+
+    #[test]
+    fn random_replies_never_panic_and_yield_at_most_one_result_per_header() {
+        let mut state = 0x2545_f491_4f6c_dd1d_u64; // xorshift: the same replies on every run
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let seeds = [
+            get_data_result(2, b"{}"),
+            error_result(NO_NODE),
+            set_result(3),
+            check_result(),
+            END.to_vec(),
+        ];
+        for _ in 0..20_000 {
+            let mut reply = Vec::new();
+            for _ in 0..next() % 6 {
+                let seed = &seeds[(next() % seeds.len() as u64) as usize];
+                reply.extend_from_slice(seed);
+            }
+            for _ in 0..next() % 4 {
+                if !reply.is_empty() {
+                    let at = (next() % reply.len() as u64) as usize;
+                    reply[at] = next() as u8;
+                }
+            }
+            if next() % 4 == 0 {
+                reply.truncate((next() % (reply.len() as u64 + 1)) as usize);
+            }
+            let bound = reply.len() / HEADER;
+            if let Ok(results) = decode_multi_read(&reply) {
+                assert!(results.len() <= bound);
+            }
+            if let Ok(results) = decode_multi(&reply) {
+                assert!(results.len() <= bound);
+            }
+            let _ = crate::zkjson::decode_partition_state(&reply);
+        }
     }
 }

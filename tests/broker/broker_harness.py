@@ -31,7 +31,7 @@ from kctl.requests import (
     UpdateMetadataRequest,
 )
 from kctl.scheduler import SimulatedScheduler
-from kctl.stores import MemoryStore, MemoryTree, TopicAssignment
+from kctl.stores import MemoryStore, MemoryTree, TopicAssignment, paths
 from kctl.transports.inprocess import InProcessTransport
 
 LATENCY = 0.001
@@ -243,6 +243,11 @@ class SimCluster:
         if controller:
             self.controller.startup()
         return self
+
+    def controller_elected(self, epoch: int) -> None:
+        """``/controller_epoch`` says ``epoch``, as after that many elections: brokers accept
+        controller requests up to that epoch (a higher one is forged)."""
+        self.tree.set_raw(paths.CONTROLLER_EPOCH, epoch)
 
     def manager(self, broker_id: int) -> SimulatedReplicaManager:
         manager = self.agents[broker_id].replica_manager

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from broker_harness import (
     LATENCY,
@@ -14,8 +16,16 @@ from broker_harness import (
 )
 
 from kctl.broker import BrokerAgent, HandledRequest, MetadataSnapshot, ReplicaRole, SimulatedReplicaManager
-from kctl.errors import Errors, IllegalArgumentError, IllegalStateError, NodeExistsError, StoreUnavailableError
+from kctl.errors import (
+    Errors,
+    IllegalArgumentError,
+    IllegalStateError,
+    NodeExistsError,
+    StaleControllerEpochError,
+    StoreUnavailableError,
+)
 from kctl.model import EndPoint, LeaderAndIsr, TopicPartition
+from kctl.process import log_answer, read_answers
 from kctl.requests import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,
@@ -23,6 +33,7 @@ from kctl.requests import (
     StopReplicaResponse,
     UpdateMetadataResponse,
 )
+from kctl.stores import MemoryStore
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)
@@ -82,6 +93,7 @@ def test_shutdown_closes_the_session_and_a_restart_registers_a_larger_epoch() ->
 
 def test_a_restarted_broker_forgets_what_it_held_in_memory(cluster: SimCluster) -> None:
     agent = agent1(cluster)
+    cluster.controller_elected(3)
     agent.handle_request(leader_and_isr(lai_state(T0, 1, [1], leader_epoch=4, is_new=True), controller_epoch=3))
     agent.handle_request(update_metadata(um_state(T0, 1, [1]), controller_epoch=3))
     agent.kill()
@@ -120,6 +132,7 @@ def test_a_stale_broker_epoch_is_rejected_and_minus_one_always_accepted(cluster:
 
 def test_a_stale_controller_epoch_is_rejected(cluster: SimCluster) -> None:
     agent = agent1(cluster)
+    cluster.controller_elected(6)
     assert agent.handle_request(leader_and_isr(lai_state(T0, 1, [1], is_new=True), controller_epoch=5)).error is Errors.NONE
     stale_lai = agent.handle_request(leader_and_isr(lai_state(T1, 1, [1], is_new=True), controller_epoch=4))
     assert stale_lai == LeaderAndIsrResponse(Errors.STALE_CONTROLLER_EPOCH, {T1: Errors.STALE_CONTROLLER_EPOCH})
@@ -133,6 +146,32 @@ def test_a_stale_controller_epoch_is_rejected(cluster: SimCluster) -> None:
     # UpdateMetadata raises the highest epoch seen too.
     assert agent.handle_request(update_metadata(controller_epoch=6)).error is Errors.NONE
     assert agent.handle_request(stop_replica((T0, 0, False), controller_epoch=5)).error is Errors.STALE_CONTROLLER_EPOCH
+
+
+def test_a_controller_epoch_ahead_of_zookeeper_is_refused_and_does_not_wedge_the_broker(
+    cluster: SimCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = agent1(cluster)
+    cluster.controller_elected(2)
+    reads = []
+    stored = agent.store.get_controller_epoch
+    monkeypatch.setattr(agent.store, "get_controller_epoch", lambda: reads.append(1) or stored())
+    assert agent.handle_request(leader_and_isr(lai_state(T0, 1, [1], is_new=True), controller_epoch=2)).error is Errors.NONE
+    forged = [update_metadata(um_state(T1, 1, [1]), controller_epoch=2**31 - 1, controller_id=666),
+              stop_replica((T0, -2, True), controller_epoch=3),
+              leader_and_isr(lai_state(T1, 1, [1], is_new=True), controller_epoch=3)]
+    for request in forged:
+        with pytest.raises(StaleControllerEpochError, match=r"epoch \d+ is ahead of /controller_epoch \(2\)"):
+            agent.handle_request(request)
+    # Refused requests are not answered (the sender may try again) and change nothing.
+    assert len(agent.handled) == 1 and agent.leader_epoch(T0) == 0 and agent.metadata_cache.partition_state(T1) is None
+    # The real controller is still obeyed, and a new election's epoch once it is in ZooKeeper.
+    assert agent.handle_request(update_metadata(um_state(T1, 1, [1]), controller_epoch=2)).error is Errors.NONE
+    cluster.controller_elected(3)
+    assert agent.handle_request(stop_replica((T0, 0, False), controller_epoch=3)).error is Errors.NONE
+    assert agent.handle_request(update_metadata(controller_epoch=2)).error is Errors.STALE_CONTROLLER_EPOCH
+    # One read of /controller_epoch per epoch higher than any seen (2, the forged ones, 3), none otherwise.
+    assert len(reads) == 5
 
 
 def test_leader_and_isr_needs_a_strictly_newer_leader_epoch_per_partition(cluster: SimCluster) -> None:
@@ -193,6 +232,26 @@ def test_every_request_is_recorded_with_its_answer(cluster: SimCluster) -> None:
     ]
     assert cluster.controller.responses == [
         (1, UpdateMetadataResponse()), (1, UpdateMetadataResponse(Errors.STALE_CONTROLLER_EPOCH))]
+
+
+def test_each_answer_is_handed_to_on_answer_and_a_process_log_replays_it(caplog: pytest.LogCaptureFixture) -> None:
+    cluster = SimCluster().start()
+    cluster.controller_elected(2)
+    answered: list[HandledRequest] = []
+    agent = BrokerAgent(9, MemoryStore(cluster.tree), cluster.transport, cluster.scheduler, on_answer=answered.append)
+    agent.startup()
+    agent.handle_request(update_metadata(um_state(T0, 9, [9]), brokers=[agent], controller_epoch=2))
+    agent.handle_request(leader_and_isr(lai_state(T0, 9, [9], replicas=[9]), controller_epoch=1))
+    agent.handle_request(stop_replica((T0, 0, True), controller_epoch=2))
+    assert answered == agent.handled and len(answered) == 3
+    assert answered[1].response.error is Errors.STALE_CONTROLLER_EPOCH
+
+    with caplog.at_level(logging.DEBUG, logger="kctl.process"):
+        for handled in answered:
+            log_answer(handled)
+    assert read_answers(caplog.text) == answered
+    assert read_answers(caplog.text[:-5]) == answered[:2]  # a line cut short is left out
+    assert "Answered LeaderAndIsr of controller 100 (epoch 1) with STALE_CONTROLLER_EPOCH" in caplog.text
 
 
 # --- Metadata cache (invariant I7) -------------------------------------------------------------------

@@ -10,10 +10,19 @@ from collections.abc import Iterator
 
 import pytest
 
-from kctl.testing.zookeeper import ZooKeeperEnsemble, zookeeper_chroot, zookeeper_ensemble, zookeeper_server
+from kctl.scheduler import RealTimeScheduler
+from kctl.testing.zookeeper import (
+    ZooKeeperEnsemble,
+    zookeeper_chroot,
+    zookeeper_ensemble,
+    zookeeper_release,
+    zookeeper_release_server,
+    zookeeper_server,
+)
 from process_harness import ProcessCluster
+from tls_harness import Certificates, make_certificates
 
-__all__ = ["zookeeper_chroot", "zookeeper_ensemble", "zookeeper_server"]
+__all__ = ["zookeeper_chroot", "zookeeper_ensemble", "zookeeper_release", "zookeeper_release_server", "zookeeper_server"]
 
 
 @pytest.fixture
@@ -23,3 +32,22 @@ def cluster(
     """Controller and broker processes on the shared ZooKeeper server, in a chroot of their own."""
     with ProcessCluster(zookeeper_server.hosts + zookeeper_chroot, tmp_path_factory.mktemp("kctl-procs")) as c:
         yield c
+
+
+@pytest.fixture
+def scheduler() -> Iterator[RealTimeScheduler]:
+    s = RealTimeScheduler()
+    yield s
+    s.shutdown()
+
+
+@pytest.fixture(scope="session")
+def certificates(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
+    """The CA, keys, certificates and properties files docs/security.md makes."""
+    return make_certificates(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(scope="session")
+def other_ca(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
+    """The same made again: another CA, whose certificates carry the very same names."""
+    return make_certificates(tmp_path_factory.mktemp("other-ca"))

@@ -148,8 +148,9 @@ class ProcessCluster:
         process = self.controllers[controller_id] = self._start("controller", controller_id, extra, env)
         return process
 
-    def start_broker(self, broker_id: int, wait: bool = True) -> KctlProcess:
-        process = self.brokers[broker_id] = self._start("broker", broker_id, ["--fetch-interval", "0.1"])
+    def start_broker(self, broker_id: int, wait: bool = True, extra: Sequence[str] = (),
+                     env: Mapping[str, str] | None = None) -> KctlProcess:
+        process = self.brokers[broker_id] = self._start("broker", broker_id, ["--fetch-interval", "0.1", *extra], env)
         if wait:
             self.wait_until(lambda: broker_id in self.admin.get_all_brokers(), 60, f"broker {broker_id} to register",
                             watch=process)

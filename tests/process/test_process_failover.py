@@ -153,4 +153,5 @@ def test_unreachable_zookeeper_is_a_clear_error(tmp_path_factory: pytest.TempPat
         finally:
             process.kill()
         last = process.log().strip().splitlines()[-1]
-        assert last == f"kctl: error: ZooKeeper is unreachable: cannot connect to ZooKeeper at 127.0.0.1:{port} within 1s"
+        assert last == (f"kctl: error: ZooKeeper is unreachable: cannot connect to ZooKeeper at 127.0.0.1:{port} within 1s "
+                        "(last error: Connection dropped: socket connection error: Connection refused)")

@@ -24,6 +24,7 @@ from kctl.requests import (
     LeaderAndIsrResponse,
 )
 from kctl.scheduler import RealTimeScheduler
+from kctl.stores import paths
 from kctl.stores.memory import MemoryStore, MemoryTree
 from kctl.testing.zookeeper import free_ports
 from kctl.transports.tcp import TcpTransport
@@ -31,11 +32,11 @@ from kctl.transports.tcp import TcpTransport
 TP = TopicPartition("t", 0)
 
 
-@pytest.fixture
-def scheduler() -> Iterator[RealTimeScheduler]:
-    s = RealTimeScheduler()
-    yield s
-    s.shutdown()
+def broker_store() -> MemoryStore:
+    """A broker's store session on a cluster whose controllers have been elected up to epoch 5."""
+    tree = MemoryTree()
+    tree.set_raw(paths.CONTROLLER_EPOCH, 5)
+    return MemoryStore(tree)
 
 
 @pytest.fixture
@@ -43,7 +44,7 @@ def broker(scheduler: RealTimeScheduler) -> Iterator[tuple[BrokerAgent, TcpTrans
     """Broker 1 serving controller requests on a TCP listener (a memory store holds its znode)."""
     transport = TcpTransport(scheduler)
     host, port = transport.listen()
-    agent = BrokerAgent(1, MemoryStore(MemoryTree()), transport, scheduler, host=host, port=port)
+    agent = BrokerAgent(1, broker_store(), transport, scheduler, host=host, port=port)
     agent.startup()
     yield agent, transport
     agent.kill()
@@ -157,7 +158,7 @@ def test_channel_retries_until_the_broker_listens(scheduler: RealTimeScheduler, 
     assert not answer.done()
 
     transport = TcpTransport(scheduler, f"127.0.0.1:{port}")
-    agent = BrokerAgent(1, MemoryStore(MemoryTree()), transport, scheduler, port=port)
+    agent = BrokerAgent(1, broker_store(), transport, scheduler, port=port)
     agent.startup()
     try:
         assert answer.result(10) == LeaderAndIsrResponse(Errors.NONE, {TP: Errors.NONE})

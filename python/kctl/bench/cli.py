@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from kctl.bench.grid import GridError, load_grid
+from kctl.limits import DocumentError, load_json, read_file
 
 
 def run_parser() -> argparse.ArgumentParser:
@@ -113,8 +114,6 @@ def cmd_fleet_scenario(args: argparse.Namespace) -> int:
 
 
 def cmd_fleet_report(args: argparse.Namespace) -> int:
-    import json
-
     from kctl.bench.job import read_parquet
     from kctl.bench.report import write_report
 
@@ -124,7 +123,11 @@ def cmd_fleet_report(args: argparse.Namespace) -> int:
         return _invalid(args.out / "grid.toml", e)
     rows = read_parquet(args.out / "runs.parquet")
     meta_path = args.out / "meta.json"
-    meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+    try:
+        meta = load_json(read_file(meta_path)) if meta_path.is_file() else {}
+    except DocumentError as e:
+        print(f"kctl fleet: {meta_path}: {e}", file=sys.stderr)
+        return 2
     for path in write_report(rows, grid, args.out, meta):
         print(path)
     return 0

@@ -18,7 +18,6 @@ import difflib
 import functools
 import itertools
 import math
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 from kctl.config import ControllerConfig, property_docs
 from kctl.context import DEFAULT_ENGINE, ENGINES
 from kctl.errors import KctlError
+from kctl.limits import DocumentError, load_toml, read_file
 from kctl.plugins import PluginHost, get_plugin_host
 from kctl.selectors import ElectionKind
 from kctl.sim.scenario import ScenarioError
@@ -175,11 +175,11 @@ def load_grid(path: str | Path, plugins: PluginHost | None = None) -> Grid:
     names are checked against ``plugins`` (default: the process-wide host), the plugins the
     executors will load too."""
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        data = load_toml(read_file(path))
     except OSError as e:
         raise GridError([f"{path}: cannot read the grid: {e.strerror}"]) from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise GridError([f"{path}: not valid TOML: {e}"]) from None
+    except DocumentError as e:
+        raise GridError([f"{path}: {e}"]) from None
     return parse_grid(data, str(path), plugins)
 
 

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from kctl.broker.metadata_cache import BrokerMetadataCache
 from kctl.broker.replica_manager import Ledger, ReplicaManager, SimulatedReplicaManager
 from kctl.config import ControllerConfig
-from kctl.errors import Errors, IllegalArgumentError, IllegalStateError, StoreError
+from kctl.errors import Errors, IllegalArgumentError, IllegalStateError, StaleControllerEpochError, StoreError
 from kctl.model import (
     EPOCH_DURING_DELETE,
     MAX_PORT,
@@ -49,6 +49,7 @@ from kctl.requests import (
     StopReplicaResponse,
     UpdateMetadataRequest,
     UpdateMetadataResponse,
+    controller_error_response,
 )
 from kctl.scheduler import Scheduler
 from kctl.stores.base import StateStore
@@ -88,10 +89,14 @@ class BrokerAgent:
         :meth:`restart` opens the next one with ``store.new_session()``.
     :param config: the broker's properties (``controlled.shutdown.*``, ``replica.lag.time.max.ms``,
         ``inter.broker.protocol.version`` …), a :class:`ControllerConfig` or a mapping of names.
-    :param port: the PLAINTEXT port it registers (default ``9092 + broker_id``).
+    :param port: the port it registers (default ``9092 + broker_id``).
+    :param security_protocol: its listener's (``PLAINTEXT``, or ``SSL`` over TLS), also the
+        listener's name in the registration, as Kafka names its default listeners.
     :param replica_manager: the data plane; a :class:`SimulatedReplicaManager` on ``ledger`` by default.
     :param ledger: shared by the simulated replica managers of one cluster (followers find their
         leaders through it); only for the default replica manager.
+    :param on_answer: called with each answered controller request, in order, under the agent's
+        lock (a broker process logs them).
 
     ``handled`` records every controller request answered, with its response and time, across
     restarts (for tests and invariant checks).
@@ -108,8 +113,10 @@ class BrokerAgent:
         rack: str | None = None,
         host: str = "127.0.0.1",
         port: int | None = None,
+        security_protocol: str = "PLAINTEXT",
         replica_manager: ReplicaManager | None = None,
         ledger: Ledger | None = None,
+        on_answer: Callable[[HandledRequest], None] | None = None,
     ) -> None:
         if replica_manager is not None and ledger is not None:
             raise IllegalArgumentError("pass the ledger to the replica manager, not to the agent")
@@ -121,11 +128,12 @@ class BrokerAgent:
         self.transport = transport
         self.scheduler = scheduler
         self.config = ControllerConfig.coerce(config)
-        self.info = BrokerInfo(broker_id, (EndPoint(host, port),), rack)
+        self.info = BrokerInfo(broker_id, (EndPoint(host, port, security_protocol, security_protocol),), rack)
         self.replica_manager: ReplicaManager = (
             replica_manager if replica_manager is not None else SimulatedReplicaManager(ledger)
         )
         self.handled: list[HandledRequest] = []
+        self._on_answer = on_answer
         self._store = store
         self._lock = threading.RLock()
         self._incarnation = 0  # bumped when the process starts or stops: older timers and callbacks are void
@@ -331,12 +339,20 @@ class BrokerAgent:
                 response = self._stop_replica(request)
             else:
                 raise IllegalArgumentError(f"broker {self.broker_id} cannot handle {request!r}")
-            self.handled.append(HandledRequest(self.scheduler.now(), request, response, self.broker_epoch))
+            handled = HandledRequest(self.scheduler.now(), request, response, self.broker_epoch)
+            self.handled.append(handled)
+            if self._on_answer is not None:
+                self._on_answer(handled)
             return response
 
     def _fenced(self, request: ControllerRequest) -> Errors:
         """KafkaApis' checks, in its order: a stale broker epoch (-1 always passes), then a
-        controller epoch older than the highest seen; the latter becomes the highest seen."""
+        controller epoch older than the highest seen; the latter becomes the highest seen.
+
+        Unlike Kafka, a controller epoch higher than the highest seen must also not be ahead of
+        ``/controller_epoch``: every controller writes its epoch there before sending, so only a
+        forged request is ahead, and accepting it would make the broker refuse its real controller
+        for good. That costs one store read per new controller epoch, not per request."""
         if request.broker_epoch != UNKNOWN_BROKER_EPOCH and request.broker_epoch < self.broker_epoch:
             logger.info("Broker %d: %s with stale broker epoch %d (current %d)", self.broker_id,
                         request.api, request.broker_epoch, self.broker_epoch)
@@ -346,13 +362,28 @@ class BrokerAgent:
                            self.broker_id, request.api, request.controller_id, request.controller_epoch,
                            self._controller_epoch)
             return Errors.STALE_CONTROLLER_EPOCH
+        if request.controller_epoch > self._controller_epoch:
+            self._check_controller_epoch_is_stored(request)
         self._controller_epoch = request.controller_epoch
         return Errors.NONE
+
+    def _check_controller_epoch_is_stored(self, request: ControllerRequest) -> None:
+        """Refuse a controller epoch ahead of ``/controller_epoch`` by raising, so that the request
+        is not answered: a real controller whose epoch this broker's store session does not show
+        yet (a ZooKeeper server lagging behind the ensemble) sends it again, as after a lost
+        connection, and a forged request changes nothing."""
+        stored = self._store.get_controller_epoch()
+        stored_epoch = -1 if stored is None else stored[0]
+        if request.controller_epoch > stored_epoch:
+            message = (f"Broker {self.broker_id}: refused {request.api} from controller {request.controller_id}: its "
+                       f"controller epoch {request.controller_epoch} is ahead of /controller_epoch ({stored_epoch})")
+            logger.warning(message)
+            raise StaleControllerEpochError(message)
 
     def _leader_and_isr(self, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
         error = self._fenced(request)
         if error is not Errors.NONE:
-            return LeaderAndIsrResponse(error, {s.tp: error for s in request.partition_states})
+            return controller_error_response(request, error)
         errors: dict[TopicPartition, Errors] = {}
         accepted: list[LeaderAndIsrPartitionState] = []
         for state in request.partition_states:
@@ -386,7 +417,7 @@ class BrokerAgent:
     def _stop_replica(self, request: StopReplicaRequest) -> StopReplicaResponse:
         error = self._fenced(request)
         if error is not Errors.NONE:
-            return StopReplicaResponse(error, {s.tp: error for s in request.partition_states})
+            return controller_error_response(request, error)
         errors: dict[TopicPartition, Errors] = {}
         accepted: list[StopReplicaPartitionState] = []
         for state in request.partition_states:

@@ -327,7 +327,7 @@ class _Replica:
         self.hw = min(self.hw, self.leo)
 
 
-def _common_prefix(a: tuple[tuple[int, int], ...], a_leo: int, b: tuple[tuple[int, int], ...], b_leo: int) -> int:
+def common_log_prefix(a: tuple[tuple[int, int], ...], a_leo: int, b: tuple[tuple[int, int], ...], b_leo: int) -> int:
     """Length of the common prefix of two logs, from their leader-epoch caches (what KIP-101/279
     truncation finds): records of one epoch are the same on every replica, so two logs agree up to
     the first offset where their epochs differ."""
@@ -666,7 +666,7 @@ class SimulatedReplicaManager:
 
     def _truncate(self, r: _Replica, view: LeaderLogView) -> None:
         """Kafka's truncation on becoming a follower: to the common prefix of the epoch histories."""
-        r.truncate_to(_common_prefix(r.epochs, r.leo, view.epochs, view.log_end_offset))
+        r.truncate_to(common_log_prefix(r.epochs, r.leo, view.epochs, view.log_end_offset))
         r.truncate = False
 
     def _apply_fetch(self, r: _Replica, fetch_offset: int, view: LeaderLogView) -> bool:
@@ -913,4 +913,5 @@ __all__ = [
     "ReplicaRole",
     "ReplicaSnapshot",
     "SimulatedReplicaManager",
+    "common_log_prefix",
 ]

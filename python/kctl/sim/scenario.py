@@ -13,7 +13,6 @@ from __future__ import annotations
 import difflib
 import functools
 import math
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 from kctl.cluster import DEFAULT_TIMEOUT
 from kctl.config import ControllerConfig
 from kctl.errors import KctlError
+from kctl.limits import DocumentError, load_toml, read_file
 from kctl.model import INT32_MAX, NO_LEADER, TopicPartition, validate_topic_name
 from kctl.topic_config import validate_topic_config
 
@@ -572,11 +572,11 @@ TOP_FIELDS = ("name", "description", "cluster", "topics", "steps")
 def load_scenario(path: str | Path) -> Scenario:
     """Read and check a scenario file; raises :class:`ScenarioError` listing every problem."""
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        data = load_toml(read_file(path))
     except OSError as e:
         raise ScenarioError([f"{path}: cannot read the scenario: {e.strerror}"]) from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ScenarioError([f"{path}: not valid TOML: {e}"]) from None
+    except DocumentError as e:
+        raise ScenarioError([f"{path}: {e}"]) from None
     return parse_scenario(data, str(path))
 
 

@@ -8,6 +8,11 @@ reference lists, ignore keys they do not use, and turn anything they cannot use 
 
 The encoders of the hot znodes (partition state) build their JSON by formatting rather than with
 :func:`json.dumps`, since a controller writes tens of thousands of them per second.
+
+Znode data comes from outside the process, so decoding is bounded: data larger than
+:data:`MAX_ZNODE_BYTES` is refused unread, JSON that nests too deeply for the parser is corrupt
+data like any other, and no value reaches the caller unchecked (every field's type is), so
+nothing deeply nested gets past a decoder.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from kctl.errors import CorruptDataError
+from kctl.limits import DocumentError, decode_text, parse_json
 from kctl.model import (
     INT32_MAX,
     INT32_MIN,
@@ -35,6 +41,10 @@ from kctl.model import (
 )
 from kctl.stores import paths
 from kctl.stores.base import TopicAssignment
+
+MAX_ZNODE_BYTES = 4 * 1024 * 1024
+"""The largest znode data decoded: the ``jute.maxbuffer`` Kafka's ZooKeeper client is given (ZooKeeper
+servers default to 1 MiB), so that larger data cannot come from a cluster Kafka could read."""
 
 DOCUMENT = "<document>"
 """The field named when a znode's data as a whole cannot be used (not JSON, not an object …)."""
@@ -69,7 +79,7 @@ def _found(value: object) -> str:
 
 _MISSING = object()
 _RECOVERY_STATES = tuple(LeaderRecoveryState)  # indexed by value: 0 RECOVERED, 1 RECOVERING
-_DECIMAL = re.compile(r"-?[0-9]+")
+_DECIMAL = re.compile(r"-?[0-9]{1,19}")  # at most a Long's digits: int() of a longer one may refuse
 
 
 class _Fields:
@@ -91,9 +101,9 @@ class _Fields:
         if data is None:
             raise corrupt(path, DOCUMENT, "is missing: the znode has no data")
         try:
-            return cls(json.loads(data.decode()), path)  # a str skips json's encoding detection
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise corrupt(path, DOCUMENT, f"is not JSON ({exc}): {reprlib.repr(data)}") from None
+            return cls(parse_json(decode_text(data, MAX_ZNODE_BYTES)), path)
+        except DocumentError as exc:
+            raise corrupt(path, DOCUMENT, f"is {exc}: {reprlib.repr(data)}") from None
 
     def name(self, key: str) -> str:
         return f"{self._prefix}{key}"
@@ -223,7 +233,7 @@ class ControllerEpochZNode:
 
 # --- Brokers ---------------------------------------------------------------------------------------
 
-_ENDPOINT = re.compile(r"(?P<listener>[^:/]+)://\[?(?P<host>[0-9a-zA-Z\-%._:]*?)\]?:(?P<port>-?[0-9]+)")
+_ENDPOINT = re.compile(r"(?P<listener>[^:/]+)://\[?(?P<host>[0-9a-zA-Z\-%._:]*?)\]?:(?P<port>-?[0-9]{1,10})")
 
 
 def _connection_string(endpoint: EndPoint) -> str:
@@ -392,8 +402,8 @@ class TopicPartitionStateZNode:
         writes them, no recovery state) takes a fast path; anything else is checked field by field.
         """
         try:
-            fast = json.loads(data.decode()) if data else None
-        except (ValueError, UnicodeDecodeError):
+            fast = json.loads(data.decode()) if data and len(data) <= MAX_ZNODE_BYTES else None
+        except (ValueError, RecursionError):  # not UTF-8, not JSON, or too deep: the checked path says which
             fast = None
         if type(fast) is dict and "leader_recovery_state" not in fast:
             leader, isr, leader_epoch, controller_epoch = (
@@ -645,6 +655,7 @@ __all__ = [
     "FEATURE_STATUS_DISABLED",
     "FEATURE_STATUS_ENABLED",
     "LOG_DIR_FAILURE_EVENT",
+    "MAX_ZNODE_BYTES",
     "BrokerIdZNode",
     "ClusterIdZNode",
     "ConfigEntityChangeNotificationSequenceZNode",

@@ -40,6 +40,7 @@ from kctl.stores.base import MATCH_ANY_VERSION, StateStore, TopicAssignment
 if TYPE_CHECKING:
     from kctl.cluster import EmbeddedCluster
     from kctl.stores.zkacl import AclPolicy
+    from kctl.stores.zkclient import ZooKeeperTls
 
 Waiter = Callable[[Callable[[], bool], float], bool]
 """``wait(condition, timeout)``: True once ``condition()`` holds, False if ``timeout`` seconds pass first."""
@@ -127,14 +128,17 @@ class AdminClient:
 
     @classmethod
     def connect(
-        cls, zk: str, timeout: float = 15.0, *, auth: tuple[str, str] | None = None, acl: AclPolicy | None = None
+        cls, zk: str, timeout: float = 15.0, *, auth: tuple[str, str] | None = None, acl: AclPolicy | None = None,
+        sasl: tuple[str, str] | None = None, tls: ZooKeeperTls | None = None,
     ) -> AdminClient:
         """A client on its own ZooKeeper session (``zk`` is Kafka's ``zookeeper.connect``),
-        authenticated as ``auth`` (an admin identity of a secured cluster's ``acl`` policy)."""
+        logged in as ``auth`` (digest) or ``sasl`` (an admin identity of a secured cluster's ``acl``
+        policy), over TLS with ``tls`` (:class:`~kctl.stores.zookeeper.ZooKeeperStore`'s options)."""
         from kctl.config import ControllerConfig
         from kctl.process import ZooKeeperSecurity, connect
 
-        return cls(connect(zk, ControllerConfig(), timeout, ZooKeeperSecurity(auth, acl)), owns_store=True)
+        security = ZooKeeperSecurity(auth, acl, sasl, tls)
+        return cls(connect(zk, ControllerConfig(), timeout, security), owns_store=True)
 
     @classmethod
     def for_cluster(cls, cluster: EmbeddedCluster) -> AdminClient:

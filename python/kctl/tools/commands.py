@@ -34,7 +34,7 @@ def _ids(brokers: Iterable[int]) -> str:
 
 def _client(args: argparse.Namespace) -> AdminClient:
     security = ZooKeeperSecurity.from_arguments(args, ControllerConfig())
-    return AdminClient.connect(args.zk, args.zk_timeout, auth=security.auth, acl=security.acl)
+    return AdminClient.connect(args.zk, args.zk_timeout, **security.transport_options())
 
 
 def _property(text: str) -> tuple[str, str]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kctl.errors import AdminCommandFailedError, KctlError
+from kctl.limits import DocumentError, load_json, read_file
 from kctl.model import INT32_MAX, TopicPartition, int_problem, validate_topic_name
 
 ANY_LOG_DIR = "any"
@@ -22,15 +23,14 @@ ANY_LOG_DIR = "any"
 
 
 def read_json(path: str | Path) -> Any:
-    """The parsed content of a tool's JSON file; unreadable or invalid JSON is a clear error."""
+    """The parsed content of a tool's JSON file; a file that cannot be read, or is too large, not
+    UTF-8, not JSON or nested too deeply, is a clear error (:mod:`kctl.limits`)."""
     try:
-        text = Path(path).read_text()
+        return load_json(read_file(path))
     except OSError as exc:
         raise AdminCommandFailedError(f"cannot read {path}: {exc.strerror}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise AdminCommandFailedError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except DocumentError as exc:
+        raise AdminCommandFailedError(f"{path}: {exc}") from None
 
 
 def _entries(document: Any, source: str) -> list[Mapping[str, Any]]:

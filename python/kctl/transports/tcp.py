@@ -12,6 +12,12 @@ its agent answers ``STALE_CONTROLLER_EPOCH`` to a controller older than the newe
 from (invariant I5). A controller also names its own listener in the header: that is how brokers
 learn where to send ControlledShutdown and AlterPartition (the controller is not itself a broker
 with a registered endpoint here).
+
+Over TLS with authorization (:mod:`kctl.security`), a broker answers CLUSTER_AUTHORIZATION_FAILED
+to controller requests from a principal that is not a controller's, and a controller to
+ControlledShutdown or AlterPartition not sent by the principal of the broker they name. A header's
+listener is learned only from a request the broker accepted, so that no other peer can redirect
+its requests to the controller.
 """
 
 from __future__ import annotations
@@ -46,8 +52,10 @@ from kctl.requests import (
     LeaderAndIsrRequest,
     StopReplicaRequest,
     UpdateMetadataRequest,
+    controller_error_response,
 )
 from kctl.scheduler import Scheduler
+from kctl.security import ListenerSecurity
 from kctl.transports.base import BrokerHandler, ControllerHandler, error_response
 
 if TYPE_CHECKING:
@@ -64,7 +72,7 @@ BROKER_APIS = {r.api: r for r in (ControlledShutdownRequest, AlterPartitionReque
 
 
 def broker_address(info: BrokerInfo) -> Address | None:
-    """The broker's PLAINTEXT endpoint (its first endpoint when none is called so)."""
+    """The broker's PLAINTEXT endpoint (its first endpoint when none is called so: its SSL one)."""
     for endpoint in info.endpoints:
         if endpoint.listener_name == "PLAINTEXT":
             return endpoint.host, endpoint.port
@@ -181,6 +189,8 @@ class TcpTransport:
         shares its listener with the data plane).
     :param request_timeout: seconds to wait for an answer before the request is sent again.
     :param retry_backoff: seconds between attempts (Kafka: 100 ms).
+    :param security: TLS and authorization for the listener and the connections (default
+        PLAINTEXT); with ``server``, the server's.
     """
 
     def __init__(
@@ -192,12 +202,13 @@ class TcpTransport:
         request_timeout: float = 30.0,
         connect_timeout: float = 10.0,
         retry_backoff: float = 0.1,
+        security: ListenerSecurity | None = None,
     ) -> None:
         self.scheduler = scheduler
         self._owns_network = server is None
         self.network = server.network if server is not None else EventLoopThread("kctl-tcp")
-        self.server = server if server is not None else FrameServer(self.network, parse_address(listen))
-        self.client = FrameClient(self.network, connect_timeout)
+        self.server = server if server is not None else FrameServer(self.network, parse_address(listen), security)
+        self.client = FrameClient(self.network, connect_timeout, self.server.security)
         self.request_timeout = request_timeout
         self.retry_backoff = retry_backoff
         self._lock = threading.Lock()
@@ -242,6 +253,9 @@ class TcpTransport:
         expected = BROKER_APIS.get(request.api)
         if expected is None or not isinstance(body, expected):
             raise IllegalStateError(f"a {request.api} request carried a {type(body).__name__}")
+        if not self.server.security.authorizer.authorize_broker_request(request.peer, request.api, body.broker_id):
+            respond(error_response(body, Errors.CLUSTER_AUTHORIZATION_FAILED))
+            return
         with self._lock:
             handlers = list(self._controllers.values())
         if not handlers:  # this process's controller stopped: tell the broker to look elsewhere
@@ -276,14 +290,19 @@ class TcpTransport:
                 f"{request.api}: the header's controller {header.controller_id}, controller epoch "
                 f"{header.controller_epoch} and broker epoch {header.broker_epoch} disagree with the request's"
             )
-        if header.source is not None:
-            with self._lock:
-                self._controller_addresses[header.controller_id] = parse_address(header.source)
+        if not self.server.security.authorizer.authorize_controller_request(request.peer, request.api):
+            respond(controller_error_response(body, Errors.CLUSTER_AUTHORIZATION_FAILED))
+            return
+        source = None if header.source is None else parse_address(header.source)
         with self._lock:
             handlers = list(self._brokers.values())
         if not handlers:
             raise IllegalStateError("no broker is running here")
-        respond(handlers[0](body))  # an exception (broker stopped) is an error answer: the sender retries
+        response = handlers[0](body)  # an exception (broker stopped) is an error answer: the sender retries
+        if source is not None and response.error is Errors.NONE:
+            with self._lock:
+                self._controller_addresses[header.controller_id] = source
+        respond(response)
 
     def send_to_controller(self, controller_id: int, request: BrokerToControllerRequest, callback: Callback) -> None:
         """Send to the controller's listener (learned from its requests); the answer is

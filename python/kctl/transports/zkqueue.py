@@ -15,12 +15,18 @@ of the close-replica requests (StopReplica) only the latest per partition is kep
 broker coming back still deletes what it must. If the queue is still full,
 :class:`FollowerStateChangeQueueFullError` is raised; the controller's channel logs it and keeps
 the request, trying again every ``retry_backoff`` seconds, in order.
+
+An item that is not a message (corrupt, hostile, or from an incompatible kctl) is never handed
+on: it is logged and moved aside, into the queue's ``dead-letter`` child under its own name, where
+the operator can read it and the latest :data:`MAX_DEAD_LETTERS` are kept; so it cannot stop the
+queue, nor a process that restarts over it.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import reprlib
 import secrets
 import threading
 from collections import deque
@@ -43,7 +49,8 @@ from kctl.requests import (
 from kctl.scheduler import RealTimeScheduler, Scheduler
 from kctl.stores import paths
 from kctl.stores.zkacl import AclPolicy
-from kctl.stores.zookeeper import _kazoo, _split_connect_string
+from kctl.stores.zkclient import ClientSecurity, ZooKeeperTls
+from kctl.stores.zookeeper import _kazoo, _kazoo_acl, _kazoo_client, _split_connect_string
 from kctl.transports.base import BrokerHandler, ControllerHandler, error_response
 
 if TYPE_CHECKING:
@@ -59,6 +66,10 @@ CONTROLLER_STATE = paths.CONTROLLER_STATE
 """kctl's parent of the per-controller queues (answers and broker requests for a controller)."""
 ITEM_PREFIX = "item-"
 DEFAULT_MAX_QUEUE_SIZE = 1000
+DEAD_LETTER = "dead-letter"
+"""The child of a queue that undecodable items are moved to."""
+MAX_DEAD_LETTERS = 10
+"""Undecodable items kept per queue (the oldest are deleted); each is at most a znode's size."""
 
 
 class FollowerStateChangeQueueFullError(KctlError):
@@ -83,6 +94,18 @@ class QueueItem:
     token: str
     body: Any
     version: int
+
+
+def decode_item(name: str, data: bytes | None, version: int) -> QueueItem:
+    """The item stored as ``data``; :class:`~kctl.wire.WireError` when it is not one."""
+    message = wire.decode(data or b"")
+    if type(message) is not tuple or len(message) != 4:
+        raise wire.WireError(f"not a queue item (kind, sender, token, body): {reprlib.repr(message)}")
+    kind, sender, token, body = message
+    if kind not in ("req", "resp") or type(sender) is not int or type(token) is not str:
+        shown = ", ".join(f"{field} {reprlib.repr(value)}" for field, value in zip(("kind", "sender", "token"), message))
+        raise wire.WireError(f"not a queue item: {shown}")
+    return QueueItem(name, kind, sender, token, body, version)
 
 
 def shrink_items(items: Sequence[QueueItem]) -> tuple[list[QueueItem], list[tuple[StopReplicaRequest, str]]]:
@@ -144,6 +167,7 @@ class StateChangeQueue:
         self._acl = acl  # the kazoo ACL of a znode to create (None: the client's default)
         self._item_acl = acl(f"{path}/{ITEM_PREFIX}")
         self._lock = threading.Lock()
+        self._unmovable: set[str] = set()  # undecodable items that could not be moved aside
         client.ensure_path(path, acl=acl(path))
 
     def names(self) -> list[str]:
@@ -159,25 +183,59 @@ class StateChangeQueue:
         return self.size() >= self.max_size
 
     def items(self) -> list[QueueItem]:
-        """The queued items, oldest first (an undecodable one is logged and deleted)."""
+        """The queued items, oldest first (an undecodable one is logged and moved aside)."""
         found = []
         exceptions = _kazoo().exceptions
         for name in self.names():
-            path = f"{self.path}/{name}"
+            if name in self._unmovable:
+                continue
             try:
-                data, stat = self.client.get(path)
+                data, stat = self.client.get(f"{self.path}/{name}")
             except exceptions.NoNodeError:
                 continue  # consumed meanwhile
             try:
-                kind, sender, token, body = wire.decode(data)
-                if kind not in ("req", "resp"):
-                    raise wire.WireError(f"unknown item kind {kind!r}")
-            except (wire.WireError, TypeError, ValueError) as exc:
-                logger.error("Deleting undecodable queue item %s: %s", path, exc)
-                self.delete(name)
-                continue
-            found.append(QueueItem(name, kind, int(sender), str(token), body, int(stat.version)))
+                found.append(decode_item(name, data, int(stat.version)))
+            except wire.WireError as exc:
+                self.set_aside(name, data, int(stat.version), str(exc))
         return found
+
+    def dead_letters(self) -> list[str]:
+        """The names of the items moved aside, oldest first."""
+        try:
+            return sorted(self.client.get_children(f"{self.path}/{DEAD_LETTER}"))
+        except _kazoo().exceptions.NoNodeError:
+            return []
+
+    def set_aside(self, name: str, data: bytes | None, version: int, reason: str) -> None:
+        """Move an undecodable item to the dead letters, keeping the latest :data:`MAX_DEAD_LETTERS`;
+        an item ZooKeeper refuses to move is skipped for as long as this queue object lives."""
+        exceptions = _kazoo().exceptions
+        dead = f"{self.path}/{DEAD_LETTER}"
+        try:
+            self.client.ensure_path(dead, acl=self._acl(dead))
+            transaction = self.client.transaction()
+            transaction.create(f"{dead}/{name}", data or b"", acl=self._acl(f"{dead}/{name}"))
+            transaction.delete(f"{self.path}/{name}", version=version)
+            for result in transaction.commit():
+                if isinstance(result, (exceptions.NoNodeError, exceptions.BadVersionError)):
+                    return  # consumed or replaced meanwhile: the next read sees what is there now
+                if isinstance(result, exceptions.KazooException) and not isinstance(
+                    result, (exceptions.RolledBackError, exceptions.RuntimeInconsistency)
+                ):
+                    raise result
+        except (exceptions.ConnectionLoss, exceptions.SessionExpiredError):
+            raise  # not the item's fault: the consumer reads the queue again once connected
+        except exceptions.KazooException as exc:
+            self._unmovable.add(name)
+            logger.error("Skipping the undecodable queue item %s/%s, which cannot be moved aside (%s): %s",
+                         self.path, name, type(exc).__name__, reason)
+            return
+        logger.error("Moved the undecodable queue item %s/%s to %s: %s", self.path, name, dead, reason)
+        for old in self.dead_letters()[:-MAX_DEAD_LETTERS]:
+            try:
+                self.client.delete(f"{dead}/{old}")
+            except exceptions.NoNodeError:
+                pass
 
     def put(self, kind: str, sender: int, token: str, body: Any) -> str:
         """Append a message; shrink a full queue first; raise
@@ -344,6 +402,8 @@ class ZkQueueTransport:
     :param max_queue_size: items a queue holds before it is shrunk (seed 004's bound).
     :param retry_backoff: seconds between attempts to queue into a full queue.
     :param auth: ``(user, password)``: the process's ZooKeeper digest identity.
+    :param sasl: ``(user, password)``: the process's SASL DIGEST-MD5 login.
+    :param tls: connect over TLS (:class:`~kctl.stores.zkclient.ZooKeeperTls`).
     :param acl: the cluster's :class:`~kctl.stores.zkacl.AclPolicy` (queues are written by the
         controller and broker identities only).
     """
@@ -359,23 +419,22 @@ class ZkQueueTransport:
         max_queue_size: int = DEFAULT_MAX_QUEUE_SIZE,
         retry_backoff: float = 1.0,
         auth: tuple[str, str] | None = None,
+        sasl: tuple[str, str] | None = None,
+        tls: ZooKeeperTls | None = None,
         acl: AclPolicy | None = None,
     ) -> None:
-        kz = _kazoo()
         servers, chroot = _split_connect_string(hosts, chroot)
         self._owns_scheduler = scheduler is None
         self.scheduler: Scheduler = scheduler if scheduler is not None else RealTimeScheduler(name="zkqueue")
         self.max_queue_size = max_queue_size
         self.retry_backoff = retry_backoff
         self._policy = acl
-        default_acl = None
-        if auth is not None and acl is None:  # "creator owns", as the store without a policy
-            default_acl = [kz.security.make_digest_acl(*auth, all=True), kz.security.make_acl("world", "anyone", read=True)]
-        self.client = kz.client.KazooClient(
-            hosts=servers + chroot,
+        security = ClientSecurity(auth, sasl, tls)
+        self.client = _kazoo_client(
+            servers + chroot,
+            security,
             timeout=session_timeout,
-            auth_data=[("digest", f"{auth[0]}:{auth[1]}")] if auth is not None else None,
-            default_acl=default_acl,
+            default_acl=None if acl is not None else _kazoo_acl(security.creator_acl()),  # as the store's
         )
         try:
             self.client.start(timeout=connection_timeout)
@@ -396,10 +455,7 @@ class ZkQueueTransport:
 
     def _acl(self, path: str) -> Any:
         """The kazoo ACL of a znode created at ``path`` under the policy (None: the default)."""
-        if self._policy is None:
-            return None
-        security = _kazoo().security
-        return [security.ACL(a.perms, security.Id(a.scheme, a.id)) for a in self._policy.acl(path)]
+        return None if self._policy is None else _kazoo_acl(self._policy.acl(path))
 
     def put(self, queue: StateChangeQueue, sender: int, request: Any, callback: Callback | None) -> None:
         """Queue a request, remembering the callback its answer goes to."""
@@ -536,7 +592,9 @@ def kctl_register_transports(register: TransportRegistry) -> None:
 __all__ = [
     "BROKER_STATE",
     "CONTROLLER_STATE",
+    "DEAD_LETTER",
     "DEFAULT_MAX_QUEUE_SIZE",
+    "MAX_DEAD_LETTERS",
     "FollowerStateChangeQueueFullError",
     "QueueItem",
     "StateChangeQueue",
@@ -544,5 +602,6 @@ __all__ = [
     "ZkQueueTransport",
     "broker_queue_path",
     "controller_queue_path",
+    "decode_item",
     "shrink_items",
 ]
