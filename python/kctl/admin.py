@@ -21,9 +21,9 @@ from kctl.assignment import (
     validate_replica_assignment,
 )
 from kctl.errors import (
-    InvalidConfigurationError,
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
+    InvalidRequestError,
     InvalidTopicError,
     NoNodeError,
     TopicAlreadyMarkedForDeletionError,
@@ -31,28 +31,21 @@ from kctl.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from kctl.model import ReplicaAssignment, TopicPartition, topic_collision_key, validate_topic_name
+from kctl.model import (
+    ReplicaAssignment,
+    TopicPartition,
+    int_problem,
+    topic_collision_key,
+    validate_partition_id,
+    validate_topic_name,
+)
 from kctl.stores.base import StateStore, TopicAssignment
+from kctl.topic_config import validate_topic_config
 
 
 def generate_topic_id(rng: random.Random) -> str:
     """A topic id in Kafka's form: 16 random bytes, URL-safe base64 without padding (22 chars)."""
     return base64.urlsafe_b64encode(rng.getrandbits(128).to_bytes(16, "big")).decode().rstrip("=")
-
-
-def _string_config(topic: str, config: Mapping[str, object] | None) -> dict[str, str]:
-    result: dict[str, str] = {}
-    for key, value in (config or {}).items():
-        if not isinstance(key, str) or not key:
-            raise InvalidConfigurationError(f"Invalid config name {key!r} for topic {topic}")
-        result[key] = str(value).lower() if isinstance(value, bool) else str(value)
-    unclean = result.get("unclean.leader.election.enable")
-    if unclean is not None and unclean.strip().lower() not in ("true", "false"):
-        raise InvalidConfigurationError(
-            f"Invalid value {unclean!r} for configuration unclean.leader.election.enable of topic {topic}: "
-            "expected true or false"
-        )
-    return result
 
 
 def create_topic(
@@ -83,7 +76,7 @@ def create_topic(
         raise InvalidTopicError(
             f"Topic '{name}' collides with existing topics: {', '.join(clash)} (names may not differ only by '.' and '_')"
         )
-    topic_config = _string_config(name, config)
+    topic_config = validate_topic_config(config)
     if assignment is not None:
         if partitions is not None or replication_factor is not None:
             raise InvalidReplicaAssignmentError(
@@ -129,6 +122,16 @@ def add_partitions(
     return added
 
 
+def change_topic_config(store: StateStore, topic: str, config: Mapping[str, object]) -> dict[str, str]:
+    """Replace a topic's config overrides (Kafka's ``changeTopicConfig``); returns what was stored."""
+    validate_topic_name(topic)
+    if topic not in store.get_all_topics():
+        raise UnknownTopicOrPartitionError(f"Topic '{topic}' does not exist.")
+    stored = validate_topic_config(config)
+    store.set_topic_config(topic, stored)
+    return stored
+
+
 def delete_topic(store: StateStore, topic: str, *, delete_topic_enable: bool = True) -> None:
     """Request a deletion (``/admin/delete_topics/<topic>``)."""
     if not delete_topic_enable:
@@ -145,9 +148,11 @@ def request_reassignment(store: StateStore, reassignments: Mapping[TopicPartitio
     if not reassignments:
         raise InvalidReplicaAssignmentError("No partitions to reassign")
     for tp, replicas in reassignments.items():
+        validate_partition_id(tp, 0, InvalidRequestError)
         replicas = list(replicas)
-        if not replicas or len(set(replicas)) != len(replicas) or any(r < 0 for r in replicas):
-            raise InvalidReplicaAssignmentError(f"Invalid replica list {replicas} for partition {tp}")
+        problems = [f": a broker id {p}" for p in (int_problem(r, 0) for r in replicas) if p is not None]
+        if not replicas or len(set(replicas)) != len(replicas) or problems:
+            raise InvalidReplicaAssignmentError(f"Invalid replica list {replicas} for partition {tp}{''.join(problems[:1])}")
     store.create_partition_reassignments(reassignments)
 
 
@@ -155,4 +160,6 @@ def request_preferred_replica_election(store: StateStore, partitions: Sequence[T
     """Write ``/admin/preferred_replica_election``."""
     if not partitions:
         raise InvalidPartitionsError("No partitions given for a preferred replica election")
+    for tp in partitions:
+        validate_partition_id(tp, 0, InvalidRequestError)
     store.create_preferred_replica_election(partitions)

@@ -32,6 +32,7 @@ from kctl.sim.demo import MIN_BROKERS, run_demo
 from kctl.sim.report import STEP_HEADER, Style, markdown_table, step_lines, summary, table, use_color, write_json
 from kctl.stores import zkacl
 from kctl.tools import commands as admin_tools
+from kctl.topic_config import TOPIC_CONFIGS
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,8 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 def _config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table (as in docs/user-guide.md)")
+    parser.add_argument("--topic", action="store_true",
+                        help="list the topic configs (Kafka 3.9's LogConfig) instead of the broker properties")
 
 
 def _property_text(value: Any) -> str:
@@ -104,9 +107,15 @@ def _property_text(value: Any) -> str:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    """List the broker properties the controller reads, with Kafka's names and defaults."""
-    rows = [(name, _property_text(default), doc) for name, (default, doc) in property_docs().items()]
-    header = ("PROPERTY", "DEFAULT", "DESCRIPTION")
+    """List the broker properties the controller reads, with Kafka's names and defaults (with
+    ``--topic``: the topic configs, their types and valid values)."""
+    rows: list[tuple[str, ...]]
+    if args.topic:
+        rows = [(k.name, k.type.value, k.default or "(empty)", k.valid_values) for k in TOPIC_CONFIGS.values()]
+        header: tuple[str, ...] = ("CONFIG", "TYPE", "KAFKA DEFAULT", "VALID VALUES")
+    else:
+        rows = [(name, _property_text(default), doc) for name, (default, doc) in property_docs().items()]
+        header = ("PROPERTY", "DEFAULT", "DESCRIPTION")
     print(markdown_table([h.lower() for h in header], rows) if args.markdown else table(header, rows))
     return 0
 

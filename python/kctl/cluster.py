@@ -20,12 +20,13 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from kctl import admin
 from kctl.broker import BrokerAgent, DataPlaneLedger, ExpectedMetadata, MetadataSnapshot, SimulatedReplicaManager
 from kctl.config import ControllerConfig
 from kctl.context import DEFAULT_ENGINE
 from kctl.controller import KafkaController
 from kctl.errors import IllegalStateError, KctlError, UnknownTopicOrPartitionError
-from kctl.model import NO_LEADER, ReplicaAssignment, TopicPartition
+from kctl.model import NO_LEADER, ReplicaAssignment, TopicPartition, validate_int, validate_partition_id
 from kctl.plugins import PluginHost, get_plugin_host
 from kctl.requests import ControllerRequest
 from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler
@@ -112,8 +113,11 @@ class EmbeddedCluster:
         """``controller_session(controller_id, session)``, when given, wraps the store session of
         every controller candidate started (fault injection: tests use it to expire a controller's
         session at a chosen write, or to hide watch events from it)."""
-        self.broker_ids = list(range(1, brokers + 1)) if isinstance(brokers, int) else sorted(brokers)
-        if not self.broker_ids or len(set(self.broker_ids)) != len(self.broker_ids) or min(self.broker_ids) < 0:
+        if isinstance(brokers, int):  # brokers 1…N
+            self.broker_ids = list(range(1, validate_int("brokers", brokers, 1, error=IllegalStateError) + 1))
+        else:
+            self.broker_ids = sorted(validate_int("broker id", b, 0, error=IllegalStateError) for b in brokers)
+        if not self.broker_ids or len(set(self.broker_ids)) != len(self.broker_ids):
             raise IllegalStateError(f"broker ids must be distinct non-negative integers, got {self.broker_ids}")
         self.racks = self._rack_map(racks)
         self.config = ControllerConfig.coerce(config)
@@ -441,12 +445,13 @@ class EmbeddedCluster:
         return results
 
     def set_topic_config(self, topic: str, config: Mapping[str, Any]) -> None:
-        """Replace a topic's config overrides (what ``kafka-configs --alter`` does)."""
-        self.store.set_topic_config(topic, {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in config.items()})
+        """Replace a topic's config overrides (what ``kafka-configs --alter`` does); they are
+        validated as Kafka's topic configs (:mod:`kctl.topic_config`) before anything is written."""
+        admin.change_topic_config(self.store, topic, config)
 
     def produce(self, tp: TopicPartition, records: int = 1) -> None:
         """Append records on the partition's current leader (the simulated data plane)."""
-        leadership = self._controller().context.partition_leadership(tp)
+        leadership = self._controller().context.partition_leadership(validate_partition_id(tp))
         if leadership is None or leadership.leader_and_isr.leader == NO_LEADER:
             raise UnknownTopicOrPartitionError(f"partition {tp} has no leader")
         manager = self._agent(leadership.leader_and_isr.leader).replica_manager
@@ -455,7 +460,7 @@ class EmbeddedCluster:
         manager.produce(tp, records)
 
     def fail_log_dir(self, broker_id: int, partitions: Iterable[TopicPartition]) -> None:
-        self._agent(broker_id).fail_log_dir(list(partitions))
+        self._agent(broker_id).fail_log_dir([validate_partition_id(tp) for tp in partitions])
 
     # --- Inspection ----------------------------------------------------------------------------
 
@@ -482,7 +487,7 @@ class EmbeddedCluster:
 
     def partition_history(self, tp: TopicPartition) -> list[PartitionSnapshot]:
         """Every stored version of the partition, oldest first."""
-        return self.store.partition_history(tp)  # type: ignore[attr-defined, no-any-return]
+        return self.store.partition_history(validate_partition_id(tp))  # type: ignore[attr-defined, no-any-return]
 
     @property
     def state_change_log(self) -> list[str]:

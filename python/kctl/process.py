@@ -37,6 +37,7 @@ import base64
 import binascii
 import contextlib
 import logging
+import re
 import signal
 import sys
 import threading
@@ -53,6 +54,7 @@ from kctl.config import ControllerConfig
 from kctl.context import DEFAULT_ENGINE, ENGINES
 from kctl.controller import KafkaController
 from kctl.errors import IllegalArgumentError, KctlError, StoreUnavailableError
+from kctl.model import validate_int
 from kctl.net import Address, EventLoopThread, FrameClient, FrameServer, format_address, parse_address
 from kctl.plugins import get_plugin_host
 from kctl.properties import read_properties
@@ -77,6 +79,19 @@ def _property(text: str) -> tuple[str, str]:
     if not sep or not name.strip():
         raise argparse.ArgumentTypeError(f"expected NAME=VALUE (a Kafka property), got {text!r}")
     return name.strip(), value.strip()
+
+
+def int_argument(what: str, minimum: int = 0) -> Callable[[str], int]:
+    """An argparse type for an integer Kafka reads as an ``Int`` (at least ``minimum``), such as
+    ``--id``; the error names ``what`` and the value."""
+    def parse(text: str) -> int:
+        digits = text.strip()
+        value: object = int(digits) if re.fullmatch(r"[+-]?[0-9]{1,20}", digits) else text
+        try:
+            return validate_int(what, value, minimum)
+        except KctlError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return parse
 
 
 def process_properties(args: argparse.Namespace) -> tuple[ControllerConfig, ListenerSecurity, dict[str, str]]:
@@ -167,7 +182,7 @@ class ZooKeeperSecurity:
 
 
 def add_process_arguments(parser: argparse.ArgumentParser, role: str) -> None:
-    parser.add_argument("--id", type=int, required=True, help=f"the {role}'s id (a broker id)")
+    parser.add_argument("--id", type=int_argument("a broker id"), required=True, help=f"the {role}'s id (a broker id)")
     add_zookeeper_arguments(parser)
     parser.add_argument("--listen", type=_address, default="127.0.0.1:0", metavar="HOST:PORT",
                         help="where to accept connections (port 0: any free port; default 127.0.0.1:0)")
@@ -424,6 +439,7 @@ __all__ = [
     "add_zookeeper_arguments",
     "configure_logging",
     "connect",
+    "int_argument",
     "log_answer",
     "process_properties",
     "read_answers",

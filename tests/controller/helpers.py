@@ -12,9 +12,12 @@ learn it was deposed).
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
+
+import pytest
 
 from kctl.cluster import EmbeddedCluster, PartitionDescription
 from kctl.controller import KafkaController
@@ -104,6 +107,14 @@ class FaultySessions:
 
     def __getitem__(self, controller_id: int) -> FaultySession:
         return self.by_controller[controller_id]
+
+
+# --- Logs -------------------------------------------------------------------------------------------
+
+
+def escaped(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """Errors logged with a traceback: an exception that reached an event handler's catch-all."""
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR and r.exc_info]
 
 
 # --- Readers ---------------------------------------------------------------------------------------

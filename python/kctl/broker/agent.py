@@ -27,11 +27,13 @@ from kctl.config import ControllerConfig
 from kctl.errors import Errors, IllegalArgumentError, IllegalStateError, StaleControllerEpochError, StoreError
 from kctl.model import (
     EPOCH_DURING_DELETE,
+    MAX_PORT,
     NO_EPOCH,
     UNKNOWN_BROKER_EPOCH,
     BrokerInfo,
     EndPoint,
     TopicPartition,
+    validate_int,
 )
 from kctl.requests import (
     BrokerToControllerRequest,
@@ -118,12 +120,15 @@ class BrokerAgent:
     ) -> None:
         if replica_manager is not None and ledger is not None:
             raise IllegalArgumentError("pass the ledger to the replica manager, not to the agent")
+        validate_int("broker id", broker_id, 0)
+        if port is None:  # a simulated broker's listener: 9092 + id, kept a valid port for any id
+            port = 9092 + broker_id % (MAX_PORT - 9092 + 1)
+        validate_int("port", port, 0, MAX_PORT)
         self.broker_id = broker_id
         self.transport = transport
         self.scheduler = scheduler
         self.config = ControllerConfig.coerce(config)
-        endpoint = EndPoint(host, 9092 + broker_id if port is None else port, security_protocol, security_protocol)
-        self.info = BrokerInfo(broker_id, (endpoint,), rack)
+        self.info = BrokerInfo(broker_id, (EndPoint(host, port, security_protocol, security_protocol),), rack)
         self.replica_manager: ReplicaManager = (
             replica_manager if replica_manager is not None else SimulatedReplicaManager(ledger)
         )

@@ -30,6 +30,7 @@ from kctl.errors import (
     IllegalStateError,
     IneligibleReplicaError,
     InvalidReplicaAssignmentError,
+    InvalidRequestError,
     InvalidTopicError,
     InvalidUpdateVersionError,
     KctlError,
@@ -44,6 +45,8 @@ from kctl.errors import (
     error_of,
 )
 from kctl.model import (
+    INT64_MAX,
+    INT64_MIN,
     NO_LEADER,
     UNKNOWN_BROKER_EPOCH,
     LeaderAndIsr,
@@ -53,6 +56,9 @@ from kctl.model import (
     ReplicaAssignment,
     ReplicaState,
     TopicPartition,
+    int_problem,
+    validate_int,
+    validate_partition_id,
 )
 from kctl.plugins import PluginHost, get_plugin_host
 from kctl.requests import (
@@ -70,7 +76,9 @@ from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler, Tim
 from kctl.selectors import ElectionKind
 from kctl.statechange import StateChangeLogger
 from kctl.statemachine import ElectionOutcome, PartitionStateMachine, ReplicaStateMachine
+from kctl.stores import paths
 from kctl.stores.base import ChangeType, StateStore, TopicAssignment, WatchEvent, WatchKind
+from kctl.topic_config import UNCLEAN_LEADER_ELECTION_ENABLE, parse_topic_config
 from kctl.transports.base import Transport
 
 log = logging.getLogger(__name__)
@@ -98,7 +106,7 @@ class KafkaController:
         state_change_log: list[str] | None = None,
         plugins: PluginHost | None = None,
     ) -> None:
-        self.broker_id = broker_id
+        self.broker_id = validate_int("broker id", broker_id, 0)
         self.store = store
         self.transport = transport
         self.config = ControllerConfig.coerce(config)
@@ -185,13 +193,13 @@ class KafkaController:
     ) -> Future[dict[TopicPartition, KctlError | None]]:
         """Start (target replicas) or cancel (``None``) reassignments; per partition None or an error."""
         targets = {tp: (None if r is None else tuple(r)) for tp, r in reassignments.items()}
-        return self._put(ev.ApiPartitionReassignment(reassignments=targets)).future
+        return self._put_checked(ev.ApiPartitionReassignment(reassignments=targets), lambda: _check_partitions(targets))
 
     def list_partition_reassignments(
         self, partitions: Iterable[TopicPartition] | None = None
     ) -> Future[dict[TopicPartition, ReplicaAssignment]]:
         event = ev.ListPartitionReassignments(partitions=None if partitions is None else frozenset(partitions))
-        return self._put(event).future
+        return self._put_checked(event, lambda: _check_partitions(event.partitions or ()))
 
     def elect_leaders(
         self, partitions: Iterable[TopicPartition], election_type: str = "preferred"
@@ -199,18 +207,19 @@ class KafkaController:
         """Preferred or unclean elections; per partition the new leader or an error."""
         kind = ev.ElectionType(election_type)
         event = ev.ReplicaLeaderElection(partitions=frozenset(partitions), election_type=kind, trigger=ev.ElectionTrigger.ADMIN)
-        return self._put(event).future
+        return self._put_checked(event, lambda: _check_partitions(event.partitions or ()))
 
     def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Future[list[TopicPartition]]:
         """Move leadership off a broker; the future holds the partitions it still leads."""
-        return self._put(ev.ControlledShutdown(broker_id=broker_id, broker_epoch=broker_epoch)).future
+        event = ev.ControlledShutdown(broker_id=broker_id, broker_epoch=broker_epoch)
+        return self._put_checked(event, lambda: _check_sender(broker_id, broker_epoch))
 
     def alter_partition(
         self, broker_id: int, broker_epoch: int, changes: Mapping[TopicPartition, LeaderAndIsr]
     ) -> Future[dict[TopicPartition, LeaderAndIsr | KctlError]]:
         """A partition leader's ISR changes; a top-level failure is the future's exception."""
         event = ev.AlterPartitionReceived(broker_id=broker_id, broker_epoch=broker_epoch, changes=dict(changes))
-        return self._put(event).future
+        return self._put_checked(event, lambda: _check_alter_partition(broker_id, broker_epoch, event.changes))
 
     def update_config(self, properties: Mapping[str, Any]) -> None:
         """Dynamic broker-config update; enabling unclean election re-runs offline elections."""
@@ -265,6 +274,19 @@ class KafkaController:
     def _put(self, event: E) -> E:
         self.event_manager.put(event)
         return event
+
+    def _put_checked(self, event: ev.ControllerEvent, check: Callable[[], None]) -> Future[Any]:
+        """Enqueue ``event`` unless ``check`` refuses the caller's arguments (ids outside Kafka's
+        ``Int``, which no partition or broker can have and the engine cannot hold): then its
+        future fails at once with the error, and nothing is done."""
+        future: Future[Any] = event.future  # type: ignore[attr-defined]
+        try:
+            check()
+        except KctlError as e:
+            future.set_exception(e)
+            return future
+        self._put(event)
+        return future
 
     def _admin(self, operation: str, **arguments: Any) -> Future[Any]:
         future: Future[Any] = self._put(ev.AdminRequest(operation=operation, arguments=arguments)).future
@@ -751,8 +773,13 @@ class KafkaController:
         if not self.is_active:
             return
         read = self.store.get_topic_configs([event.topic])
-        value = read.values.get(event.topic, {}).get("unclean.leader.election.enable", "")
-        if str(value).strip().lower() == "true":
+        value = read.values.get(event.topic, {}).get(UNCLEAN_LEADER_ELECTION_ENABLE)
+        try:
+            enabled = value is not None and parse_topic_config(UNCLEAN_LEADER_ELECTION_ENABLE, value) is True
+        except KctlError as e:
+            log.warning("Ignoring the stored config of topic %s (%s): %s", event.topic, paths.topic_config(event.topic), e)
+            enabled = False
+        if enabled:
             self.event_manager.put(ev.TopicUncleanLeaderElectionEnable(topic=event.topic))
 
     def _process_UncleanLeaderElectionEnable(self, event: ev.UncleanLeaderElectionEnable) -> None:
@@ -1393,9 +1420,30 @@ def _validate_replica_list(replicas: Sequence[int]) -> KctlError | None:
         return InvalidReplicaAssignmentError("Empty replica list specified in partition reassignment.")
     if len(set(replicas)) != len(replicas):
         return InvalidReplicaAssignmentError(f"Duplicate replica ids in partition reassignment replica list: {list(replicas)}")
-    if any(not isinstance(r, int) or isinstance(r, bool) or r < 0 for r in replicas):
-        return InvalidReplicaAssignmentError(f"Invalid broker id in replica list: {list(replicas)}")
+    problem = next((p for p in (int_problem(r, 0) for r in replicas) if p is not None), None)
+    if problem is not None:
+        return InvalidReplicaAssignmentError(f"Invalid broker id in replica list: {list(replicas)}: a broker id {problem}")
     return None
+
+
+def _check_partitions(partitions: Iterable[TopicPartition]) -> None:
+    for tp in partitions:
+        validate_partition_id(tp, error=InvalidRequestError)
+
+
+def _check_sender(broker_id: object, broker_epoch: object) -> None:
+    """A broker request's sender as Kafka's protocol carries it: an ``Int`` id, a ``Long`` epoch."""
+    validate_int("broker id", broker_id, error=InvalidRequestError)
+    validate_int("broker epoch", broker_epoch, INT64_MIN, INT64_MAX, InvalidRequestError)
+
+
+def _check_alter_partition(broker_id: object, broker_epoch: object, changes: Mapping[TopicPartition, LeaderAndIsr]) -> None:
+    _check_sender(broker_id, broker_epoch)
+    _check_partitions(changes)
+    for tp, lai in changes.items():
+        fields = [("leader", lai.leader), ("leader epoch", lai.leader_epoch), ("partition epoch", lai.partition_epoch)]
+        for name, value in fields + [("ISR member", b) for b in lai.isr]:
+            validate_int(f"partition {tp}: the {name}", value, error=InvalidRequestError)
 
 
 class _DeletionClient:
