@@ -77,6 +77,11 @@ log = logging.getLogger(__name__)
 
 AUTO_REBALANCE_FIRST_DELAY = 5.0
 """Seconds from failover to the first auto-rebalance check (Kafka's constant)."""
+FAILED_FAILOVER_BACKOFF = 5.0
+"""Seconds a candidate whose failover failed stays out of elections before it runs again. Kafka
+runs again at once, which with a lasting fault (unreadable data) becomes a loop of elections that
+raises the controller epoch as fast as ZooKeeper answers; kctl's pause lets the other candidates
+take over meanwhile, and bounds the loop when every candidate fails."""
 
 ElectionResults = dict[TopicPartition, "int | KctlError"]
 E = TypeVar("E", bound=ev.ControllerEvent)
@@ -130,6 +135,8 @@ class KafkaController:
         self.active_controller_id = -1
         self._watches: set[tuple[WatchKind, object]] = set()
         self._rebalance_timer: Timer | None = None
+        self._election_retry: Timer | None = None
+        self._elect_not_before = float("-inf")
         self._started = False
 
     # --- Public API ----------------------------------------------------------------------------
@@ -159,6 +166,8 @@ class KafkaController:
         self._started = False
         self.transport.unbind_controller(self.broker_id)
         self.store.remove_listener(self._on_watch)
+        if self._election_retry is not None:
+            self._election_retry.cancel()
         self.event_manager.close()
         self._on_controller_resignation()
         self.active_controller_id = -1
@@ -389,6 +398,12 @@ class KafkaController:
         self._on_controller_resignation()
 
     def _elect(self) -> None:
+        """Kafka's ``elect()``: register as the controller with the next epoch and take over. A
+        failure of the takeover itself moves the controller away (resign, delete ``/controller``)
+        rather than leave a half-initialised controller in charge (reference §6.2)."""
+        if self.scheduler.now() < self._elect_not_before:
+            log.info("Broker %s stays out of the election until its retry after a failed failover", self.broker_id)
+            return
         try:
             self.active_controller_id = self._read_controller_id()
         except KctlError:
@@ -399,18 +414,33 @@ class KafkaController:
             return
         try:
             epoch, epoch_version = self.store.register_controller_and_increment_epoch(self.broker_id)
+            self.context.epoch, self.context.epoch_zk_version = epoch, epoch_version
+            self.active_controller_id = self.broker_id
+            log.info("%s successfully elected as the controller. Epoch incremented to %s and epoch zk version is now %s",
+                     self.broker_id, epoch, epoch_version)
+            self._on_controller_failover()
         except ControllerMovedError:
             self._maybe_resign()
-            return
+            if self.active_controller_id != -1:
+                log.debug("Broker %s was elected as controller instead of broker %s", self.active_controller_id, self.broker_id)
+            else:
+                log.warning("A controller has been elected but just resigned, this will result in another round of election")
         except Exception:
-            log.error("Error while electing or becoming controller on broker %s", self.broker_id, exc_info=True)
+            log.error("Error while electing or becoming controller on broker %s. Trigger controller movement immediately",
+                      self.broker_id, exc_info=True)
+            self._back_off_election()
             self._trigger_controller_move()
-            return
-        self.context.epoch, self.context.epoch_zk_version = epoch, epoch_version
-        self.active_controller_id = self.broker_id
-        log.info("%s successfully elected as the controller. Epoch incremented to %s and epoch zk version is now %s",
-                 self.broker_id, epoch, epoch_version)
-        self._on_controller_failover()
+
+    def _back_off_election(self) -> None:
+        """Stay out of elections for :data:`FAILED_FAILOVER_BACKOFF` seconds, then run again."""
+        self._elect_not_before = self.scheduler.now() + FAILED_FAILOVER_BACKOFF
+        if self._election_retry is not None:
+            self._election_retry.cancel()
+
+        def retry() -> None:
+            self.event_manager.put(ev.Reelect())
+
+        self._election_retry = self.scheduler.schedule(FAILED_FAILOVER_BACKOFF, retry, name=f"election-retry-{self.broker_id}")
 
     def _read_controller_id(self) -> int:
         """The registered controller's id, -1 when there is none (broker 0 is a valid controller)."""
@@ -418,29 +448,41 @@ class KafkaController:
         return -1 if controller_id is None else controller_id
 
     def _maybe_resign(self) -> None:
+        """Re-read ``/controller`` and resign if it no longer names this broker. When it cannot be
+        read, nothing changes (as in Kafka, where the read's exception ends the event): resigning
+        locally would leave ``/controller`` registered to a controller that does not act."""
         was_active = self.is_active
         try:
             self.active_controller_id = self._read_controller_id()
-        except KctlError:
-            self.active_controller_id = -1
+        except KctlError as e:
+            log.warning("Controller %s could not read the active controller (%s); keeping its role", self.broker_id, e)
+            return
         if was_active and not self.is_active:
             self._on_controller_resignation()
 
     def _trigger_controller_move(self) -> None:
+        """Kafka's ``triggerControllerMove``: resign and delete ``/controller`` (fenced by this
+        controller's epoch, so a successor's registration is never removed) so that another
+        candidate is elected. Still active as far as it knows when ``/controller`` cannot be
+        read, it resigns all the same: the fence makes the delete safe."""
         try:
             self.active_controller_id = self._read_controller_id()
-        except KctlError:
-            self.active_controller_id = -1
+        except KctlError as e:
+            log.warning("Controller %s could not read the active controller (%s)", self.broker_id, e)
         if not self.is_active:
             log.warning("Controller has already moved when trying to trigger controller movement")
             return
         fence = self.context.epoch_zk_version
         self.active_controller_id = -1
-        self._on_controller_resignation()
         try:
-            self.store.delete_controller(fence)
-        except (ControllerMovedError, KctlError):
-            log.warning("Controller has already moved when trying to trigger controller movement")
+            self._on_controller_resignation()
+        finally:
+            try:
+                self.store.delete_controller(fence)
+            except ControllerMovedError:
+                log.warning("Controller has already moved when trying to trigger controller movement")
+            except KctlError as e:
+                log.error("Controller %s could not delete its registration %s: %s", self.broker_id, "/controller", e)
 
     def _handle_illegal_state(self, error: IllegalStateError) -> None:
         """A batch left unsent is a bug; resign rather than risk inconsistent brokers."""
