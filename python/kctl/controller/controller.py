@@ -1,7 +1,8 @@
 """The controller (Kafka's KafkaController, reference §6).
 
 One instance runs per controller candidate. All work happens on its event thread: store watches,
-broker responses, timers and admin calls only enqueue :mod:`events <kctl.controller.events>`.
+broker responses, timers and admin calls only enqueue :mod:`events <kctl.controller.events>`, and
+other threads read its state through :meth:`KafkaController.inspect`, on that thread too.
 Whichever candidate registers ``/controller`` first with the next epoch is active; every store
 write it makes is fenced by that epoch's version, so a deposed controller cannot change anything.
 """
@@ -85,6 +86,7 @@ take over meanwhile, and bounds the loop when every candidate fails."""
 
 ElectionResults = dict[TopicPartition, "int | KctlError"]
 E = TypeVar("E", bound=ev.ControllerEvent)
+T = TypeVar("T")
 
 
 class KafkaController:
@@ -147,7 +149,13 @@ class KafkaController:
 
     @property
     def epoch(self) -> int:
-        return self.context.epoch
+        return self.inspect(lambda controller: controller.context.epoch)
+
+    def inspect(self, read: Callable[[KafkaController], T]) -> T:
+        """``read(self)`` run between two events on the event thread (at once in a simulation),
+        so that a thread of the caller's sees the context, the state machines and the metrics
+        as one event left them; the way to look at a running controller from another thread."""
+        return self.event_manager.call(lambda: read(self))
 
     def startup(self) -> None:
         """Join the controller election (asynchronously, on the event thread)."""
@@ -169,7 +177,7 @@ class KafkaController:
         if self._election_retry is not None:
             self._election_retry.cancel()
         self.event_manager.close()
-        self._on_controller_resignation()
+        self.event_manager.call(self._on_controller_resignation)
         self.active_controller_id = -1
         self.channel.shutdown()
         if self._owns_scheduler and isinstance(self.scheduler, RealTimeScheduler):
@@ -222,15 +230,23 @@ class KafkaController:
         return self._put(event).future
 
     def update_config(self, properties: Mapping[str, Any]) -> None:
-        """Dynamic broker-config update; enabling unclean election re-runs offline elections."""
-        enabling = not self.config.unclean_leader_election_enable
-        self.config = self.config.with_properties(properties)
-        self.partition_state_machine.config = self.config
-        if enabling and self.config.unclean_leader_election_enable:
+        """Dynamic broker-config update (checked here, applied between two events); enabling
+        unclean election re-runs offline elections."""
+        config = self.config.with_properties(properties)
+        enabling = not self.config.unclean_leader_election_enable and config.unclean_leader_election_enable
+
+        def apply() -> None:
+            self.config = self.partition_state_machine.config = config
+
+        self.event_manager.call(apply)
+        if enabling:
             self.event_manager.put(ev.UncleanLeaderElectionEnable())
 
     def metrics(self) -> dict[str, float]:
         """Kafka's controller metrics (zero on an inactive controller, as in Kafka)."""
+        return self.inspect(KafkaController._metrics)
+
+    def _metrics(self) -> dict[str, float]:
         ctx, active = self.context, self.is_active
         stats = self.event_manager.stats
         queue_time = stats.queue_time_ms
