@@ -30,11 +30,11 @@ from kctl.broker import BrokerAgent, DataPlaneLedger, ExpectedMetadata, Metadata
 from kctl.config import ControllerConfig
 from kctl.context import DEFAULT_ENGINE
 from kctl.controller import KafkaController
-from kctl.errors import IllegalStateError, KctlError, UnknownTopicOrPartitionError
+from kctl.errors import IllegalArgumentError, IllegalStateError, KctlError, UnknownTopicOrPartitionError
 from kctl.model import NO_LEADER, ReplicaAssignment, TopicPartition
 from kctl.plugins import PluginHost, get_plugin_host
 from kctl.requests import ControllerRequest
-from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler
+from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler, check_duration
 from kctl.stores.base import StateStore
 from kctl.stores.memory import MemoryTree, PartitionSnapshot
 
@@ -42,6 +42,15 @@ T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 120.0
 """Seconds (virtual when simulated) an operation may take before the cluster gives up on it."""
+MAX_BROKERS = 10_000
+"""The most brokers a cluster may have: each is a broker agent with its own session, and every
+broadcast reaches all of them (5,000 brokers take about a second per operation)."""
+
+
+def check_broker_count(count: int) -> None:
+    """Refuse a cluster of more than :data:`MAX_BROKERS` brokers, before anything is built."""
+    if count > MAX_BROKERS:
+        raise IllegalArgumentError(f"a cluster has at most {MAX_BROKERS} brokers, got {count}")
 
 
 @dataclass(frozen=True)
@@ -129,6 +138,7 @@ class EmbeddedCluster:
         """``controller_session(controller_id, session)``, when given, wraps the store session of
         every controller candidate started (fault injection: tests use it to expire a controller's
         session at a chosen write, or to hide watch events from it)."""
+        check_broker_count(brokers if isinstance(brokers, int) else len(brokers))
         self.broker_ids = list(range(1, brokers + 1)) if isinstance(brokers, int) else sorted(brokers)
         if not self.broker_ids or len(set(self.broker_ids)) != len(self.broker_ids) or min(self.broker_ids) < 0:
             raise IllegalStateError(f"broker ids must be distinct non-negative integers, got {self.broker_ids}")
@@ -261,7 +271,9 @@ class EmbeddedCluster:
         return self.scheduler.now()
 
     def advance(self, seconds: float) -> None:
-        """Let ``seconds`` of cluster time pass (virtual when simulated)."""
+        """Let ``seconds`` of cluster time pass (virtual when simulated): a finite number, not
+        negative, at most a day (:func:`~kctl.scheduler.check_duration`)."""
+        seconds = check_duration(seconds, "seconds")
         if isinstance(self.scheduler, SimulatedScheduler):
             self.scheduler.advance(seconds)
         else:
@@ -274,8 +286,8 @@ class EmbeddedCluster:
         (or return False when ``what`` is empty). With ``settled``, a simulated cluster checks the
         condition only between instants of virtual time, not between the callbacks of one instant
         (see :meth:`SimulatedScheduler.run_until`): right for conditions on settled states, and
-        cheaper."""
-        deadline = self.now() + timeout
+        cheaper. ``timeout`` is checked as :meth:`advance` checks its seconds."""
+        deadline = self.now() + check_duration(timeout, "timeout")
         while not condition():
             if self.now() >= deadline:
                 if what:
@@ -371,12 +383,14 @@ class EmbeddedCluster:
 
     def shutdown_broker(self, broker_id: int, timeout: float = DEFAULT_TIMEOUT) -> None:
         """Controlled shutdown: leadership moves away first, then the broker stops."""
+        check_duration(timeout, "timeout")
         self.wait(self._agent(broker_id).shutdown(), timeout, f"the controlled shutdown of broker {broker_id}")
         self._retire_controller(broker_id, crashed=False)
 
     def kill_controller(self, timeout: float = DEFAULT_TIMEOUT) -> int:
         """Crash the active controller; once another candidate has taken over, a fresh candidate
         replaces the crashed one. Returns the id of the new active controller."""
+        check_duration(timeout, "timeout")
         old = self._controller()
         old_id = old.broker_id
         self._retire_controller(old_id, crashed=True)

@@ -78,6 +78,8 @@ def _parse_int(name: str, value: Any) -> int:
 
 
 _INT_FORMAT = re.compile(r"[+-]?[0-9]+")
+_INT_MAX = 2**31 - 1
+"""The largest value of Kafka's INT properties (a Java int): the bound of its millisecond timeouts."""
 
 
 def _parse_str(name: str, value: Any) -> str:
@@ -138,15 +140,15 @@ class ControllerConfig:
         "Pause between controlled-shutdown attempts.", minimum=0)
     controller_socket_timeout_ms: int = _prop(
         "controller.socket.timeout.ms", 30000, _parse_int,
-        "Timeout of the controller-to-broker connection.", minimum=0)
+        "Timeout of the controller-to-broker connection.", minimum=0, maximum=_INT_MAX)
     request_timeout_ms: int = _prop(
         "request.timeout.ms", 30000, _parse_int,
-        "Timeout of one controller-to-broker request.", minimum=0)
+        "Timeout of one controller-to-broker request.", minimum=0, maximum=_INT_MAX)
     delete_topic_enable: bool = _prop(
         "delete.topic.enable", True, _parse_bool, "Allow topic deletion.")
     zookeeper_session_timeout_ms: int = _prop(
         "zookeeper.session.timeout.ms", 18000, _parse_int,
-        "ZooKeeper session timeout.", minimum=1)
+        "ZooKeeper session timeout.", minimum=1, maximum=_INT_MAX)
     replica_lag_time_max_ms: int = _prop(
         "replica.lag.time.max.ms", 30000, _parse_int,
         "A follower that has not caught up for this long leaves the ISR.", minimum=1)
