@@ -10,10 +10,8 @@ takes over, instead of holding ``/controller`` without ever becoming ready.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
-
-import pytest
 
 from kctl import admin
 from kctl.controller import KafkaController
@@ -50,24 +48,16 @@ def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30.0) 
         time.sleep(0.02)
 
 
-@pytest.fixture
-def hosts(zookeeper_server: ZooKeeperEnsemble, zookeeper_chroot: str) -> str:
-    return zookeeper_server.hosts + zookeeper_chroot
-
-
-@pytest.fixture
-def operator(hosts: str) -> Iterator[ZooKeeperStore]:
-    store = ZooKeeperStore(hosts)
-    yield store
-    store.close()
-
-
 def serving(controller: KafkaController, topics: int) -> bool:
     """Active, and ready: its failover loaded the topics."""
     return controller.is_active and controller.metrics()["GlobalTopicCount"] == topics
 
 
-def test_the_candidate_whose_failover_fails_steps_aside_for_the_other(hosts: str, operator: ZooKeeperStore) -> None:
+def test_the_candidate_whose_failover_fails_steps_aside_for_the_other(
+    zookeeper_server: ZooKeeperEnsemble, zookeeper_chroot: str
+) -> None:
+    hosts = zookeeper_server.hosts + zookeeper_chroot
+    operator = ZooKeeperStore(hosts)
     admin.create_topic(operator, "t", broker_racks={1: None, 2: None}, assignment={0: [1, 2]})
     scheduler = RealTimeScheduler(name="failover-test-timer")
     transport = InProcessTransport(scheduler=scheduler)
@@ -96,4 +86,5 @@ def test_the_candidate_whose_failover_fails_steps_aside_for_the_other(hosts: str
         second.shutdown()
         first_session.close()
         second_session.close()
+        operator.close()
         scheduler.shutdown()
