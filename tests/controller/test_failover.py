@@ -30,6 +30,7 @@ from helpers import (
 from kctl import admin
 from kctl.broker import ReplicaRole
 from kctl.cluster import EmbeddedCluster
+from kctl.controller import events as ev
 from kctl.controller.controller import FAILED_FAILOVER_BACKOFF
 from kctl.errors import IllegalStateError, KctlError
 from kctl.model import ReplicaAssignment, TopicPartition
@@ -251,6 +252,24 @@ def test_when_every_candidates_failover_fails_they_retry_at_a_bounded_rate_until
             sessions[controller_id].failing.clear()
         assert cluster.run_until_stable(what="a controller to serve again")
         assert all(p.leader in p.isr for p in cluster.describe("t"))
+        assert cluster.check_invariants() == []
+
+
+def test_a_controller_that_cannot_read_controller_keeps_its_role() -> None:
+    """Kafka's ``maybeResign``: when ``/controller`` cannot be read the event ends with the read's
+    error and nothing changes. Resigning would leave ``/controller`` registered to a controller
+    that no longer acts, and no candidate could take over."""
+    sessions = FaultySessions()
+    with EmbeddedCluster(3, controllers=[1, 2], controller_session=sessions) as cluster:
+        controller = active(cluster)
+        sessions[controller.broker_id].failing.add("get_controller_id")
+        controller.event_manager.put(ev.ControllerChange())  # what a change of /controller's data enqueues
+        cluster.run_until(controller.event_manager.is_empty, what="the event to be processed")
+        assert controller.is_active and controller.metrics()["GlobalTopicCount"] == 0
+
+        sessions[controller.broker_id].failing.clear()
+        cluster.create_topic("t", partitions=2, replication_factor=2)
+        assert (active(cluster), active(cluster).epoch) == (controller, 1)
         assert cluster.check_invariants() == []
 
 
