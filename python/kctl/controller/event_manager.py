@@ -177,16 +177,17 @@ class ControllerEventManager:
         its exception): how another thread sees the controller's state whole, never in the middle
         of an event. Without an event thread (a simulation), from the event thread itself, and once
         the thread has stopped, ``read`` runs at once on the calling thread."""
-        if self._threaded and threading.current_thread() is not self._thread:
-            future: Future[T] = Future()
-            with self._cond:
-                queued = self._taking_calls
-                if queued:
-                    self._calls.append((read, future))
-                    self._cond.notify()
+        if not self._threaded or threading.current_thread() is self._thread:
+            return read()
+        future: Future[T] = Future()
+        with self._cond:
+            queued = self._taking_calls
             if queued:
-                return future.result()
-        with self._direct:
+                self._calls.append((read, future))
+                self._cond.notify()
+        if queued:
+            return future.result()
+        with self._direct:  # no event thread: one such call at a time
             return read()
 
     @property
