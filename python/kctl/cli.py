@@ -28,7 +28,8 @@ from kctl.errors import IllegalArgumentError, KctlError
 from kctl import process
 from kctl.plugins import PluginHost, get_plugin_host
 from kctl.sim import ScenarioError, load_scenario, run_scenario
-from kctl.sim.demo import MIN_BROKERS, run_demo
+from kctl.cluster import MAX_BROKERS
+from kctl.sim.demo import MAX_DEMO_PARTITIONS, MIN_BROKERS, run_demo
 from kctl.sim.report import STEP_HEADER, Style, markdown_table, step_lines, summary, table, use_color, write_json
 from kctl.stores import zkacl
 from kctl.tools import commands as admin_tools
@@ -123,7 +124,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 # --- kctl demo and kctl sim ------------------------------------------------------------------------
 
 
-def _at_least(minimum: int) -> Callable[[str], int]:
+def _at_least(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -131,6 +132,8 @@ def _at_least(minimum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum}, got {value}")
         return value
     return parse
 
@@ -161,8 +164,10 @@ def _route_logs(level: str | None) -> None:
 
 
 def _demo_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--brokers", type=_at_least(MIN_BROKERS), default=5, help="broker count (default: 5)")
-    parser.add_argument("--partitions", type=_at_least(1), default=6, help="partitions per topic (default: 6)")
+    parser.add_argument("--brokers", type=_at_least(MIN_BROKERS, MAX_BROKERS), default=5,
+                        help=f"broker count, at most {MAX_BROKERS} (default: 5)")
+    parser.add_argument("--partitions", type=_at_least(1, MAX_DEMO_PARTITIONS), default=6,
+                        help=f"partitions per topic, at most {MAX_DEMO_PARTITIONS} (default: 6)")
     parser.add_argument("--seed", type=int, default=0, help="simulation seed (default: 0)")
     _simulation_arguments(parser)
 

@@ -58,7 +58,7 @@ from kctl.model import validate_int
 from kctl.net import Address, EventLoopThread, FrameClient, FrameServer, format_address, parse_address
 from kctl.plugins import get_plugin_host
 from kctl.properties import read_properties
-from kctl.scheduler import RealTimeScheduler
+from kctl.scheduler import RealTimeScheduler, check_duration
 from kctl.security import ListenerSecurity, is_security_property
 from kctl.stores import zkacl, zkclient
 from kctl.stores.base import ChangeType, WatchEvent, WatchKind
@@ -108,6 +108,18 @@ def process_properties(args: argparse.Namespace) -> tuple[ControllerConfig, List
     return config, security, client
 
 
+def seconds_argument(text: str) -> float:
+    """A command-line duration: more than 0 and at most a day (:func:`~kctl.scheduler.check_duration`)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    try:
+        return check_duration(seconds, "the value", positive=True)
+    except KctlError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _address(text: str) -> str:
     try:
         parse_address(text)
@@ -120,7 +132,7 @@ def add_zookeeper_arguments(parser: argparse.ArgumentParser) -> None:
     """``--zk``, ``--zk-timeout``, ``--zk-auth`` and ``--zk-acl``, shared with the admin tools."""
     parser.add_argument("--zk", required=True, metavar="HOST:PORT[/CHROOT]",
                         help="ZooKeeper connect string, as Kafka's zookeeper.connect")
-    parser.add_argument("--zk-timeout", type=float, default=15.0, metavar="SECONDS",
+    parser.add_argument("--zk-timeout", type=seconds_argument, default=15.0, metavar="SECONDS",
                         help="give up connecting to ZooKeeper after this long (default: 15)")
     parser.add_argument("--zk-auth", default=None, metavar="USER:PASSWORD",
                         help=f"authenticate to ZooKeeper with this digest identity (default: ${zkacl.AUTH_ENV}, "
@@ -201,7 +213,7 @@ def add_process_arguments(parser: argparse.ArgumentParser, role: str) -> None:
                             help=f"controller engine (default: {DEFAULT_ENGINE})")
     else:
         parser.add_argument("--rack", default=None, help="the broker's rack (broker.rack)")
-        parser.add_argument("--fetch-interval", type=float, default=0.5, metavar="SECONDS",
+        parser.add_argument("--fetch-interval", type=seconds_argument, default=0.5, metavar="SECONDS",
                             help="seconds between follower fetch rounds (default: 0.5)")
 
 
@@ -221,7 +233,9 @@ def configure_logging(level: str) -> None:
 def connect(
     zk: str, config: ControllerConfig, timeout: float, security: ZooKeeperSecurity | None = None
 ) -> ZooKeeperStore:
-    """A session on the ensemble; a clear :class:`StoreUnavailableError` when none answers."""
+    """A session on the ensemble; a clear :class:`StoreUnavailableError` when none answers
+    within ``timeout`` seconds (more than 0, at most a day)."""
+    timeout = check_duration(timeout, "the ZooKeeper connection timeout", positive=True)
     security = security or ZooKeeperSecurity()
     try:
         return ZooKeeperStore(

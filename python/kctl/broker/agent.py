@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from kctl.broker.metadata_cache import BrokerMetadataCache
 from kctl.broker.replica_manager import Ledger, ReplicaManager, SimulatedReplicaManager
@@ -56,6 +56,8 @@ from kctl.stores.base import StateStore
 from kctl.transports.base import Transport
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 UNKNOWN_CONTROLLER = -1
 """The controller id a broker sends to when it knows of none (the transport answers NOT_CONTROLLER)."""
@@ -168,6 +170,12 @@ class BrokerAgent:
             return False
         idle = getattr(self.replica_manager, "idle", None)
         return True if idle is None else bool(idle())
+
+    def inspect(self, read: Callable[[BrokerAgent], T]) -> T:
+        """``read(self)`` under the agent's lock: what another thread sees of the broker is never
+        a request half-applied."""
+        with self._lock:
+            return read(self)
 
     def leader_epoch(self, tp: TopicPartition) -> int | None:
         """The leader epoch this broker holds for ``tp`` (None: not hosted or offline)."""

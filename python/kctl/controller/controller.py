@@ -1,7 +1,8 @@
 """The controller (Kafka's KafkaController, reference §6).
 
 One instance runs per controller candidate. All work happens on its event thread: store watches,
-broker responses, timers and admin calls only enqueue :mod:`events <kctl.controller.events>`.
+broker responses, timers and admin calls only enqueue :mod:`events <kctl.controller.events>`, and
+other threads read its state through :meth:`KafkaController.inspect`, on that thread too.
 Whichever candidate registers ``/controller`` first with the next epoch is active; every store
 write it makes is fenced by that epoch's version, so a deposed controller cannot change anything.
 """
@@ -85,9 +86,15 @@ log = logging.getLogger(__name__)
 
 AUTO_REBALANCE_FIRST_DELAY = 5.0
 """Seconds from failover to the first auto-rebalance check (Kafka's constant)."""
+FAILED_FAILOVER_BACKOFF = 5.0
+"""Seconds a candidate whose failover failed stays out of elections before it runs again. Kafka
+runs again at once, which with a lasting fault (unreadable data) becomes a loop of elections that
+raises the controller epoch as fast as ZooKeeper answers; kctl's pause lets the other candidates
+take over meanwhile, and bounds the loop when every candidate fails."""
 
 ElectionResults = dict[TopicPartition, "int | KctlError"]
 E = TypeVar("E", bound=ev.ControllerEvent)
+T = TypeVar("T")
 
 
 class KafkaController:
@@ -138,6 +145,8 @@ class KafkaController:
         self.active_controller_id = -1
         self._watches: set[tuple[WatchKind, object]] = set()
         self._rebalance_timer: Timer | None = None
+        self._election_retry: Timer | None = None
+        self._elect_not_before = float("-inf")
         self._started = False
 
     # --- Public API ----------------------------------------------------------------------------
@@ -148,7 +157,13 @@ class KafkaController:
 
     @property
     def epoch(self) -> int:
-        return self.context.epoch
+        return self.inspect(lambda controller: controller.context.epoch)
+
+    def inspect(self, read: Callable[[KafkaController], T]) -> T:
+        """``read(self)`` run between two events on the event thread (at once in a simulation),
+        so that a thread of the caller's sees the context, the state machines and the metrics
+        as one event left them; the way to look at a running controller from another thread."""
+        return self.event_manager.call(lambda: read(self))
 
     def startup(self) -> None:
         """Join the controller election (asynchronously, on the event thread)."""
@@ -167,8 +182,10 @@ class KafkaController:
         self._started = False
         self.transport.unbind_controller(self.broker_id)
         self.store.remove_listener(self._on_watch)
+        if self._election_retry is not None:
+            self._election_retry.cancel()
         self.event_manager.close()
-        self._on_controller_resignation()
+        self.event_manager.call(self._on_controller_resignation)
         self.active_controller_id = -1
         self.channel.shutdown()
         if self._owns_scheduler and isinstance(self.scheduler, RealTimeScheduler):
@@ -222,15 +239,23 @@ class KafkaController:
         return self._put_checked(event, lambda: _check_alter_partition(broker_id, broker_epoch, event.changes))
 
     def update_config(self, properties: Mapping[str, Any]) -> None:
-        """Dynamic broker-config update; enabling unclean election re-runs offline elections."""
-        enabling = not self.config.unclean_leader_election_enable
-        self.config = self.config.with_properties(properties)
-        self.partition_state_machine.config = self.config
-        if enabling and self.config.unclean_leader_election_enable:
+        """Dynamic broker-config update (checked here, applied between two events); enabling
+        unclean election re-runs offline elections."""
+        config = self.config.with_properties(properties)
+        enabling = not self.config.unclean_leader_election_enable and config.unclean_leader_election_enable
+
+        def apply() -> None:
+            self.config = self.partition_state_machine.config = config
+
+        self.event_manager.call(apply)
+        if enabling:
             self.event_manager.put(ev.UncleanLeaderElectionEnable())
 
     def metrics(self) -> dict[str, float]:
         """Kafka's controller metrics (zero on an inactive controller, as in Kafka)."""
+        return self.inspect(KafkaController._metrics)
+
+    def _metrics(self) -> dict[str, float]:
         ctx, active = self.context, self.is_active
         stats = self.event_manager.stats
         queue_time = stats.queue_time_ms
@@ -411,6 +436,12 @@ class KafkaController:
         self._on_controller_resignation()
 
     def _elect(self) -> None:
+        """Kafka's ``elect()``: register as the controller with the next epoch and take over. A
+        failure of the takeover itself moves the controller away (resign, delete ``/controller``)
+        rather than leave a half-initialised controller in charge (reference §6.2)."""
+        if self.scheduler.now() < self._elect_not_before:
+            log.info("Broker %s stays out of the election until its retry after a failed failover", self.broker_id)
+            return
         try:
             self.active_controller_id = self._read_controller_id()
         except KctlError:
@@ -421,18 +452,33 @@ class KafkaController:
             return
         try:
             epoch, epoch_version = self.store.register_controller_and_increment_epoch(self.broker_id)
+            self.context.epoch, self.context.epoch_zk_version = epoch, epoch_version
+            self.active_controller_id = self.broker_id
+            log.info("%s successfully elected as the controller. Epoch incremented to %s and epoch zk version is now %s",
+                     self.broker_id, epoch, epoch_version)
+            self._on_controller_failover()
         except ControllerMovedError:
             self._maybe_resign()
-            return
+            if self.active_controller_id != -1:
+                log.debug("Broker %s was elected as controller instead of broker %s", self.active_controller_id, self.broker_id)
+            else:
+                log.warning("A controller has been elected but just resigned, this will result in another round of election")
         except Exception:
-            log.error("Error while electing or becoming controller on broker %s", self.broker_id, exc_info=True)
+            log.error("Error while electing or becoming controller on broker %s. Trigger controller movement immediately",
+                      self.broker_id, exc_info=True)
+            self._back_off_election()
             self._trigger_controller_move()
-            return
-        self.context.epoch, self.context.epoch_zk_version = epoch, epoch_version
-        self.active_controller_id = self.broker_id
-        log.info("%s successfully elected as the controller. Epoch incremented to %s and epoch zk version is now %s",
-                 self.broker_id, epoch, epoch_version)
-        self._on_controller_failover()
+
+    def _back_off_election(self) -> None:
+        """Stay out of elections for :data:`FAILED_FAILOVER_BACKOFF` seconds, then run again."""
+        self._elect_not_before = self.scheduler.now() + FAILED_FAILOVER_BACKOFF
+        if self._election_retry is not None:
+            self._election_retry.cancel()
+
+        def retry() -> None:
+            self.event_manager.put(ev.Reelect())
+
+        self._election_retry = self.scheduler.schedule(FAILED_FAILOVER_BACKOFF, retry, name=f"election-retry-{self.broker_id}")
 
     def _read_controller_id(self) -> int:
         """The registered controller's id, -1 when there is none (broker 0 is a valid controller)."""
@@ -440,29 +486,41 @@ class KafkaController:
         return -1 if controller_id is None else controller_id
 
     def _maybe_resign(self) -> None:
+        """Re-read ``/controller`` and resign if it no longer names this broker. When it cannot be
+        read, nothing changes (as in Kafka, where the read's exception ends the event): resigning
+        locally would leave ``/controller`` registered to a controller that does not act."""
         was_active = self.is_active
         try:
             self.active_controller_id = self._read_controller_id()
-        except KctlError:
-            self.active_controller_id = -1
+        except KctlError as e:
+            log.warning("Controller %s could not read the active controller (%s); keeping its role", self.broker_id, e)
+            return
         if was_active and not self.is_active:
             self._on_controller_resignation()
 
     def _trigger_controller_move(self) -> None:
+        """Kafka's ``triggerControllerMove``: resign and delete ``/controller`` (fenced by this
+        controller's epoch, so a successor's registration is never removed) so that another
+        candidate is elected. Still active as far as it knows when ``/controller`` cannot be
+        read, it resigns all the same: the fence makes the delete safe."""
         try:
             self.active_controller_id = self._read_controller_id()
-        except KctlError:
-            self.active_controller_id = -1
+        except KctlError as e:
+            log.warning("Controller %s could not read the active controller (%s)", self.broker_id, e)
         if not self.is_active:
             log.warning("Controller has already moved when trying to trigger controller movement")
             return
         fence = self.context.epoch_zk_version
         self.active_controller_id = -1
-        self._on_controller_resignation()
         try:
-            self.store.delete_controller(fence)
-        except (ControllerMovedError, KctlError):
-            log.warning("Controller has already moved when trying to trigger controller movement")
+            self._on_controller_resignation()
+        finally:
+            try:
+                self.store.delete_controller(fence)
+            except ControllerMovedError:
+                log.warning("Controller has already moved when trying to trigger controller movement")
+            except KctlError as e:
+                log.error("Controller %s could not delete its registration %s: %s", self.broker_id, "/controller", e)
 
     def _handle_illegal_state(self, error: IllegalStateError) -> None:
         """A batch left unsent is a bug; resign rather than risk inconsistent brokers."""

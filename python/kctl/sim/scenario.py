@@ -18,11 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kctl.cluster import DEFAULT_TIMEOUT
+from kctl.admin import check_topic_fits
+from kctl.cluster import DEFAULT_TIMEOUT, MAX_BROKERS
 from kctl.config import ControllerConfig
 from kctl.errors import KctlError
 from kctl.limits import DocumentError, load_toml, read_file
 from kctl.model import INT32_MAX, NO_LEADER, TopicPartition, validate_topic_name
+from kctl.scheduler import MAX_DURATION
 from kctl.topic_config import validate_topic_config
 
 
@@ -134,6 +136,8 @@ def _seconds(value: Any) -> float:
         raise _Bad(f"expected a number of seconds, got {_shown(value)}")
     if value < 0:
         raise _Bad(f"must not be negative, got {value}")
+    if value > MAX_DURATION:
+        raise _Bad(f"must be at most {MAX_DURATION:g} seconds (a day), got {value:g}")
     return float(value)
 
 
@@ -345,6 +349,16 @@ def _topic_check(args: dict[str, Any], static: _Static) -> None:
     elif args.get("replication_factor", static.config.default_replication_factor) > len(static.brokers):
         raise _Bad(f"the default replication factor ({static.config.default_replication_factor}) is larger "
                    f"than the number of brokers ({len(static.brokers)})", field="replication_factor")
+    _topic_fits(args, static)
+
+
+def _topic_fits(args: dict[str, Any], static: _Static) -> None:
+    """A topic too large for one znode is refused here, not when the step runs."""
+    partitions, replication_factor = _topic_shape(args, static)
+    try:
+        check_topic_fits(args["name"], partitions, replication_factor)
+    except KctlError as e:
+        raise _Bad(str(e), field=next((f for f in ("partitions", "assignment") if f in args), "name")) from None
 
 
 def _topic_shape(args: dict[str, Any], static: _Static) -> tuple[int, int]:
@@ -719,11 +733,19 @@ class _Loader:
 
 def _broker_ids(value: Any) -> tuple[int, ...]:
     if isinstance(value, int) and not isinstance(value, bool):
-        return tuple(range(1, _integer(value, 1) + 1))
-    brokers = tuple(_integer(b, 0) for b in _array(value))
+        return tuple(range(1, _broker_count(_integer(value, 1)) + 1))
+    ids = _array(value)
+    _broker_count(len(ids))
+    brokers = tuple(_integer(b, 0) for b in ids)
     if not brokers or len(set(brokers)) != len(brokers):
         raise _Bad(f"expected a broker count or a non-empty list of distinct broker ids, got {value!r}")
     return tuple(sorted(brokers))
+
+
+def _broker_count(count: int) -> int:
+    if count > MAX_BROKERS:
+        raise _Bad(f"a simulated cluster has at most {MAX_BROKERS} brokers, got {count}")
+    return count
 
 
 def _racks(value: Any, static: _Static) -> dict[int, str]:

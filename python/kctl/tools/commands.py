@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from kctl.errors import AdminCommandFailedError, ElectionNotNeededError, KctlError
 from kctl.model import NO_LEADER, TopicPartition
 from kctl.config import ControllerConfig
-from kctl.process import ZooKeeperSecurity, add_zookeeper_arguments, int_argument
+from kctl.process import ZooKeeperSecurity, add_zookeeper_arguments, int_argument, seconds_argument
 from kctl.tools.client import (
     DEFAULT_TIMEOUT,
     AdminClient,
@@ -273,7 +273,7 @@ def elect_leaders_arguments(parser: argparse.ArgumentParser) -> None:
                        help='the partitions, as {"partitions":[{"topic":"foo","partition":1}]}')
     which.add_argument("--all-topic-partitions", action="store_true", help="every partition of every topic")
     parser.add_argument("--partition", type=int_argument("a partition id"), help="the partition id (with --topic)")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+    parser.add_argument("--timeout", type=seconds_argument, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                         help=f"how long to wait for the controller (default: {DEFAULT_TIMEOUT:g})")
 
 
