@@ -324,6 +324,7 @@ class _Runtime:
 
 @contextlib.contextmanager
 def _runtime(args: argparse.Namespace, role: str) -> Iterator[_Runtime]:
+    wire.check_installed()
     configure_logging(args.log_level)
     config, listener_security, client = process_properties(args)
     listener_security.check_identity(role, args.id)
