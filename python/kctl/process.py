@@ -49,7 +49,7 @@ from kctl import wire
 from kctl.broker import BrokerAgent
 from kctl.broker.agent import HandledRequest
 from kctl.broker.fetcher import NetworkReplicaManager
-from kctl.config import ControllerConfig
+from kctl.config import ControllerConfig, describe_components
 from kctl.context import DEFAULT_ENGINE, ENGINES
 from kctl.controller import KafkaController
 from kctl.errors import IllegalArgumentError, KctlError, StoreUnavailableError
@@ -352,8 +352,8 @@ def run_controller(args: argparse.Namespace) -> int:
         try:
             controller.startup()
             _SessionKeeper(rt.store, lambda: None, rt.stopping)  # RECONNECTED makes the controller re-elect
-            logger.info("Controller %d started (ZooKeeper %s, listening on %s, transport %s)",
-                        args.id, args.zk, rt.network.describe(), args.transport)
+            logger.info("Controller %d started (ZooKeeper %s, listening on %s; %s)", args.id, args.zk,
+                        rt.network.describe(), describe_components(args.engine, args.store, args.transport, rt.config))
             _run_until_stopped(rt.stopping)
         finally:
             controller.shutdown()
