@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kctl.broker import BrokerAgent, DataPlaneLedger, ExpectedMetadata, MetadataSnapshot, SimulatedReplicaManager
 from kctl.config import ControllerConfig
@@ -31,6 +31,9 @@ from kctl.requests import ControllerRequest
 from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler
 from kctl.stores.base import StateStore
 from kctl.stores.memory import MemoryTree, PartitionSnapshot
+
+if TYPE_CHECKING:
+    from prometheus_client.registry import CollectorRegistry
 
 T = TypeVar("T")
 
@@ -498,6 +501,14 @@ class EmbeddedCluster:
         metrics = controller.metrics()
         metrics["UncleanLeaderElections"] = self.unclean_leader_elections()
         return metrics
+
+    def metrics_registry(self) -> CollectorRegistry:
+        """Every controller candidate's and running broker's metrics under the names a Kafka cluster
+        scraped by the Prometheus JMX exporter has, labelled by ``node_id`` (:mod:`kctl.metrics`);
+        ``prometheus_client.generate_latest(registry)`` renders them."""
+        from kctl.metrics import cluster_registry
+
+        return cluster_registry(self)
 
     def unclean_leader_elections(self) -> int:
         return self._retired_unclean + sum(c.context.unclean_leader_elections for c in self.controllers.values())

@@ -164,6 +164,17 @@ class BrokerAgent:
         idle = getattr(self.replica_manager, "idle", None)
         return True if idle is None else bool(idle())
 
+    def metrics(self) -> dict[str, float]:
+        """Kafka's broker metrics as far as this broker has them: ``BrokerState`` (Kafka's numbers:
+        3 running, 6 in a controlled shutdown, 0 stopped) and its replica manager's, when it keeps any."""
+        with self._lock:
+            if not self._running:
+                state = 0
+            else:
+                state = 6 if self._shutdown is not None and not self._shutdown.done() else 3
+        replica_metrics = getattr(self.replica_manager, "metrics", None)
+        return {"BrokerState": state, **(replica_metrics() if replica_metrics is not None else {})}
+
     def leader_epoch(self, tp: TopicPartition) -> int | None:
         """The leader epoch this broker holds for ``tp`` (None: not hosted or offline)."""
         return self._leader_epochs.get(tp)

@@ -221,7 +221,12 @@ class KafkaController:
             self.event_manager.put(ev.UncleanLeaderElectionEnable())
 
     def metrics(self) -> dict[str, float]:
-        """Kafka's controller metrics (zero on an inactive controller, as in Kafka)."""
+        """Kafka's controller metrics (zero on an inactive controller, as in Kafka), read between
+        two events (:meth:`ControllerEventManager.paused`), so from any thread."""
+        with self.event_manager.paused():
+            return self._metrics()
+
+    def _metrics(self) -> dict[str, float]:
         ctx, active = self.context, self.is_active
         stats = self.event_manager.stats
         queue_time = stats.queue_time_ms
@@ -229,6 +234,7 @@ class KafkaController:
         ineligible = [t for t in deleting if ctx.is_topic_ineligible_for_deletion(t)]
         return {
             "ActiveControllerCount": 1 if active else 0,
+            "ControllerState": self.event_manager.state.kafka_value,
             "OfflinePartitionsCount": ctx.offline_partition_count if active else 0,
             "PreferredReplicaImbalanceCount": ctx.preferred_replica_imbalance_count if active else 0,
             "GlobalTopicCount": len(ctx.all_topics) if active else 0,
@@ -239,6 +245,8 @@ class KafkaController:
             "ReplicasIneligibleToDeleteCount": sum(
                 len(ctx.replicas_in_state(t, ReplicaState.DELETION_INELIGIBLE)) for t in ineligible
             ),
+            "ActiveBrokerCount": len(ctx.live_or_shutting_down_broker_ids) if active else 0,
+            "FencedBrokerCount": 0,  # as in Kafka's ZooKeeper mode, which fences no broker
             "UncleanLeaderElections": ctx.unclean_leader_elections,
             "ControllerEpoch": ctx.epoch if active else 0,
             "EventQueueSize": self.event_manager.queue_size,

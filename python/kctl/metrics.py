@@ -1,0 +1,233 @@
+"""Kafka's metrics in Prometheus' text format, named as the Prometheus JMX exporter names Kafka's MBeans.
+
+Kafka is scraped through the JMX exporter and its Kafka rules, which turn the MBean
+``kafka.<domain>:type=<Type>,name=<Name>`` into the lowercased ``kafka_<domain>_<type>_<name>``:
+a gauge's ``Value`` is that gauge; a meter's ``Count`` (``…PerSec``) a counter, ``PerSec`` dropped
+and ``_total`` added; a timer's or histogram's ``Count`` and ``NNthPercentile`` attributes the
+``_count`` and ``{quantile="0.NN"}`` samples. kctl's controllers and brokers expose their metrics
+under the same names, so what was written for Kafka (dashboards, alerts on
+``kafka_controller_kafkacontroller_activecontrollercount``) works unchanged; the table is in
+docs/operations.md. Timers and histograms are Prometheus summaries, which adds the ``_sum`` that
+the exporter's rules cannot give.
+
+Every controller, broker or embedded cluster gets a registry of its own
+(:func:`controller_registry`, :func:`broker_registry`, :func:`cluster_registry`), never
+prometheus_client's process-wide default, so that several in one process do not collide. Values
+are read when scraped: a controller's between two of its events, so from any thread.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import prometheus_client
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from kctl.controller.event_manager import QUANTILES, HistogramSnapshot
+from kctl.controller.events import ControllerState
+from kctl.net import Address, NetworkError, format_address, parse_address
+
+if TYPE_CHECKING:
+    from kctl.broker import BrokerAgent
+    from kctl.cluster import EmbeddedCluster
+    from kctl.controller import KafkaController
+
+QUANTILE_LABELS = ("0.50", "0.75", "0.95", "0.98", "0.99", "0.999")
+"""The ``quantile`` label of each of :data:`QUANTILES`: the exporter's ``0.$N`` of ``NNthPercentile``."""
+assert len(QUANTILE_LABELS) == len(QUANTILES)
+
+
+class Kind(enum.Enum):
+    """The kinds of Yammer metric Kafka registers, as Prometheus types."""
+
+    GAUGE = "gauge"
+    METER = "counter"
+    TIMER = "summary"  # and histograms
+
+
+@dataclass(frozen=True)
+class MBean:
+    """A Kafka metric's JMX name, ``kafka.<domain>:type=<type>,name=<name>``."""
+
+    domain: str
+    type: str
+    name: str
+
+    @property
+    def object_name(self) -> str:
+        return f"kafka.{self.domain}:type={self.type},name={self.name}"
+
+    @property
+    def prometheus_name(self) -> str:
+        """The JMX exporter's name: lowercased, a meter's name without ``PerSec`` (the rules' ``(.+)PerSec\\w*``)."""
+        return f"kafka_{self.domain}_{self.type}_{self.name.removesuffix('PerSec')}".lower()
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One metric of one node as scraped: a number, or a histogram's snapshot for a timer."""
+
+    mbean: MBean
+    kind: Kind
+    value: float | HistogramSnapshot
+
+    def add_to(self, family: Metric, labels: Mapping[str, str]) -> None:
+        name = family.name
+        if isinstance(self.value, HistogramSnapshot):
+            for label, quantile in zip(QUANTILE_LABELS, self.value.quantiles):
+                family.add_sample(name, {**labels, "quantile": label}, quantile)
+            family.add_sample(f"{name}_count", dict(labels), self.value.count)
+            family.add_sample(f"{name}_sum", dict(labels), self.value.total)
+        else:
+            family.add_sample(f"{name}_total" if self.kind is Kind.METER else name, dict(labels), self.value)
+
+
+# --- What a controller and a broker report ----------------------------------------------------------
+
+_CONTROLLER_GAUGES = (
+    "ActiveControllerCount", "OfflinePartitionsCount", "PreferredReplicaImbalanceCount", "ControllerState",
+    "GlobalTopicCount", "GlobalPartitionCount", "TopicsToDeleteCount", "ReplicasToDeleteCount",
+    "TopicsIneligibleToDeleteCount", "ReplicasIneligibleToDeleteCount", "ActiveBrokerCount", "FencedBrokerCount",
+)
+_TIMED_STATES = tuple(state for state in ControllerState if state.rate_and_time_metric is not None)
+_EMPTY = HistogramSnapshot(0, 0.0, tuple(0.0 for _ in QUANTILES))
+
+
+def controller_readings(controller: KafkaController) -> list[Reading]:
+    """The controller's ``KafkaController`` gauges, its ``ControllerEventManager`` queue size and
+    queue time, and its ``ControllerStats``: unclean elections and one timer per event state (every
+    one, from count 0, as Kafka registers them), all read between two events."""
+    with controller.event_manager.paused():
+        values = controller.metrics()
+        stats = controller.event_manager.stats
+        queue_time = stats.queue_time_ms.snapshot()
+        timers = {state: histogram.snapshot() for state, histogram in stats.processing_time_ms.items()}
+    readings = [Reading(MBean("controller", "KafkaController", key), Kind.GAUGE, values[key])
+                for key in _CONTROLLER_GAUGES]
+    readings += [
+        Reading(MBean("controller", "ControllerEventManager", "EventQueueSize"), Kind.GAUGE, values["EventQueueSize"]),
+        Reading(MBean("controller", "ControllerEventManager", "EventQueueTimeMs"), Kind.TIMER, queue_time),
+        Reading(MBean("controller", "ControllerStats", "UncleanLeaderElectionsPerSec"), Kind.METER,
+                values["UncleanLeaderElections"]),
+    ]
+    readings += [Reading(MBean("controller", "ControllerStats", str(state.rate_and_time_metric)), Kind.TIMER,
+                         timers.get(state, _EMPTY)) for state in _TIMED_STATES]
+    return readings
+
+
+_BROKER_METRICS = {
+    "BrokerState": (MBean("server", "KafkaServer", "BrokerState"), Kind.GAUGE),
+    "LeaderCount": (MBean("server", "ReplicaManager", "LeaderCount"), Kind.GAUGE),
+    "PartitionCount": (MBean("server", "ReplicaManager", "PartitionCount"), Kind.GAUGE),
+    "UnderReplicatedPartitions": (MBean("server", "ReplicaManager", "UnderReplicatedPartitions"), Kind.GAUGE),
+    "OfflineReplicaCount": (MBean("server", "ReplicaManager", "OfflineReplicaCount"), Kind.GAUGE),
+    "IsrExpands": (MBean("server", "ReplicaManager", "IsrExpandsPerSec"), Kind.METER),
+    "IsrShrinks": (MBean("server", "ReplicaManager", "IsrShrinksPerSec"), Kind.METER),
+}
+
+
+def broker_readings(agent: BrokerAgent) -> list[Reading]:
+    """The broker's ``KafkaServer`` state and, when its replica manager keeps them, its
+    ``ReplicaManager`` metrics."""
+    values = agent.metrics()
+    return [Reading(mbean, kind, values[key]) for key, (mbean, kind) in _BROKER_METRICS.items() if key in values]
+
+
+# --- Registries ---------------------------------------------------------------------------------------
+
+Nodes = Callable[[], Iterable[tuple[Mapping[str, str], Iterable[Reading]]]]
+"""What a collector scrapes: each node's labels and readings."""
+
+
+class KafkaCollector(Collector):
+    """The readings of one or more nodes, one family per metric, each node's samples with its labels."""
+
+    def __init__(self, nodes: Nodes) -> None:
+        self._nodes = nodes
+
+    def collect(self) -> Iterator[Metric]:
+        families: dict[str, Metric] = {}
+        for labels, readings in self._nodes():
+            for reading in readings:
+                name = reading.mbean.prometheus_name
+                family = families.get(name)
+                if family is None:
+                    family = families[name] = Metric(name, reading.mbean.object_name, reading.kind.value)
+                reading.add_to(family, labels)
+        yield from families.values()
+
+
+def _registry(nodes: Nodes) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(KafkaCollector(nodes))
+    return registry
+
+
+def controller_registry(controller: KafkaController) -> CollectorRegistry:
+    """A registry of one controller's metrics (what ``kctl controller`` serves)."""
+    return _registry(lambda: [({}, controller_readings(controller))])
+
+
+def broker_registry(agent: BrokerAgent) -> CollectorRegistry:
+    """A registry of one broker's metrics (what ``kctl broker`` serves)."""
+    return _registry(lambda: [({}, broker_readings(agent))])
+
+
+def cluster_registry(cluster: EmbeddedCluster) -> CollectorRegistry:
+    """A registry of every running controller candidate and broker of an embedded cluster, the same
+    names with a ``node_id`` label (the broker id the candidate or broker runs as)."""
+
+    def nodes() -> Iterator[tuple[Mapping[str, str], Iterable[Reading]]]:
+        for node, controller in sorted(list(cluster.controllers.items())):
+            yield {"node_id": str(node)}, controller_readings(controller)
+        for node, agent in sorted(list(cluster.brokers.items())):
+            if agent.is_running:
+                yield {"node_id": str(node)}, broker_readings(agent)
+
+    return _registry(nodes)
+
+
+# --- Serving ------------------------------------------------------------------------------------------
+
+
+class MetricsServer:
+    """A registry served over HTTP in Prometheus' text format, on a thread of its own (``--metrics-listen``)."""
+
+    def __init__(self, registry: CollectorRegistry, listen: str) -> None:
+        host, port = parse_address(listen)
+        try:
+            self._server, self._thread = prometheus_client.start_http_server(port, host, registry)
+        except OSError as exc:
+            raise NetworkError(f"cannot serve metrics on {listen}: {exc.strerror or exc}") from exc
+
+    @property
+    def address(self) -> Address:
+        host, port = self._server.server_address[:2]
+        return str(host), int(port)
+
+    def describe(self) -> str:
+        return f"http://{format_address(self.address)}/metrics"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+
+__all__ = [
+    "KafkaCollector",
+    "Kind",
+    "MBean",
+    "MetricsServer",
+    "QUANTILE_LABELS",
+    "Reading",
+    "broker_readings",
+    "broker_registry",
+    "cluster_registry",
+    "controller_readings",
+    "controller_registry",
+]
