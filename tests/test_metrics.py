@@ -1,9 +1,8 @@
 """Kafka's metrics in Prometheus' format (:mod:`kctl.metrics`): the JMX exporter's names, a registry
-per controller, broker or cluster, values read safely from another thread, and the HTTP server."""
+per controller, broker or cluster, and the HTTP server."""
 
 from __future__ import annotations
 
-import threading
 import urllib.request
 
 import prometheus_client
@@ -11,12 +10,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kctl.cluster import EmbeddedCluster
-from kctl.controller.event_manager import ControllerEventManager
-from kctl.controller.events import ControllerState, Startup
+from kctl.controller.events import ControllerState
 from kctl.metrics import QUANTILE_LABELS, MBean, MetricsServer, controller_registry
 from kctl.model import TopicPartition
 from kctl.net import NetworkError
-from kctl.scheduler import RealTimeScheduler
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -121,34 +118,6 @@ def test_each_cluster_has_its_own_registry_and_the_default_one_is_untouched() ->
     topics = "kafka_controller_kafkacontroller_globaltopiccount"
     assert (by_node(first, topics), by_node(second, topics)) == ({"1": 1}, {"1": 2})
     assert not [m for m in prometheus_client.REGISTRY.collect() if m.name.startswith("kafka_")]
-
-
-def test_metrics_read_on_another_thread_wait_for_the_event_in_progress() -> None:
-    """A scrape reads between two events: the event thread is never read half-way through an event."""
-    scheduler = RealTimeScheduler()
-    entered, release = threading.Event(), threading.Event()
-    manager = ControllerEventManager(lambda event: (entered.set(), release.wait(30)), scheduler, threaded=True)
-    manager.start()
-    try:
-        manager.put(Startup())
-        assert entered.wait(30)
-        seen: list[ControllerState] = []
-
-        def read() -> None:
-            with manager.paused():
-                seen.append(manager.state)
-
-        reader = threading.Thread(target=read)
-        reader.start()
-        reader.join(0.5)
-        assert reader.is_alive() and not seen  # held while the event is processed
-        release.set()
-        reader.join(30)
-        assert seen == [ControllerState.IDLE]
-    finally:
-        release.set()
-        manager.close()
-        scheduler.shutdown()
 
 
 def test_the_metrics_server_serves_a_registry_over_http() -> None:

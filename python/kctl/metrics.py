@@ -13,7 +13,7 @@ the exporter's rules cannot give.
 Every controller, broker or embedded cluster gets a registry of its own
 (:func:`controller_registry`, :func:`broker_registry`, :func:`cluster_registry`), never
 prometheus_client's process-wide default, so that several in one process do not collide. Values
-are read when scraped: a controller's between two of its events, so from any thread.
+are read when scraped: a controller's between two of its events (:meth:`KafkaController.inspect`).
 """
 
 from __future__ import annotations
@@ -100,12 +100,14 @@ _EMPTY = HistogramSnapshot(0, 0.0, tuple(0.0 for _ in QUANTILES))
 def controller_readings(controller: KafkaController) -> list[Reading]:
     """The controller's ``KafkaController`` gauges, its ``ControllerEventManager`` queue size and
     queue time, and its ``ControllerStats``: unclean elections and one timer per event state (every
-    one, from count 0, as Kafka registers them), all read between two events."""
-    with controller.event_manager.paused():
-        values = controller.metrics()
-        stats = controller.event_manager.stats
-        queue_time = stats.queue_time_ms.snapshot()
-        timers = {state: histogram.snapshot() for state, histogram in stats.processing_time_ms.items()}
+    one, from count 0, as Kafka registers them), read between two events (:meth:`KafkaController.inspect`)."""
+    values = controller.metrics()
+
+    def histograms(c: KafkaController) -> tuple[HistogramSnapshot, dict[ControllerState, HistogramSnapshot]]:
+        stats = c.event_manager.stats
+        return stats.queue_time_ms.snapshot(), {s: h.snapshot() for s, h in stats.processing_time_ms.items()}
+
+    queue_time, timers = controller.inspect(histograms)
     readings = [Reading(MBean("controller", "KafkaController", key), Kind.GAUGE, values[key])
                 for key in _CONTROLLER_GAUGES]
     readings += [

@@ -39,6 +39,7 @@ import base64
 import binascii
 import contextlib
 import logging
+import re
 import signal
 import sys
 import threading
@@ -56,10 +57,11 @@ from kctl.config import ControllerConfig, describe_components
 from kctl.context import DEFAULT_ENGINE, ENGINES
 from kctl.controller import KafkaController
 from kctl.errors import IllegalArgumentError, KctlError, StoreUnavailableError
+from kctl.model import validate_int
 from kctl.net import Address, EventLoopThread, FrameClient, FrameServer, format_address, parse_address
 from kctl.plugins import get_plugin_host
 from kctl.properties import read_properties
-from kctl.scheduler import RealTimeScheduler
+from kctl.scheduler import RealTimeScheduler, check_duration
 from kctl.security import ListenerSecurity, is_security_property
 from kctl.stores import zkacl, zkclient
 from kctl.stores.base import ChangeType, WatchEvent, WatchKind
@@ -80,6 +82,19 @@ def _property(text: str) -> tuple[str, str]:
     if not sep or not name.strip():
         raise argparse.ArgumentTypeError(f"expected NAME=VALUE (a Kafka property), got {text!r}")
     return name.strip(), value.strip()
+
+
+def int_argument(what: str, minimum: int = 0) -> Callable[[str], int]:
+    """An argparse type for an integer Kafka reads as an ``Int`` (at least ``minimum``), such as
+    ``--id``; the error names ``what`` and the value."""
+    def parse(text: str) -> int:
+        digits = text.strip()
+        value: object = int(digits) if re.fullmatch(r"[+-]?[0-9]{1,20}", digits) else text
+        try:
+            return validate_int(what, value, minimum)
+        except KctlError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return parse
 
 
 def process_properties(args: argparse.Namespace) -> tuple[ControllerConfig, ListenerSecurity, dict[str, str]]:
@@ -109,6 +124,18 @@ def _file_size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def seconds_argument(text: str) -> float:
+    """A command-line duration: more than 0 and at most a day (:func:`~kctl.scheduler.check_duration`)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    try:
+        return check_duration(seconds, "the value", positive=True)
+    except KctlError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _address(text: str) -> str:
     try:
         parse_address(text)
@@ -121,7 +148,7 @@ def add_zookeeper_arguments(parser: argparse.ArgumentParser) -> None:
     """``--zk``, ``--zk-timeout``, ``--zk-auth`` and ``--zk-acl``, shared with the admin tools."""
     parser.add_argument("--zk", required=True, metavar="HOST:PORT[/CHROOT]",
                         help="ZooKeeper connect string, as Kafka's zookeeper.connect")
-    parser.add_argument("--zk-timeout", type=float, default=15.0, metavar="SECONDS",
+    parser.add_argument("--zk-timeout", type=seconds_argument, default=15.0, metavar="SECONDS",
                         help="give up connecting to ZooKeeper after this long (default: 15)")
     parser.add_argument("--zk-auth", default=None, metavar="USER:PASSWORD",
                         help=f"authenticate to ZooKeeper with this digest identity (default: ${zkacl.AUTH_ENV}, "
@@ -183,7 +210,7 @@ class ZooKeeperSecurity:
 
 
 def add_process_arguments(parser: argparse.ArgumentParser, role: str) -> None:
-    parser.add_argument("--id", type=int, required=True, help=f"the {role}'s id (a broker id)")
+    parser.add_argument("--id", type=int_argument("a broker id"), required=True, help=f"the {role}'s id (a broker id)")
     add_zookeeper_arguments(parser)
     parser.add_argument("--listen", type=_address, default="127.0.0.1:0", metavar="HOST:PORT",
                         help="where to accept connections (port 0: any free port; default 127.0.0.1:0)")
@@ -216,7 +243,7 @@ def add_process_arguments(parser: argparse.ArgumentParser, role: str) -> None:
                             help=f"controller engine (default: {DEFAULT_ENGINE})")
     else:
         parser.add_argument("--rack", default=None, help="the broker's rack (broker.rack)")
-        parser.add_argument("--fetch-interval", type=float, default=0.5, metavar="SECONDS",
+        parser.add_argument("--fetch-interval", type=seconds_argument, default=0.5, metavar="SECONDS",
                             help="seconds between follower fetch rounds (default: 0.5)")
 
 
@@ -244,7 +271,9 @@ def configure_logging(args: argparse.Namespace, role: str) -> None:
 def connect(
     zk: str, config: ControllerConfig, timeout: float, security: ZooKeeperSecurity | None = None
 ) -> ZooKeeperStore:
-    """A session on the ensemble; a clear :class:`StoreUnavailableError` when none answers."""
+    """A session on the ensemble; a clear :class:`StoreUnavailableError` when none answers
+    within ``timeout`` seconds (more than 0, at most a day)."""
+    timeout = check_duration(timeout, "the ZooKeeper connection timeout", positive=True)
     security = security or ZooKeeperSecurity()
     try:
         return ZooKeeperStore(
@@ -484,6 +513,7 @@ __all__ = [
     "add_zookeeper_arguments",
     "configure_logging",
     "connect",
+    "int_argument",
     "log_answer",
     "process_properties",
     "read_answers",

@@ -20,11 +20,14 @@ def test_a_small_grid_on_local_2(spark_local: Any, small_grid: Path, installed_p
                                  tmp_path: Path) -> None:
     grid = load_grid(small_grid, installed_plugins)
     seen: list[Progress] = []
-    rows = run_fleet(spark_local, grid, seen.append, interval=0.2)
+    ticks = iter([1000.0])  # a fake clock: the start, then a minute later for every report
+    rows = run_fleet(spark_local, grid, seen.append, interval=0.2, clock=lambda: next(ticks, 1060.0))
     assert [(r["seed"], r["selector"]) for r in rows] == [
         (seed, selector) for seed in grid.seeds for selector in ("offline", "least-loaded")]
     assert all(r["error"] is None and r["fleet_partition"] == r["seed"] for r in rows)
-    assert seen[-1] == Progress(len(grid.seeds), len(grid.seeds), 0, 0, seen[-1].elapsed)
+    assert seen[-1] == Progress(len(grid.seeds), len(grid.seeds), 0, 0, 60.0)
+    assert all(p.elapsed == 60.0 and p.remaining == (None if p.done == 0 else (p.total - p.done) * 60.0 / p.done)
+               for p in seen)
     # Spark's parallelism changes nothing: the same rows as playing each run here, one by one.
     here = [run_one(grid, seed, v, fleet_partition=seed) for seed in grid.seeds for v in grid.variants()]
     assert comparable(rows) == comparable(here)

@@ -3,6 +3,10 @@
 Two modes share everything but the worker: ``threaded`` runs a dedicated thread that blocks on the
 queue (real clusters); otherwise each event is processed as a step of the injected simulated
 scheduler, so event processing interleaves deterministically with broker and network activity.
+
+Other threads read the controller's state through :meth:`ControllerEventManager.call`, which runs
+the read on the event thread between two events: the state is only ever touched by one thread, as
+in Kafka, where everything the controller does is an event.
 """
 
 from __future__ import annotations
@@ -12,15 +16,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from kctl.controller.events import ControllerEvent, ControllerState, ShutdownEventThread
 from kctl.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 
 EVENT_QUEUE_TIME_TIMEOUT = 300.0
 """Seconds the queue stays empty before the queue-time histogram is cleared (Kafka's
@@ -127,11 +132,14 @@ class ControllerEventManager:
         self._threaded = threaded
         self._queue: collections.deque[tuple[ControllerEvent, float]] = collections.deque()
         self._cond = threading.Condition()
-        self._processing = threading.RLock()  # held while an event is processed, see paused()
         self._drain_scheduled = False
         self._running = False
+        self._closed = False  # after close(), events are preempted rather than queued
         self._name = name
         self._thread: threading.Thread | None = None
+        self._calls: list[tuple[Callable[[], Any], Future[Any]]] = []
+        self._taking_calls = False  # the event thread is there to run them
+        self._direct = threading.RLock()  # serialises calls once there is no event thread
         self.state = ControllerState.IDLE
         self._stats = EventStats()
         self._idle_since: float | None = None  # when the last event finished with nothing queued
@@ -139,9 +147,10 @@ class ControllerEventManager:
     # --- Lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._running = True
+        self._running, self._closed = True, False
         if self._threaded:
             self._thread = threading.Thread(target=self._run_thread, name=self._name, daemon=True)
+            self._taking_calls = True
             self._thread.start()
         else:
             self._schedule_drain()
@@ -156,13 +165,15 @@ class ControllerEventManager:
     # --- Queue ---------------------------------------------------------------------------------
 
     def put(self, event: ControllerEvent) -> ControllerEvent:
+        """Queue ``event``; once the manager is closed, preempt it at once instead (its caller is
+        answered, as it would have been had the event been queued before the close)."""
         with self._cond:
-            now = self._scheduler.now()
-            self._expire_queue_time(now)
-            self._idle_since = None
-            self._queue.append((event, now))
-            self._cond.notify()
-        if not self._threaded:
+            closed = self._closed
+            if not closed:
+                self._append(event)
+        if closed:
+            event.preempt()
+        elif not self._threaded:
             self._schedule_drain()
         return event
 
@@ -171,9 +182,38 @@ class ControllerEventManager:
         with self._cond:
             drained = list(self._queue)
             self._queue.clear()
+            self._append(event)
+            self._closed = self._closed or isinstance(event, ShutdownEventThread)
         for queued, _ in drained:
             queued.preempt()
-        return self.put(event)
+        if not self._threaded:
+            self._schedule_drain()
+        return event
+
+    def _append(self, event: ControllerEvent) -> None:
+        now = self._scheduler.now()
+        self._expire_queue_time(now)
+        self._idle_since = None
+        self._queue.append((event, now))
+        self._cond.notify()
+
+    def call(self, read: Callable[[], T]) -> T:
+        """Run ``read`` on the event thread, between two events, and return its result (or raise
+        its exception): how another thread sees the controller's state whole, never in the middle
+        of an event. Without an event thread (a simulation), from the event thread itself, and once
+        the thread has stopped, ``read`` runs at once on the calling thread."""
+        if not self._threaded or threading.current_thread() is self._thread:
+            return read()
+        future: Future[T] = Future()
+        with self._cond:
+            queued = self._taking_calls
+            if queued:
+                self._calls.append((read, future))
+                self._cond.notify()
+        if queued:
+            return future.result()
+        with self._direct:  # no event thread: one such call at a time
+            return read()
 
     @property
     def queue_size(self) -> int:
@@ -193,12 +233,6 @@ class ControllerEventManager:
         if self._idle_since is not None and now - self._idle_since >= EVENT_QUEUE_TIME_TIMEOUT:
             self._stats.queue_time_ms.clear()
             self._idle_since = None
-
-    def paused(self) -> AbstractContextManager[Any]:
-        """Hold the event thread between two events (it finishes the current one first): what is read
-        meanwhile, such as the metrics an HTTP thread serves, is consistent. Re-entrant, so the event
-        thread itself (a plugin hook reading the metrics) passes."""
-        return self._processing
 
     def is_empty(self) -> bool:
         return not self._queue and self.state is ControllerState.IDLE
@@ -221,28 +255,42 @@ class ControllerEventManager:
     def _run_thread(self) -> None:
         while True:
             with self._cond:
-                while not self._queue:
+                while not self._queue and not self._calls:
                     self._cond.wait()
-                event, enqueued = self._queue.popleft()
-            if isinstance(event, ShutdownEventThread):
+                calls, self._calls = self._calls, []
+                event, enqueued = self._queue.popleft() if self._queue and not calls else (None, 0.0)
+                if isinstance(event, ShutdownEventThread):
+                    self._taking_calls = False  # later calls run on their own threads
+            if calls:
+                self._run_calls(calls)
+            elif isinstance(event, ShutdownEventThread):
                 return
-            self._handle(event, enqueued)
+            elif event is not None:
+                self._handle(event, enqueued)
+
+    @staticmethod
+    def _run_calls(calls: list[tuple[Callable[[], Any], Future[Any]]]) -> None:
+        for read, future in calls:
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(read())
+                except BaseException as e:  # the caller gets it, the event thread goes on
+                    future.set_exception(e)
 
     def _handle(self, event: ControllerEvent, enqueued: float) -> None:
         if isinstance(event, ShutdownEventThread):
             self._running = False
             return
-        with self._processing:
-            self.state = event.state
-            started = time.perf_counter()
-            try:
-                self._process(event)
-            except Exception:  # the processor handles its own errors; this guards the thread itself
-                log.exception("Uncaught error processing event %s", event.name)
-            finally:
-                now = self._scheduler.now()
-                with self._cond:
-                    self._stats.record(event.state, now - enqueued, time.perf_counter() - started)
-                    if not self._queue:
-                        self._idle_since = now
-                self.state = ControllerState.IDLE
+        self.state = event.state
+        started = time.perf_counter()
+        try:
+            self._process(event)
+        except Exception:  # the processor handles its own errors; this guards the thread itself
+            log.exception("Uncaught error processing event %s", event.name)
+        finally:
+            now = self._scheduler.now()
+            with self._cond:
+                self._stats.record(event.state, now - enqueued, time.perf_counter() - started)
+                if not self._queue:
+                    self._idle_since = now
+            self.state = ControllerState.IDLE

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
+from kctl.admin import max_partitions
+from kctl.cluster import check_broker_count
 from kctl.context import DEFAULT_ENGINE
 from kctl.sim.report import STEP_HEADER, Style, metrics_table, partition_table, step_lines, verdict
 from kctl.sim.runner import StepResult, components, run_scenario
@@ -17,11 +19,14 @@ from kctl.sim.scenario import Scenario, parse_scenario
 
 MIN_BROKERS = 3
 """The demo's topics have replication factors 3 and 2, and one topic moves off broker 1."""
+MAX_DEMO_PARTITIONS = max_partitions(3)
+"""The most partitions a demo topic may have: one of replication factor 3 must fit in a znode."""
 
 
 def demo_scenario(brokers: int = 5, partitions: int = 6, seed: int = 0) -> Scenario:
     """The demo's timeline for ``brokers`` brokers (at least 3) on up to 3 racks, and two topics of
     ``partitions`` partitions each."""
+    check_broker_count(brokers)  # before the reassignment step lists them all
     crashed, bounced = brokers, brokers - 1
     steps: list[dict[str, Any]] = [
         {"action": "create_topic", "name": "orders", "partitions": partitions, "replication_factor": 3,
