@@ -3,6 +3,7 @@ per controller, broker or cluster, and the HTTP server."""
 
 from __future__ import annotations
 
+import threading
 import urllib.request
 
 import prometheus_client
@@ -11,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kctl.cluster import EmbeddedCluster
 from kctl.controller.events import ControllerState
-from kctl.metrics import QUANTILE_LABELS, MBean, MetricsServer, controller_registry
+from kctl.metrics import QUANTILE_LABELS, MBean, MetricsServer, node_registry
 from kctl.model import TopicPartition
 from kctl.net import NetworkError
 
@@ -122,15 +123,40 @@ def test_each_cluster_has_its_own_registry_and_the_default_one_is_untouched() ->
 
 def test_the_metrics_server_serves_a_registry_over_http() -> None:
     with EmbeddedCluster(1, controllers=1) as cluster:
-        server = MetricsServer(controller_registry(cluster.controllers[1]), "127.0.0.1:0")
+        server = MetricsServer(node_registry(cluster.controllers[1]), "127.0.0.1:0")
         try:
             host, port = server.address
             with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=30) as response:
                 text = response.read().decode()
             with pytest.raises(NetworkError, match=rf"cannot serve metrics on 127\.0\.0\.1:{port}: "):
-                MetricsServer(controller_registry(cluster.controllers[1]), f"127.0.0.1:{port}")
+                MetricsServer(node_registry(cluster.controllers[1]), f"127.0.0.1:{port}")
         finally:
             server.close()
     families = {f.name: f for f in text_string_to_metric_families(text)}
     assert families["kafka_controller_kafkacontroller_activecontrollercount"].samples[0].value == 1
     assert families["kafka_controller_kafkacontroller_activecontrollercount"].samples[0].labels == {}
+
+
+def test_a_real_time_cluster_is_scraped_while_it_works() -> None:
+    """Scrapes from another thread read each controller between two of its events."""
+    with EmbeddedCluster(3, simulated=False) as cluster:
+        scraped: list[Samples] = []
+        stop = threading.Event()
+
+        def scrape() -> None:
+            while not stop.is_set():
+                scraped.append(samples(cluster.metrics_registry()))
+
+        scraper = threading.Thread(target=scrape)
+        scraper.start()
+        try:
+            cluster.create_topic("orders", partitions=20, replication_factor=3)
+            cluster.kill_broker(3)
+            cluster.run_until_stable(timeout=60)
+        finally:
+            stop.set()
+            scraper.join(60)
+        final = samples(cluster.metrics_registry())
+    assert scraped and all(sum(by_node(s, "kafka_controller_kafkacontroller_activecontrollercount").values()) <= 1
+                           for s in scraped)
+    assert sum(by_node(final, "kafka_controller_kafkacontroller_globalpartitioncount").values()) == 20

@@ -547,9 +547,16 @@ class EmbeddedCluster:
         """Every controller candidate's and running broker's metrics under the names a Kafka cluster
         scraped by the Prometheus JMX exporter has, labelled by ``node_id`` (:mod:`kctl.metrics`);
         ``prometheus_client.generate_latest(registry)`` renders them."""
-        from kctl.metrics import cluster_registry
+        from kctl.metrics import nodes_registry
 
-        return cluster_registry(self)
+        return nodes_registry(self._running_nodes)
+
+    def _running_nodes(self) -> list[tuple[int, KafkaController | BrokerAgent]]:
+        """Every controller candidate, then every running broker, by id."""
+        with self._lifecycle:
+            controllers = sorted(self.controllers.items(), key=lambda item: item[0])
+            brokers = sorted(((b, a) for b, a in self.brokers.items() if a.is_running), key=lambda item: item[0])
+        return [*controllers, *brokers]
 
     def unclean_leader_elections(self) -> int:
         with self._lifecycle:

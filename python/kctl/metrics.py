@@ -10,8 +10,8 @@ under the same names, so what was written for Kafka (dashboards, alerts on
 docs/operations.md. Timers and histograms are Prometheus summaries, which adds the ``_sum`` that
 the exporter's rules cannot give.
 
-Every controller, broker or embedded cluster gets a registry of its own
-(:func:`controller_registry`, :func:`broker_registry`, :func:`cluster_registry`), never
+Every controller, broker or embedded cluster gets a registry of its own (:func:`node_registry`,
+:func:`nodes_registry`), never
 prometheus_client's process-wide default, so that several in one process do not collide. Values
 are read when scraped: a controller's between two of its events (:meth:`KafkaController.inspect`).
 """
@@ -27,14 +27,13 @@ import prometheus_client
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from kctl.controller import KafkaController
 from kctl.controller.event_manager import QUANTILES, HistogramSnapshot
 from kctl.controller.events import ControllerState
 from kctl.net import Address, NetworkError, format_address, parse_address
 
 if TYPE_CHECKING:
     from kctl.broker import BrokerAgent
-    from kctl.cluster import EmbeddedCluster
-    from kctl.controller import KafkaController
 
 QUANTILE_LABELS = ("0.50", "0.75", "0.95", "0.98", "0.99", "0.999")
 """The ``quantile`` label of each of :data:`QUANTILES`: the exporter's ``0.$N`` of ``NNthPercentile``."""
@@ -169,28 +168,21 @@ def _registry(nodes: Nodes) -> CollectorRegistry:
     return registry
 
 
-def controller_registry(controller: KafkaController) -> CollectorRegistry:
-    """A registry of one controller's metrics (what ``kctl controller`` serves)."""
-    return _registry(lambda: [({}, controller_readings(controller))])
+def readings(node: KafkaController | BrokerAgent) -> list[Reading]:
+    """A controller candidate's or a broker's readings."""
+    return controller_readings(node) if isinstance(node, KafkaController) else broker_readings(node)
 
 
-def broker_registry(agent: BrokerAgent) -> CollectorRegistry:
-    """A registry of one broker's metrics (what ``kctl broker`` serves)."""
-    return _registry(lambda: [({}, broker_readings(agent))])
+def node_registry(node: KafkaController | BrokerAgent) -> CollectorRegistry:
+    """A registry of one controller's or broker's metrics (what ``kctl controller`` and ``kctl broker`` serve)."""
+    return _registry(lambda: [({}, readings(node))])
 
 
-def cluster_registry(cluster: EmbeddedCluster) -> CollectorRegistry:
-    """A registry of every running controller candidate and broker of an embedded cluster, the same
-    names with a ``node_id`` label (the broker id the candidate or broker runs as)."""
-
-    def nodes() -> Iterator[tuple[Mapping[str, str], Iterable[Reading]]]:
-        for node, controller in sorted(list(cluster.controllers.items())):
-            yield {"node_id": str(node)}, controller_readings(controller)
-        for node, agent in sorted(list(cluster.brokers.items())):
-            if agent.is_running:
-                yield {"node_id": str(node)}, broker_readings(agent)
-
-    return _registry(nodes)
+def nodes_registry(nodes: Callable[[], Iterable[tuple[int, KafkaController | BrokerAgent]]]) -> CollectorRegistry:
+    """A registry of several nodes, listed by ``nodes()`` at each scrape: an embedded cluster's
+    controller candidates and running brokers, the same names with a ``node_id`` label (the broker
+    id the candidate or broker runs as)."""
+    return _registry(lambda: [({"node_id": str(node_id)}, readings(node)) for node_id, node in nodes()])
 
 
 # --- Serving ------------------------------------------------------------------------------------------
@@ -228,8 +220,8 @@ __all__ = [
     "QUANTILE_LABELS",
     "Reading",
     "broker_readings",
-    "broker_registry",
-    "cluster_registry",
     "controller_readings",
-    "controller_registry",
+    "node_registry",
+    "nodes_registry",
+    "readings",
 ]

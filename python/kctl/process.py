@@ -380,8 +380,7 @@ def _serving_metrics(listen: str | None, node: KafkaController | BrokerAgent) ->
         return
     from kctl import metrics  # prometheus_client, only when asked for
 
-    registry = metrics.controller_registry(node) if isinstance(node, KafkaController) else metrics.broker_registry(node)
-    server = metrics.MetricsServer(registry, listen)
+    server = metrics.MetricsServer(metrics.node_registry(node), listen)
     logger.info("Serving metrics at %s", server.describe())
     try:
         yield
