@@ -30,6 +30,7 @@ from kctl.plugins import PluginHost, get_plugin_host
 from kctl.sim import ScenarioError, load_scenario, run_scenario
 from kctl.cluster import MAX_BROKERS
 from kctl.sim.demo import MAX_DEMO_PARTITIONS, MIN_BROKERS, run_demo
+from kctl.sim.runner import components
 from kctl.sim.report import STEP_HEADER, Style, markdown_table, step_lines, summary, table, use_color, write_json
 from kctl.stores import zkacl
 from kctl.tools import commands as admin_tools
@@ -200,6 +201,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
     print(style.bold(title + f"{len(scenario.steps)} steps"))
     if scenario.description:
         print(scenario.description.strip())
+    print(components(scenario, args.engine))
     print(style.dim(STEP_HEADER))
     report = run_scenario(
         scenario, engine=args.engine, seed=args.seed,

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kctl import admin
 from kctl.broker import BrokerAgent, DataPlaneLedger, ExpectedMetadata, MetadataSnapshot, SimulatedReplicaManager
@@ -38,6 +38,9 @@ from kctl.requests import ControllerRequest
 from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler, check_duration
 from kctl.stores.base import StateStore
 from kctl.stores.memory import MemoryTree, PartitionSnapshot
+
+if TYPE_CHECKING:
+    from prometheus_client.registry import CollectorRegistry
 
 T = TypeVar("T")
 
@@ -539,6 +542,21 @@ class EmbeddedCluster:
         metrics = controller.metrics()
         metrics["UncleanLeaderElections"] = self.unclean_leader_elections()
         return metrics
+
+    def metrics_registry(self) -> CollectorRegistry:
+        """Every controller candidate's and running broker's metrics under the names a Kafka cluster
+        scraped by the Prometheus JMX exporter has, labelled by ``node_id`` (:mod:`kctl.metrics`);
+        ``prometheus_client.generate_latest(registry)`` renders them."""
+        from kctl.metrics import nodes_registry
+
+        return nodes_registry(self._running_nodes)
+
+    def _running_nodes(self) -> list[tuple[int, KafkaController | BrokerAgent]]:
+        """Every controller candidate, then every running broker, by id."""
+        with self._lifecycle:
+            controllers = sorted(self.controllers.items(), key=lambda item: item[0])
+            brokers = sorted(((b, a) for b, a in self.brokers.items() if a.is_running), key=lambda item: item[0])
+        return [*controllers, *brokers]
 
     def unclean_leader_elections(self) -> int:
         with self._lifecycle:

@@ -279,8 +279,20 @@ class ControllerConfig:
             )
         return str(getattr(self, f"leader_selector_{kind}"))
 
+    @property
+    def leader_selectors(self) -> dict[str, str]:
+        """The configured selector of each election kind, kind → name (``kctl.leader.selector.*``)."""
+        return {kind: self.selector_name(kind) for kind in _SELECTOR_KINDS}
+
 
 _SELECTOR_KINDS = ("offline", "reassign", "preferred", "controlled_shutdown")
+
+
+def describe_components(engine: str, store: str, transport: str, config: ControllerConfig) -> str:
+    """What a controller runs with, in one line: the controller processes log it when they start
+    and ``kctl sim``/``kctl demo`` print it in their header, so a run says which plugins it used."""
+    selectors = ", ".join(f"{kind}={name}" for kind, name in config.leader_selectors.items())
+    return f"engine {engine}, store {store}, transport {transport}, leader selectors {selectors}"
 
 
 def property_fields() -> dict[str, str]:

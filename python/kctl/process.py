@@ -12,9 +12,11 @@ in the requests it sends) and runs until SIGTERM or SIGINT:
   makes a controlled shutdown (``controlled.shutdown.*``) before closing its session.
 
 A session that expires is replaced: the controller resigns (``Expire``) and runs for election
-again on the new session; the broker re-registers with a new broker epoch. Logs go to stderr; at
-``--log-level DEBUG`` a broker also logs each answer to the controller with the request and the
-response in wire form (:func:`read_answers` reads them back: the fault suite replays them).
+again on the new session; the broker re-registers with a new broker epoch. Logs go to stderr, or
+with ``--log-dir`` to Kafka's log files (:mod:`kctl.logfiles`); at ``--log-level DEBUG`` a broker
+also logs each answer to the controller with the request and the response in wire form
+(:func:`read_answers` reads them back: the fault suite replays them). ``--metrics-listen`` serves
+the process's metrics to Prometheus under Kafka's names (:mod:`kctl.metrics`).
 
 With ``--zk-auth USER:PASSWORD`` (or ``KCTL_ZK_AUTH``) a process authenticates with ZooKeeper's
 digest scheme, with ``--zk-sasl USER:PASSWORD`` (or ``KCTL_ZK_SASL``) by a SASL DIGEST-MD5 login;
@@ -44,13 +46,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from kctl import wire
+from kctl import logfiles, wire
 from kctl.broker import BrokerAgent
 from kctl.broker.agent import HandledRequest
 from kctl.broker.fetcher import NetworkReplicaManager
-from kctl.config import ControllerConfig
+from kctl.config import ControllerConfig, describe_components
 from kctl.context import DEFAULT_ENGINE, ENGINES
 from kctl.controller import KafkaController
 from kctl.errors import IllegalArgumentError, KctlError, StoreUnavailableError
@@ -106,6 +109,19 @@ def process_properties(args: argparse.Namespace) -> tuple[ControllerConfig, List
     security = ListenerSecurity.from_properties({k: v for k, v in properties.items() if is_security_property(k)})
     config = ControllerConfig.coerce({k: v for k, v in properties.items() if not is_security_property(k)})
     return config, security, client
+
+
+def _positive(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
+def _file_size(text: str) -> int:
+    try:
+        return logfiles.parse_file_size(text)
+    except IllegalArgumentError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def seconds_argument(text: str) -> float:
@@ -206,7 +222,21 @@ def add_process_arguments(parser: argparse.ArgumentParser, role: str) -> None:
                         help="a properties file as Kafka's server.properties (repeatable; --config wins), e.g. the "
                              "ssl.* properties of docs/security.md")
     parser.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO",
-                        help="log level of the stderr log (default: INFO)")
+                        help="log level (default: INFO)")
+    parser.add_argument("--state-change-log-level", choices=("TRACE", "DEBUG", "INFO", "WARNING", "ERROR"),
+                        default=None, help="log level of the state-change log, Kafka's state.change.logger (TRACE "
+                                           "adds a line per replica; default: --log-level)")
+    parser.add_argument("--log-dir", type=Path, default=None, metavar="DIR",
+                        help="write Kafka's log files there in Kafka's layout: controller.log, state-change.log "
+                             "and server.log (default: everything to stderr)")
+    parser.add_argument("--log-max-file-size", type=_file_size, default=logfiles.DEFAULT_MAX_FILE_SIZE,
+                        metavar="SIZE", help="roll a log file over at this size, as log4j's MaxFileSize: bytes, KB, "
+                                             "MB or GB (default: 100MB)")
+    parser.add_argument("--log-max-backup-index", type=_positive, default=logfiles.DEFAULT_MAX_BACKUP_INDEX, metavar="N",
+                        help=f"rolled-over files kept of each log (default: {logfiles.DEFAULT_MAX_BACKUP_INDEX})")
+    parser.add_argument("--metrics-listen", type=_address, default=None, metavar="HOST:PORT",
+                        help=f"serve the {role}'s metrics over HTTP in Prometheus' text format, named as the JMX "
+                             "exporter names Kafka's (port 0: any free port; default: not served)")
     if role == "controller":
         parser.add_argument("--store", choices=("zookeeper",), default="zookeeper", help="state store (zookeeper)")
         parser.add_argument("--engine", choices=ENGINES, default=DEFAULT_ENGINE,
@@ -220,13 +250,21 @@ def add_process_arguments(parser: argparse.ArgumentParser, role: str) -> None:
 # --- Shared plumbing -------------------------------------------------------------------------------
 
 
-def configure_logging(level: str) -> None:
-    """Everything to stderr with a timestamp; kazoo's chatter only from WARNING up."""
+def configure_logging(args: argparse.Namespace, role: str) -> None:
+    """Everything to stderr with a timestamp or, with ``--log-dir``, to Kafka's log files
+    (:mod:`kctl.logfiles`) and what goes to server.log also to stderr; kazoo's chatter only from
+    WARNING up."""
+    level = args.log_level
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    if args.log_dir is None:
+        root.handlers[:] = [handler]
+    else:
+        files = logfiles.LogFiles(args.log_dir, args.log_max_file_size, args.log_max_backup_index)
+        root.handlers[:] = files.handlers(handler, role, args.id)
     root.setLevel(level)
+    logging.getLogger("kctl.state_change").setLevel(args.state_change_log_level or level)
     logging.getLogger("kazoo").setLevel(max(logging.WARNING, logging.getLevelName(level)))
 
 
@@ -334,6 +372,22 @@ def _transport(
     return factory(scheduler=scheduler, **options)
 
 
+@contextlib.contextmanager
+def _serving_metrics(listen: str | None, node: KafkaController | BrokerAgent) -> Iterator[None]:
+    """Serve the node's metrics at ``--metrics-listen`` for the duration of the block (if given)."""
+    if listen is None:
+        yield
+        return
+    from kctl import metrics  # prometheus_client, only when asked for
+
+    server = metrics.MetricsServer(metrics.node_registry(node), listen)
+    logger.info("Serving metrics at %s", server.describe())
+    try:
+        yield
+    finally:
+        server.close()
+
+
 def _run_until_stopped(stopping: threading.Event) -> None:
     while not stopping.wait(0.5):
         pass
@@ -353,7 +407,8 @@ class _Runtime:
 
 @contextlib.contextmanager
 def _runtime(args: argparse.Namespace, role: str) -> Iterator[_Runtime]:
-    configure_logging(args.log_level)
+    wire.check_installed()
+    configure_logging(args, role)
     config, listener_security, client = process_properties(args)
     listener_security.check_identity(role, args.id)
     stopping = _wait_for_termination()
@@ -378,11 +433,13 @@ def run_controller(args: argparse.Namespace) -> int:
     with _runtime(args, "controller") as rt:
         controller = KafkaController(args.id, rt.store, rt.transport, rt.config, args.engine, rt.scheduler)
         try:
-            controller.startup()
-            _SessionKeeper(rt.store, lambda: None, rt.stopping)  # RECONNECTED makes the controller re-elect
-            logger.info("Controller %d started (ZooKeeper %s, listening on %s, transport %s)",
-                        args.id, args.zk, rt.network.describe(), args.transport)
-            _run_until_stopped(rt.stopping)
+            with _serving_metrics(args.metrics_listen, controller):
+                controller.startup()
+                _SessionKeeper(rt.store, lambda: None, rt.stopping)  # RECONNECTED makes the controller re-elect
+                logger.info("Controller %d started (ZooKeeper %s, listening on %s; %s)", args.id, args.zk,
+                            rt.network.describe(),
+                            describe_components(args.engine, args.store, args.transport, rt.config))
+                _run_until_stopped(rt.stopping)
         finally:
             controller.shutdown()
     logger.info("Controller %d stopped", args.id)
@@ -436,14 +493,16 @@ def run_broker(args: argparse.Namespace) -> int:
         agent = BrokerAgent(args.id, rt.store, rt.transport, rt.scheduler, rt.config, rack=args.rack, host=host,
                             port=port, security_protocol=rt.network.server.security.protocol,
                             replica_manager=replica_manager, on_answer=log_answer)
-        epoch = agent.startup()
-        _SessionKeeper(rt.store, agent.reregister, rt.stopping)
-        logger.info("Broker %d started (ZooKeeper %s, listening on %s, broker epoch %d, transport %s)",
-                    args.id, args.zk, rt.network.describe(), epoch, args.transport)
-        _run_until_stopped(rt.stopping)
-        started = time.monotonic()
-        controlled = agent.shutdown().result()
-        logger.info("Broker %d shut down in %.3fs (controlled: %s)", args.id, time.monotonic() - started, controlled)
+        with _serving_metrics(args.metrics_listen, agent):
+            epoch = agent.startup()
+            _SessionKeeper(rt.store, agent.reregister, rt.stopping)
+            logger.info("Broker %d started (ZooKeeper %s, listening on %s, broker epoch %d, transport %s)",
+                        args.id, args.zk, rt.network.describe(), epoch, args.transport)
+            _run_until_stopped(rt.stopping)
+            started = time.monotonic()
+            controlled = agent.shutdown().result()
+            logger.info("Broker %d shut down in %.3fs (controlled: %s)", args.id, time.monotonic() - started,
+                        controlled)
     return 0
 
 

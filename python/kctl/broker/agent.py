@@ -171,6 +171,17 @@ class BrokerAgent:
         idle = getattr(self.replica_manager, "idle", None)
         return True if idle is None else bool(idle())
 
+    def metrics(self) -> dict[str, float]:
+        """Kafka's broker metrics as far as this broker has them: ``BrokerState`` (Kafka's numbers:
+        3 running, 6 in a controlled shutdown, 0 stopped) and its replica manager's, when it keeps any."""
+        with self._lock:
+            if not self._running:
+                state = 0
+            else:
+                state = 6 if self._shutdown is not None and not self._shutdown.done() else 3
+        replica_metrics = getattr(self.replica_manager, "metrics", None)
+        return {"BrokerState": state, **(replica_metrics() if replica_metrics is not None else {})}
+
     def inspect(self, read: Callable[[BrokerAgent], T]) -> T:
         """``read(self)`` under the agent's lock: what another thread sees of the broker is never
         a request half-applied."""

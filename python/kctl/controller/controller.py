@@ -252,8 +252,10 @@ class KafkaController:
             self.event_manager.put(ev.UncleanLeaderElectionEnable())
 
     def metrics(self) -> dict[str, float]:
-        """Kafka's controller metrics (zero on an inactive controller, as in Kafka)."""
-        return self.inspect(KafkaController._metrics)
+        """Kafka's controller metrics (zero on an inactive controller, as in Kafka); ``ControllerState``
+        is the state of the event in progress when called, the others are read between two events."""
+        state = self.event_manager.state
+        return {**self.inspect(KafkaController._metrics), "ControllerState": state.kafka_value}
 
     def _metrics(self) -> dict[str, float]:
         ctx, active = self.context, self.is_active
@@ -273,6 +275,8 @@ class KafkaController:
             "ReplicasIneligibleToDeleteCount": sum(
                 len(ctx.replicas_in_state(t, ReplicaState.DELETION_INELIGIBLE)) for t in ineligible
             ),
+            "ActiveBrokerCount": len(ctx.live_or_shutting_down_broker_ids) if active else 0,
+            "FencedBrokerCount": 0,  # as in Kafka's ZooKeeper mode, which fences no broker
             "UncleanLeaderElections": ctx.unclean_leader_elections,
             "ControllerEpoch": ctx.epoch if active else 0,
             "EventQueueSize": self.event_manager.queue_size,

@@ -34,14 +34,27 @@ EVENT_QUEUE_TIME_TIMEOUT = 300.0
 HISTOGRAM_SAMPLE_SIZE = 1028
 """Values the percentiles are computed from (the sample size of a Yammer histogram)."""
 
+QUANTILES = (0.5, 0.75, 0.95, 0.98, 0.99, 0.999)
+"""The percentiles of a Yammer histogram's snapshot (its ``50thPercentile`` … ``999thPercentile``)."""
 
-class QueueTimeHistogram:
-    """Kafka's ``EventQueueTimeMs`` histogram, in milliseconds.
 
-    As in a Yammer histogram, count, max and mean cover every value since the last :meth:`clear`
-    and percentiles come from a sample of 1,028 values, interpolated as Yammer's snapshots do.
-    Yammer samples with an exponentially decaying random reservoir; kctl keeps the most recent
-    values instead, so that a simulated run stays reproducible.
+@dataclass(frozen=True)
+class HistogramSnapshot:
+    """A histogram at one moment: its count, the sum of its values and its :data:`QUANTILES`."""
+
+    count: int
+    total: float
+    quantiles: tuple[float, ...]
+
+
+class Histogram:
+    """A Yammer histogram in milliseconds: Kafka's ``EventQueueTimeMs``, and the time part of each
+    ``…RateAndTimeMs`` timer.
+
+    As in Yammer, count, max and mean cover every value since the last :meth:`clear` and
+    percentiles come from a sample of 1,028 values, interpolated as Yammer's snapshots do. Yammer
+    samples with an exponentially decaying random reservoir; kctl keeps the most recent values
+    instead, so that a simulated run stays reproducible.
     """
 
     def __init__(self) -> None:
@@ -50,47 +63,59 @@ class QueueTimeHistogram:
     def clear(self) -> None:
         self.count = 0
         self.max = 0.0
-        self._total = 0.0
+        self.total = 0.0
         self._sample: collections.deque[float] = collections.deque(maxlen=HISTOGRAM_SAMPLE_SIZE)
 
     def update(self, value: float) -> None:
         self.count += 1
         self.max = max(self.max, value)
-        self._total += value
+        self.total += value
         self._sample.append(value)
 
     @property
     def mean(self) -> float:
-        return self._total / self.count if self.count else 0.0
+        return self.total / self.count if self.count else 0.0
 
     def percentile(self, quantile: float) -> float:
         """The ``quantile`` (0–1) of the sample, 0 when empty."""
+        return self._percentiles((quantile,))[0]
+
+    def snapshot(self) -> HistogramSnapshot:
+        return HistogramSnapshot(self.count, self.total, self._percentiles(QUANTILES))
+
+    def _percentiles(self, quantiles: tuple[float, ...]) -> tuple[float, ...]:
         values = sorted(self._sample)
-        if not values:
-            return 0.0
-        position = quantile * (len(values) + 1)
-        if position < 1:
-            return values[0]
-        if position >= len(values):
-            return values[-1]
-        lower, upper = values[int(position) - 1], values[int(position)]
-        return lower + (position - int(position)) * (upper - lower)
+        return tuple(_interpolate(values, q) for q in quantiles)
+
+
+def _interpolate(values: list[float], quantile: float) -> float:
+    if not values:
+        return 0.0
+    position = quantile * (len(values) + 1)
+    if position < 1:
+        return values[0]
+    if position >= len(values):
+        return values[-1]
+    lower, upper = values[int(position) - 1], values[int(position)]
+    return lower + (position - int(position)) * (upper - lower)
 
 
 @dataclass
 class EventStats:
-    """Queue time, and per-state processing rate and time (Kafka's event-manager metrics)."""
+    """Queue time, and each state's processing time (Kafka's ``EventQueueTimeMs`` and the
+    ``ControllerStats`` rate-and-time timers; a timer's rate is its count over time)."""
 
     processed: int = 0
-    queue_time_ms: QueueTimeHistogram = field(default_factory=QueueTimeHistogram)
-    processing_time: dict[str, float] = field(default_factory=dict)
-    processing_count: dict[str, int] = field(default_factory=dict)
+    queue_time_ms: Histogram = field(default_factory=Histogram)
+    processing_time_ms: dict[ControllerState, Histogram] = field(default_factory=dict)
 
     def record(self, state: ControllerState, queued_for: float, took: float) -> None:
         self.processed += 1
         self.queue_time_ms.update(queued_for * 1000.0)
-        self.processing_time[state.value] = self.processing_time.get(state.value, 0.0) + took
-        self.processing_count[state.value] = self.processing_count.get(state.value, 0) + 1
+        histogram = self.processing_time_ms.get(state)
+        if histogram is None:
+            histogram = self.processing_time_ms[state] = Histogram()
+        histogram.update(took * 1000.0)
 
 
 class ControllerEventManager:

@@ -14,7 +14,7 @@ from kctl.admin import max_partitions
 from kctl.cluster import check_broker_count
 from kctl.context import DEFAULT_ENGINE
 from kctl.sim.report import STEP_HEADER, Style, metrics_table, partition_table, step_lines, verdict
-from kctl.sim.runner import StepResult, run_scenario
+from kctl.sim.runner import StepResult, components, run_scenario
 from kctl.sim.scenario import Scenario, parse_scenario
 
 MIN_BROKERS = 3
@@ -62,7 +62,8 @@ def run_demo(out: TextIO, brokers: int = 5, partitions: int = 6, seed: int = 0,
     scenario = demo_scenario(brokers, partitions, seed)
     racks = scenario.cluster.racks or {}
     print(style.bold(f"kctl demo: {brokers} brokers on {len(set(racks.values()))} racks, topics of {partitions} "
-                     f"partitions, engine {engine}, seed {seed}"), file=out)
+                     f"partitions, seed {seed}"), file=out)
+    print(components(scenario, engine), file=out)
     print(style.dim(STEP_HEADER), file=out)
 
     def progress(result: StepResult) -> None:

@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+from kctl import extras
 from kctl.errors import (
     BadVersionError,
     ControllerMovedError,
@@ -111,7 +112,6 @@ V = TypeVar("V")
 
 JUTE_MAXBUFFER = 0xFFFFF
 """ZooKeeper's default ``jute.maxbuffer``: the largest request a server accepts (1 MiB - 1)."""
-INSTALL_HINT = "pip install 'kctl[zookeeper]'"
 
 _OPCODES = {"create": 1, "delete": 2, "set": 5, "check": 13}  # ZooKeeper's, inside a multi
 _EPHEMERAL, _SEQUENTIAL = 1, 2  # ZooKeeper's create flags
@@ -167,7 +167,7 @@ def _kazoo() -> _Kazoo:
         import kazoo.protocol.states  # type: ignore[import-untyped]
         import kazoo.security  # type: ignore[import-untyped]
     except ImportError as exc:
-        raise ImportError(f"the zookeeper store needs kazoo: {INSTALL_HINT}") from exc
+        raise extras.missing("kazoo", "the zookeeper store", exc) from exc
     handler = _polling_handler(kazoo.handlers.threading.SequentialThreadingHandler, kazoo.handlers.utils.fileobj_to_fd)
     return _Kazoo(
         kazoo.client, kazoo.exceptions, kazoo.protocol.serialization, kazoo.protocol.states, kazoo.security, handler
@@ -1796,4 +1796,4 @@ def kctl_register_state_stores(register: StateStoreRegistry) -> None:
     register.add("zookeeper", ZooKeeperStore)
 
 
-__all__ = ["INSTALL_HINT", "JUTE_MAXBUFFER", "ZooKeeperStore"]
+__all__ = ["JUTE_MAXBUFFER", "ZooKeeperStore"]
