@@ -79,8 +79,10 @@ def max_partitions(replication_factor: int) -> int:
 def check_topic_fits(name: str, partitions: object, replication_factor: object) -> None:
     """Refuse, before placing any replica, a topic whose assignment cannot fit in one znode
     (ZooKeeper refuses data larger than its ``jute.maxbuffer``, 1 MiB by default)."""
+    if not isinstance(partitions, int) or not isinstance(replication_factor, int):
+        return  # the assignment's own checks name the wrong type
     if int_problem(partitions) or int_problem(replication_factor):
-        return  # the assignment's own checks name the wrong type or Kafka's Int range
+        return  # and a count outside Kafka's Int
     least = least_topic_znode_bytes(partitions, replication_factor)
     if least > JUTE_MAXBUFFER:
         raise InvalidPartitionsError(
