@@ -160,12 +160,15 @@ class EmbeddedCluster:
             raise IllegalStateError(f"controller candidates {candidates} must be some of the brokers {self.broker_ids}")
         self.controller_ids = candidates
         self.plugins = plugins if plugins is not None else get_plugin_host()
+        # Every name is checked before anything starts (a store may open a session).
+        self.plugins.leader_selectors().check_config(self.config)
+        store_factory = self.plugins.state_stores().get(store).factory
+        transport_factory = self.plugins.transports().get(transport).factory
         self.scheduler: Scheduler = SimulatedScheduler(seed) if simulated else RealTimeScheduler(seed)
         options = dict(store_options or {})
         if store == "memory" and "tree" not in options:
             options["tree"] = MemoryTree(record_history=record_history, rng=random.Random(seed))
-        self.store: StateStore = self.plugins.state_stores().get(store).factory(**options)
-        transport_factory = self.plugins.transports().get(transport).factory
+        self.store: StateStore = store_factory(**options)
         self.transport = _RecordingTransport(transport_factory(scheduler=self.scheduler, **(transport_options or {})), self)
         self._expected_metadata = ExpectedMetadata(self.store)
         self.ledger = DataPlaneLedger()
@@ -422,7 +425,9 @@ class EmbeddedCluster:
     def update_config(self, properties: Mapping[str, Any]) -> None:
         """A dynamic broker-config change on every broker (e.g. enabling unclean election)."""
         with self._lifecycle:
-            self.config = self.config.with_properties(properties)
+            config = self.config.with_properties(properties)
+            self.plugins.leader_selectors().check_config(config)  # refused before any broker has it
+            self.config = config
             for controller in self.controllers.values():
                 controller.update_config(properties)
 
