@@ -42,6 +42,8 @@ from kctl.stores.memory import MemoryTree, PartitionSnapshot
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
 
+    from kctl.tools.status import ClusterStatus
+
 T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 120.0
@@ -540,6 +542,13 @@ class EmbeddedCluster:
     @property
     def sent_requests(self) -> list[SentRecord]:
         return list(self._sent)
+
+    def status(self) -> ClusterStatus:
+        """What ``kctl cluster status`` shows of this cluster, read from its store as from ZooKeeper
+        (:func:`kctl.tools.status.cluster_status`)."""
+        from kctl.tools.status import cluster_status
+
+        return cluster_status(self.store)
 
     def metrics(self) -> dict[str, float]:
         """The active controller's metrics (Kafka's names); unclean elections counted cluster-wide."""
