@@ -372,6 +372,16 @@ def _transport(
     return factory(scheduler=scheduler, **options)
 
 
+def _check_plugin_names(args: argparse.Namespace, config: ControllerConfig, role: str) -> None:
+    """Refuse a misspelt transport or (for a controller) leader selector before the process
+    connects: a controller that won the election could not elect a leader and would block the
+    standbys."""
+    plugins = get_plugin_host()
+    plugins.transports().get(args.transport)
+    if role == "controller":
+        plugins.leader_selectors().check_config(config)
+
+
 @contextlib.contextmanager
 def _serving_metrics(listen: str | None, node: KafkaController | BrokerAgent) -> Iterator[None]:
     """Serve the node's metrics at ``--metrics-listen`` for the duration of the block (if given)."""
@@ -410,6 +420,7 @@ def _runtime(args: argparse.Namespace, role: str) -> Iterator[_Runtime]:
     wire.check_installed()
     configure_logging(args, role)
     config, listener_security, client = process_properties(args)
+    _check_plugin_names(args, config, role)
     listener_security.check_identity(role, args.id)
     stopping = _wait_for_termination()
     security = ZooKeeperSecurity.from_arguments(args, config, role, client)
