@@ -13,7 +13,8 @@ from process_harness import KctlProcess, ProcessCluster
 
 from kctl import admin
 from kctl.model import TopicPartition
-from kctl.testing.zookeeper import ZooKeeperEnsemble, free_ports
+from kctl.testing.ports import free_ports
+from kctl.testing.zookeeper import ZooKeeperEnsemble
 
 T0, T1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
 
