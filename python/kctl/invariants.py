@@ -18,6 +18,7 @@ from kctl.stores.memory import PartitionSnapshot
 if TYPE_CHECKING:
     from kctl.broker.agent import HandledRequest
     from kctl.cluster import EmbeddedCluster
+    from kctl.controller import KafkaController
 
 
 def check_invariants(cluster: EmbeddedCluster) -> list[str]:
@@ -83,7 +84,7 @@ def _state_rows(history: Iterable[PartitionSnapshot]) -> list[PartitionSnapshot]
 
 def _i1_one_active_controller_per_epoch(cluster: EmbeddedCluster) -> list[str]:
     by_epoch: dict[int, list[int]] = {}
-    for controller in cluster.controllers.values():
+    for controller in list(cluster.controllers.values()):
         if controller.is_active:
             by_epoch.setdefault(controller.epoch, []).append(controller.broker_id)
     return [f"I1: controllers {ids} are all active in epoch {epoch}" for epoch, ids in sorted(by_epoch.items()) if len(ids) > 1]
@@ -137,7 +138,8 @@ def _unclean_permitted(cluster: EmbeddedCluster) -> bool:
 
 
 def _i5_brokers_fence_stale_requests(cluster: EmbeddedCluster) -> list[str]:
-    return [v for broker_id, agent in sorted(cluster.brokers.items()) for v in check_broker_answers(broker_id, agent.handled)]
+    return [v for broker_id, agent in sorted(cluster.brokers.items())
+            for v in check_broker_answers(broker_id, agent.inspect(lambda a: list(a.handled)))]
 
 
 def check_broker_answers(broker_id: int, handled: Iterable[HandledRequest]) -> list[str]:
@@ -187,12 +189,20 @@ def _i6_reassignments_tracked(cluster: EmbeddedCluster) -> list[str]:
     if controller is None or not controller.event_manager.is_empty():
         return []
     stored = cluster.store.get_topic_assignments(sorted(cluster.store.get_all_topics())).values
-    tracked = controller.context.partitions_being_reassigned
+    tracked = controller.inspect(lambda c: set(c.context.partitions_being_reassigned))
     return [
         f"I6: {TopicPartition(t, p)} is being reassigned in the store ({a}) but the controller does not track it"
         for t, assignment in stored.items()
         for p, a in sorted(assignment.partitions.items())
         if a.is_being_reassigned and TopicPartition(t, p) not in tracked
+    ]
+
+
+def _unconverged_with_replicas_up(controller: KafkaController) -> list[TopicPartition]:
+    ctx = controller.context
+    return [
+        tp for tp in ctx.unconverged_partitions()
+        if all(ctx.is_replica_online(r, tp) for r in ctx.partition_replica_assignment(tp))
     ]
 
 
@@ -205,10 +215,6 @@ def _i7_converged_when_quiet(cluster: EmbeddedCluster) -> list[str]:
         return []
     controller = cluster.active_controller
     assert controller is not None
-    ctx = controller.context
-    unconverged = [
-        tp for tp in ctx.unconverged_partitions()
-        if all(ctx.is_replica_online(r, tp) for r in ctx.partition_replica_assignment(tp))
-    ]
+    unconverged = controller.inspect(_unconverged_with_replicas_up)
     problems = [f"I7: {tp} is not online with a full ISR" for tp in unconverged[:10]]
     return problems + [f"I7: {m}" for m in cluster.metadata_mismatches(limit=10)]

@@ -12,9 +12,11 @@ in the requests it sends) and runs until SIGTERM or SIGINT:
   makes a controlled shutdown (``controlled.shutdown.*``) before closing its session.
 
 A session that expires is replaced: the controller resigns (``Expire``) and runs for election
-again on the new session; the broker re-registers with a new broker epoch. Logs go to stderr; at
-``--log-level DEBUG`` a broker also logs each answer to the controller with the request and the
-response in wire form (:func:`read_answers` reads them back: the fault suite replays them).
+again on the new session; the broker re-registers with a new broker epoch. Logs go to stderr, or
+with ``--log-dir`` to Kafka's log files (:mod:`kctl.logfiles`); at ``--log-level DEBUG`` a broker
+also logs each answer to the controller with the request and the response in wire form
+(:func:`read_answers` reads them back: the fault suite replays them). ``--metrics-listen`` serves
+the process's metrics to Prometheus under Kafka's names (:mod:`kctl.metrics`).
 
 With ``--zk-auth USER:PASSWORD`` (or ``KCTL_ZK_AUTH``) a process authenticates with ZooKeeper's
 digest scheme, with ``--zk-sasl USER:PASSWORD`` (or ``KCTL_ZK_SASL``) by a SASL DIGEST-MD5 login;
@@ -37,26 +39,29 @@ import base64
 import binascii
 import contextlib
 import logging
+import re
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from kctl import wire
+from kctl import logfiles, wire
 from kctl.broker import BrokerAgent
 from kctl.broker.agent import HandledRequest
 from kctl.broker.fetcher import NetworkReplicaManager
-from kctl.config import ControllerConfig
+from kctl.config import ControllerConfig, describe_components
 from kctl.context import DEFAULT_ENGINE, ENGINES
 from kctl.controller import KafkaController
 from kctl.errors import IllegalArgumentError, KctlError, StoreUnavailableError
+from kctl.model import validate_int
 from kctl.net import Address, EventLoopThread, FrameClient, FrameServer, format_address, parse_address
 from kctl.plugins import get_plugin_host
 from kctl.properties import read_properties
-from kctl.scheduler import RealTimeScheduler
+from kctl.scheduler import RealTimeScheduler, check_duration
 from kctl.security import ListenerSecurity, is_security_property
 from kctl.stores import zkacl, zkclient
 from kctl.stores.base import ChangeType, WatchEvent, WatchKind
@@ -79,6 +84,19 @@ def _property(text: str) -> tuple[str, str]:
     return name.strip(), value.strip()
 
 
+def int_argument(what: str, minimum: int = 0) -> Callable[[str], int]:
+    """An argparse type for an integer Kafka reads as an ``Int`` (at least ``minimum``), such as
+    ``--id``; the error names ``what`` and the value."""
+    def parse(text: str) -> int:
+        digits = text.strip()
+        value: object = int(digits) if re.fullmatch(r"[+-]?[0-9]{1,20}", digits) else text
+        try:
+            return validate_int(what, value, minimum)
+        except KctlError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return parse
+
+
 def process_properties(args: argparse.Namespace) -> tuple[ControllerConfig, ListenerSecurity, dict[str, str]]:
     """The ``--config-file`` files in order, then ``--config``, split by who reads them: the broker
     properties, the listener's security built from its own properties (files checked,
@@ -93,6 +111,31 @@ def process_properties(args: argparse.Namespace) -> tuple[ControllerConfig, List
     return config, security, client
 
 
+def _positive(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
+def _file_size(text: str) -> int:
+    try:
+        return logfiles.parse_file_size(text)
+    except IllegalArgumentError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def seconds_argument(text: str) -> float:
+    """A command-line duration: more than 0 and at most a day (:func:`~kctl.scheduler.check_duration`)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    try:
+        return check_duration(seconds, "the value", positive=True)
+    except KctlError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _address(text: str) -> str:
     try:
         parse_address(text)
@@ -105,7 +148,7 @@ def add_zookeeper_arguments(parser: argparse.ArgumentParser) -> None:
     """``--zk``, ``--zk-timeout``, ``--zk-auth`` and ``--zk-acl``, shared with the admin tools."""
     parser.add_argument("--zk", required=True, metavar="HOST:PORT[/CHROOT]",
                         help="ZooKeeper connect string, as Kafka's zookeeper.connect")
-    parser.add_argument("--zk-timeout", type=float, default=15.0, metavar="SECONDS",
+    parser.add_argument("--zk-timeout", type=seconds_argument, default=15.0, metavar="SECONDS",
                         help="give up connecting to ZooKeeper after this long (default: 15)")
     parser.add_argument("--zk-auth", default=None, metavar="USER:PASSWORD",
                         help=f"authenticate to ZooKeeper with this digest identity (default: ${zkacl.AUTH_ENV}, "
@@ -167,7 +210,7 @@ class ZooKeeperSecurity:
 
 
 def add_process_arguments(parser: argparse.ArgumentParser, role: str) -> None:
-    parser.add_argument("--id", type=int, required=True, help=f"the {role}'s id (a broker id)")
+    parser.add_argument("--id", type=int_argument("a broker id"), required=True, help=f"the {role}'s id (a broker id)")
     add_zookeeper_arguments(parser)
     parser.add_argument("--listen", type=_address, default="127.0.0.1:0", metavar="HOST:PORT",
                         help="where to accept connections (port 0: any free port; default 127.0.0.1:0)")
@@ -179,34 +222,58 @@ def add_process_arguments(parser: argparse.ArgumentParser, role: str) -> None:
                         help="a properties file as Kafka's server.properties (repeatable; --config wins), e.g. the "
                              "ssl.* properties of docs/security.md")
     parser.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO",
-                        help="log level of the stderr log (default: INFO)")
+                        help="log level (default: INFO)")
+    parser.add_argument("--state-change-log-level", choices=("TRACE", "DEBUG", "INFO", "WARNING", "ERROR"),
+                        default=None, help="log level of the state-change log, Kafka's state.change.logger (TRACE "
+                                           "adds a line per replica; default: --log-level)")
+    parser.add_argument("--log-dir", type=Path, default=None, metavar="DIR",
+                        help="write Kafka's log files there in Kafka's layout: controller.log, state-change.log "
+                             "and server.log (default: everything to stderr)")
+    parser.add_argument("--log-max-file-size", type=_file_size, default=logfiles.DEFAULT_MAX_FILE_SIZE,
+                        metavar="SIZE", help="roll a log file over at this size, as log4j's MaxFileSize: bytes, KB, "
+                                             "MB or GB (default: 100MB)")
+    parser.add_argument("--log-max-backup-index", type=_positive, default=logfiles.DEFAULT_MAX_BACKUP_INDEX, metavar="N",
+                        help=f"rolled-over files kept of each log (default: {logfiles.DEFAULT_MAX_BACKUP_INDEX})")
+    parser.add_argument("--metrics-listen", type=_address, default=None, metavar="HOST:PORT",
+                        help=f"serve the {role}'s metrics over HTTP in Prometheus' text format, named as the JMX "
+                             "exporter names Kafka's (port 0: any free port; default: not served)")
     if role == "controller":
         parser.add_argument("--store", choices=("zookeeper",), default="zookeeper", help="state store (zookeeper)")
         parser.add_argument("--engine", choices=ENGINES, default=DEFAULT_ENGINE,
                             help=f"controller engine (default: {DEFAULT_ENGINE})")
     else:
         parser.add_argument("--rack", default=None, help="the broker's rack (broker.rack)")
-        parser.add_argument("--fetch-interval", type=float, default=0.5, metavar="SECONDS",
+        parser.add_argument("--fetch-interval", type=seconds_argument, default=0.5, metavar="SECONDS",
                             help="seconds between follower fetch rounds (default: 0.5)")
 
 
 # --- Shared plumbing -------------------------------------------------------------------------------
 
 
-def configure_logging(level: str) -> None:
-    """Everything to stderr with a timestamp; kazoo's chatter only from WARNING up."""
+def configure_logging(args: argparse.Namespace, role: str) -> None:
+    """Everything to stderr with a timestamp or, with ``--log-dir``, to Kafka's log files
+    (:mod:`kctl.logfiles`) and what goes to server.log also to stderr; kazoo's chatter only from
+    WARNING up."""
+    level = args.log_level
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    if args.log_dir is None:
+        root.handlers[:] = [handler]
+    else:
+        files = logfiles.LogFiles(args.log_dir, args.log_max_file_size, args.log_max_backup_index)
+        root.handlers[:] = files.handlers(handler, role, args.id)
     root.setLevel(level)
+    logging.getLogger("kctl.state_change").setLevel(args.state_change_log_level or level)
     logging.getLogger("kazoo").setLevel(max(logging.WARNING, logging.getLevelName(level)))
 
 
 def connect(
     zk: str, config: ControllerConfig, timeout: float, security: ZooKeeperSecurity | None = None
 ) -> ZooKeeperStore:
-    """A session on the ensemble; a clear :class:`StoreUnavailableError` when none answers."""
+    """A session on the ensemble; a clear :class:`StoreUnavailableError` when none answers
+    within ``timeout`` seconds (more than 0, at most a day)."""
+    timeout = check_duration(timeout, "the ZooKeeper connection timeout", positive=True)
     security = security or ZooKeeperSecurity()
     try:
         return ZooKeeperStore(
@@ -305,6 +372,22 @@ def _transport(
     return factory(scheduler=scheduler, **options)
 
 
+@contextlib.contextmanager
+def _serving_metrics(listen: str | None, node: KafkaController | BrokerAgent) -> Iterator[None]:
+    """Serve the node's metrics at ``--metrics-listen`` for the duration of the block (if given)."""
+    if listen is None:
+        yield
+        return
+    from kctl import metrics  # prometheus_client, only when asked for
+
+    server = metrics.MetricsServer(metrics.node_registry(node), listen)
+    logger.info("Serving metrics at %s", server.describe())
+    try:
+        yield
+    finally:
+        server.close()
+
+
 def _run_until_stopped(stopping: threading.Event) -> None:
     while not stopping.wait(0.5):
         pass
@@ -324,7 +407,8 @@ class _Runtime:
 
 @contextlib.contextmanager
 def _runtime(args: argparse.Namespace, role: str) -> Iterator[_Runtime]:
-    configure_logging(args.log_level)
+    wire.check_installed()
+    configure_logging(args, role)
     config, listener_security, client = process_properties(args)
     listener_security.check_identity(role, args.id)
     stopping = _wait_for_termination()
@@ -349,11 +433,13 @@ def run_controller(args: argparse.Namespace) -> int:
     with _runtime(args, "controller") as rt:
         controller = KafkaController(args.id, rt.store, rt.transport, rt.config, args.engine, rt.scheduler)
         try:
-            controller.startup()
-            _SessionKeeper(rt.store, lambda: None, rt.stopping)  # RECONNECTED makes the controller re-elect
-            logger.info("Controller %d started (ZooKeeper %s, listening on %s, transport %s)",
-                        args.id, args.zk, rt.network.describe(), args.transport)
-            _run_until_stopped(rt.stopping)
+            with _serving_metrics(args.metrics_listen, controller):
+                controller.startup()
+                _SessionKeeper(rt.store, lambda: None, rt.stopping)  # RECONNECTED makes the controller re-elect
+                logger.info("Controller %d started (ZooKeeper %s, listening on %s; %s)", args.id, args.zk,
+                            rt.network.describe(),
+                            describe_components(args.engine, args.store, args.transport, rt.config))
+                _run_until_stopped(rt.stopping)
         finally:
             controller.shutdown()
     logger.info("Controller %d stopped", args.id)
@@ -407,14 +493,16 @@ def run_broker(args: argparse.Namespace) -> int:
         agent = BrokerAgent(args.id, rt.store, rt.transport, rt.scheduler, rt.config, rack=args.rack, host=host,
                             port=port, security_protocol=rt.network.server.security.protocol,
                             replica_manager=replica_manager, on_answer=log_answer)
-        epoch = agent.startup()
-        _SessionKeeper(rt.store, agent.reregister, rt.stopping)
-        logger.info("Broker %d started (ZooKeeper %s, listening on %s, broker epoch %d, transport %s)",
-                    args.id, args.zk, rt.network.describe(), epoch, args.transport)
-        _run_until_stopped(rt.stopping)
-        started = time.monotonic()
-        controlled = agent.shutdown().result()
-        logger.info("Broker %d shut down in %.3fs (controlled: %s)", args.id, time.monotonic() - started, controlled)
+        with _serving_metrics(args.metrics_listen, agent):
+            epoch = agent.startup()
+            _SessionKeeper(rt.store, agent.reregister, rt.stopping)
+            logger.info("Broker %d started (ZooKeeper %s, listening on %s, broker epoch %d, transport %s)",
+                        args.id, args.zk, rt.network.describe(), epoch, args.transport)
+            _run_until_stopped(rt.stopping)
+            started = time.monotonic()
+            controlled = agent.shutdown().result()
+            logger.info("Broker %d shut down in %.3fs (controlled: %s)", args.id, time.monotonic() - started,
+                        controlled)
     return 0
 
 
@@ -424,6 +512,7 @@ __all__ = [
     "add_zookeeper_arguments",
     "configure_logging",
     "connect",
+    "int_argument",
     "log_answer",
     "process_properties",
     "read_answers",

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kctl import extras
 from kctl.bench.grid import Grid, Variant, load_grid
 from kctl.bench.numbers import duration, fmt
 from kctl.bench.runner import COLUMNS
@@ -114,8 +115,8 @@ def run_fleet(spark: Any, grid: Grid, progress: Callable[[Progress], None] | Non
 
 def write_parquet(rows: Sequence[dict[str, Any]], path: Path) -> None:
     """The rows with the :data:`~kctl.bench.runner.COLUMNS` schema (Spark reads it back as is)."""
-    import pyarrow as pa  # type: ignore[import-untyped]
-    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+    pa = extras.require("pyarrow", "writing the fleet's Parquet file")
+    pq = extras.require("pyarrow.parquet", "writing the fleet's Parquet file")
 
     def arrow(kind: str) -> Any:
         if kind.startswith("array<"):
@@ -128,8 +129,7 @@ def write_parquet(rows: Sequence[dict[str, Any]], path: Path) -> None:
 
 
 def read_parquet(path: Path) -> list[dict[str, Any]]:
-    import pyarrow.parquet as pq
-
+    pq = extras.require("pyarrow.parquet", "reading the fleet's Parquet file")
     rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
     return rows
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kctl.bench.environment import ARCHIVE_ALIAS, EXECUTOR_PYTHON
+from kctl import extras
 from kctl.errors import KctlError
 
 MASTER_ENV = "KCTL_SPARK_MASTER"
@@ -39,11 +40,13 @@ class FleetSetupError(KctlError):
 
 
 def require_spark() -> None:
-    """pyspark importable and a ``java`` to run it with, or a :class:`FleetSetupError` saying how."""
-    try:
-        import pyspark  # noqa: F401
-    except ImportError:
-        raise FleetSetupError("kctl fleet needs pyspark: pip install 'kctl[fleet]'") from None
+    """pyspark and pyarrow importable (the job runs on Spark and writes Parquet) and a ``java`` to
+    run Spark with, or a :class:`FleetSetupError` saying how."""
+    for module in ("pyspark", "pyarrow"):
+        try:
+            extras.require(module, "kctl fleet")
+        except extras.MissingDependencyError as exc:
+            raise FleetSetupError(str(exc)) from None
     java_home = os.environ.get("JAVA_HOME")
     java = shutil.which("java", path=str(Path(java_home) / "bin")) if java_home else shutil.which("java")
     if java is None:

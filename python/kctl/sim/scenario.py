@@ -18,11 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kctl.cluster import DEFAULT_TIMEOUT
+from kctl.admin import check_topic_fits
+from kctl.cluster import DEFAULT_TIMEOUT, MAX_BROKERS
 from kctl.config import ControllerConfig
 from kctl.errors import KctlError
 from kctl.limits import DocumentError, load_toml, read_file
-from kctl.model import NO_LEADER, TopicPartition, validate_topic_name
+from kctl.model import INT32_MAX, NO_LEADER, TopicPartition, validate_topic_name
+from kctl.scheduler import MAX_DURATION
+from kctl.topic_config import validate_topic_config
 
 
 class ScenarioError(KctlError):
@@ -110,12 +113,22 @@ def _shown(value: Any) -> str:
     return f"{value!r} ({kind})"
 
 
-def _integer(value: Any, minimum: int | None = None) -> int:
+def _integer(value: Any, minimum: int | None = None, maximum: int | None = INT32_MAX) -> int:
+    """An integer; ids and counts are Kafka's ``Int``, so at most ``INT32_MAX`` unless told otherwise."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise _Bad(f"expected an integer, got {_shown(value)}")
     if minimum is not None and value < minimum:
         raise _Bad(f"must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise _Bad(f"must be at most {maximum}, got {value}")
     return value
+
+
+def _broker_key(key: str, static: _Static) -> int:
+    """A table key naming a broker (``[cluster.racks]``, ``partitions_led``): its id in decimal."""
+    if not (key.isascii() and key.isdigit()) or len(key) > len(str(INT32_MAX)):
+        raise _Bad(f"expected broker ids as keys, got '{key}'")
+    return static.broker(int(key))
 
 
 def _seconds(value: Any) -> float:
@@ -123,6 +136,8 @@ def _seconds(value: Any) -> float:
         raise _Bad(f"expected a number of seconds, got {_shown(value)}")
     if value < 0:
         raise _Bad(f"must not be negative, got {value}")
+    if value > MAX_DURATION:
+        raise _Bad(f"must be at most {MAX_DURATION:g} seconds (a day), got {value:g}")
     return float(value)
 
 
@@ -164,6 +179,16 @@ def _scalar_table(value: Any) -> dict[str, Any]:
         if isinstance(item, list | dict):
             raise _Bad(f"{key}: expected a string, number or boolean, got {_shown(item)}")
     return table
+
+
+def _topic_config(value: Any) -> dict[str, Any]:
+    """A topic's config overrides, checked as Kafka checks them (:mod:`kctl.topic_config`)."""
+    config = _scalar_table(value)
+    try:
+        validate_topic_config(config)
+    except KctlError as e:
+        raise _Bad(str(e)) from None
+    return config
 
 
 def _suggest(name: str, known: Sequence[str]) -> str:
@@ -324,6 +349,16 @@ def _topic_check(args: dict[str, Any], static: _Static) -> None:
     elif args.get("replication_factor", static.config.default_replication_factor) > len(static.brokers):
         raise _Bad(f"the default replication factor ({static.config.default_replication_factor}) is larger "
                    f"than the number of brokers ({len(static.brokers)})", field="replication_factor")
+    _topic_fits(args, static)
+
+
+def _topic_fits(args: dict[str, Any], static: _Static) -> None:
+    """A topic too large for one znode is refused here, not when the step runs."""
+    partitions, replication_factor = _topic_shape(args, static)
+    try:
+        check_topic_fits(args["name"], partitions, replication_factor)
+    except KctlError as e:
+        raise _Bad(str(e), field=next((f for f in ("partitions", "assignment") if f in args), "name")) from None
 
 
 def _topic_shape(args: dict[str, Any], static: _Static) -> tuple[int, int]:
@@ -343,7 +378,7 @@ TOPIC_FIELDS: dict[str, Field] = {
     "partitions": Field(lambda v, s: _integer(v, 1)),
     "replication_factor": Field(_replication_factor),
     "assignment": Field(_assignment),
-    "config": Field(lambda v, s: _scalar_table(v)),
+    "config": Field(lambda v, s: _topic_config(v)),
 }
 
 
@@ -465,9 +500,7 @@ def _controller(value: Any, static: _Static) -> int:
 def _partitions_led(value: Any, static: _Static) -> dict[int, int]:
     led = {}
     for key, count in _table(value).items():
-        if not key.isdigit():
-            raise _Bad(f"expected broker ids as keys, got '{key}'")
-        led[static.broker(int(key))] = _integer(count, 0)
+        led[_broker_key(key, static)] = _integer(count, 0)
     return led
 
 
@@ -528,7 +561,7 @@ ACTIONS: dict[str, Action] = {
                             check=lambda a, s: _one_of(a, "partitions", "topic", required=False)),
     "kill_controller": Action(fault=True, check=_kill_controller_check),
     "update_config": Action({"properties": Field(_properties, required=True)}, apply=_update_config),
-    "set_topic_config": Action({"topic": _TOPIC, "config": Field(lambda v, s: _scalar_table(v), required=True)}),
+    "set_topic_config": Action({"topic": _TOPIC, "config": Field(lambda v, s: _topic_config(v), required=True)}),
     "produce": Action(
         {"topic": _TOPIC, "partition": Field(lambda v, s: _integer(v, 0)), "records": Field(lambda v, s: _integer(v, 1))},
         check=_produce_check),
@@ -632,7 +665,7 @@ class _Loader:
         racks = self.value(where, table, "racks", lambda v: _racks(v, static)) if "racks" in table else None
         controllers = (self.value(where, table, "controllers", lambda v: _controllers(v, static))
                        if "controllers" in table else brokers[:3])
-        seed = self.value(where, table, "seed", _integer) if "seed" in table else 0
+        seed = self.value(where, table, "seed", lambda v: _integer(v, maximum=None)) if "seed" in table else 0
         config = self.value(where, table, "config", _broker_config) if "config" in table else {}
         if controllers is None or seed is None or config is None:
             return None
@@ -700,11 +733,19 @@ class _Loader:
 
 def _broker_ids(value: Any) -> tuple[int, ...]:
     if isinstance(value, int) and not isinstance(value, bool):
-        return tuple(range(1, _integer(value, 1) + 1))
-    brokers = tuple(_integer(b, 0) for b in _array(value))
+        return tuple(range(1, _broker_count(_integer(value, 1)) + 1))
+    ids = _array(value)
+    _broker_count(len(ids))
+    brokers = tuple(_integer(b, 0) for b in ids)
     if not brokers or len(set(brokers)) != len(brokers):
         raise _Bad(f"expected a broker count or a non-empty list of distinct broker ids, got {value!r}")
     return tuple(sorted(brokers))
+
+
+def _broker_count(count: int) -> int:
+    if count > MAX_BROKERS:
+        raise _Bad(f"a simulated cluster has at most {MAX_BROKERS} brokers, got {count}")
+    return count
 
 
 def _racks(value: Any, static: _Static) -> dict[int, str]:
@@ -718,7 +759,7 @@ def _racks(value: Any, static: _Static) -> dict[int, str]:
             raise _Bad(f"{len(racks)} racks for {len(brokers)} brokers: give one rack per broker")
         return dict(zip(brokers, racks))
     table = _table(value)
-    racks_by_broker = {static.broker(int(k) if k.isdigit() else k): _string(r) for k, r in table.items()}
+    racks_by_broker = {_broker_key(k, static): _string(r) for k, r in table.items()}
     missing = [b for b in brokers if b not in racks_by_broker]
     if missing:
         raise _Bad(f"no rack for brokers {_ids(missing)}: either every broker has a rack or none has")

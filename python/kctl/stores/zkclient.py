@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kctl import extras
 from kctl.errors import InvalidConfigurationError
 from kctl.stores.zkacl import ALL, OPEN, SASL_SCHEME, WORLD_READ, AclEntry, acl_entry, digest, parse_auth
 
 SASL_ENV = "KCTL_ZK_SASL"
 """The process's SASL DIGEST-MD5 login, ``USER:PASSWORD`` (instead of ``--zk-sasl``)."""
-INSTALL_HINT = "pip install 'kctl[zookeeper]'"
 
 ENABLE = "zookeeper.ssl.client.enable"
 KEYSTORE = "zookeeper.ssl.keystore.location"
@@ -185,10 +185,7 @@ class ClientSecurity:
         if self.auth is not None:
             options["auth_data"] = [("digest", f"{self.auth[0]}:{self.auth[1]}")]
         if self.sasl is not None:
-            try:
-                import puresasl  # type: ignore[import-untyped]  # noqa: F401  (kazoo's SASL)
-            except ImportError as exc:
-                raise ImportError(f"SASL to ZooKeeper needs the pure-sasl package: {INSTALL_HINT}") from exc
+            extras.require("puresasl", "SASL to ZooKeeper")  # kazoo's SASL
             options["sasl_options"] = {"mechanism": "DIGEST-MD5", "username": self.sasl[0], "password": self.sasl[1]}
         if self.tls is not None:
             options.update(

@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+from kctl import extras
 from kctl.errors import (
     BadVersionError,
     ControllerMovedError,
@@ -61,6 +62,7 @@ from kctl.hookspecs import hookimpl
 from kctl.model import (
     INITIAL_CONTROLLER_EPOCH,
     INITIAL_CONTROLLER_EPOCH_VERSION,
+    INT32_MAX,
     BrokerInfo,
     LeaderAndIsr,
     LeaderIsrAndControllerEpoch,
@@ -80,6 +82,7 @@ from kctl.stores.base import (
     WatchKind,
     WatchListener,
     check_watch_key,
+    decoded_or_skipped,
 )
 from kctl.stores.zkacl import ADMIN, CONTROLLER_CREATED_PATHS, CREATE, DELETE, READ, WRITE, AclEntry, AclPolicy
 from kctl.stores.zkclient import ClientSecurity, ZooKeeperTls
@@ -109,7 +112,6 @@ V = TypeVar("V")
 
 JUTE_MAXBUFFER = 0xFFFFF
 """ZooKeeper's default ``jute.maxbuffer``: the largest request a server accepts (1 MiB - 1)."""
-INSTALL_HINT = "pip install 'kctl[zookeeper]'"
 
 _OPCODES = {"create": 1, "delete": 2, "set": 5, "check": 13}  # ZooKeeper's, inside a multi
 _EPHEMERAL, _SEQUENTIAL = 1, 2  # ZooKeeper's create flags
@@ -165,7 +167,7 @@ def _kazoo() -> _Kazoo:
         import kazoo.protocol.states  # type: ignore[import-untyped]
         import kazoo.security  # type: ignore[import-untyped]
     except ImportError as exc:
-        raise ImportError(f"the zookeeper store needs kazoo: {INSTALL_HINT}") from exc
+        raise extras.missing("kazoo", "the zookeeper store", exc) from exc
     handler = _polling_handler(kazoo.handlers.threading.SequentialThreadingHandler, kazoo.handlers.utils.fileobj_to_fd)
     return _Kazoo(
         kazoo.client, kazoo.exceptions, kazoo.protocol.serialization, kazoo.protocol.states, kazoo.security, handler
@@ -853,10 +855,11 @@ class ZooKeeperStore:
             if isinstance(answer, self._kazoo.exceptions.NoNodeError):
                 continue  # gone since the listing
             data, stat = self._result(answer, path)
+            broker_id = paths.parse_id(name)
             try:
-                if not name.isdigit():
-                    raise corrupt(path, _NAME_FIELD, "must be a broker id")
-                brokers[int(name)] = (BrokerIdZNode.decode(data, path, int(name)), int(stat.czxid))
+                if broker_id is None:
+                    raise corrupt(path, _NAME_FIELD, f"must be a broker id (0 to {INT32_MAX}), found {name!r}")
+                brokers[broker_id] = (BrokerIdZNode.decode(data, path, broker_id), int(stat.czxid))
             except CorruptDataError as exc:
                 logger.warning("Ignoring undecodable broker registration at %s: %s", path, exc)
         if self._policy is not None and self._policy.broker_ids:
@@ -940,11 +943,7 @@ class ZooKeeperStore:
 
     def get_topic_partition_ids(self, topic: str) -> list[int]:
         path = paths.topic_partitions(topic)
-        names = self._children(path)
-        for name in names:
-            if not name.isdigit():
-                raise corrupt(f"{path}/{name}", _NAME_FIELD, f"must be a partition id, found {name!r}")
-        return sorted(map(int, names))
+        return paths.child_ids(path, self._children(path))
 
     def delete_topic(self, topic: str, expected_controller_epoch_version: int) -> None:
         self._delete_paths(
@@ -1391,9 +1390,8 @@ class ZooKeeperStore:
         answers = self._read([(_GET_DATA, path) for path in named])
         no_node = self._kazoo.exceptions.NoNodeError
         return [
-            decode(self._result(answer, path)[0], path)
-            for path, answer in zip(named, answers)
-            if not isinstance(answer, no_node)
+            value for path, answer in zip(named, answers) if not isinstance(answer, no_node)
+            for value in decoded_or_skipped(path, lambda: decode(self._result(answer, path)[0], path))  # noqa: B023
         ]
 
     # --- Writes ----------------------------------------------------------------------------------
@@ -1798,4 +1796,4 @@ def kctl_register_state_stores(register: StateStoreRegistry) -> None:
     register.add("zookeeper", ZooKeeperStore)
 
 
-__all__ = ["INSTALL_HINT", "JUTE_MAXBUFFER", "ZooKeeperStore"]
+__all__ = ["JUTE_MAXBUFFER", "ZooKeeperStore"]

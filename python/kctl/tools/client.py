@@ -35,6 +35,7 @@ from kctl.errors import (
     UnknownTopicOrPartitionError,
 )
 from kctl.model import NO_LEADER, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
+from kctl.scheduler import check_duration
 from kctl.stores.base import MATCH_ANY_VERSION, StateStore, TopicAssignment
 
 if TYPE_CHECKING:
@@ -338,6 +339,7 @@ class AdminClient:
         topics' previous configs.
         """
         kind = ElectionType(election_type)
+        check_duration(timeout, "the election timeout", positive=True)
         tps = sorted(set(self.all_partitions() if partitions is None else partitions))
         assignments = self._replica_assignments(tps)
         states = self._states(assignments)
