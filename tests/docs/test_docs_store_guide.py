@@ -24,8 +24,9 @@ from kctl.model import TopicPartition
 from kctl.plugins import PluginHost
 from kctl.testing import register_plugin
 from kctl.testing.store_contract import StoreContract
+from kctl.testing.zookeeper import ZooKeeperEnsemble
 
-# conftest.py: pytest_plugins = ["kctl.testing"]  (provides the plugin_host fixture)
+# conftest.py: pytest_plugins = ["kctl.testing", "kctl.testing.zookeeper"]  (plugin_host, zookeeper_server …)
 
 
 class TestJournalStoreContract(StoreContract):
@@ -75,6 +76,21 @@ def test_a_cluster_on_the_store_has_a_history_and_keeps_its_invariants(host: Plu
         history = cluster.partition_history(orders)
         assert history[0].replicas == (1, 2, 3) and history[1].leader == 1
         assert history[-1].replicas == (2, 3, 4) and history[-1].leader in (2, 3, 4)
+        assert cluster.check_invariants() == []
+
+
+def test_invariants_are_checked_on_real_zookeeper_too(
+    host: PluginHost, zookeeper_server: ZooKeeperEnsemble, zookeeper_chroot: str
+) -> None:
+    """The journal on the zookeeper store, whose watch events come on kazoo's threads: the cluster
+    runs in real time (simulated=False), not on one simulated thread."""
+    options = {"inner": "zookeeper", "hosts": zookeeper_server.hosts, "chroot": zookeeper_chroot}
+    with EmbeddedCluster(brokers=3, store="journal", store_options=options, simulated=False, plugins=host,
+                         config={"zookeeper.session.timeout.ms": 6000}) as cluster:
+        cluster.create_topic("orders", assignment={0: [1, 2, 3]})
+        cluster.kill_broker(1)
+        cluster.run_until_stable(timeout=60, what="a new leader for orders-0")
+        assert [row.leader for row in cluster.partition_history(TopicPartition("orders", 0))] == [-1, 1, 2]
         assert cluster.check_invariants() == []
 # docs-end
 
