@@ -18,7 +18,8 @@ from kctl import admin
 from kctl.controller.controller import FAILED_FAILOVER_BACKOFF
 from kctl.model import TopicPartition
 from kctl.stores import paths
-from kctl.testing.zookeeper import ZooKeeperEnsemble, free_ports
+from kctl.testing.ports import free_ports
+from kctl.testing.zookeeper import ZooKeeperEnsemble
 
 T0, T1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
 
