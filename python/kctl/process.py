@@ -503,7 +503,7 @@ def run_broker(args: argparse.Namespace) -> int:
         host, port = rt.network.address
         agent = BrokerAgent(args.id, rt.store, rt.transport, rt.scheduler, rt.config, rack=args.rack, host=host,
                             port=port, security_protocol=rt.network.server.security.protocol,
-                            replica_manager=replica_manager, on_answer=log_answer)
+                            replica_manager=replica_manager, on_answer=log_answer, keep_answers=False)
         with _serving_metrics(args.metrics_listen, agent):
             epoch = agent.startup()
             _SessionKeeper(rt.store, agent.reregister, rt.stopping)
