@@ -250,6 +250,13 @@ def add_process_arguments(parser: argparse.ArgumentParser, role: str) -> None:
 # --- Shared plumbing -------------------------------------------------------------------------------
 
 
+def quiet_zookeeper_client() -> None:
+    """An admin command's ZooKeeper client keeps its reconnection warnings to itself: when the
+    ensemble cannot be reached, the command's one error line (which names kazoo's last error)
+    says it all."""
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+
+
 def configure_logging(args: argparse.Namespace, role: str) -> None:
     """Everything to stderr with a timestamp or, with ``--log-dir``, to Kafka's log files
     (:mod:`kctl.logfiles`) and what goes to server.log also to stderr; kazoo's chatter only from
@@ -522,6 +529,7 @@ __all__ = [
     "add_process_arguments",
     "add_zookeeper_arguments",
     "configure_logging",
+    "quiet_zookeeper_client",
     "connect",
     "int_argument",
     "log_answer",

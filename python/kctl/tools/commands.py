@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from kctl.errors import AdminCommandFailedError, ElectionNotNeededError, KctlError
 from kctl.model import NO_LEADER, TopicPartition
 from kctl.config import ControllerConfig
-from kctl.process import ZooKeeperSecurity, add_zookeeper_arguments, int_argument, seconds_argument
+from kctl.process import ZooKeeperSecurity, add_zookeeper_arguments, int_argument, quiet_zookeeper_client, seconds_argument
 from kctl.tools.client import (
     DEFAULT_TIMEOUT,
     AdminClient,
@@ -33,6 +33,7 @@ def _ids(brokers: Iterable[int]) -> str:
 
 
 def _client(args: argparse.Namespace) -> AdminClient:
+    quiet_zookeeper_client()
     security = ZooKeeperSecurity.from_arguments(args, ControllerConfig())
     return AdminClient.connect(args.zk, args.zk_timeout, **security.transport_options())
 

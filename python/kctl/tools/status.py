@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from kctl.config import ControllerConfig
 from kctl.errors import NoNodeError
 from kctl.model import NO_LEADER, ReplicaAssignment, TopicPartition
-from kctl.process import ZooKeeperSecurity, add_zookeeper_arguments, connect
+from kctl.process import ZooKeeperSecurity, add_zookeeper_arguments, connect, quiet_zookeeper_client
 from kctl.sim.report import table
 from kctl.stores.base import ReadResult, StateStore
 
@@ -192,6 +192,7 @@ def cluster_arguments(parser: argparse.ArgumentParser) -> None:
 def cmd_cluster(args: argparse.Namespace) -> int:
     """``kctl cluster status``: read the status from ZooKeeper (an admin tool's session) and print it."""
     config = ControllerConfig()
+    quiet_zookeeper_client()
     store = connect(args.zk, config, args.zk_timeout, ZooKeeperSecurity.from_arguments(args, config))
     try:
         status = cluster_status(store)
