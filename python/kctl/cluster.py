@@ -229,6 +229,7 @@ class EmbeddedCluster:
                 agent.kill()
             if isinstance(self.scheduler, RealTimeScheduler):
                 self.scheduler.shutdown()
+            self.store.close()  # the cluster's own session: reads after stop() see the store no more
 
     def _start_broker_agent(self, broker_id: int) -> BrokerAgent:
         agent = BrokerAgent(
@@ -275,8 +276,7 @@ class EmbeddedCluster:
                 store.expire_session()
             controller.shutdown()
             self._retired_unclean += controller.inspect(_unclean_elections)
-            if not crashed:
-                store.close()
+            store.close()  # a crashed process's client goes with it
 
     # --- Time ----------------------------------------------------------------------------------
 

@@ -230,12 +230,14 @@ class BrokerAgent:
 
     def kill(self) -> None:
         """Crash the process: it stops answering, its data plane stops, its session expires (the
-        broker znode disappears). A controlled shutdown in progress completes with False."""
+        broker znode disappears) and its client goes with the process. A controlled shutdown in
+        progress completes with False."""
         with self._lock:
             if not self._running:
                 return
             self._stop(False)
             self._store.expire_session()
+            self._store.close()
 
     def restart(self) -> int:
         """Start again on a fresh store session after :meth:`kill` or :meth:`shutdown`; the new

@@ -588,7 +588,7 @@ class ZooKeeperStore:
         try:
             self._client.start(timeout=connection_timeout)
         except self._client.handler.timeout_exception:
-            if self._client.client_state == kz.states.KeeperState.AUTH_FAILED:
+            if self._client.client_state == kz.states.KeeperState.AUTH_FAILED or self._connection_log.login_refused():
                 raise self._login_refused() from None
             over = " over TLS" if tls is not None else ""
             raise StoreUnavailableError(
@@ -1769,6 +1769,11 @@ class _ConnectionLog(logging.LoggerAdapter):  # type: ignore[type-arg]
 
     def last_error(self) -> str:
         return f" (last error: {self._last})" if self._last else ""
+
+    def login_refused(self) -> bool:
+        """Whether the last warning was a refused login (kazoo may still be retrying when the
+        connection times out, before its state says AUTH_FAILED)."""
+        return self._last.startswith("AUTH_FAILED")
 
 
 def _perms(bits: int) -> str:
