@@ -4,6 +4,6 @@
 :mod:`kctl.tools.files` (the tools' JSON files) and :mod:`kctl.tools.commands` (the commands).
 """
 
-from kctl.tools.client import AdminClient, ElectionType, ReassignmentStatus
+from kctl.tools.client import AdminClient, ElectionType, PartitionFilter, ReassignmentStatus
 
-__all__ = ["AdminClient", "ElectionType", "ReassignmentStatus"]
+__all__ = ["AdminClient", "ElectionType", "PartitionFilter", "ReassignmentStatus"]
