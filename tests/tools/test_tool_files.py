@@ -94,7 +94,7 @@ def test_topics_to_move_file() -> None:
         ({"topics": [{"topic": 1}]}, "t.json: topics[0].topic: expected a topic name, got 1"),
         ({"topics": [{"topic": ".."}]}, "t.json: topics[0].topic: "),
         ({"topics": [{"topic": "b"}, {"topic": "a"}, {"topic": "b"}, {"topic": "a"}]},
-         "List of topics to reassign contains duplicate entries: [a, b]"),
+         "t.json: topics: List of topics to reassign contains duplicate entries: [a, b]"),
     ],
 )
 def test_malformed_topics_to_move_files(document: Any, message: str) -> None:

@@ -138,7 +138,9 @@ def parse_topics_to_move(document: Any, source: str) -> list[str]:
         raise AdminCommandFailedError(f"{source}: topics: no topics given")
     duplicates = sorted({t for t in topics if topics.count(t) > 1})
     if duplicates:
-        raise AdminCommandFailedError(f"List of topics to reassign contains duplicate entries: [{', '.join(duplicates)}]")
+        raise AdminCommandFailedError(
+            f"{source}: topics: List of topics to reassign contains duplicate entries: [{', '.join(duplicates)}]"
+        )
     return topics
 
 
