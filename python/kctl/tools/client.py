@@ -13,6 +13,7 @@ uses an :class:`~kctl.cluster.EmbeddedCluster`'s store (waits advance the cluste
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import random
 import time
@@ -235,9 +236,13 @@ class AdminClient:
                 raise error
         return read.values
 
-    def _replica_assignments(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ReplicaAssignment]:
+    def _replica_assignments(
+        self, partitions: Iterable[TopicPartition], assignments: Mapping[str, TopicAssignment] | None = None
+    ) -> dict[TopicPartition, ReplicaAssignment]:
+        """The partitions' assignments (those that exist), from ``assignments`` when already read."""
         tps = list(partitions)
-        assignments = self._assignments(tp.topic for tp in tps)
+        if assignments is None:
+            assignments = self._assignments(tp.topic for tp in tps)
         found = {}
         for tp in tps:
             assignment = assignments.get(tp.topic)
@@ -318,10 +323,8 @@ class AdminClient:
         """
         if timeout is not None:
             check_duration(timeout, "the deletion timeout", positive=True)
-        try:
+        with contextlib.suppress(TopicAlreadyMarkedForDeletionError):
             admin.delete_topic(self.store, topic)
-        except TopicAlreadyMarkedForDeletionError:
-            pass
         if timeout is None:
             return
 
@@ -358,10 +361,11 @@ class AdminClient:
         unknown_brokers = sorted({b for replicas in targets.values() for b in replicas} - self.live_brokers())
         if unknown_brokers:
             raise AdminCommandFailedError(f"Unknown broker id {unknown_brokers[0]}")
-        current = self._replica_assignments(targets)
-        unknown_topics = sorted(set(tp.topic for tp in targets) - set(self._assignments(tp.topic for tp in targets)))
+        topics = self._assignments(tp.topic for tp in targets)
+        unknown_topics = sorted({tp.topic for tp in targets} - topics.keys())
         if unknown_topics:
             raise UnknownTopicOrPartitionError(f"Topic {unknown_topics[0]} not found.")
+        current = self._replica_assignments(targets, topics)
         missing = sorted(tp for tp in targets if tp not in current)
         if missing:
             raise UnknownTopicOrPartitionError(f"Unable to find partition: {', '.join(map(str, missing))}")
@@ -396,6 +400,7 @@ class AdminClient:
         for topic in sorted(set(topics)):
             partitions = assignments[topic].partitions
             current.update({TopicPartition(topic, p): ra.replicas for p, ra in sorted(partitions.items())})
+            # The replication factor describe shows: the replicas a reassignment is adding do not count.
             replication_factor = len(partitions[min(partitions)].origin_replicas) if partitions else 0
             placed = assign_replicas_to_brokers(metadata, len(partitions), replication_factor, rng=rng)
             proposed.update({TopicPartition(topic, p): replicas for p, replicas in placed.items()})
