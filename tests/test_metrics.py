@@ -15,6 +15,7 @@ from kctl.controller.events import ControllerState
 from kctl.metrics import QUANTILE_LABELS, MBean, MetricsServer, node_registry
 from kctl.model import TopicPartition
 from kctl.net import NetworkError
+from kctl.testing.ports import LOOPBACK, free_ports
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -123,7 +124,7 @@ def test_each_cluster_has_its_own_registry_and_the_default_one_is_untouched() ->
 
 def test_the_metrics_server_serves_a_registry_over_http() -> None:
     with EmbeddedCluster(1, controllers=1) as cluster:
-        server = MetricsServer(node_registry(cluster.controllers[1]), "127.0.0.1:0")
+        server = MetricsServer(node_registry(cluster.controllers[1]), f"{LOOPBACK}:{free_ports(1)[0]}")
         try:
             host, port = server.address
             with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=30) as response:

@@ -34,6 +34,7 @@ from kctl.sim.runner import components
 from kctl.sim.report import STEP_HEADER, Style, markdown_table, step_lines, summary, table, use_color, write_json
 from kctl.stores import zkacl
 from kctl.tools import commands as admin_tools
+from kctl.tools import status as cluster_tool
 from kctl.topic_config import TOPIC_CONFIGS
 
 
@@ -257,6 +258,7 @@ COMMANDS: dict[str, Command] = {
     "reassign": Command(admin_tools.REASSIGN_HELP, admin_tools.cmd_reassign, admin_tools.reassign_arguments),
     "elect-leaders": Command(admin_tools.ELECT_LEADERS_HELP, admin_tools.cmd_elect_leaders,
                              admin_tools.elect_leaders_arguments),
+    "cluster": Command(cluster_tool.CLUSTER_HELP, cluster_tool.cmd_cluster, cluster_tool.cluster_arguments),
     "zk-digest": Command("print the ZooKeeper digest identity (USER:DIGEST) of USER:PASSWORD, for --zk-acl",
                          cmd_zk_digest, _zk_digest_arguments),
 }

@@ -42,6 +42,8 @@ from kctl.stores.memory import MemoryTree, PartitionSnapshot
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
 
+    from kctl.tools.status import ClusterStatus
+
 T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 120.0
@@ -160,12 +162,15 @@ class EmbeddedCluster:
             raise IllegalStateError(f"controller candidates {candidates} must be some of the brokers {self.broker_ids}")
         self.controller_ids = candidates
         self.plugins = plugins if plugins is not None else get_plugin_host()
+        # Every name is checked before anything starts (a store may open a session).
+        self.plugins.leader_selectors().check_config(self.config)
+        store_factory = self.plugins.state_stores().get(store).factory
+        transport_factory = self.plugins.transports().get(transport).factory
         self.scheduler: Scheduler = SimulatedScheduler(seed) if simulated else RealTimeScheduler(seed)
         options = dict(store_options or {})
         if store == "memory" and "tree" not in options:
             options["tree"] = MemoryTree(record_history=record_history, rng=random.Random(seed))
-        self.store: StateStore = self.plugins.state_stores().get(store).factory(**options)
-        transport_factory = self.plugins.transports().get(transport).factory
+        self.store: StateStore = store_factory(**options)
         self.transport = _RecordingTransport(transport_factory(scheduler=self.scheduler, **(transport_options or {})), self)
         self._expected_metadata = ExpectedMetadata(self.store)
         self.ledger = DataPlaneLedger()
@@ -422,7 +427,9 @@ class EmbeddedCluster:
     def update_config(self, properties: Mapping[str, Any]) -> None:
         """A dynamic broker-config change on every broker (e.g. enabling unclean election)."""
         with self._lifecycle:
-            self.config = self.config.with_properties(properties)
+            config = self.config.with_properties(properties)
+            self.plugins.leader_selectors().check_config(config)  # refused before any broker has it
+            self.config = config
             for controller in self.controllers.values():
                 controller.update_config(properties)
 
@@ -535,6 +542,13 @@ class EmbeddedCluster:
     @property
     def sent_requests(self) -> list[SentRecord]:
         return list(self._sent)
+
+    def status(self) -> ClusterStatus:
+        """What ``kctl cluster status`` shows of this cluster, read from its store as from ZooKeeper
+        (:func:`kctl.tools.status.cluster_status`)."""
+        from kctl.tools.status import cluster_status
+
+        return cluster_status(self.store)
 
     def metrics(self) -> dict[str, float]:
         """The active controller's metrics (Kafka's names); unclean elections counted cluster-wide."""

@@ -251,6 +251,13 @@ def add_process_arguments(parser: argparse.ArgumentParser, role: str) -> None:
 # --- Shared plumbing -------------------------------------------------------------------------------
 
 
+def quiet_zookeeper_client() -> None:
+    """An admin command's ZooKeeper client keeps its reconnection warnings to itself: when the
+    ensemble cannot be reached, the command's one error line (which names kazoo's last error)
+    says it all."""
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+
+
 def configure_logging(args: argparse.Namespace, role: str) -> None:
     """Everything to stderr with a timestamp or, with ``--log-dir``, to Kafka's log files
     (:mod:`kctl.logfiles`) and what goes to server.log also to stderr; kazoo's chatter only from
@@ -373,6 +380,16 @@ def _transport(
     return factory(scheduler=scheduler, **options)
 
 
+def _check_plugin_names(args: argparse.Namespace, config: ControllerConfig, role: str) -> None:
+    """Refuse a misspelt transport or (for a controller) leader selector before the process
+    connects: a controller that won the election could not elect a leader and would block the
+    standbys."""
+    plugins = get_plugin_host()
+    plugins.transports().get(args.transport)
+    if role == "controller":
+        plugins.leader_selectors().check_config(config)
+
+
 @contextlib.contextmanager
 def _serving_metrics(listen: str | None, node: KafkaController | BrokerAgent) -> Iterator[None]:
     """Serve the node's metrics at ``--metrics-listen`` for the duration of the block (if given)."""
@@ -411,6 +428,7 @@ def _runtime(args: argparse.Namespace, role: str) -> Iterator[_Runtime]:
     wire.check_installed()
     configure_logging(args, role)
     config, listener_security, client = process_properties(args)
+    _check_plugin_names(args, config, role)
     listener_security.check_identity(role, args.id)
     stopping = _wait_for_termination()
     security = ZooKeeperSecurity.from_arguments(args, config, role, client)
@@ -493,7 +511,7 @@ def run_broker(args: argparse.Namespace) -> int:
         host, port = rt.network.address
         agent = BrokerAgent(args.id, rt.store, rt.transport, rt.scheduler, rt.config, rack=args.rack, host=host,
                             port=port, security_protocol=rt.network.server.security.protocol,
-                            replica_manager=replica_manager, on_answer=log_answer)
+                            replica_manager=replica_manager, on_answer=log_answer, keep_answers=False)
         with _serving_metrics(args.metrics_listen, agent):
             epoch = agent.startup()
             _SessionKeeper(rt.store, agent.reregister, rt.stopping)
@@ -512,6 +530,7 @@ __all__ = [
     "add_process_arguments",
     "add_zookeeper_arguments",
     "configure_logging",
+    "quiet_zookeeper_client",
     "connect",
     "int_argument",
     "log_answer",

@@ -254,6 +254,19 @@ def test_each_answer_is_handed_to_on_answer_and_a_process_log_replays_it(caplog:
     assert "Answered LeaderAndIsr of controller 100 (epoch 1) with STALE_CONTROLLER_EPOCH" in caplog.text
 
 
+def test_a_process_that_keeps_no_answers_still_hands_each_to_on_answer() -> None:
+    """A long-running broker process must not grow a record of every request it ever answered."""
+    cluster = SimCluster().start()
+    cluster.controller_elected(2)
+    answered: list[HandledRequest] = []
+    agent = BrokerAgent(9, MemoryStore(cluster.tree), cluster.transport, cluster.scheduler, on_answer=answered.append,
+                        keep_answers=False)
+    agent.startup()
+    for _ in range(3):
+        agent.handle_request(update_metadata(um_state(T0, 9, [9]), brokers=[agent], controller_epoch=2))
+    assert len(answered) == 3 and agent.handled == []
+
+
 # --- Metadata cache (invariant I7) -------------------------------------------------------------------
 
 

@@ -19,6 +19,7 @@ from kctl.security.authorizer import ClusterAuthorizer
 from kctl.security.config import SecurityConfig
 from kctl.security.principal import KafkaPrincipal, Peer
 from kctl.stores import MemoryStore, MemoryTree, paths
+from kctl.testing.ports import LOOPBACK, free_ports
 from kctl.transports.inprocess import InProcessTransport
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -27,7 +28,7 @@ T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 @pytest.fixture
 def broker() -> Iterator[tuple[BrokerAgent, FrameClient, tuple[str, int]]]:
     network = EventLoopThread("test-produce")
-    server = FrameServer(network, ("127.0.0.1", 0))
+    server = FrameServer(network, (LOOPBACK, free_ports(1)[0]))
     client = FrameClient(network)
     manager = NetworkReplicaManager(client, lambda broker_id: None)
     manager.serve(server)

@@ -24,6 +24,7 @@ from process_harness import KctlProcess, ProcessCluster
 from kctl import admin
 from kctl.context import DEFAULT_ENGINE
 from kctl.metrics import QUANTILE_LABELS
+from kctl.testing.ports import LOOPBACK, free_ports
 from kctl.testing.zookeeper import ZooKeeperEnsemble
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -69,11 +70,12 @@ def running(zookeeper_server: ZooKeeperEnsemble, tmp_path_factory: pytest.TempPa
     chroot = f"/kctl-tests-{uuid.uuid4().hex}"
     with ProcessCluster(zookeeper_server.hosts + chroot, directory) as cluster:
         controller = cluster.start_controller(1, extra=[
-            "--metrics-listen", "127.0.0.1:0", "--log-dir", str(log_dir), "--state-change-log-level", "TRACE",
+            "--metrics-listen", f"{LOOPBACK}:{free_ports(1)[0]}", "--log-dir", str(log_dir),
+            "--state-change-log-level", "TRACE",
             "--log-max-file-size", "10MB", "--log-max-backup-index", "3",
         ])
         cluster.wait_until(lambda: cluster.active_controller() == 1, 60, "controller 1 to be active", watch=controller)
-        broker = cluster.start_broker(1, extra=["--metrics-listen", "127.0.0.1:0"])
+        broker = cluster.start_broker(1, extra=["--metrics-listen", f"{LOOPBACK}:{free_ports(1)[0]}"])
         doomed = cluster.start_broker(2)
         racks = {b: info.rack for b, (info, _) in cluster.admin.get_all_brokers().items()}
         admin.create_topic(cluster.admin, "orders", broker_racks=racks, assignment={p: [1, 2] for p in range(4)})

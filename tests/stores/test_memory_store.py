@@ -7,7 +7,6 @@ import threading
 from collections.abc import Callable
 
 import pytest
-from contract import ASSIGNMENT, T0, T1, Recorder, StoreContract, broker, state
 
 from kctl.errors import (
     ControllerMovedError,
@@ -32,6 +31,7 @@ from kctl.stores import (
     WatchKind,
 )
 from kctl.stores import paths
+from kctl.testing.store_contract import ASSIGNMENT, T0, T1, Recorder, StoreContract, broker, state
 
 GARBAGE = b"\x00not an object any reader accepts"
 

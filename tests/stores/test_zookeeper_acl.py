@@ -15,13 +15,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from contract import ASSIGNMENT, T0, broker, state
 
 from kctl.errors import IllegalArgumentError, NodeExistsError, NoAuthError, StoreError, StoreUnavailableError
 from kctl.model import LeaderAndIsr, TopicPartition
 from kctl.stores import MATCH_ANY_VERSION, paths, zkacl
 from kctl.stores.zkacl import ALL, CREATE, DELETE, READ, WRITE, AclEntry, AclPolicy, digest
 from kctl.stores.zkdata import BrokerIdZNode
+from kctl.testing.store_contract import ASSIGNMENT, T0, broker, state
 from kctl.testing.zookeeper import ZooKeeperEnsemble, in_ci
 
 try:

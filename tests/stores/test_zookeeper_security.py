@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from contract import ASSIGNMENT, T0, broker, state
 
 from kctl.errors import InvalidConfigurationError, NoAuthError, StoreUnavailableError
 from kctl.model import LeaderAndIsr
@@ -22,6 +21,7 @@ from kctl.stores.zkacl import ALL, CREATE, READ, AclPolicy
 from kctl.properties import read_properties
 from kctl.stores.zkclient import ClientSecurity, ZooKeeperTls
 from kctl.testing.pki import TestCertificateAuthority, certificate_authority
+from kctl.testing.store_contract import ASSIGNMENT, T0, broker, state
 from kctl.testing.zookeeper import ServerSecurity, ZooKeeperEnsemble, ZooKeeperInstallation, in_ci, require_zookeeper
 
 try:

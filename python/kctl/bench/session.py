@@ -20,6 +20,7 @@ import re
 import shutil
 import socket
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -96,12 +97,17 @@ def check_master(master: str) -> None:
                           "(nothing was started)")
 
 
-def build_session(master: str, chosen: bool, archive: Path | None = None, app_name: str = "kctl fleet") -> Any:
+def build_session(
+    master: str, chosen: bool, archive: Path | None = None, app_name: str = "kctl fleet",
+    conf: Mapping[str, str] | None = None,
+) -> Any:
     """A ``SparkSession`` on ``master`` (set only when ``chosen``); executors of a cluster master
-    run the packed environment ``archive``."""
+    run the packed environment ``archive``; ``conf``: more Spark properties (tests' ports)."""
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
+    for name, value in (conf or {}).items():
+        builder = builder.config(name, value)
     if chosen:
         builder = builder.master(master)
     if is_local(master):  # nothing outside this machine needs to reach the driver

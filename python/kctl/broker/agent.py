@@ -99,6 +99,8 @@ class BrokerAgent:
         leaders through it); only for the default replica manager.
     :param on_answer: called with each answered controller request, in order, under the agent's
         lock (a broker process logs them).
+    :param keep_answers: record every answer in ``handled``; a long-running broker process passes
+        False, since the record would grow with every request it ever answers.
 
     ``handled`` records every controller request answered, with its response and time, across
     restarts (for tests and invariant checks).
@@ -119,6 +121,7 @@ class BrokerAgent:
         replica_manager: ReplicaManager | None = None,
         ledger: Ledger | None = None,
         on_answer: Callable[[HandledRequest], None] | None = None,
+        keep_answers: bool = True,
     ) -> None:
         if replica_manager is not None and ledger is not None:
             raise IllegalArgumentError("pass the ledger to the replica manager, not to the agent")
@@ -136,6 +139,7 @@ class BrokerAgent:
         )
         self.handled: list[HandledRequest] = []
         self._on_answer = on_answer
+        self._keep_answers = keep_answers
         self._store = store
         self._lock = threading.RLock()
         self._incarnation = 0  # bumped when the process starts or stops: older timers and callbacks are void
@@ -359,7 +363,8 @@ class BrokerAgent:
             else:
                 raise IllegalArgumentError(f"broker {self.broker_id} cannot handle {request!r}")
             handled = HandledRequest(self.scheduler.now(), request, response, self.broker_epoch)
-            self.handled.append(handled)
+            if self._keep_answers:
+                self.handled.append(handled)
             if self._on_answer is not None:
                 self._on_answer(handled)
             return response

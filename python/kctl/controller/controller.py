@@ -121,6 +121,7 @@ class KafkaController:
         self.scheduler: Scheduler = clock if clock is not None else RealTimeScheduler(name=f"controller-{broker_id}-timer")
         threaded = not isinstance(self.scheduler, SimulatedScheduler) if threaded is None else threaded
         self.plugins = plugins
+        self._host().leader_selectors().check_config(self.config)  # a misspelt selector never wins an election
         self.context = ControllerContext(engine=engine)
         self.state_change_logger = StateChangeLogger(broker_id, lambda: self.context.epoch, state_change_log)
         self.channel = transport.controller_channel(broker_id)
@@ -239,9 +240,10 @@ class KafkaController:
         return self._put_checked(event, lambda: _check_alter_partition(broker_id, broker_epoch, event.changes))
 
     def update_config(self, properties: Mapping[str, Any]) -> None:
-        """Dynamic broker-config update (checked here, applied between two events); enabling
-        unclean election re-runs offline elections."""
+        """Dynamic broker-config update (checked here, selector names included, and applied between
+        two events); enabling unclean election re-runs offline elections."""
         config = self.config.with_properties(properties)
+        self._host().leader_selectors().check_config(config)
         enabling = not self.config.unclean_leader_election_enable and config.unclean_leader_election_enable
 
         def apply() -> None:

@@ -10,7 +10,6 @@ the table it is checked against.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -21,9 +20,10 @@ from typing import Any
 from kctl.admin import check_topic_fits
 from kctl.cluster import DEFAULT_TIMEOUT, MAX_BROKERS
 from kctl.config import ControllerConfig
-from kctl.errors import KctlError
+from kctl.errors import KctlError, did_you_mean
 from kctl.limits import DocumentError, load_toml, read_file
 from kctl.model import INT32_MAX, NO_LEADER, TopicPartition, validate_topic_name
+from kctl.plugins import get_plugin_host
 from kctl.scheduler import MAX_DURATION
 from kctl.topic_config import validate_topic_config
 
@@ -191,11 +191,6 @@ def _topic_config(value: Any) -> dict[str, Any]:
     return config
 
 
-def _suggest(name: str, known: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
-    return f" (did you mean '{close[0]}'?)" if close else ""
-
-
 # --- The static model the steps are checked against -------------------------------------------------
 
 
@@ -232,7 +227,7 @@ class _Static:
         name = _string(value)
         if name not in self.topics:
             known = sorted(self.topics)
-            raise _Bad(f"unknown topic '{name}'{_suggest(name, known)}; topics at this step: {', '.join(known) or 'none'}")
+            raise _Bad(f"unknown topic '{name}'{did_you_mean(name, known)}; topics at this step: {', '.join(known) or 'none'}")
         return name
 
     def partition(self, value: Any) -> TopicPartition:
@@ -404,10 +399,7 @@ def _elect_kind(value: Any, static: _Static) -> str:
 
 def _properties(value: Any, static: _Static) -> dict[str, Any]:
     properties = _scalar_table(value)
-    try:
-        static.config.with_properties(properties)
-    except KctlError as e:
-        raise _Bad(str(e)) from None
+    _checked_config(lambda: static.config.with_properties(properties))
     return properties
 
 
@@ -479,7 +471,7 @@ def _metrics(value: Any, static: _Static) -> dict[str, float]:
     expected = {}
     for name, number in _table(value).items():
         if name not in known:
-            raise _Bad(f"unknown metric '{name}'{_suggest(name, known)}; metrics: {', '.join(known)}")
+            raise _Bad(f"unknown metric '{name}'{did_you_mean(name, known)}; metrics: {', '.join(known)}")
         if isinstance(number, bool) or not isinstance(number, int | float):
             raise _Bad(f"{name}: expected a number, got {_shown(number)}")
         expected[name] = number
@@ -611,7 +603,7 @@ class _Loader:
     def unknown(self, where: str, table: Mapping[str, Any], known: Sequence[str]) -> None:
         for key in table:
             if key not in known:
-                self.problem(where, None, f"unknown field '{key}'{_suggest(key, known)}; expected {', '.join(known)}")
+                self.problem(where, None, f"unknown field '{key}'{did_you_mean(key, known)}; expected {', '.join(known)}")
 
     def value(self, where: str, table: Mapping[str, Any], name: str, parse: Callable[[Any], Any]) -> Any:
         """``parse(table[name])``, or None (with a problem recorded) when it is wrong."""
@@ -702,7 +694,7 @@ class _Loader:
         if not isinstance(name, str) or name not in ACTIONS:
             shown = "missing" if name is None else f"unknown action {name!r}" if isinstance(name, str) else (
                 f"expected an action name, got {_shown(name)}")
-            hint = _suggest(name, tuple(ACTIONS)) if isinstance(name, str) else ""
+            hint = did_you_mean(name, tuple(ACTIONS)) if isinstance(name, str) else ""
             self.problem(f"step {number}", "action", f"{shown}{hint}; actions: {', '.join(ACTIONS)}")
             return None
         where = f"step {number} ({name})"
@@ -780,8 +772,14 @@ def _controllers(value: Any, static: _Static) -> tuple[int, ...]:
 
 def _broker_config(value: Any) -> dict[str, Any]:
     properties = _scalar_table(value)
+    _checked_config(lambda: ControllerConfig.from_properties(properties))
+    return properties
+
+
+def _checked_config(build: Callable[[], ControllerConfig]) -> None:
+    """Build a config as the run will, its leader selectors looked up in the plugins the run will
+    use (a misspelt one would leave partitions leaderless half-way through)."""
     try:
-        ControllerConfig.from_properties(properties)
+        get_plugin_host().leader_selectors().check_config(build())
     except KctlError as e:
         raise _Bad(str(e)) from None
-    return properties

@@ -3,8 +3,9 @@
 The store tests must run against the real thing (ZooKeeper's multi, watch and session semantics
 are what the ``zookeeper`` store is about), so this module starts ``QuorumPeerMain`` from Debian's
 ``zookeeper`` package (or any classpath given in ``KCTL_ZOOKEEPER_CLASSPATH``) with a config of
-its own: free ports on 127.0.0.1, a temporary data directory, and readiness decided by the
-``srvr`` four-letter word reporting a Mode (``ruok`` answers before the server can serve).
+its own: free ports on 127.0.0.1 (:mod:`kctl.testing.ports`: within ``KCTL_TEST_PORTS`` when set),
+a temporary data directory, and readiness decided by the ``srvr`` four-letter word reporting a Mode
+(``ruok`` answers before the server can serve).
 
 Releases behave differently where security is concerned (3.8.4+ and 3.9.2+ refuse ``exists``
 without READ, ZOOKEEPER-2590), so a test can also ask for a release by name (:data:`RELEASES`):
@@ -39,7 +40,6 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Mapping
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
@@ -47,6 +47,7 @@ from typing import NoReturn
 import pytest
 
 from kctl.testing import maven
+from kctl.testing.ports import LOOPBACK, free_ports, release_ports
 
 INSTALL_HINT = "apt-get update && apt-get install -y zookeeper  (Debian's ZooKeeper, which pulls in Java)"
 CLASSPATH_ENV = "KCTL_ZOOKEEPER_CLASSPATH"
@@ -79,7 +80,6 @@ MAVEN_RELEASES = {
 """Releases fetched from Maven Central: the cache directory's name and the artifacts
 (``scripts/test`` fetches the same ones with ``scripts/fetch-jars``)."""
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
-LOOPBACK = "127.0.0.1"
 
 
 class ZooKeeperNotInstalledError(RuntimeError):
@@ -181,15 +181,6 @@ class ServerSecurity:
             return ""
         users = "\n".join(f'  user_{user}="{password}"' for user, password in self.sasl_users.items())
         return f"Server {{\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n{users};\n}};\n"
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct loopback ports that are free now (held open together so none repeats)."""
-    with ExitStack() as stack:
-        sockets = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
-        for sock in sockets:
-            sock.bind((LOOPBACK, 0))
-        return [sock.getsockname()[1] for sock in sockets]
 
 
 def four_letter_word(port: int, word: str, timeout: float = 2.0) -> str:
@@ -394,6 +385,7 @@ class ZooKeeperEnsemble:
         self._force_sync = force_sync
         self._security = security
         self._directory: Path | None = None
+        self._ports: list[int] = []
         self.servers: list[ZooKeeperServer] = []
 
     def __enter__(self) -> ZooKeeperEnsemble:
@@ -432,9 +424,11 @@ class ZooKeeperEnsemble:
             attempt += 1
 
     def stop(self) -> None:
-        """Stop every server and remove their data."""
+        """Stop every server, remove their data and give their ports back."""
         for server in self.servers:
             server.stop()
+        release_ports(self._ports)
+        self._ports = []
         if self._directory is not None:
             shutil.rmtree(self._directory, ignore_errors=True)
             self._directory = None
@@ -468,22 +462,31 @@ class ZooKeeperEnsemble:
         raise ZooKeeperStartError(f"no leader among {self.servers}")
 
     def _members(self, directory: Path) -> list[ZooKeeperServer]:
-        ports = free_ports(4 * self.size)
-        quorum = {i + 1: (ports[4 * i + 1], ports[4 * i + 2]) for i in range(self.size)} if self.size > 1 else None
+        """The servers, on as few ports as they need (from :func:`free_ports`, so ``KCTL_TEST_PORTS``
+        confines them): a client port each, a peer and an election port each in a quorum, and a
+        TLS port each with a keystore."""
+        quorate = self.size > 1
         secure = self._security is not None and self._security.keystore is not None
+        self._ports = free_ports(self.size * (1 + 2 * quorate + secure))
+        ports = iter(self._ports)
+        members = [
+            (next(ports), (next(ports), next(ports)) if quorate else None, next(ports) if secure else None)
+            for _ in range(self.size)
+        ]
+        quorum = {i + 1: peers for i, (_, peers, _) in enumerate(members) if peers is not None} or None
         return [
             ZooKeeperServer(
                 self.installation,
                 directory / f"server-{i + 1}",
                 i + 1,
-                ports[4 * i],
+                client,
                 quorum,
                 self._tick_time_ms,
                 self._force_sync,
                 self._security,
-                ports[4 * i + 3] if secure else None,
+                secure_port,
             )
-            for i in range(self.size)
+            for i, (client, _, secure_port) in enumerate(members)
         ]
 
     def _logs(self) -> str:

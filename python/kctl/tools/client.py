@@ -46,6 +46,7 @@ from kctl.topic_config import parse_topic_config
 
 if TYPE_CHECKING:
     from kctl.cluster import EmbeddedCluster
+    from kctl.tools.status import ClusterStatus
     from kctl.stores.zkacl import AclPolicy
     from kctl.stores.zkclient import ZooKeeperTls
 
@@ -290,6 +291,12 @@ class AdminClient:
     def live_brokers(self) -> set[int]:
         """The registered brokers (``/brokers/ids``)."""
         return set(self.store.get_all_brokers())
+
+    def cluster_status(self) -> ClusterStatus:
+        """What ``kctl cluster status`` shows (:func:`kctl.tools.status.cluster_status`)."""
+        from kctl.tools.status import cluster_status
+
+        return cluster_status(self.store)
 
     # --- Topics ----------------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from kctl.errors import AdminCommandFailedError, ElectionNotNeededError, KctlError, UnknownTopicOrPartitionError
 from kctl.model import ReplicaAssignment, TopicPartition
 from kctl.config import ControllerConfig
-from kctl.process import ZooKeeperSecurity, add_zookeeper_arguments, int_argument, seconds_argument
+from kctl.process import ZooKeeperSecurity, add_zookeeper_arguments, int_argument, quiet_zookeeper_client, seconds_argument
 from kctl.tools.client import (
     DEFAULT_TIMEOUT,
     AdminClient,
@@ -40,6 +40,7 @@ def _ids(brokers: Iterable[int]) -> str:
 
 
 def _client(args: argparse.Namespace, min_insync_replicas: int = 1) -> AdminClient:
+    quiet_zookeeper_client()
     security = ZooKeeperSecurity.from_arguments(args, ControllerConfig())
     return AdminClient.connect(args.zk, args.zk_timeout, min_insync_replicas=min_insync_replicas,
                                **security.transport_options())

@@ -1,16 +1,28 @@
-"""The contract every :class:`~kctl.stores.base.StateStore` must honour, as a reusable test class.
+"""The contract every :class:`~kctl.stores.base.StateStore` must honour, as a test class to subclass.
 
-A store's test module subclasses :class:`StoreContract` and provides four fixtures:
+kctl runs it against its own stores (``memory``; ``zookeeper`` on real servers), and a store plugin
+runs it against its own: subclass :class:`StoreContract` in a test module and provide four fixtures
+(docs/plugins/writing-a-store.md has a whole example)::
+
+    from kctl.testing.store_contract import StoreContract
+
+    class TestMyStore(StoreContract):
+        @pytest.fixture
+        def store_factory(self): ...
 
 - ``store_factory``: a callable returning a new session (a fresh ``StateStore``); every call in one
   test connects to the same backing store, which starts empty (only Kafka's persistent paths),
   and the fixture cleans the sessions up at teardown where the backing store needs it;
-- ``corrupt_node``: a callable ``(path)`` storing data at ``path`` that no reader can decode;
+- ``corrupt_node``: a callable ``(path)`` storing data at ``path`` that no reader can decode (the
+  paths are Kafka's znode paths, :mod:`kctl.stores.paths`; a store that keeps no znode tree puts
+  the garbage where it keeps that item);
 - ``expire_session``: a callable ``(store)`` that makes the server expire the store's session;
 - ``reconnect_session``: a callable ``(store)`` that re-establishes an expired store.
 
 Watch events may arrive asynchronously (ZooKeeper), so tests wait for the events they expect and
-prove an event *absent* by waiting for a later sentinel event of the same session first.
+prove an event *absent* by waiting for a later sentinel event of the same session first. The
+module's small helpers (:class:`Recorder`, :func:`broker`, :func:`state`, :data:`ASSIGNMENT` …) are
+there for a store's own further tests.
 """
 
 from __future__ import annotations
