@@ -145,8 +145,9 @@ def _address(text: str) -> str:
 
 
 def add_zookeeper_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--zk``, ``--zk-timeout``, ``--zk-auth`` and ``--zk-acl``, shared with the admin tools."""
-    parser.add_argument("--zk", required=True, metavar="HOST:PORT[/CHROOT]",
+    """``--zk`` (or Kafka's ``--zookeeper``), ``--zk-timeout``, ``--zk-auth`` and ``--zk-acl``, shared
+    with the admin tools."""
+    parser.add_argument("--zk", "--zookeeper", dest="zk", required=True, metavar="HOST:PORT[/CHROOT]",
                         help="ZooKeeper connect string, as Kafka's zookeeper.connect")
     parser.add_argument("--zk-timeout", type=seconds_argument, default=15.0, metavar="SECONDS",
                         help="give up connecting to ZooKeeper after this long (default: 15)")

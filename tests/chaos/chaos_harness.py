@@ -246,7 +246,8 @@ class ChaosCluster(ProcessCluster):
         self.targets.update((tp, tuple(replicas)) for tp, replicas in targets.items())
 
     def delete_topic(self, name: str) -> None:
-        assert self.tools.delete_topic(name)
+        assert name not in self.admin.get_topic_deletions()
+        self.tools.delete_topic(name, timeout=None)  # only marked: the faults go on while it is deleted
         self.topics.pop(name)
         self.deleted.add(name)
 

@@ -23,7 +23,7 @@ from kctl.bench.grid import GridError, load_grid
 from kctl.errors import AdminCommandFailedError
 from kctl.limits import MAX_FILE_BYTES
 from kctl.sim.scenario import ScenarioError, load_scenario
-from kctl.tools.files import parse_election_partitions, parse_reassignment, read_json
+from kctl.tools.files import parse_election_partitions, parse_reassignment, parse_topics_to_move, read_json
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 SCENARIOS = sorted(p.read_bytes() for p in EXAMPLES.glob("*.toml") if "fleet" not in p.name)
@@ -62,7 +62,7 @@ HOSTILE_FILES: dict[str, bytes] = {
 
 
 def admin_file_is_clean(path: Path) -> None:
-    for parse in (parse_reassignment, parse_election_partitions):
+    for parse in (parse_reassignment, parse_election_partitions, parse_topics_to_move):
         try:
             parse(read_json(path), str(path))
         except AdminCommandFailedError as exc:
@@ -82,6 +82,7 @@ def test_huge_admin_file_is_refused_unread(files: Callable[[bytes], Path]) -> No
 
 @pytest.mark.parametrize("command", [
     ["reassign", "--execute"],
+    ["reassign", "--generate", "--broker-list", "1", "--topics-to-move-json-file"],
     ["elect-leaders", "--election-type", "preferred", "--path-to-json-file"],
 ])
 @pytest.mark.parametrize("data", HOSTILE_FILES.values(), ids=HOSTILE_FILES.keys())

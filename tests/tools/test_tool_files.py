@@ -10,7 +10,13 @@ import pytest
 
 from kctl.errors import AdminCommandFailedError
 from kctl.model import TopicPartition
-from kctl.tools.files import format_reassignment, parse_election_partitions, parse_reassignment, read_json
+from kctl.tools.files import (
+    format_reassignment,
+    parse_election_partitions,
+    parse_reassignment,
+    parse_topics_to_move,
+    read_json,
+)
 
 
 def entry(**fields: Any) -> dict[str, Any]:
@@ -70,3 +76,28 @@ def test_unreadable_files_are_clear_errors(tmp_path: Path) -> None:
         read_json(broken)
     with pytest.raises(AdminCommandFailedError, match=r"cannot read .*missing.json: No such file or directory"):
         read_json(tmp_path / "missing.json")
+
+
+def test_topics_to_move_file() -> None:
+    document = {"version": 1, "topics": [{"topic": "foo"}, {"topic": "bar"}]}
+    assert parse_topics_to_move(document, "t.json") == ["foo", "bar"]
+    assert parse_topics_to_move({"topics": [{"topic": "foo"}]}, "t.json") == ["foo"]  # version 1 by default
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ({"version": 1}, "t.json: topics: expected a list of topic entries"),
+        ({"topics": []}, "t.json: topics: no topics given"),
+        ({"version": 2, "topics": [{"topic": "foo"}]}, "t.json: version: unsupported version 2"),
+        ({"topics": ["foo"]}, 't.json: topics[0]: expected an object, got "foo"'),
+        ({"topics": [{"topic": 1}]}, "t.json: topics[0].topic: expected a topic name, got 1"),
+        ({"topics": [{"topic": ".."}]}, "t.json: topics[0].topic: "),
+        ({"topics": [{"topic": "b"}, {"topic": "a"}, {"topic": "b"}, {"topic": "a"}]},
+         "t.json: topics: List of topics to reassign contains duplicate entries: [a, b]"),
+    ],
+)
+def test_malformed_topics_to_move_files(document: Any, message: str) -> None:
+    with pytest.raises(AdminCommandFailedError) as caught:
+        parse_topics_to_move(document, "t.json")
+    assert str(caught.value).startswith(message)

@@ -5,7 +5,7 @@
 :mod:`kctl.tools.status` (``kctl cluster status`` and :func:`~kctl.tools.status.cluster_status`).
 """
 
-from kctl.tools.client import AdminClient, ElectionType, ReassignmentStatus
+from kctl.tools.client import AdminClient, ElectionType, PartitionFilter, ReassignmentStatus
 from kctl.tools.status import ClusterStatus, cluster_status
 
-__all__ = ["AdminClient", "ClusterStatus", "ElectionType", "ReassignmentStatus", "cluster_status"]
+__all__ = ["AdminClient", "ClusterStatus", "ElectionType", "PartitionFilter", "ReassignmentStatus", "cluster_status"]

@@ -13,16 +13,20 @@ uses an :class:`~kctl.cluster.EmbeddedCluster`'s store (waits advance the cluste
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import random
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kctl import admin
+from kctl.assignment import RackAwareMode, assign_replicas_to_brokers, broker_metadatas
 from kctl.controller.events import ElectionType  # --election-type: the controller's own kinds
 from kctl.errors import (
     AdminCommandFailedError,
+    AdminOperationError,
     ElectionNotNeededError,
     EligibleLeadersNotAvailableError,
     InvalidTopicError,
@@ -32,11 +36,13 @@ from kctl.errors import (
     PreferredLeaderNotAvailableError,
     RequestTimedOutError,
     TopicAlreadyMarkedForDeletionError,
+    TopicDeletionDisabledError,
     UnknownTopicOrPartitionError,
 )
 from kctl.model import NO_LEADER, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
 from kctl.scheduler import check_duration
 from kctl.stores.base import MATCH_ANY_VERSION, StateStore, TopicAssignment
+from kctl.topic_config import parse_topic_config
 
 if TYPE_CHECKING:
     from kctl.cluster import EmbeddedCluster
@@ -50,6 +56,7 @@ Waiter = Callable[[Callable[[], bool], float], bool]
 DEFAULT_TIMEOUT = 30.0
 """Seconds a tool waits for the controller to act on its request."""
 UNCLEAN_CONFIG = "unclean.leader.election.enable"
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
 _RACE_ATTEMPTS = 10
 
 
@@ -61,6 +68,19 @@ def poll_until(condition: Callable[[], bool], timeout: float, interval: float = 
             return False
         time.sleep(interval)
     return True
+
+
+def _leader(states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch], tp: TopicPartition) -> int:
+    """The leader a partition's stored state names, :data:`NO_LEADER` without a state."""
+    state = states.get(tp)
+    return NO_LEADER if state is None else state.leader_and_isr.leader
+
+
+def _existing_reassignment() -> AdminCommandFailedError:
+    return AdminCommandFailedError(
+        "Cannot execute because there is an existing partition assignment. Wait for it to complete (--verify) "
+        "or cancel it (--cancel)."
+    )
 
 
 class ReassignmentStatus(enum.Enum):
@@ -87,6 +107,34 @@ class PartitionInfo:
         """Replicas less the adding ones (Kafka's ``getReplicationFactor`` during a reassignment)."""
         return len(self.replicas) - len(self.adding_replicas)
 
+    @property
+    def has_leader(self) -> bool:
+        return self.leader >= 0  # neither NO_LEADER nor LEADER_DURING_DELETE
+
+
+class PartitionFilter(enum.Enum):
+    """The partition filters of ``kafka-topics --describe``, with the rules of Kafka 3.9's
+    ``TopicCommand.PartitionDescription``; given several, a partition matching any is shown."""
+
+    UNDER_REPLICATED = "under-replicated-partitions"
+    """Fewer in-sync replicas than the replication factor."""
+    UNDER_MIN_ISR = "under-min-isr-partitions"
+    """No leader, or fewer in-sync replicas than the topic's ``min.insync.replicas``."""
+    AT_MIN_ISR = "at-min-isr-partitions"
+    """Exactly ``min.insync.replicas`` in-sync replicas (leader or not, as Kafka)."""
+    UNAVAILABLE = "unavailable-partitions"
+    """No leader, or a leader that is not a live broker."""
+
+    def matches(self, partition: PartitionInfo, min_insync_replicas: int, live_brokers: Collection[int]) -> bool:
+        isr = len(partition.isr)
+        if self is PartitionFilter.UNDER_REPLICATED:
+            return isr < partition.replication_factor
+        if self is PartitionFilter.UNDER_MIN_ISR:
+            return not partition.has_leader or isr < min_insync_replicas
+        if self is PartitionFilter.AT_MIN_ISR:
+            return isr == min_insync_replicas
+        return not partition.has_leader or partition.leader not in live_brokers
+
 
 @dataclass(frozen=True)
 class TopicDescription:
@@ -97,10 +145,17 @@ class TopicDescription:
     partitions: tuple[PartitionInfo, ...]
     config: Mapping[str, str] = field(default_factory=dict)
     marked_for_deletion: bool = False
+    min_insync_replicas: int = 1
+    """The topic's ``min.insync.replicas``: its override, else the brokers' default."""
 
     @property
     def replication_factor(self) -> int:
         return self.partitions[0].replication_factor if self.partitions else 0
+
+    def filtered(self, filters: Collection[PartitionFilter], live_brokers: Collection[int]) -> tuple[PartitionInfo, ...]:
+        """The partitions matching any of ``filters``."""
+        return tuple(p for p in self.partitions
+                     if any(f.matches(p, self.min_insync_replicas, live_brokers) for f in filters))
 
 
 @dataclass(frozen=True)
@@ -121,17 +176,24 @@ class Cancellation:
 
 
 class AdminClient:
-    """Kafka's admin-tool operations on a cluster's store; ``wait`` decides how time passes."""
+    """Kafka's admin-tool operations on a cluster's store; ``wait`` decides how time passes.
 
-    def __init__(self, store: StateStore, wait: Waiter = poll_until, *, owns_store: bool = False) -> None:
+    ``min_insync_replicas`` is the brokers' default, for topics without an override (Kafka's tool
+    asks a broker; a store does not hold the brokers' static configs).
+    """
+
+    def __init__(
+        self, store: StateStore, wait: Waiter = poll_until, *, owns_store: bool = False, min_insync_replicas: int = 1
+    ) -> None:
         self.store = store
         self._wait = wait
         self._owns_store = owns_store
+        self.min_insync_replicas = min_insync_replicas
 
     @classmethod
     def connect(
         cls, zk: str, timeout: float = 15.0, *, auth: tuple[str, str] | None = None, acl: AclPolicy | None = None,
-        sasl: tuple[str, str] | None = None, tls: ZooKeeperTls | None = None,
+        sasl: tuple[str, str] | None = None, tls: ZooKeeperTls | None = None, min_insync_replicas: int = 1,
     ) -> AdminClient:
         """A client on its own ZooKeeper session (``zk`` is Kafka's ``zookeeper.connect``),
         logged in as ``auth`` (digest) or ``sasl`` (an admin identity of a secured cluster's ``acl``
@@ -140,12 +202,14 @@ class AdminClient:
         from kctl.process import ZooKeeperSecurity, connect
 
         security = ZooKeeperSecurity(auth, acl, sasl, tls)
-        return cls(connect(zk, ControllerConfig(), timeout, security), owns_store=True)
+        return cls(connect(zk, ControllerConfig(), timeout, security), owns_store=True,
+                   min_insync_replicas=min_insync_replicas)
 
     @classmethod
     def for_cluster(cls, cluster: EmbeddedCluster) -> AdminClient:
         """A client on an embedded cluster's store; waiting runs the cluster (virtual time when simulated)."""
-        return cls(cluster.store, lambda condition, timeout: cluster.run_until(condition, timeout))
+        return cls(cluster.store, lambda condition, timeout: cluster.run_until(condition, timeout),
+                   min_insync_replicas=cluster.config.min_insync_replicas)
 
     def close(self) -> None:
         if self._owns_store:
@@ -173,9 +237,13 @@ class AdminClient:
                 raise error
         return read.values
 
-    def _replica_assignments(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ReplicaAssignment]:
+    def _replica_assignments(
+        self, partitions: Iterable[TopicPartition], assignments: Mapping[str, TopicAssignment] | None = None
+    ) -> dict[TopicPartition, ReplicaAssignment]:
+        """The partitions' assignments (those that exist), from ``assignments`` when already read."""
         tps = list(partitions)
-        assignments = self._assignments(tp.topic for tp in tps)
+        if assignments is None:
+            assignments = self._assignments(tp.topic for tp in tps)
         found = {}
         for tp in tps:
             assignment = assignments.get(tp.topic)
@@ -207,9 +275,18 @@ class AdminClient:
                     p, NO_LEADER if lai is None else lai.leader, ra.replicas, () if lai is None else lai.isr,
                     ra.adding_replicas, ra.removing_replicas,
                 ))
-            described.append(TopicDescription(topic, assignments[topic].topic_id, tuple(partitions),
-                                              dict(sorted(configs.get(topic, {}).items())), topic in deleting))
+            config = dict(sorted(configs.get(topic, {}).items()))
+            described.append(TopicDescription(topic, assignments[topic].topic_id, tuple(partitions), config,
+                                              topic in deleting, self._min_insync_replicas(config)))
         return described
+
+    def _min_insync_replicas(self, config: Mapping[str, str]) -> int:
+        """The topic's override when it is a valid one (the broker refuses others), else the default."""
+        try:
+            value = parse_topic_config(MIN_INSYNC_REPLICAS, config[MIN_INSYNC_REPLICAS])
+        except (KeyError, KctlError):
+            return self.min_insync_replicas
+        return value if isinstance(value, int) else self.min_insync_replicas
 
     def live_brokers(self) -> set[int]:
         """The registered brokers (``/brokers/ids``)."""
@@ -241,39 +318,100 @@ class AdminClient:
         """Grow ``topic`` to ``total`` partitions; ``assignment`` gives the new ones' replicas."""
         return admin.add_partitions(self.store, topic, total, broker_racks=self._broker_racks(), manual=assignment)
 
-    def delete_topic(self, topic: str) -> bool:
-        """Mark ``topic`` for deletion; False if it was marked already."""
-        try:
+    def delete_topic(self, topic: str, timeout: float | None = DEFAULT_TIMEOUT) -> None:
+        """Delete ``topic`` as Kafka 3.9's DeleteTopics does: mark it for deletion (a topic marked
+        already is no error), then wait until the controller has deleted it.
+
+        ``timeout=None`` returns once the deletion is requested. A controller with
+        ``delete.topic.enable=false`` drops the request and keeps the topic: that is a
+        :class:`~kctl.errors.TopicDeletionDisabledError`; a topic still there after ``timeout``
+        seconds (no controller, or a replica on a dead broker halting the deletion) is a
+        :class:`~kctl.errors.RequestTimedOutError`, and the request stays for the controller.
+        """
+        if timeout is not None:
+            check_duration(timeout, "the deletion timeout", positive=True)
+        with contextlib.suppress(TopicAlreadyMarkedForDeletionError):
             admin.delete_topic(self.store, topic)
-        except TopicAlreadyMarkedForDeletionError:
-            return False
-        return True
+        if timeout is None:
+            return
+
+        def settled() -> bool:
+            requested = topic in self.store.get_topic_deletions()  # read first: the controller deletes it last
+            return not requested or topic not in self.store.get_all_topics()
+
+        self._wait(settled, timeout)
+        requested = topic in self.store.get_topic_deletions()
+        if topic not in self.store.get_all_topics():
+            return
+        if not requested:
+            raise TopicDeletionDisabledError("Topic deletion is disabled.")
+        raise RequestTimedOutError(
+            f"Topic '{topic}' was not deleted within {timeout:g}s (is a controller running? a deletion waits for "
+            f"every broker holding a replica); it stays marked for deletion in /admin/delete_topics/{topic}"
+        )
 
     # --- Reassignments ---------------------------------------------------------------------------
 
+    def list_reassignments(self) -> dict[TopicPartition, ReplicaAssignment]:
+        """The partitions being reassigned (adding or removing replicas), as the controller lists them;
+        requests it has not picked up yet are not among them."""
+        assignments = self._assignments(self.list_topics())
+        return {TopicPartition(t, p): ra for t, a in sorted(assignments.items())
+                for p, ra in sorted(a.partitions.items()) if ra.is_being_reassigned}
+
     def execute_reassignment(self, targets: Mapping[TopicPartition, Sequence[int]]) -> dict[TopicPartition, tuple[int, ...]]:
         """Request the reassignments (``/admin/reassign_partitions``); returns the current replicas of
-        each partition, what a rollback file holds."""
-        current = self._replica_assignments(targets)
-        unknown = sorted(tp for tp in targets if tp not in current)
-        if unknown:
-            raise AdminCommandFailedError(
-                f"The proposed assignment contains non-existent partitions: {', '.join(map(str, unknown))}"
-            )
-        brokers = self.live_brokers()
-        absent = sorted({b for replicas in targets.values() for b in replicas} - brokers)
-        if absent:
-            raise AdminCommandFailedError(
-                f"The proposed assignment contains non-existent brokerIDs: {','.join(map(str, absent))}"
-            )
+        each partition, what a rollback file holds. Refused, as Kafka 3.9's tool refuses it without
+        ``--additional``, while another reassignment is requested or in progress."""
+        if self.store.get_partition_reassignments() is not None or self.list_reassignments():
+            raise _existing_reassignment()
+        unknown_brokers = sorted({b for replicas in targets.values() for b in replicas} - self.live_brokers())
+        if unknown_brokers:
+            raise AdminCommandFailedError(f"Unknown broker id {unknown_brokers[0]}")
+        topics = self._assignments(tp.topic for tp in targets)
+        unknown_topics = sorted({tp.topic for tp in targets} - topics.keys())
+        if unknown_topics:
+            raise UnknownTopicOrPartitionError(f"Topic {unknown_topics[0]} not found.")
+        current = self._replica_assignments(targets, topics)
+        missing = sorted(tp for tp in targets if tp not in current)
+        if missing:
+            raise UnknownTopicOrPartitionError(f"Unable to find partition: {', '.join(map(str, missing))}")
         try:
             admin.request_reassignment(self.store, targets)
         except NodeExistsError:
-            raise AdminCommandFailedError(
-                "Cannot execute because there is an existing partition assignment: wait for it to complete "
-                "(--verify) or cancel it (--cancel)"
-            ) from None
+            raise _existing_reassignment() from None
         return {tp: current[tp].replicas for tp in sorted(targets)}
+
+    def generate_reassignment(
+        self, topics: Sequence[str], brokers: Sequence[int], rack_aware: bool = True, rng: random.Random | None = None
+    ) -> tuple[dict[TopicPartition, tuple[int, ...]], dict[TopicPartition, list[int]]]:
+        """Kafka's ``--generate``: the topics' current assignment, and a proposal moving every
+        partition of them onto ``brokers`` with Kafka's (rack-aware) replica assignment, keeping each
+        topic's partition count and replication factor. Brokers of ``brokers`` that are not
+        registered are left out, as Kafka's tool leaves them out."""
+        assignments = self._assignments(topics)
+        unknown = [t for t in topics if t not in assignments]
+        if unknown:
+            raise UnknownTopicOrPartitionError(f"Topic {unknown[0]} not found.")
+        wanted = set(brokers)
+        racks = {b: rack for b, rack in self._broker_racks().items() if b in wanted}
+        try:
+            metadata = broker_metadatas(racks, RackAwareMode.ENFORCED if rack_aware else RackAwareMode.DISABLED)
+        except AdminOperationError:
+            raise AdminOperationError(
+                "Not all brokers have rack information. Add --disable-rack-aware in command line to make replica "
+                "assignment without rack information."
+            ) from None
+        current: dict[TopicPartition, tuple[int, ...]] = {}
+        proposed: dict[TopicPartition, list[int]] = {}
+        for topic in sorted(set(topics)):
+            partitions = assignments[topic].partitions
+            current.update({TopicPartition(topic, p): ra.replicas for p, ra in sorted(partitions.items())})
+            # The replication factor describe shows: the replicas a reassignment is adding do not count.
+            replication_factor = len(partitions[min(partitions)].origin_replicas) if partitions else 0
+            placed = assign_replicas_to_brokers(metadata, len(partitions), replication_factor, rng=rng)
+            proposed.update({TopicPartition(topic, p): replicas for p, replicas in placed.items()})
+        return current, proposed
 
     def verify_reassignment(self, targets: Mapping[TopicPartition, Sequence[int]]) -> dict[TopicPartition, VerifiedReassignment]:
         """Each partition's status: in progress while the controller works on it (adding or removing
@@ -341,9 +479,10 @@ class AdminClient:
         A preferred election writes ``/admin/preferred_replica_election`` and waits until the
         controller has processed it (it deletes the znode). ZooKeeper-mode Kafka has no znode for
         an unclean election: it is made the way an operator makes one there, by enabling
-        ``unclean.leader.election.enable`` on the partitions' topics until they have a leader (the
-        controller then elects every leaderless partition of those topics), then restoring the
-        topics' previous configs.
+        ``unclean.leader.election.enable`` on the partitions' topics until they have a leader, then
+        restoring the topics' previous configs. The controller then elects every leaderless partition
+        of those topics (Kafka's TopicUncleanLeaderElectionEnable), so the results also hold the
+        partitions not asked for that it gave a leader.
         """
         kind = ElectionType(election_type)
         check_duration(timeout, "the election timeout", positive=True)
@@ -355,7 +494,7 @@ class AdminClient:
         results: dict[TopicPartition, int | KctlError] = {}
         electable = []
         for tp in tps:
-            leader = states[tp].leader_and_isr.leader if tp in states else NO_LEADER
+            leader = _leader(states, tp)
             if tp not in assignments:
                 results[tp] = UnknownTopicOrPartitionError("The partition does not exist.")
             elif tp.topic in deleting:
@@ -394,7 +533,7 @@ class AdminClient:
         results: dict[TopicPartition, int | KctlError] = {}
         for tp in tps:
             preferred = assignments[tp].replicas[0]
-            leader = states[tp].leader_and_isr.leader if tp in states else NO_LEADER
+            leader = _leader(states, tp)
             results[tp] = preferred if leader == preferred else PreferredLeaderNotAvailableError(
                 f"Failed to elect leader for partition {tp} under strategy PreferredReplicaPartitionLeaderElectionStrategy: "
                 f"the preferred replica {preferred} is not alive or not in the ISR"
@@ -407,10 +546,16 @@ class AdminClient:
         topics = sorted({tp.topic for tp in tps})
         previous = self.store.get_topic_configs(topics).values
         live = self.live_brokers()
+        # Every leaderless partition of these topics with a live replica gets a leader, asked for or not.
+        replicas = {TopicPartition(t, p): ra.replicas
+                    for t, a in self._assignments(topics).items() for p, ra in a.partitions.items()}
+        before = self._states(replicas)
+        leaderless = sorted({*tps, *(tp for tp, r in replicas.items()
+                                     if _leader(before, tp) not in live and live.intersection(r))})
 
         def led() -> bool:
-            states = self._states(tps)
-            return all(tp in states and states[tp].leader_and_isr.leader in live for tp in tps)
+            states = self._states(leaderless)
+            return all(_leader(states, tp) in live for tp in leaderless)
 
         try:
             for topic in topics:
@@ -419,14 +564,18 @@ class AdminClient:
         finally:
             for topic in topics:
                 self.store.set_topic_config(topic, previous.get(topic, {}))
-        states = self._states(tps)
+        states = self._states(leaderless)
+        asked = set(tps)
         results: dict[TopicPartition, int | KctlError] = {}
-        for tp in tps:
-            leader = states[tp].leader_and_isr.leader if tp in states else NO_LEADER
-            results[tp] = leader if leader in live else EligibleLeadersNotAvailableError(
-                f"Failed to elect leader for partition {tp} under strategy OfflinePartitionLeaderElectionStrategy"
-                f"(true) within {timeout:g}s: replicas {list(assignments[tp].replicas)}, live brokers {sorted(live)}"
-            )
+        for tp in leaderless:
+            leader = _leader(states, tp)
+            if leader in live:
+                results[tp] = leader
+            elif tp in asked:
+                results[tp] = EligibleLeadersNotAvailableError(
+                    f"Failed to elect leader for partition {tp} under strategy OfflinePartitionLeaderElectionStrategy"
+                    f"(true) within {timeout:g}s: replicas {list(assignments[tp].replicas)}, live brokers {sorted(live)}"
+                )
         return results
 
 
@@ -434,6 +583,7 @@ __all__ = [
     "AdminClient",
     "Cancellation",
     "ElectionType",
+    "PartitionFilter",
     "PartitionInfo",
     "ReassignmentStatus",
     "TopicDescription",

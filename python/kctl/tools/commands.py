@@ -10,10 +10,10 @@ is the same whichever cluster the client runs on. Invalid input is a :class:`~kc
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
-from kctl.errors import AdminCommandFailedError, ElectionNotNeededError, KctlError
-from kctl.model import NO_LEADER, TopicPartition
+from kctl.errors import AdminCommandFailedError, ElectionNotNeededError, KctlError, UnknownTopicOrPartitionError
+from kctl.model import ReplicaAssignment, TopicPartition
 from kctl.config import ControllerConfig
 from kctl.process import ZooKeeperSecurity, add_zookeeper_arguments, int_argument, quiet_zookeeper_client, seconds_argument
 from kctl.tools.client import (
@@ -21,21 +21,29 @@ from kctl.tools.client import (
     AdminClient,
     Cancellation,
     ElectionType,
+    PartitionFilter,
     ReassignmentStatus,
     TopicDescription,
     VerifiedReassignment,
 )
-from kctl.tools.files import format_reassignment, parse_election_partitions, parse_reassignment, read_json
+from kctl.tools.files import (
+    format_reassignment,
+    parse_election_partitions,
+    parse_reassignment,
+    parse_topics_to_move,
+    read_json,
+)
 
 
 def _ids(brokers: Iterable[int]) -> str:
     return ",".join(map(str, brokers))
 
 
-def _client(args: argparse.Namespace) -> AdminClient:
+def _client(args: argparse.Namespace, min_insync_replicas: int = 1) -> AdminClient:
     quiet_zookeeper_client()
     security = ZooKeeperSecurity.from_arguments(args, ControllerConfig())
-    return AdminClient.connect(args.zk, args.zk_timeout, **security.transport_options())
+    return AdminClient.connect(args.zk, args.zk_timeout, min_insync_replicas=min_insync_replicas,
+                               **security.transport_options())
 
 
 def _property(text: str) -> tuple[str, str]:
@@ -79,25 +87,36 @@ def _replica_assignment_argument(text: str) -> dict[int, list[int]]:
 # --- kctl topics ---------------------------------------------------------------------------------
 
 
-def format_description(topic: TopicDescription, live_brokers: set[int] | None = None) -> list[str]:
-    """``kafka-topics --describe``: a line for the topic, then one per partition (only those
-    without a live leader when ``live_brokers`` is given: ``--unavailable-partitions``)."""
+def format_description(
+    topic: TopicDescription, filters: Collection[PartitionFilter] = (), live_brokers: Collection[int] = ()
+) -> list[str]:
+    """``kafka-topics --describe`` as Kafka 3.9 prints it on a ZooKeeper cluster: a line for the
+    topic, then one per partition (with no ELR there, ``Elr: N/A``). Given ``filters``
+    (``--under-replicated-partitions`` …), only the partitions matching any of them, without the
+    topic's line; ``live_brokers`` is for :attr:`PartitionFilter.UNAVAILABLE`."""
     deletion = "\tMarkedForDeletion: true" if topic.marked_for_deletion else ""
     lines = []
-    if live_brokers is None:
+    if not filters:
         configs = ",".join(f"{k}={v}" for k, v in topic.config.items())
         topic_id = f"\tTopicId: {topic.topic_id}" if topic.topic_id else ""
         lines.append(f"Topic: {topic.name}{topic_id}\tPartitionCount: {len(topic.partitions)}\t"
                      f"ReplicationFactor: {topic.replication_factor}\tConfigs: {configs}{deletion}")
-    for p in topic.partitions:
-        if live_brokers is not None and p.leader in live_brokers:
-            continue
+    for p in topic.filtered(filters, live_brokers) if filters else topic.partitions:
         line = (f"\tTopic: {topic.name}\tPartition: {p.partition}\t"
-                f"Leader: {'none' if p.leader == NO_LEADER else p.leader}\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}")
+                f"Leader: {p.leader if p.has_leader else 'none'}\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}")
         if p.adding_replicas or p.removing_replicas:
             line += f"\tAdding Replicas: {_ids(p.adding_replicas)}\tRemoving Replicas: {_ids(p.removing_replicas)}"
-        lines.append(line + deletion)
+        lines.append(f"{line}\tElr: N/A\tLastKnownElr: N/A{deletion}")
     return lines
+
+
+_FILTER_HELP = {
+    PartitionFilter.UNDER_REPLICATED: "only the partitions with fewer in-sync replicas than replicas",
+    PartitionFilter.UNDER_MIN_ISR: "only the partitions without a leader or with fewer in-sync replicas than the "
+                                   "topic's min.insync.replicas",
+    PartitionFilter.AT_MIN_ISR: "only the partitions with exactly min.insync.replicas in-sync replicas",
+    PartitionFilter.UNAVAILABLE: "only the partitions without a leader or whose leader is not a live broker",
+}
 
 
 def topics_arguments(parser: argparse.ArgumentParser) -> None:
@@ -121,21 +140,29 @@ def topics_arguments(parser: argparse.ArgumentParser) -> None:
     create.add_argument("--if-not-exists", action="store_true", help="do nothing if the topic exists")
     describe = action("describe", "describe topics as kafka-topics --describe does")
     describe.add_argument("--topic", action="append", help="a topic to describe (repeatable; default: all)")
-    describe.add_argument("--unavailable-partitions", action="store_true",
-                          help="only the partitions whose leader is not a live broker")
+    describe.add_argument("--if-exists", action="store_true", help="leave out the --topic topics that do not exist")
+    for kind, text in _FILTER_HELP.items():
+        describe.add_argument(f"--{kind.value}", dest="filters", action="append_const", const=kind, default=[],
+                              help=f"{text} (filters may be combined: a partition matching any is shown)")
+    describe.add_argument("--min-insync-replicas", type=int_argument("a replica count", 1), default=1, metavar="N",
+                          help="the brokers' min.insync.replicas, for topics without an override (default: 1, "
+                               "Kafka's); kctl reads ZooKeeper only, where the brokers' own configs are not")
     alter = action("alter", "add partitions to a topic")
     alter.add_argument("--topic", required=True, help="the topic's name")
     alter.add_argument("--partitions", type=int_argument("a partition count", 1), required=True,
                        help="the new partition count")
     alter.add_argument("--replica-assignment", type=_replica_assignment_argument, metavar="B1:B2,B3:B4",
                        help="replicas of every partition, existing ones first (only the new ones are used)")
-    delete = action("delete", "mark a topic for deletion")
+    delete = action("delete", "delete a topic, waiting until the controller has deleted it")
     delete.add_argument("--topic", required=True, help="the topic's name")
+    delete.add_argument("--if-exists", action="store_true", help="do nothing if the topic does not exist")
+    delete.add_argument("--timeout", type=seconds_argument, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                        help=f"how long to wait for the deletion (default: {DEFAULT_TIMEOUT:g})")
 
 
 def cmd_topics(args: argparse.Namespace) -> int:
     """Kafka's ``kafka-topics --zookeeper``: list, create, describe, alter (add partitions), delete."""
-    with _client(args) as client:
+    with _client(args, getattr(args, "min_insync_replicas", 1)) as client:
         action: Callable[[AdminClient, argparse.Namespace], int] = _TOPIC_ACTIONS[args.action]
         return action(client, args)
 
@@ -160,9 +187,12 @@ def _create(client: AdminClient, args: argparse.Namespace) -> int:
 
 
 def _describe(client: AdminClient, args: argparse.Namespace) -> int:
-    live = client.live_brokers() if args.unavailable_partitions else None
-    for topic in client.describe_topics(args.topic):
-        for line in format_description(topic, live):
+    topics = args.topic
+    if topics is not None and args.if_exists:
+        topics = sorted(set(topics) & set(client.list_topics()))
+    live = client.live_brokers()
+    for topic in client.describe_topics(topics):
+        for line in format_description(topic, args.filters, live):
             print(line)
     return 0
 
@@ -180,11 +210,12 @@ def _alter(client: AdminClient, args: argparse.Namespace) -> int:
 
 
 def _delete(client: AdminClient, args: argparse.Namespace) -> int:
-    if client.delete_topic(args.topic):
-        print(f"Topic {args.topic} is marked for deletion.")
-        print("Note: This will have no impact if delete.topic.enable is not set to true.")
-    else:
-        print(f"Topic {args.topic} is already marked for deletion.")
+    """Kafka 3.9's ``--delete``: nothing printed once the topic is deleted."""
+    if args.topic not in client.list_topics():
+        if args.if_exists:
+            return 0
+        raise UnknownTopicOrPartitionError(f"Topic '{args.topic}' does not exist as expected")
+    client.delete_topic(args.topic, args.timeout)
     return 0
 
 
@@ -199,7 +230,7 @@ def format_verification(statuses: Mapping[TopicPartition, VerifiedReassignment])
     lines = ["Status of partition reassignment:"]
     for tp, verified in sorted(statuses.items()):
         if verified.status is ReassignmentStatus.COMPLETE:
-            lines.append(f"Reassignment of partition {tp} is complete.")
+            lines.append(f"Reassignment of partition {tp} is completed.")
         elif verified.status is ReassignmentStatus.IN_PROGRESS:
             lines.append(f"Reassignment of partition {tp} is still in progress.")
         else:
@@ -216,20 +247,100 @@ def format_cancellation(cancellation: Cancellation) -> list[str]:
     return [f"Successfully cancelled partition reassignment{plural} for: {','.join(map(str, cancellation.cancelled))}"]
 
 
+def format_reassignments(reassignments: Mapping[TopicPartition, ReplicaAssignment]) -> list[str]:
+    """``kafka-reassign-partitions --list``."""
+    if not reassignments:
+        return ["No partition reassignments found."]
+    lines = ["Current partition reassignments:"]
+    for tp, ra in sorted(reassignments.items()):
+        adding = f" adding: {_ids(ra.adding_replicas)}." if ra.adding_replicas else ""
+        removing = f" removing: {_ids(ra.removing_replicas)}." if ra.removing_replicas else ""
+        lines.append(f"{tp}: replicas: {_ids(ra.replicas)}.{adding}{removing}")
+    return lines
+
+
+def _broker_list(text: str) -> list[int]:
+    """``--broker-list 1,2,3``."""
+    parse = int_argument("a broker id")
+    brokers = [parse(b) for b in text.split(",")]
+    duplicates = sorted({b for b in brokers if brokers.count(b) > 1})
+    if duplicates:
+        raise argparse.ArgumentTypeError(f"Broker list contains duplicate entries: {duplicates}")
+    return brokers
+
+
+_FILE_ACTIONS = ("execute", "verify", "cancel")
+_REASSIGN_OPTIONS = {
+    "reassignment_json_file": "reassignment-json-file",
+    "topics_to_move_json_file": "topics-to-move-json-file",
+    "broker_list": "broker-list",
+    "disable_rack_aware": "disable-rack-aware",
+}
+"""Kafka's per-action options, by argparse destination."""
+_REQUIRED = {"generate": ("topics_to_move_json_file", "broker_list"), "list": (),
+             **{a: ("reassignment_json_file",) for a in _FILE_ACTIONS}}
+_PERMITTED = {"generate": ("disable_rack_aware",)}
+
+
 def reassign_arguments(parser: argparse.ArgumentParser) -> None:
     add_zookeeper_arguments(parser)
     action = parser.add_mutually_exclusive_group(required=True)
-    action.add_argument("--execute", metavar="FILE", help="start the reassignment described in FILE")
-    action.add_argument("--verify", metavar="FILE", help="report the status of the reassignment in FILE")
-    action.add_argument("--cancel", metavar="FILE", help="cancel the reassignment of the partitions in FILE")
+    for name, text in (("execute", "start the reassignment of the --reassignment-json-file"),
+                       ("verify", "report the status of the reassignment of the --reassignment-json-file"),
+                       ("cancel", "cancel the reassignment of the partitions of the --reassignment-json-file")):
+        action.add_argument(f"--{name}", nargs="?", const="", metavar="FILE",
+                            help=f"{text} (kctl also takes the file here: --{name} FILE)")
+    action.add_argument("--generate", action="store_true",
+                        help="propose moving the partitions of the --topics-to-move-json-file topics onto "
+                             "the --broker-list brokers (nothing is written)")
+    action.add_argument("--list", action="store_true", help="list the reassignments in progress")
+    parser.add_argument("--reassignment-json-file", metavar="FILE",
+                        help='the reassignment, as {"version":1,"partitions":[{"topic":"foo","partition":1,'
+                             '"replicas":[1,2,3],"log_dirs":["any","any","any"]}]} (log_dirs optional)')
+    parser.add_argument("--topics-to-move-json-file", metavar="FILE",
+                        help='with --generate: the topics to move, as {"version":1,"topics":[{"topic":"foo"}]}')
+    parser.add_argument("--broker-list", type=_broker_list, metavar="B1,B2,…",
+                        help="with --generate: the brokers to move the topics onto")
+    parser.add_argument("--disable-rack-aware", action="store_true",
+                        help="with --generate: place replicas without regard to the brokers' racks")
+
+
+def _reassign_action(args: argparse.Namespace) -> str:
+    """The action, with Kafka's checks of which options it requires and permits."""
+    action = next(a for a in ("generate", "list", *_FILE_ACTIONS) if getattr(args, a) not in (None, False))
+    if action in _FILE_ACTIONS and getattr(args, action):
+        given = getattr(args, action)
+        if args.reassignment_json_file not in (None, given):
+            raise AdminCommandFailedError(f"--{action} {given} and --reassignment-json-file "
+                                          f"{args.reassignment_json_file} name different files")
+        args.reassignment_json_file = given
+    for dest, name in _REASSIGN_OPTIONS.items():
+        used = getattr(args, dest) not in (None, False)
+        if not used and dest in _REQUIRED[action]:
+            raise AdminCommandFailedError(f'Missing required argument "[{name}]"')
+        if used and dest not in (*_REQUIRED[action], *_PERMITTED.get(action, ())):
+            raise AdminCommandFailedError(f'Option "[{name}]" can\'t be used with action "[{action}]"')
+    return action
 
 
 def cmd_reassign(args: argparse.Namespace) -> int:
     """Kafka's ``kafka-reassign-partitions``; ``--verify`` exits 1 if a reassignment failed."""
-    path = args.execute or args.verify or args.cancel
+    action = _reassign_action(args)
+    if action == "generate":
+        topics = parse_topics_to_move(read_json(args.topics_to_move_json_file), args.topics_to_move_json_file)
+        with _client(args) as client:
+            current, proposed = client.generate_reassignment(topics, args.broker_list, not args.disable_rack_aware)
+        print(f"Current partition replica assignment\n{format_reassignment(current)}\n")
+        print(f"Proposed partition reassignment configuration\n{format_reassignment(proposed)}")
+        return 0
+    if action == "list":
+        with _client(args) as client:
+            print("\n".join(format_reassignments(client.list_reassignments())))
+        return 0
+    path = args.reassignment_json_file
     targets = parse_reassignment(read_json(path), path)
     with _client(args) as client:
-        if args.execute:
+        if action == "execute":
             current = client.execute_reassignment(targets)
             print("Current partition replica assignment\n")
             print(format_reassignment(current))
@@ -237,7 +348,7 @@ def cmd_reassign(args: argparse.Namespace) -> int:
             plural = "s" if len(targets) > 1 else ""
             print(f"Successfully started partition reassignment{plural} for {','.join(map(str, sorted(targets)))}")
             return 0
-        if args.verify:
+        if action == "verify":
             statuses = client.verify_reassignment(targets)
             print("\n".join(format_verification(statuses)))
             return 1 if any(v.status is ReassignmentStatus.FAILED for v in statuses.values()) else 0
@@ -302,7 +413,7 @@ def cmd_elect_leaders(args: argparse.Namespace) -> int:
 
 
 TOPICS_HELP = "create, describe, alter, delete and list topics (kafka-topics)"
-REASSIGN_HELP = "execute, verify or cancel a partition reassignment file (kafka-reassign-partitions)"
+REASSIGN_HELP = "generate, execute, verify, cancel or list partition reassignments (kafka-reassign-partitions)"
 ELECT_LEADERS_HELP = "run preferred or unclean leader elections (kafka-leader-election)"
 
 __all__ = [
@@ -316,6 +427,7 @@ __all__ = [
     "format_cancellation",
     "format_description",
     "format_election",
+    "format_reassignments",
     "format_verification",
     "parse_replica_assignment",
     "reassign_arguments",

@@ -1,10 +1,12 @@
 """The JSON files of Kafka's admin tools, read strictly.
 
 ``kafka-reassign-partitions`` takes ``{"version":1,"partitions":[{"topic":"foo","partition":0,
-"replicas":[1,2],"log_dirs":["any","any"]}]}`` and ``kafka-leader-election`` takes
-``{"partitions":[{"topic":"foo","partition":0}]}``. A file that does not fit is refused as a whole,
-before anything is written, with an :class:`~kctl.errors.AdminCommandFailedError` naming the file,
-the entry (``partitions[2]``) and the field.
+"replicas":[1,2],"log_dirs":["any","any"]}]}`` (``--reassignment-json-file``) and
+``{"version":1,"topics":[{"topic":"foo"}]}`` (``--topics-to-move-json-file``);
+``kafka-leader-election`` takes ``{"partitions":[{"topic":"foo","partition":0}]}``. A file that does
+not fit is refused as a whole, before anything is written, with an
+:class:`~kctl.errors.AdminCommandFailedError` naming the file, the entry (``partitions[2]``) and the
+field.
 """
 
 from __future__ import annotations
@@ -33,29 +35,35 @@ def read_json(path: str | Path) -> Any:
         raise AdminCommandFailedError(f"{path}: {exc}") from None
 
 
-def _entries(document: Any, source: str) -> list[Mapping[str, Any]]:
+def _entries(document: Any, source: str, key: str = "partitions") -> list[Mapping[str, Any]]:
+    """The objects of the document's ``key`` list (version 1, the only one Kafka has)."""
     if not isinstance(document, dict):
-        raise AdminCommandFailedError(f"{source}: expected a JSON object with a \"partitions\" list")
+        raise AdminCommandFailedError(f"{source}: expected a JSON object with a \"{key}\" list")
     version = document.get("version", 1)
     if version != 1 or isinstance(version, bool):
         raise AdminCommandFailedError(f"{source}: version: unsupported version {version!r} (expected 1)")
-    partitions = document.get("partitions")
-    if not isinstance(partitions, list):
-        raise AdminCommandFailedError(f"{source}: partitions: expected a list of partition entries")
-    for i, entry in enumerate(partitions):
+    entries = document.get(key)
+    if not isinstance(entries, list):
+        raise AdminCommandFailedError(f"{source}: {key}: expected a list of {key[:-1]} entries")
+    for i, entry in enumerate(entries):
         if not isinstance(entry, dict):
-            raise AdminCommandFailedError(f"{source}: partitions[{i}]: expected an object, got {json.dumps(entry)}")
-    return partitions
+            raise AdminCommandFailedError(f"{source}: {key}[{i}]: expected an object, got {json.dumps(entry)}")
+    return entries
 
 
-def _partition(entry: Mapping[str, Any], where: str) -> TopicPartition:
-    topic, partition = entry.get("topic"), entry.get("partition")
+def _topic(entry: Mapping[str, Any], where: str) -> str:
+    topic = entry.get("topic")
     if not isinstance(topic, str):
         raise AdminCommandFailedError(f"{where}.topic: expected a topic name, got {json.dumps(topic)}")
     try:
         validate_topic_name(topic)
     except KctlError as exc:
         raise AdminCommandFailedError(f"{where}.topic: {exc}") from None
+    return topic
+
+
+def _partition(entry: Mapping[str, Any], where: str) -> TopicPartition:
+    topic, partition = _topic(entry, where), entry.get("partition")
     if not isinstance(partition, int) or int_problem(partition, 0) is not None:
         raise AdminCommandFailedError(
             f"{where}.partition: expected a partition id (an integer from 0 to {INT32_MAX}), got {json.dumps(partition)}"
@@ -123,6 +131,19 @@ def parse_election_partitions(document: Any, source: str) -> list[TopicPartition
     return found
 
 
+def parse_topics_to_move(document: Any, source: str) -> list[str]:
+    """The topics of a ``--topics-to-move-json-file`` file, in the file's order."""
+    topics = [_topic(entry, f"{source}: topics[{i}]") for i, entry in enumerate(_entries(document, source, "topics"))]
+    if not topics:
+        raise AdminCommandFailedError(f"{source}: topics: no topics given")
+    duplicates = sorted({t for t in topics if topics.count(t) > 1})
+    if duplicates:
+        raise AdminCommandFailedError(
+            f"{source}: topics: List of topics to reassign contains duplicate entries: [{', '.join(duplicates)}]"
+        )
+    return topics
+
+
 def format_reassignment(assignments: Mapping[TopicPartition, tuple[int, ...] | list[int]]) -> str:
     """A ``kafka-reassign-partitions`` file of ``assignments`` (what ``--execute`` prints for rollback)."""
     return json.dumps(
@@ -138,4 +159,11 @@ def format_reassignment(assignments: Mapping[TopicPartition, tuple[int, ...] | l
     )
 
 
-__all__ = ["ANY_LOG_DIR", "format_reassignment", "parse_election_partitions", "parse_reassignment", "read_json"]
+__all__ = [
+    "ANY_LOG_DIR",
+    "format_reassignment",
+    "parse_election_partitions",
+    "parse_reassignment",
+    "parse_topics_to_move",
+    "read_json",
+]
