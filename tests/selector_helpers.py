@@ -11,7 +11,8 @@ from kctl.selectors import ElectionBatch
 def snapshot(batch: ElectionBatch) -> dict[str, Any]:
     """Everything a selector can read of ``batch`` and its view (during the call)."""
     view = batch.cluster
-    topics = sorted({tp.topic for tp in batch.partitions})
+    topics = sorted(batch.topics)
+    assert list(batch.topics) == list(dict.fromkeys(tp.topic for tp in batch.partitions))
     return {
         "kind": batch.kind,
         "partitions": list(batch.partitions),

@@ -5,6 +5,7 @@ a selector reads it; answers checked the same way on both engines."""
 from __future__ import annotations
 
 import enum
+from contextlib import contextmanager
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -30,7 +31,7 @@ RACKS = ["a", "a", "b", "b", "c", "c"]
 
 
 def test_a_view_holds_brokers_load_and_configs() -> None:
-    view = ClusterView(
+    view = ClusterView.of(
         [BrokerView(3, "b", 30, False), BrokerView(1, "a", 10, False), BrokerView(2, None, 20, True)],
         leader_counts={1: 4, 3: 0},
         replica_counts={1: 5, 2: 5, 3: 5},
@@ -52,13 +53,13 @@ def test_a_view_holds_brokers_load_and_configs() -> None:
 
 
 def test_an_invalid_unclean_override_is_the_elections_error() -> None:
-    view = ClusterView(topic_configs={"t": {"unclean.leader.election.enable": "yes"}}, unclean_leader_election_enable=True)
+    view = ClusterView.of(topic_configs={"t": {"unclean.leader.election.enable": "yes"}}, unclean_leader_election_enable=True)
     with pytest.raises(StateChangeFailedError, match="Invalid value 'yes' for configuration unclean.leader.election.enable of topic t"):
         view.unclean_leader_election_enable("t")
 
 
 def test_a_closed_view_refuses_to_be_read() -> None:
-    view = ClusterView([BrokerView(1, "a", 1, False)], leader_counts={1: 1})
+    view = ClusterView.of([BrokerView(1, "a", 1, False)], leader_counts={1: 1})
     assert view.leader_counts[1] == 1
     view.close()
     for read in (lambda: view.brokers, lambda: view.leader_counts, lambda: view.replica_counts,
@@ -74,7 +75,7 @@ def test_topic_configs_are_read_once_for_every_topic_of_the_batch() -> None:
         reads.append(list(topics))
         return {"b": {"x": "1"}}
 
-    view = ClusterView.lazy(0, list, dict, dict, TopicConfigSource(read), lambda: ["a", "b"])
+    view = ClusterView(0, list, dict, dict, TopicConfigSource(read), lambda: ["a", "b"])
     assert view.topic_config("b") == {"x": "1"} and view.topic_config("a") == {}
     assert view.topic_config("c") == {}
     assert reads == [["b", "a"], ["c"]]
@@ -99,6 +100,8 @@ def test_partitions_keep_their_topics_once() -> None:
     column = Partitions.of(tps)
     assert list(column) == tps and column[-1] == tps[2] and column[:2] == tps[:2]
     assert column.topics == ("b", "a")
+    by_hand = ElectionBatch(ElectionKind.OFFLINE, tps, [[1]] * 3, [[1]] * 3, [[1]] * 3, [False] * 3)
+    assert by_hand.topics == ElectionBatch(ElectionKind.OFFLINE, column, [], [], [], []).topics == ("b", "a")
     with pytest.raises(IndexError):
         column[-4]
 
@@ -231,13 +234,6 @@ def test_every_election_kind_sees_the_cluster_as_it_is(
     assert shutdown["shutting_down"] == [3] and 3 not in shutdown["live"]
 
 
-def test_both_engines_give_identical_views(plugin_host: PluginHost, recorders: Recorders) -> None:
-    reference = every_kind("reference", plugin_host, recorders)
-    recorders.log = []
-    native = every_kind("rust", plugin_host, recorders)
-    assert native == reference
-
-
 def failover(engine: str, host: PluginHost, plugin: Recorders) -> list[Any]:
     """The active controller's broker dies with its controller: the partitions it led are elected
     by the next controller while it fails over."""
@@ -267,13 +263,35 @@ def test_the_first_election_after_a_failover_sees_the_cluster(
     assert view["isrs"] == [[4, 2], [4, 2]] and 1 not in view["leaders"] and view["replicas"][1] == 4
 
 
-def test_failover_elections_are_identical_on_both_engines(plugin_host: PluginHost, recorders: Recorders) -> None:
-    reference = failover("reference", plugin_host, recorders)
+@pytest.mark.parametrize("scenario", [every_kind, failover], ids=["every-kind", "failover"])
+def test_both_engines_give_identical_views(scenario: Any, plugin_host: PluginHost, recorders: Recorders) -> None:
+    reference = scenario("reference", plugin_host, recorders)
     recorders.log = []
-    assert failover("rust", plugin_host, recorders) == reference
+    assert scenario("rust", plugin_host, recorders) == reference
 
 
 # --- Built only when read ---------------------------------------------------------------------------------
+
+
+class OneSelector:
+    """A plugin registering one offline selector."""
+
+    def __init__(self, name: str, selector: type) -> None:
+        self.name = name
+        self.selector = selector
+
+    @kctl.hookimpl
+    def kctl_register_leader_selectors(self, register: LeaderSelectorRegistry) -> None:
+        register.add(self.name, lambda config: self.selector(), kind=ElectionKind.OFFLINE)
+
+
+@contextmanager
+def offline_cluster(engine: str, host: PluginHost, selector: type) -> Iterator[EmbeddedCluster]:
+    """A cluster (controller on broker 1) whose offline elections use ``selector``."""
+    with register_plugin(host, OneSelector("under-test", selector), "under-test"), EmbeddedCluster(
+        3, config={"kctl.leader.selector.offline": "under-test"}, engine=engine, plugins=host, controllers=1
+    ) as cluster:
+        yield cluster
 
 
 class Ignores:
@@ -295,14 +313,7 @@ class ReadsTwice(Ignores):
 def test_the_view_is_built_when_read_and_once(
     engine: str, selector: type, loads: int, plugin_host: PluginHost, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    class Plugin:
-        @kctl.hookimpl
-        def kctl_register_leader_selectors(self, register: LeaderSelectorRegistry) -> None:
-            register.add("under-test", lambda config: selector(), kind=ElectionKind.OFFLINE)
-
-    with register_plugin(plugin_host, Plugin(), "under-test"), EmbeddedCluster(
-        3, config={"kctl.leader.selector.offline": "under-test"}, engine=engine, plugins=plugin_host, controllers=1
-    ) as cluster:
+    with offline_cluster(engine, plugin_host, selector) as cluster:
         cluster.create_topic("t", assignment={0: [2, 3], 1: [2, 1]})
         cluster.run_until_stable()
         calls = {"brokers": 0, "configs": 0}
@@ -348,14 +359,7 @@ class Odd:
 
 
 def odd_elections(engine: str, host: PluginHost) -> tuple[list[str], list[int]]:
-    class Plugin:
-        @kctl.hookimpl
-        def kctl_register_leader_selectors(self, register: LeaderSelectorRegistry) -> None:
-            register.add("odd", lambda config: Odd(), kind=ElectionKind.OFFLINE)
-
-    with register_plugin(host, Plugin(), "odd"), EmbeddedCluster(
-        3, config={"kctl.leader.selector.offline": "odd"}, engine=engine, plugins=host, controllers=1
-    ) as cluster:
+    with offline_cluster(engine, host, Odd) as cluster:
         cluster.create_topic("t", assignment={p: [2, 1, 3] for p in range(len(ODD_ANSWERS))})
         cluster.run_until_stable()
         cluster.kill_broker(2)
@@ -390,14 +394,7 @@ def test_an_unreadable_topic_config_is_the_selectors_error(
                 seen.append(str(e))
             return super().select_leaders(batch)
 
-    class Plugin:
-        @kctl.hookimpl
-        def kctl_register_leader_selectors(self, register: LeaderSelectorRegistry) -> None:
-            register.add("careful", lambda config: Careful(), kind=ElectionKind.OFFLINE)
-
-    with register_plugin(plugin_host, Plugin(), "careful"), EmbeddedCluster(
-        3, config={"kctl.leader.selector.offline": "careful"}, engine=engine, plugins=plugin_host, controllers=1
-    ) as cluster:
+    with offline_cluster(engine, plugin_host, Careful) as cluster:
         cluster.create_topic("t", assignment={0: [2, 3]})
         cluster.run_until_stable()
         store = cluster.controllers[1].store

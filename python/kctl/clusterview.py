@@ -92,56 +92,21 @@ class BrokerCounts(Mapping[int, int]):
 class ClusterView:
     """The cluster as one selector call sees it (see the module docstring).
 
-    Built by hand (``ClusterView(brokers, leader_counts=...)``) it holds the values given, which is
-    what a selector's unit tests need; the engines build theirs lazily from the controller.
+    The engines build theirs from the controller, lazily; ``ClusterView.of(brokers,
+    leader_counts=...)`` holds the values given, which is what a selector's unit tests need.
     """
 
     def __init__(
         self,
-        brokers: Iterable[BrokerView] = (),
-        *,
-        leader_counts: Mapping[int, int] | None = None,
-        replica_counts: Mapping[int, int] | None = None,
-        topic_configs: Mapping[str, Mapping[str, str]] | None = None,
-        unclean_leader_election_enable: bool = False,
-        controller_epoch: int = 0,
-    ) -> None:
-        listed = tuple(brokers)
-        configs = dict(topic_configs or {})
-        self._setup(
-            controller_epoch,
-            lambda: listed,
-            lambda: leader_counts or {},
-            lambda: replica_counts or {},
-            TopicConfigSource(lambda topics: configs, unclean_leader_election_enable),
-            lambda: (),
-        )
-
-    @classmethod
-    def lazy(
-        cls,
         controller_epoch: int,
         brokers: Callable[[], Iterable[BrokerView]],
         leader_counts: Callable[[], Mapping[int, int] | Iterable[tuple[int, int]]],
         replica_counts: Callable[[], Mapping[int, int] | Iterable[tuple[int, int]]],
         configs: TopicConfigSource,
         batch_topics: Callable[[], Sequence[str]],
-    ) -> ClusterView:
+    ) -> None:
         """The view an engine builds: each part loaded on first use. Topic configs are read for
         every topic of the batch (``batch_topics``) at once, with the first one asked for."""
-        view = cls.__new__(cls)
-        view._setup(controller_epoch, brokers, leader_counts, replica_counts, configs, batch_topics)
-        return view
-
-    def _setup(
-        self,
-        controller_epoch: int,
-        brokers: Callable[[], Iterable[BrokerView]],
-        leader_counts: Callable[[], Mapping[int, int] | Iterable[tuple[int, int]]],
-        replica_counts: Callable[[], Mapping[int, int] | Iterable[tuple[int, int]]],
-        configs: TopicConfigSource,
-        batch_topics: Callable[[], Sequence[str]],
-    ) -> None:
         self._open = True
         self._controller_epoch = controller_epoch
         self._load_brokers = brokers
@@ -154,6 +119,29 @@ class ClusterView:
         self._leader_counts: BrokerCounts | None = None
         self._replica_counts: BrokerCounts | None = None
         self._configs: dict[str, Mapping[str, str]] = {}
+
+    @classmethod
+    def of(
+        cls,
+        brokers: Iterable[BrokerView] = (),
+        *,
+        leader_counts: Mapping[int, int] | None = None,
+        replica_counts: Mapping[int, int] | None = None,
+        topic_configs: Mapping[str, Mapping[str, str]] | None = None,
+        unclean_leader_election_enable: bool = False,
+        controller_epoch: int = 0,
+    ) -> ClusterView:
+        """A view of the values given (each optional), for a selector's unit tests."""
+        listed = tuple(brokers)
+        configs = dict(topic_configs or {})
+        return cls(
+            controller_epoch,
+            lambda: listed,
+            lambda: leader_counts or {},
+            lambda: replica_counts or {},
+            TopicConfigSource(lambda topics: configs, unclean_leader_election_enable),
+            lambda: (),
+        )
 
     def close(self) -> None:
         """End the call this view was taken for (done by kctl when ``select_leaders`` returns)."""

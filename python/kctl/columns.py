@@ -50,9 +50,9 @@ class IntRows(Sequence[tuple[int, ...]]):
         return tuple(self._values[self._offsets[i] : self._offsets[i + 1]])
 
     def __iter__(self) -> Iterator[tuple[int, ...]]:
-        values, offsets = self._values, self._offsets
-        for i in range(len(offsets) - 1):
-            yield tuple(values[offsets[i] : offsets[i + 1]])
+        values, offsets = self._values.tolist(), self._offsets.tolist()
+        for start, end in zip(offsets, offsets[1:]):
+            yield tuple(values[start:end])
 
     def __repr__(self) -> str:
         return f"IntRows({[list(row) for row in self]})"
@@ -92,9 +92,9 @@ class Partitions(Sequence[TopicPartition]):
         return TopicPartition(self.topics[self._topic_index[i]], self._ids[i])
 
     def __iter__(self) -> Iterator[TopicPartition]:
-        topics = self.topics
-        for t, p in zip(self._topic_index, self._ids):
-            yield TopicPartition(topics[t], p)
+        topics, new = self.topics, tuple.__new__  # what TopicPartition(topic, p) does, minus a call
+        for t, p in zip(self._topic_index.tolist(), self._ids.tolist()):
+            yield new(TopicPartition, (topics[t], p))
 
     def __repr__(self) -> str:
         return f"Partitions({list(self)})"

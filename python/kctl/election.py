@@ -226,7 +226,7 @@ def is_allowed_leader(leader: object, allowed: Collection[int]) -> TypeGuard[int
 
 def _context_view(context: ControllerContext, configs: TopicConfigSource, topics: Sequence[str]) -> ClusterView:
     """The view a selector gets on the reference engine: read from the context when first used."""
-    return ClusterView.lazy(
+    return ClusterView(
         context.epoch,
         lambda: broker_views(
             context.live_broker_epochs(), context.shutting_down_broker_ids, context.live_or_shutting_down_brokers()

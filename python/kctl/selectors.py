@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from kctl.clusterview import ClusterView
+from kctl.columns import Partitions
 from kctl.hookspecs import hookimpl
 from kctl.model import NO_LEADER, TopicPartition
 
@@ -63,11 +64,19 @@ class ElectionBatch:
     """Replicas the Kafka rule accepts, in the rule's order; ``allowed[i][0]`` is Kafka's choice."""
     unclean: Sequence[bool]
     """True where ``allowed`` comes from the unclean fallback (no live ISR member)."""
-    cluster: ClusterView = field(default_factory=ClusterView)
+    cluster: ClusterView = field(default_factory=ClusterView.of)
     """The cluster as this call sees it: brokers, racks, load per broker, topic configs."""
 
     def __len__(self) -> int:
         return len(self.partitions)
+
+    @property
+    def topics(self) -> Sequence[str]:
+        """The distinct topics of ``partitions``, in order of first appearance (read from the
+        column as is when the engine built it, without building a partition)."""
+        if isinstance(self.partitions, Partitions):
+            return self.partitions.topics
+        return tuple(dict.fromkeys(tp.topic for tp in self.partitions))
 
     @property
     def leader_counts(self) -> Mapping[int, int]:

@@ -37,7 +37,7 @@ def offline_batch(
         isrs=allowed,
         allowed=allowed,
         unclean=[False] * len(allowed),
-        cluster=ClusterView(leader_counts=leader_counts),
+        cluster=ClusterView.of(leader_counts=leader_counts),
     )
 
 

@@ -46,7 +46,7 @@ class NativeSelection:
         topics, topic_index, ids, scanned, isrs, allowed, unclean = columns
         epoch, epochs, shutting_down, leader_counts, replica_counts = brokers
         partitions = Partitions(topics, int32_buffer(topic_index), int32_buffer(ids))
-        view = ClusterView.lazy(
+        view = ClusterView(
             epoch,
             lambda: broker_views(dict(epochs), frozenset(shutting_down), self.context.live_or_shutting_down_brokers()),
             lambda: leader_counts,
