@@ -12,7 +12,11 @@ controller's work, not a data plane's):
 - ``engine:auto-rebalance``: the periodic imbalance check, which elects the same partitions;
 - ``engine:failover``: a new controller's initialisation, from winning the election to ready;
 - ``engine:update-metadata``: building and sending UpdateMetadata for every partition to every
-  broker (what broker startup sends the new brokers).
+  broker (what broker startup sends the new brokers);
+- ``engine:broker-failure-selector`` (rust engine only): the broker failure again, its offline
+  elections made by each of ``SELECTORS``, in the same run: Kafka's rule natively, the same rule in
+  a Python selector that never reads the cluster view, the same rule in one that reads all of it,
+  and the rack-aware example selector of ``docs/plugins/`` (target: the view adds ≤ 10%).
 
 Every round starts from a healthy cluster: the (untimed) setup restarts the broker a round took
 down and elects preferred leaders back. Garbage collection is frozen after each setup, so no round
@@ -27,19 +31,26 @@ records the engine's heap bytes per partition (``Engine.heap_bytes``) for ``scri
 from __future__ import annotations
 
 import gc
+import importlib.util
 import os
 from dataclasses import dataclass, field, replace
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+import kctl
 from kctl.context import ENGINES
 from kctl.controller import KafkaController
 from kctl.controller import events as ev
 from kctl.model import BrokerInfo, LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
+from kctl.plugins import get_plugin_host
+from kctl.registry import LeaderSelectorRegistry
 from kctl.scheduler import SimulatedScheduler
+from kctl.selectors import ElectionBatch, ElectionKind
 from kctl.stores.memory import MemoryStore, MemoryTree
+from kctl.testing import register_plugin
 
 from conftest import scale_of
 
@@ -47,6 +58,7 @@ if TYPE_CHECKING:
     from conftest import Scale
 
 BROKERS = 100
+RACKS = 3
 RF = 3
 PER_TOPIC = 1_000
 CONFIG = {"auto.leader.rebalance.enable": False}
@@ -135,7 +147,7 @@ class Cluster:
 
     def start_broker(self, broker: int) -> None:
         session = MemoryStore(self.tree)
-        session.register_broker(BrokerInfo(broker))
+        session.register_broker(BrokerInfo(broker, rack=f"rack-{broker % RACKS}"))
         self.sessions[broker] = session
 
     def active(self) -> KafkaController:
@@ -217,11 +229,13 @@ class Cluster:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """One ``cluster`` per selected size and engine (the reference engine up to
-    ``KCTL_BENCH_REFERENCE_MAX`` partitions), ordered by size so that one is alive at a time."""
+    ``KCTL_BENCH_REFERENCE_MAX`` partitions, and not for benchmarks of the native engine alone),
+    ordered by size so that one is alive at a time."""
     if "cluster" not in metafunc.fixturenames:
         return
     reference_max = int(os.environ.get("KCTL_BENCH_REFERENCE_MAX", "1000000"))
-    params = [(e, n) for n in sizes(scale_of(metafunc.config)) for e in ENGINES
+    engines = ("rust",) if metafunc.function in NATIVE_ONLY else ENGINES
+    params = [(e, n) for n in sizes(scale_of(metafunc.config)) for e in engines
               if e != "reference" or n <= reference_max]
     metafunc.parametrize("cluster", params, indirect=True, scope="module", ids=[f"{e}-{n}" for e, n in params])
 
@@ -238,9 +252,9 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
 
 
 def run_rounds(benchmark: Any, cluster: Cluster, prepare: Callable[[], Callable[[], object]],
-               check: Callable[[object], None]) -> None:
+               check: Callable[[object], None], rounds_wanted: int | None = None) -> None:
     """``prepare`` (untimed) heals the cluster, sets the round up and returns the timed call;
-    ``check`` asserts on what the last timed call did."""
+    ``check`` asserts on what the last timed call did. ``rounds_wanted`` overrides ``rounds``."""
     pending: list[Callable[[], object]] = []
     results: list[object] = []
 
@@ -259,7 +273,7 @@ def run_rounds(benchmark: Any, cluster: Cluster, prepare: Callable[[], Callable[
         heap_bytes_per_partition=cluster.heap_bytes_per_partition(),
     )
     try:
-        benchmark.pedantic(timed, setup=setup, rounds=rounds(cluster), iterations=1)
+        benchmark.pedantic(timed, setup=setup, rounds=rounds_wanted or rounds(cluster), iterations=1)
     finally:
         gc.unfreeze()
     check(results[-1])
@@ -267,6 +281,10 @@ def run_rounds(benchmark: Any, cluster: Cluster, prepare: Callable[[], Callable[
 
 @pytest.mark.benchmark(group="engine:broker-failure")
 def test_broker_failure(benchmark: Any, cluster: Cluster) -> None:
+    broker_failure(benchmark, cluster)
+
+
+def broker_failure(benchmark: Any, cluster: Cluster, rounds_wanted: int | None = None) -> None:
     def prepare() -> Callable[[], object]:
         broker = cluster.take_down()
         cluster.sessions[broker].expire_session()  # the watch queues the BrokerChange event
@@ -279,7 +297,7 @@ def test_broker_failure(benchmark: Any, cluster: Cluster) -> None:
         assert not any(ctx.partition_leadership(tp).leader_and_isr.leader == broker  # type: ignore[union-attr]
                        for tp in ctx.partitions_on_broker(broker))
 
-    run_rounds(benchmark, cluster, prepare, check)
+    run_rounds(benchmark, cluster, prepare, check, rounds_wanted)
 
 
 @pytest.mark.benchmark(group="engine:controlled-shutdown")
@@ -379,3 +397,78 @@ def test_update_metadata_batch(benchmark: Any, cluster: Cluster) -> None:
         assert sent == (BROKERS, BROKERS * cluster.partitions)
 
     run_rounds(benchmark, cluster, prepare, check)
+
+
+# --- Plugin selectors and the cluster view -------------------------------------------------------------
+
+
+class PythonKafka:
+    """Kafka's rule in Python, never reading the view: what any Python selector costs."""
+
+    kind = ElectionKind.OFFLINE
+
+    def select_leaders(self, batch: ElectionBatch) -> list[int]:
+        return [allowed[0] for allowed in batch.allowed]
+
+
+class ViewReadingKafka(PythonKafka):
+    """Kafka's rule again (the same leaders, so the same work after the choice), after reading the
+    whole view: every broker's rack, epoch and counts, each topic's config, each leader's rack."""
+
+    def select_leaders(self, batch: ElectionBatch) -> list[int]:
+        view = batch.cluster
+        racks = {b: (broker.rack, broker.epoch, view.leader_counts[b], view.replica_counts[b])[0]
+                 for b, broker in view.brokers.items()}
+        assert not any(view.unclean_leader_election_enable(topic) for topic in batch.topics)
+        leaders = super().select_leaders(batch)
+        led_by_rack = dict.fromkeys(racks.values(), 0)
+        for leader in leaders:
+            led_by_rack[racks[leader]] += 1
+        assert sum(led_by_rack.values()) == len(leaders)
+        return leaders
+
+
+def _rack_spread() -> type:
+    """The rack-aware example selector of ``docs/plugins/examples/rack_spread.py``."""
+    path = Path(__file__).resolve().parents[1] / "docs" / "plugins" / "examples" / "rack_spread.py"
+    spec = importlib.util.spec_from_file_location("rack_spread", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.RackSpreadSelector  # type: ignore[no-any-return]
+
+
+SELECTORS: dict[str, Callable[[], object] | None] = {
+    "kafka": None,
+    "python": PythonKafka,
+    "view": ViewReadingKafka,
+    "rack-spread": _rack_spread(),
+}
+"""``kctl.leader.selector.offline`` of each variant: None is the built-in, run natively."""
+
+
+class BenchSelectors:
+    @kctl.hookimpl
+    def kctl_register_leader_selectors(self, register: LeaderSelectorRegistry) -> None:
+        for name, selector in SELECTORS.items():
+            if selector is not None:
+                register.add(f"bench-{name}", lambda config, selector=selector: selector(), kind=ElectionKind.OFFLINE)
+
+
+@pytest.mark.benchmark(group="engine:broker-failure-selector")
+@pytest.mark.parametrize("selector", list(SELECTORS))
+def test_broker_failure_with_selector(benchmark: Any, cluster: Cluster, selector: str) -> None:
+    name = "offline" if SELECTORS[selector] is None else f"bench-{selector}"
+    benchmark.extra_info.update(selector=selector)
+    with register_plugin(get_plugin_host(), BenchSelectors(), "bench-selectors"):
+        cluster.active().update_config({"kctl.leader.selector.offline": name})
+        try:
+            broker_failure(benchmark, cluster, SELECTOR_ROUNDS.get(cluster.partitions))
+        finally:
+            cluster.active().update_config({"kctl.leader.selector.offline": "offline"})
+
+
+NATIVE_ONLY = {test_broker_failure_with_selector}
+SELECTOR_ROUNDS = {1_000_000: 9}
+"""More rounds than the other benchmarks at 1M: the variants are compared with each other, within
+a few per cent, on a machine whose other work comes and goes."""

@@ -3,8 +3,10 @@ on each engine, the reference/rust ratio and the rust engine's heap bytes per pa
 
     python benches/table.py benches/results/<run>.json
 
+Benchmarks of one operation with several leader selectors (a ``selector`` in their
+``extra_info``) get a table of their own, each median against the built-in selector's (``kafka``).
 Benchmarks without an ``engine``/``partitions`` in their ``extra_info`` are listed below the
-table by group and name, with their medians.
+tables by group and name, with their medians.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ def engine_table(benchmarks: list[dict[str, Any]]) -> list[str]:
     rows: dict[tuple[str, int], dict[str, dict[str, Any]]] = defaultdict(dict)
     for b in benchmarks:
         info = b.get("extra_info", {})
-        if "engine" in info and "partitions" in info and str(b.get("group", "")).startswith("engine:"):
+        if "engine" in info and "partitions" in info and "selector" not in info and str(b.get("group", "")).startswith("engine:"):
             rows[(b["group"].removeprefix("engine:"), int(info["partitions"]))][info["engine"]] = b
     if not rows:
         return []
@@ -49,6 +51,24 @@ def engine_table(benchmarks: list[dict[str, Any]]) -> list[str]:
         heap = rust["extra_info"].get("heap_bytes_per_partition") if rust else None
         lines.append(f"| {operation} | {size(partitions)} | {cell(rust)} | {cell(reference)} | {ratio} | "
                      f"{'–' if heap is None else f'{heap:.0f}'} |")
+    return lines
+
+
+def selector_table(benchmarks: list[dict[str, Any]]) -> list[str]:
+    rows: dict[tuple[str, str, int], dict[str, dict[str, Any]]] = defaultdict(dict)
+    for b in benchmarks:
+        info = b.get("extra_info", {})
+        if "selector" in info:
+            rows[(b["group"].removeprefix("engine:"), info["engine"], int(info["partitions"]))][info["selector"]] = b
+    lines = []
+    for (operation, engine, partitions), by_selector in sorted(rows.items()):
+        lines += ["", f"{operation}, {engine} engine, {size(partitions)} partitions:", "",
+                  "| selector | median | against kafka |", "|---|---:|---:|"]
+        kafka = by_selector.get("kafka")
+        for selector, b in by_selector.items():
+            median = b["stats"]["median"]
+            against = f"{median / kafka['stats']['median']:.2f}×" if kafka else "–"
+            lines.append(f"| {selector} | {seconds(median)} | {against} |")
     return lines
 
 
@@ -71,7 +91,8 @@ def main(argv: list[str]) -> int:
           f"{machine.get('cpu', {}).get('brand_raw', machine.get('processor', '?'))}, {data.get('datetime', '')}")
     if machine.get("kctl_engine_build_profile") not in (None, "release"):
         print("warning: not a release build of the extension; numbers are not comparable", file=sys.stderr)
-    for line in engine_table(data["benchmarks"]) + [""] + other_rows(data["benchmarks"]):
+    benchmarks = data["benchmarks"]
+    for line in engine_table(benchmarks) + selector_table(benchmarks) + [""] + other_rows(benchmarks):
         print(line)
     return 0
 
