@@ -469,6 +469,6 @@ def test_broker_failure_with_selector(benchmark: Any, cluster: Cluster, selector
 
 
 NATIVE_ONLY = {test_broker_failure_with_selector}
-SELECTOR_ROUNDS = {1_000_000: 9}
+SELECTOR_ROUNDS = {1_000_000: 15}
 """More rounds than the other benchmarks at 1M: the variants are compared with each other, within
 a few per cent, on a machine whose other work comes and goes."""

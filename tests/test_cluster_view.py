@@ -60,10 +60,11 @@ def test_an_invalid_unclean_override_is_the_elections_error() -> None:
 
 def test_a_closed_view_refuses_to_be_read() -> None:
     view = ClusterView.of([BrokerView(1, "a", 1, False)], leader_counts={1: 1})
-    assert view.leader_counts[1] == 1
+    assert view.leader_counts[1] == 1 and view.live_brokers == (1,) and view.topic_config("t") == {}
     view.close()
-    for read in (lambda: view.brokers, lambda: view.leader_counts, lambda: view.replica_counts,
-                 lambda: view.topic_config("t"), lambda: view.rack(1), lambda: view.controller_epoch):
+    for read in (lambda: view.brokers, lambda: view.live_brokers, lambda: view.leader_counts,
+                 lambda: view.replica_counts, lambda: view.topic_config("t"), lambda: view.rack(1),
+                 lambda: view.controller_epoch, lambda: view.unclean_leader_election_enable("t")):
         with pytest.raises(IllegalStateError, match="only valid during the select_leaders call"):
             read()
 

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from kctl.stores.base import StateStore
 
 
-
 @dataclass(frozen=True)
 class TopicConfigSource:
     """Where a view reads topic configs: ``read(topics)`` returns the stored overrides of those
@@ -170,6 +169,7 @@ class ClusterView:
     @property
     def live_brokers(self) -> tuple[int, ...]:
         """Registered brokers that are not shutting down, ascending: those that may lead."""
+        self._check_open()
         if self._live is None:
             self._live = tuple(b for b, view in self.brokers.items() if not view.shutting_down)
         return self._live

@@ -187,7 +187,7 @@ class Election:
             return [answers] * len(batch)
         checked: list[int | KctlError] = []
         for i, (allowed, leader) in enumerate(zip(batch.allowed, answers)):
-            checked.append(int(leader) if is_allowed_leader(leader, allowed) else self.refusal(batch, i, leader))
+            checked.append(int(leader) if _is_allowed_leader(leader, allowed) else self.refusal(batch, i, leader))
         return checked
 
     def answers(self, batch: ElectionBatch) -> list[object] | PluginError:
@@ -219,8 +219,9 @@ class Election:
         raise NotImplementedError
 
 
-def is_allowed_leader(leader: object, allowed: Collection[int]) -> TypeGuard[int]:
-    """A selector's answer is ``NO_LEADER`` or one of the allowed replicas, as an ``int``."""
+def _is_allowed_leader(leader: object, allowed: Collection[int]) -> TypeGuard[int]:
+    """A selector's answer is ``NO_LEADER`` or one of the allowed replicas, as an ``int`` (the
+    native engine checks the same in ``rust/src/py/selector.rs``)."""
     return isinstance(leader, int) and not isinstance(leader, bool) and (leader == NO_LEADER or leader in allowed)
 
 

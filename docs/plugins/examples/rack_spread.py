@@ -10,8 +10,6 @@ rack counts as a rack of its own; ties go to the replica Kafka prefers.
 
 from __future__ import annotations
 
-from collections import Counter
-
 import kctl
 from kctl.config import ControllerConfig
 from kctl.model import NO_LEADER
@@ -26,15 +24,20 @@ class RackSpreadSelector:
         view = batch.cluster
         # Allowed replicas are live brokers, so every one of them is in view.brokers.
         racks = {b: broker.rack or f"broker {b}" for b, broker in view.brokers.items()}
-        load: Counter[str] = Counter()
+        load = dict.fromkeys(racks.values(), 0)  # partitions led per rack
         for broker, led in view.leader_counts.items():
-            load[racks.get(broker, f"broker {broker}")] += led
+            rack = racks.get(broker, f"broker {broker}")  # a dead broker may still lead some
+            load[rack] = load.get(rack, 0) + led
+
+        def rack_load(broker: int) -> int:
+            return load[racks[broker]]
+
         leaders = []
         for allowed in batch.allowed:
             if not allowed:
                 leaders.append(NO_LEADER)
                 continue
-            leader = min(allowed, key=lambda broker: load[racks[broker]])  # the first of equals
+            leader = min(allowed, key=rack_load)  # the first of equals: Kafka's preference
             load[racks[leader]] += 1
             leaders.append(leader)
         return leaders
