@@ -3,8 +3,9 @@ on each engine, the reference/rust ratio and the rust engine's heap bytes per pa
 
     python benches/table.py benches/results/<run>.json
 
-Benchmarks of one operation with several leader selectors (a ``selector`` in their
-``extra_info``) get a table of their own, each median against the built-in selector's (``kafka``).
+Benchmarks of one operation with several leader selectors (their medians in
+``extra_info["selectors"]``) get a table of their own, each median against the built-in
+selector's (``kafka``).
 Benchmarks without an ``engine``/``partitions`` in their ``extra_info`` are listed below the
 tables by group and name, with their medians.
 """
@@ -38,7 +39,7 @@ def engine_table(benchmarks: list[dict[str, Any]]) -> list[str]:
     rows: dict[tuple[str, int], dict[str, dict[str, Any]]] = defaultdict(dict)
     for b in benchmarks:
         info = b.get("extra_info", {})
-        if "engine" in info and "partitions" in info and "selector" not in info and str(b.get("group", "")).startswith("engine:"):
+        if "engine" in info and "partitions" in info and "selectors" not in info and str(b.get("group", "")).startswith("engine:"):
             rows[(b["group"].removeprefix("engine:"), int(info["partitions"]))][info["engine"]] = b
     if not rows:
         return []
@@ -55,19 +56,18 @@ def engine_table(benchmarks: list[dict[str, Any]]) -> list[str]:
 
 
 def selector_table(benchmarks: list[dict[str, Any]]) -> list[str]:
-    rows: dict[tuple[str, str, int], dict[str, dict[str, Any]]] = defaultdict(dict)
+    """Benchmarks timing one operation with several leader selectors (``extra_info["selectors"]``:
+    each selector's median), each against the built-in selector's (``kafka``)."""
+    lines = []
     for b in benchmarks:
         info = b.get("extra_info", {})
-        if "selector" in info:
-            rows[(b["group"].removeprefix("engine:"), info["engine"], int(info["partitions"]))][info["selector"]] = b
-    lines = []
-    for (operation, engine, partitions), by_selector in sorted(rows.items()):
-        lines += ["", f"{operation}, {engine} engine, {size(partitions)} partitions:", "",
-                  "| selector | median | against kafka |", "|---|---:|---:|"]
-        kafka = by_selector.get("kafka")
-        for selector, b in by_selector.items():
-            median = b["stats"]["median"]
-            against = f"{median / kafka['stats']['median']:.2f}×" if kafka else "–"
+        medians = info.get("selectors")
+        if not medians:
+            continue
+        lines += ["", f"{b['group'].removeprefix('engine:')}, {info['engine']} engine, {size(int(info['partitions']))} "
+                  f"partitions, {b['stats']['rounds']} rounds:", "", "| selector | median | against kafka |", "|---|---:|---:|"]
+        for selector, median in medians.items():
+            against = f"{median / medians['kafka']:.2f}×" if "kafka" in medians else "–"
             lines.append(f"| {selector} | {seconds(median)} | {against} |")
     return lines
 
