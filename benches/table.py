@@ -3,9 +3,8 @@ on each engine, the reference/rust ratio and the rust engine's heap bytes per pa
 
     python benches/table.py benches/results/<run>.json
 
-Benchmarks of one operation with several leader selectors (their medians in
-``extra_info["selectors"]``) get a table of their own, each median against the built-in
-selector's (``kafka``).
+Benchmarks of one operation with several leader selectors taking turns within each round (their
+times in ``extra_info["selector_rounds"]``) get a table of their own.
 Benchmarks without an ``engine``/``partitions`` in their ``extra_info`` are listed below the
 tables by group and name, with their medians.
 """
@@ -16,6 +15,7 @@ import json
 import sys
 from collections import defaultdict
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 
@@ -39,7 +39,7 @@ def engine_table(benchmarks: list[dict[str, Any]]) -> list[str]:
     rows: dict[tuple[str, int], dict[str, dict[str, Any]]] = defaultdict(dict)
     for b in benchmarks:
         info = b.get("extra_info", {})
-        if "engine" in info and "partitions" in info and "selectors" not in info and str(b.get("group", "")).startswith("engine:"):
+        if "engine" in info and "partitions" in info and "selector_rounds" not in info and str(b.get("group", "")).startswith("engine:"):
             rows[(b["group"].removeprefix("engine:"), int(info["partitions"]))][info["engine"]] = b
     if not rows:
         return []
@@ -56,19 +56,23 @@ def engine_table(benchmarks: list[dict[str, Any]]) -> list[str]:
 
 
 def selector_table(benchmarks: list[dict[str, Any]]) -> list[str]:
-    """Benchmarks timing one operation with several leader selectors (``extra_info["selectors"]``:
-    each selector's median), each against the built-in selector's (``kafka``)."""
+    """Benchmarks timing one operation with several leader selectors in turn within each round
+    (``extra_info["selector_rounds"]``: each selector's time per round): each selector's median and
+    minimum, and the median over rounds of its time over the built-in selector's (``kafka``) in the
+    same round, which other work on the machine skews least."""
     lines = []
     for b in benchmarks:
         info = b.get("extra_info", {})
-        medians = info.get("selectors")
-        if not medians:
+        by_round: dict[str, list[float]] = info.get("selector_rounds", {})
+        if not by_round:
             continue
         lines += ["", f"{b['group'].removeprefix('engine:')}, {info['engine']} engine, {size(int(info['partitions']))} "
-                  f"partitions, {b['stats']['rounds']} rounds:", "", "| selector | median | against kafka |", "|---|---:|---:|"]
-        for selector, median in medians.items():
-            against = f"{median / medians['kafka']:.2f}×" if "kafka" in medians else "–"
-            lines.append(f"| {selector} | {seconds(median)} | {against} |")
+                  f"partitions, {b['stats']['rounds']} rounds:", "",
+                  "| selector | median | min | against kafka (median of rounds) |", "|---|---:|---:|---:|"]
+        kafka = by_round.get("kafka")
+        for selector, times in by_round.items():
+            paired = f"{median([t / k for t, k in zip(times, kafka)]):.2f}×" if kafka else "–"
+            lines.append(f"| {selector} | {seconds(median(times))} | {seconds(min(times))} | {paired} |")
     return lines
 
 
