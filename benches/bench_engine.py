@@ -16,8 +16,8 @@ controller's work, not a data plane's):
 - ``engine:broker-failure-selector`` (rust engine only): the broker failure again, its offline
   elections made by each of ``SELECTORS`` in turn within every round: Kafka's rule natively, the
   same rule in a Python selector that never reads the cluster view, the same rule in one that reads
-  all of it, and the rack-aware example selector of ``docs/plugins/`` (target: the view adds
-  ≤ 10%). The times of all four, round by round, are in ``extra_info["selector_rounds"]``.
+  the cluster-wide view (and in one that also reads every topic's config: a store read), and the
+  rack-aware example selector of ``docs/plugins/`` (target: the view adds ≤ 10%). The times of all four, round by round, are in ``extra_info["selector_rounds"]``.
 
 Every round starts from a healthy cluster: the (untimed) setup restarts the broker a round took
 down and elects preferred leaders back. Garbage collection is frozen after each setup, so no round
@@ -417,19 +417,26 @@ class PythonKafka:
 
 class ViewReadingKafka(PythonKafka):
     """Kafka's rule again (the same leaders, so the same work after the choice), after reading the
-    whole view: every broker's rack, epoch and counts, each topic's config, each leader's rack."""
+    cluster-wide view: every broker's rack, epoch and counts, and each new leader's rack."""
 
     def select_leaders(self, batch: ElectionBatch) -> list[int]:
         view = batch.cluster
         racks = {b: (broker.rack, broker.epoch, view.leader_counts[b], view.replica_counts[b])[0]
                  for b, broker in view.brokers.items()}
-        assert not any(view.unclean_leader_election_enable(topic) for topic in batch.topics)
         leaders = super().select_leaders(batch)
         led_by_rack = dict.fromkeys(racks.values(), 0)
         for leader in leaders:
             led_by_rack[racks[leader]] += 1
-        assert sum(led_by_rack.values()) == len(leaders)
+        assert sum(led_by_rack.values()) == len(leaders) and view.controller_epoch > 0
         return leaders
+
+
+class ViewAndConfigsReadingKafka(ViewReadingKafka):
+    """The same, reading the config of every topic of the batch too (one bulk store read)."""
+
+    def select_leaders(self, batch: ElectionBatch) -> list[int]:
+        assert not any(batch.cluster.unclean_leader_election_enable(topic) for topic in batch.topics)
+        return super().select_leaders(batch)
 
 
 def _rack_spread() -> type:
@@ -446,6 +453,7 @@ SELECTORS: dict[str, Callable[[], object] | None] = {
     "kafka": None,
     "python": PythonKafka,
     "view": ViewReadingKafka,
+    "view-configs": ViewAndConfigsReadingKafka,
     "rack-spread": _rack_spread(),
 }
 """``kctl.leader.selector.offline`` of each variant: None is the built-in, run natively."""
