@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-pytest_plugins = ["kctl.testing"]
+pytest_plugins = ["kctl.testing", "kctl.testing.hardening"]  # the latter only with --hardening-report
 
 
 def pytest_configure(config: pytest.Config) -> None:

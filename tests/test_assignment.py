@@ -267,7 +267,7 @@ def test_non_integer_arguments_are_named(
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"id": -1}, "Broker ids must be non-negative, got -1."),
+        ({"id": -1}, "Broker id must be an integer from 0 to 2147483647, got -1."),
         ({"id": "1"}, "Broker id must be an integer, got '1'."),
         ({"id": True}, "Broker id must be an integer, got True."),
         ({"id": 1, "rack": 3}, "Rack of broker 1 must be a string or None, got 3."),
@@ -604,7 +604,7 @@ def test_manual_new_partitions_are_returned_as_given() -> None:
         (
             {3: [0, 1], 4: [-1, 0]},
             InvalidReplicaAssignmentError,
-            "Broker ids must be non-negative, got -1 for partition id 4.",
+            "Broker id for partition id 4 must be an integer from 0 to 2147483647, got -1.",
         ),
         (
             {3: [0, "1"], 4: [0, 1]},
@@ -712,7 +712,7 @@ def test_valid_explicit_assignment_passes() -> None:
             {0: [0, 1, 0]},
             "Duplicate brokers not allowed in replica assignment: 0, 1, 0 for partition id 0 (repeated: 0).",
         ),
-        ({0: [1], 1: [-2]}, "Broker ids must be non-negative, got -2 for partition id 1."),
+        ({0: [1], 1: [-2]}, "Broker id for partition id 1 must be an integer from 0 to 2147483647, got -2."),
         ({0: [True]}, "Broker id for partition id 0 must be an integer, got True."),
         ({0: [0], 2: [1]}, f"{NOT_CONSECUTIVE}, got partition ids [0, 2]."),
         ({1: [0], 2: [1]}, f"{NOT_CONSECUTIVE}, got partition ids [1, 2]."),

@@ -230,7 +230,8 @@ def test_files_then_the_command_line_then_split_by_kind(tmp_path: Path) -> None:
     first.write_text("request.timeout.ms=1000\nsuper.users=User:a\nzookeeper.session.timeout.ms=5000\n")
     second.write_text("request.timeout.ms=2000\n")
     args = argparse.Namespace(config_file=[str(first), str(second)], config=[("request.timeout.ms", "3000")])
-    config, security = process_properties(args)
+    config, security, client = process_properties(args)
+    assert client == {}
     assert config.request_timeout_ms == 3000 and config.zookeeper_session_timeout_ms == 5000
     assert security.config.super_users == {KafkaPrincipal("User", "a")} and security.server_context is None
     args.config = [("ssl.keystore.locaton", "x")]

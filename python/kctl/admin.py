@@ -4,7 +4,8 @@ Creating a topic, adding partitions, requesting a deletion, a reassignment or a 
 is, in ZooKeeper-mode Kafka, a validated write of an admin znode; the controller notices through its
 watches. These functions are that write, used by the controller's admin entry points and by the
 ``kctl topics / reassign / elect-leaders`` tools alike. Every check happens before anything is
-written, so a refused request leaves the store as it was.
+written, so a refused request leaves the store as it was; a topic too large for one znode is
+refused before any of its replicas is placed.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from kctl.assignment import (
     validate_replica_assignment,
 )
 from kctl.errors import (
-    InvalidConfigurationError,
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
+    InvalidRequestError,
     InvalidTopicError,
     NoNodeError,
     TopicAlreadyMarkedForDeletionError,
@@ -31,8 +32,21 @@ from kctl.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from kctl.model import ReplicaAssignment, TopicPartition, topic_collision_key, validate_topic_name
+from kctl.model import (
+    ReplicaAssignment,
+    TopicPartition,
+    int_problem,
+    topic_collision_key,
+    validate_partition_id,
+    validate_topic_name,
+)
 from kctl.stores.base import StateStore, TopicAssignment
+from kctl.topic_config import validate_topic_config
+from kctl.stores.zkdata import TopicZNode
+from kctl.stores.zookeeper import JUTE_MAXBUFFER
+
+_TOPIC_ID_LENGTH = 22  # generate_topic_id's
+_EMPTY_TOPIC_ZNODE = len(TopicZNode.encode(TopicAssignment({}, "A" * _TOPIC_ID_LENGTH)))
 
 
 def generate_topic_id(rng: random.Random) -> str:
@@ -40,19 +54,52 @@ def generate_topic_id(rng: random.Random) -> str:
     return base64.urlsafe_b64encode(rng.getrandbits(128).to_bytes(16, "big")).decode().rstrip("=")
 
 
-def _string_config(topic: str, config: Mapping[str, object] | None) -> dict[str, str]:
-    result: dict[str, str] = {}
-    for key, value in (config or {}).items():
-        if not isinstance(key, str) or not key:
-            raise InvalidConfigurationError(f"Invalid config name {key!r} for topic {topic}")
-        result[key] = str(value).lower() if isinstance(value, bool) else str(value)
-    unclean = result.get("unclean.leader.election.enable")
-    if unclean is not None and unclean.strip().lower() not in ("true", "false"):
-        raise InvalidConfigurationError(
-            f"Invalid value {unclean!r} for configuration unclean.leader.election.enable of topic {topic}: "
-            "expected true or false"
+def least_topic_znode_bytes(partitions: int, replication_factor: int) -> int:
+    """A lower bound of the size of a topic's assignment znode (``/brokers/topics/<t>``), known
+    before any replica is placed: every partition written as ``"p":[b,…]`` with one-digit ids."""
+    if partitions <= 0 or replication_factor <= 0:
+        return _EMPTY_TOPIC_ZNODE
+    digits, width, low = 0, 1, 0
+    while low < partitions:  # the digits of the partition ids 0 … partitions-1
+        high = 10 ** width
+        digits += (min(partitions, high) - low) * width
+        low, width = high, width + 1
+    return _EMPTY_TOPIC_ZNODE + digits + partitions * (2 * replication_factor + 4) + partitions - 1
+
+
+def max_partitions(replication_factor: int) -> int:
+    """The most partitions a topic of ``replication_factor`` may have and still fit one znode."""
+    low, high = 0, JUTE_MAXBUFFER  # each partition takes more than one byte
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if least_topic_znode_bytes(middle, replication_factor) <= JUTE_MAXBUFFER else (low, middle - 1)
+    return low
+
+
+def check_topic_fits(name: str, partitions: object, replication_factor: object) -> None:
+    """Refuse, before placing any replica, a topic whose assignment cannot fit in one znode
+    (ZooKeeper refuses data larger than its ``jute.maxbuffer``, 1 MiB by default)."""
+    if not isinstance(partitions, int) or not isinstance(replication_factor, int):
+        return  # the assignment's own checks name the wrong type
+    if int_problem(partitions) or int_problem(replication_factor):
+        return  # and a count outside Kafka's Int
+    least = least_topic_znode_bytes(partitions, replication_factor)
+    if least > JUTE_MAXBUFFER:
+        raise InvalidPartitionsError(
+            f"Topic '{name}' cannot have {partitions} partitions of {replication_factor} replicas: their assignment "
+            f"takes at least {least} bytes, more than fits in one znode (ZooKeeper's jute.maxbuffer, "
+            f"{JUTE_MAXBUFFER} bytes); at most {max_partitions(replication_factor)} partitions fit"
         )
-    return result
+
+
+def check_assignment_fits(name: str, assignment: TopicAssignment) -> None:
+    """Refuse an assignment (explicit, or placed) that does not fit in one znode."""
+    size = len(TopicZNode.encode(assignment))
+    if size > JUTE_MAXBUFFER:
+        raise InvalidReplicaAssignmentError(
+            f"Topic '{name}': the assignment of {len(assignment.partitions)} partitions takes {size} bytes, more than "
+            f"fits in one znode (ZooKeeper's jute.maxbuffer, {JUTE_MAXBUFFER} bytes)"
+        )
 
 
 def create_topic(
@@ -83,7 +130,7 @@ def create_topic(
         raise InvalidTopicError(
             f"Topic '{name}' collides with existing topics: {', '.join(clash)} (names may not differ only by '.' and '_')"
         )
-    topic_config = _string_config(name, config)
+    topic_config = validate_topic_config(config)
     if assignment is not None:
         if partitions is not None or replication_factor is not None:
             raise InvalidReplicaAssignmentError(
@@ -94,11 +141,12 @@ def create_topic(
     else:
         if partitions is None or replication_factor is None:
             raise InvalidPartitionsError("A partition count and a replication factor are required")
+        check_topic_fits(name, partitions, replication_factor)
         metadata = broker_metadatas(broker_racks, RackAwareMode.ENFORCED)
         placed = assign_replicas_to_brokers(metadata, partitions, replication_factor, rng=rng)
-    store.create_topic(
-        name, {p: ReplicaAssignment(tuple(r)) for p, r in placed.items()}, topic_id=topic_id, config=topic_config
-    )
+    replicas = {p: ReplicaAssignment(tuple(r)) for p, r in placed.items()}
+    check_assignment_fits(name, TopicAssignment(replicas, topic_id or "A" * _TOPIC_ID_LENGTH))
+    store.create_topic(name, replicas, topic_id=topic_id, config=topic_config)
     return placed
 
 
@@ -121,12 +169,25 @@ def add_partitions(
     if topic in store.get_topic_deletions():
         raise InvalidTopicError(f"Topic '{topic}' is marked for deletion; partitions cannot be added")
     existing = {p: list(a.replicas) for p, a in current.partitions.items()}
+    check_topic_fits(topic, new_total, len(existing.get(0, ())))
     metadata = broker_metadatas(broker_racks, RackAwareMode.ENFORCED)
     added = add_partitions_assignment(metadata, existing, new_total, manual)
     full = dict(current.partitions)
     full.update({p: ReplicaAssignment(tuple(r)) for p, r in added.items()})
-    store.set_topic_assignment(topic, TopicAssignment(full, current.topic_id))
+    grown = TopicAssignment(full, current.topic_id)
+    check_assignment_fits(topic, grown)
+    store.set_topic_assignment(topic, grown)
     return added
+
+
+def change_topic_config(store: StateStore, topic: str, config: Mapping[str, object]) -> dict[str, str]:
+    """Replace a topic's config overrides (Kafka's ``changeTopicConfig``); returns what was stored."""
+    validate_topic_name(topic)
+    if topic not in store.get_all_topics():
+        raise UnknownTopicOrPartitionError(f"Topic '{topic}' does not exist.")
+    stored = validate_topic_config(config)
+    store.set_topic_config(topic, stored)
+    return stored
 
 
 def delete_topic(store: StateStore, topic: str, *, delete_topic_enable: bool = True) -> None:
@@ -145,9 +206,11 @@ def request_reassignment(store: StateStore, reassignments: Mapping[TopicPartitio
     if not reassignments:
         raise InvalidReplicaAssignmentError("No partitions to reassign")
     for tp, replicas in reassignments.items():
+        validate_partition_id(tp, 0, InvalidRequestError)
         replicas = list(replicas)
-        if not replicas or len(set(replicas)) != len(replicas) or any(r < 0 for r in replicas):
-            raise InvalidReplicaAssignmentError(f"Invalid replica list {replicas} for partition {tp}")
+        problems = [f": a broker id {p}" for p in (int_problem(r, 0) for r in replicas) if p is not None]
+        if not replicas or len(set(replicas)) != len(replicas) or problems:
+            raise InvalidReplicaAssignmentError(f"Invalid replica list {replicas} for partition {tp}{''.join(problems[:1])}")
     store.create_partition_reassignments(reassignments)
 
 
@@ -155,4 +218,6 @@ def request_preferred_replica_election(store: StateStore, partitions: Sequence[T
     """Write ``/admin/preferred_replica_election``."""
     if not partitions:
         raise InvalidPartitionsError("No partitions given for a preferred replica election")
+    for tp in partitions:
+        validate_partition_id(tp, 0, InvalidRequestError)
     store.create_preferred_replica_election(partitions)

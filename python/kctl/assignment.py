@@ -21,6 +21,7 @@ from kctl.errors import (
     InvalidReplicationFactorError,
     KctlError,
 )
+from kctl.model import INT32_MIN, int_problem
 
 __all__ = [
     "BrokerMetadata",
@@ -302,18 +303,17 @@ def _assign_rack_aware(
 # --- Validation helpers ---------------------------------------------------------------------------
 
 
-def _require_int(value: object, what: str, error: type[KctlError]) -> int:
-    """Reject non-integers, and bools (which Python counts as ints), before they reach arithmetic."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise error(f"{what} must be an integer, got {value!r}.")
-    return value
+def _require_int(value: object, what: str, error: type[KctlError], minimum: int = INT32_MIN) -> int:
+    """Reject non-integers, bools (which Python counts as ints) and integers outside Kafka's Int
+    (or below ``minimum``), before they reach arithmetic or the engine."""
+    problem = int_problem(value, minimum)
+    if problem is not None:
+        raise error(f"{what} {problem}.")
+    return value  # type: ignore[return-value]
 
 
 def _require_broker_id(value: object, where: str) -> int:
-    broker = _require_int(value, f"Broker id{where}", InvalidReplicaAssignmentError)
-    if broker < 0:
-        raise InvalidReplicaAssignmentError(f"Broker ids must be non-negative, got {broker}{where}.")
-    return broker
+    return _require_int(value, f"Broker id{where}", InvalidReplicaAssignmentError, minimum=0)
 
 
 def _check_brokers(brokers: Sequence[BrokerMetadata]) -> None:

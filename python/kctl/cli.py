@@ -28,10 +28,14 @@ from kctl.errors import IllegalArgumentError, KctlError
 from kctl import process
 from kctl.plugins import PluginHost, get_plugin_host
 from kctl.sim import ScenarioError, load_scenario, run_scenario
-from kctl.sim.demo import MIN_BROKERS, run_demo
+from kctl.cluster import MAX_BROKERS
+from kctl.sim.demo import MAX_DEMO_PARTITIONS, MIN_BROKERS, run_demo
+from kctl.sim.runner import components
 from kctl.sim.report import STEP_HEADER, Style, markdown_table, step_lines, summary, table, use_color, write_json
 from kctl.stores import zkacl
 from kctl.tools import commands as admin_tools
+from kctl.tools import status as cluster_tool
+from kctl.topic_config import TOPIC_CONFIGS
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,8 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 def _config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table (as in docs/user-guide.md)")
+    parser.add_argument("--topic", action="store_true",
+                        help="list the topic configs (Kafka 3.9's LogConfig) instead of the broker properties")
 
 
 def _property_text(value: Any) -> str:
@@ -104,9 +110,15 @@ def _property_text(value: Any) -> str:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    """List the broker properties the controller reads, with Kafka's names and defaults."""
-    rows = [(name, _property_text(default), doc) for name, (default, doc) in property_docs().items()]
-    header = ("PROPERTY", "DEFAULT", "DESCRIPTION")
+    """List the broker properties the controller reads, with Kafka's names and defaults (with
+    ``--topic``: the topic configs, their types and valid values)."""
+    rows: list[tuple[str, ...]]
+    if args.topic:
+        rows = [(k.name, k.type.value, k.default or "(empty)", k.valid_values) for k in TOPIC_CONFIGS.values()]
+        header: tuple[str, ...] = ("CONFIG", "TYPE", "KAFKA DEFAULT", "VALID VALUES")
+    else:
+        rows = [(name, _property_text(default), doc) for name, (default, doc) in property_docs().items()]
+        header = ("PROPERTY", "DEFAULT", "DESCRIPTION")
     print(markdown_table([h.lower() for h in header], rows) if args.markdown else table(header, rows))
     return 0
 
@@ -114,7 +126,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 # --- kctl demo and kctl sim ------------------------------------------------------------------------
 
 
-def _at_least(minimum: int) -> Callable[[str], int]:
+def _at_least(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -122,6 +134,8 @@ def _at_least(minimum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum}, got {value}")
         return value
     return parse
 
@@ -152,8 +166,10 @@ def _route_logs(level: str | None) -> None:
 
 
 def _demo_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--brokers", type=_at_least(MIN_BROKERS), default=5, help="broker count (default: 5)")
-    parser.add_argument("--partitions", type=_at_least(1), default=6, help="partitions per topic (default: 6)")
+    parser.add_argument("--brokers", type=_at_least(MIN_BROKERS, MAX_BROKERS), default=5,
+                        help=f"broker count, at most {MAX_BROKERS} (default: 5)")
+    parser.add_argument("--partitions", type=_at_least(1, MAX_DEMO_PARTITIONS), default=6,
+                        help=f"partitions per topic, at most {MAX_DEMO_PARTITIONS} (default: 6)")
     parser.add_argument("--seed", type=int, default=0, help="simulation seed (default: 0)")
     _simulation_arguments(parser)
 
@@ -186,6 +202,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
     print(style.bold(title + f"{len(scenario.steps)} steps"))
     if scenario.description:
         print(scenario.description.strip())
+    print(components(scenario, args.engine))
     print(style.dim(STEP_HEADER))
     report = run_scenario(
         scenario, engine=args.engine, seed=args.seed,
@@ -241,6 +258,7 @@ COMMANDS: dict[str, Command] = {
     "reassign": Command(admin_tools.REASSIGN_HELP, admin_tools.cmd_reassign, admin_tools.reassign_arguments),
     "elect-leaders": Command(admin_tools.ELECT_LEADERS_HELP, admin_tools.cmd_elect_leaders,
                              admin_tools.elect_leaders_arguments),
+    "cluster": Command(cluster_tool.CLUSTER_HELP, cluster_tool.cmd_cluster, cluster_tool.cluster_arguments),
     "zk-digest": Command("print the ZooKeeper digest identity (USER:DIGEST) of USER:PASSWORD, for --zk-acl",
                          cmd_zk_digest, _zk_digest_arguments),
 }

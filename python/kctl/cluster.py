@@ -9,33 +9,54 @@ the wall clock.
 Controller candidates run beside brokers with the same ids (as in Kafka, where every broker hosts a
 candidate): killing a broker kills its candidate too. :meth:`EmbeddedCluster.kill_controller`
 crashes only the active controller, and a fresh candidate replaces it once another has taken over.
+
+In real time, every public method may be called from any thread: what reads a controller's state
+runs on that controller's event thread, between two of its events (as everything a Kafka
+controller does is an event), what reads a broker's state holds the broker's lock, and starting or
+stopping brokers and controllers is serialised.
 """
 
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from kctl import admin
 from kctl.broker import BrokerAgent, DataPlaneLedger, ExpectedMetadata, MetadataSnapshot, SimulatedReplicaManager
 from kctl.config import ControllerConfig
 from kctl.context import DEFAULT_ENGINE
 from kctl.controller import KafkaController
-from kctl.errors import IllegalStateError, KctlError, UnknownTopicOrPartitionError
-from kctl.model import NO_LEADER, ReplicaAssignment, TopicPartition
+from kctl.errors import IllegalArgumentError, IllegalStateError, KctlError, UnknownTopicOrPartitionError
+from kctl.model import NO_LEADER, ReplicaAssignment, TopicPartition, validate_int, validate_partition_id
 from kctl.plugins import PluginHost, get_plugin_host
 from kctl.requests import ControllerRequest
-from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler
+from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler, check_duration
 from kctl.stores.base import StateStore
 from kctl.stores.memory import MemoryTree, PartitionSnapshot
+
+if TYPE_CHECKING:
+    from prometheus_client.registry import CollectorRegistry
+
+    from kctl.tools.status import ClusterStatus
 
 T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 120.0
 """Seconds (virtual when simulated) an operation may take before the cluster gives up on it."""
+MAX_BROKERS = 10_000
+"""The most brokers a cluster may have: each is a broker agent with its own session, and every
+broadcast reaches all of them (5,000 brokers take about a second per operation)."""
+
+
+def check_broker_count(count: int) -> None:
+    """Refuse a cluster of more than :data:`MAX_BROKERS` brokers, before anything is built."""
+    if count > MAX_BROKERS:
+        raise IllegalArgumentError(f"a cluster has at most {MAX_BROKERS} brokers, got {count}")
 
 
 @dataclass(frozen=True)
@@ -87,8 +108,19 @@ class _RecordingTransport:
         return getattr(self._inner, name)
 
 
+class _Resigned(Exception):
+    """The controller a read was meant for is no longer active."""
+
+
 class EmbeddedCluster:
-    """A cluster of ``brokers`` brokers (ids 1…N) with controller candidates on the first few."""
+    """A cluster of ``brokers`` brokers (ids 1…N) with controller candidates on the first few.
+
+    Simulated (the default), the cluster runs only inside its own calls, on the caller's thread.
+    In real time (``simulated=False``) the components run on threads of their own and every public
+    method is safe to call from any thread, concurrently: reads of a controller's state run on its
+    event thread (:meth:`KafkaController.inspect`), reads of a broker's under its lock, and
+    brokers and controllers start and stop one at a time.
+    """
 
     def __init__(
         self,
@@ -112,8 +144,13 @@ class EmbeddedCluster:
         """``controller_session(controller_id, session)``, when given, wraps the store session of
         every controller candidate started (fault injection: tests use it to expire a controller's
         session at a chosen write, or to hide watch events from it)."""
-        self.broker_ids = list(range(1, brokers + 1)) if isinstance(brokers, int) else sorted(brokers)
-        if not self.broker_ids or len(set(self.broker_ids)) != len(self.broker_ids) or min(self.broker_ids) < 0:
+        if isinstance(brokers, int):  # brokers 1…N
+            check_broker_count(validate_int("brokers", brokers, 1, error=IllegalStateError))
+            self.broker_ids = list(range(1, brokers + 1))
+        else:
+            check_broker_count(len(brokers))
+            self.broker_ids = sorted(validate_int("broker id", b, 0, error=IllegalStateError) for b in brokers)
+        if not self.broker_ids or len(set(self.broker_ids)) != len(self.broker_ids):
             raise IllegalStateError(f"broker ids must be distinct non-negative integers, got {self.broker_ids}")
         self.racks = self._rack_map(racks)
         self.config = ControllerConfig.coerce(config)
@@ -125,12 +162,15 @@ class EmbeddedCluster:
             raise IllegalStateError(f"controller candidates {candidates} must be some of the brokers {self.broker_ids}")
         self.controller_ids = candidates
         self.plugins = plugins if plugins is not None else get_plugin_host()
+        # Every name is checked before anything starts (a store may open a session).
+        self.plugins.leader_selectors().check_config(self.config)
+        store_factory = self.plugins.state_stores().get(store).factory
+        transport_factory = self.plugins.transports().get(transport).factory
         self.scheduler: Scheduler = SimulatedScheduler(seed) if simulated else RealTimeScheduler(seed)
         options = dict(store_options or {})
         if store == "memory" and "tree" not in options:
             options["tree"] = MemoryTree(record_history=record_history, rng=random.Random(seed))
-        self.store: StateStore = self.plugins.state_stores().get(store).factory(**options)
-        transport_factory = self.plugins.transports().get(transport).factory
+        self.store: StateStore = store_factory(**options)
         self.transport = _RecordingTransport(transport_factory(scheduler=self.scheduler, **(transport_options or {})), self)
         self._expected_metadata = ExpectedMetadata(self.store)
         self.ledger = DataPlaneLedger()
@@ -140,6 +180,7 @@ class EmbeddedCluster:
         self._sent: list[SentRecord] = []
         self.brokers: dict[int, BrokerAgent] = {}
         self.controllers: dict[int, KafkaController] = {}
+        self._lifecycle = threading.RLock()  # starting and stopping brokers and controllers
         self._retired_unclean = 0
         self.unclean_elections_requested = False
         self._started = False
@@ -166,26 +207,28 @@ class EmbeddedCluster:
         self.stop()
 
     def start(self) -> None:
-        if self._started:
-            return
-        self._started = True
-        for broker_id in self.broker_ids:
-            self._start_broker_agent(broker_id)
-        for controller_id in self.controller_ids:
-            self._start_controller(controller_id)
+        with self._lifecycle:
+            if self._started:
+                return
+            self._started = True
+            for broker_id in self.broker_ids:
+                self._start_broker_agent(broker_id)
+            for controller_id in self.controller_ids:
+                self._start_controller(controller_id)
         self.run_until(lambda: self.active_controller is not None, what="a controller to be elected")
         self.run_until_stable()
 
     def stop(self) -> None:
-        if not self._started:
-            return
-        self._started = False
-        for controller_id in list(self.controllers):
-            self._retire_controller(controller_id, crashed=False)
-        for agent in self.brokers.values():
-            agent.kill()
-        if isinstance(self.scheduler, RealTimeScheduler):
-            self.scheduler.shutdown()
+        with self._lifecycle:
+            if not self._started:
+                return
+            self._started = False
+            for controller_id in list(self.controllers):
+                self._retire_controller(controller_id, crashed=False)
+            for agent in self.brokers.values():
+                agent.kill()
+            if isinstance(self.scheduler, RealTimeScheduler):
+                self.scheduler.shutdown()
 
     def _start_broker_agent(self, broker_id: int) -> BrokerAgent:
         agent = BrokerAgent(
@@ -223,16 +266,17 @@ class EmbeddedCluster:
     def _retire_controller(self, controller_id: int, crashed: bool) -> None:
         """Stop a candidate with its process: a crash lets its session expire (its ephemeral
         ``/controller`` goes with it), a clean stop closes the session."""
-        controller = self.controllers.pop(controller_id, None)
-        if controller is None:
-            return
-        self._retired_unclean += controller.context.unclean_leader_elections
-        store: Any = controller.store
-        if crashed:
-            store.expire_session()
-        controller.shutdown()
-        if not crashed:
-            store.close()
+        with self._lifecycle:
+            controller = self.controllers.pop(controller_id, None)
+            if controller is None:
+                return
+            store: Any = controller.store
+            if crashed:
+                store.expire_session()
+            controller.shutdown()
+            self._retired_unclean += controller.inspect(_unclean_elections)
+            if not crashed:
+                store.close()
 
     # --- Time ----------------------------------------------------------------------------------
 
@@ -240,7 +284,9 @@ class EmbeddedCluster:
         return self.scheduler.now()
 
     def advance(self, seconds: float) -> None:
-        """Let ``seconds`` of cluster time pass (virtual when simulated)."""
+        """Let ``seconds`` of cluster time pass (virtual when simulated): a finite number, not
+        negative, at most a day (:func:`~kctl.scheduler.check_duration`)."""
+        seconds = check_duration(seconds, "seconds")
         if isinstance(self.scheduler, SimulatedScheduler):
             self.scheduler.advance(seconds)
         else:
@@ -253,8 +299,8 @@ class EmbeddedCluster:
         (or return False when ``what`` is empty). With ``settled``, a simulated cluster checks the
         condition only between instants of virtual time, not between the callbacks of one instant
         (see :meth:`SimulatedScheduler.run_until`): right for conditions on settled states, and
-        cheaper."""
-        deadline = self.now() + timeout
+        cheaper. ``timeout`` is checked as :meth:`advance` checks its seconds."""
+        deadline = self.now() + check_duration(timeout, "timeout")
         while not condition():
             if self.now() >= deadline:
                 if what:
@@ -285,14 +331,7 @@ class EmbeddedCluster:
         controller = self.active_controller
         if controller is None or not self.is_quiet():
             return False
-        ctx = controller.context
-        for tp in ctx.partitions_being_reassigned:
-            if all(b in ctx.live_broker_ids for b in ctx.partition_full_replica_assignment(tp).target_replicas):
-                return False
-        for topic in ctx.topics_to_be_deleted:
-            if not ctx.is_topic_ineligible_for_deletion(topic):
-                return False
-        return not ctx.unconverged_partitions(limit=1) and self._metadata_converged()
+        return controller.inspect(_nothing_left_to_finish) and self._metadata_converged()
 
     def run_until_stable(self, timeout: float = DEFAULT_TIMEOUT, what: str = "") -> bool:
         """Advance until :meth:`is_stable`, checked between instants of virtual time; False if it
@@ -304,10 +343,25 @@ class EmbeddedCluster:
 
     @property
     def active_controller(self) -> KafkaController | None:
-        active = [c for c in self.controllers.values() if c.is_active]
+        active = [c for c in list(self.controllers.values()) if c.is_active]
         if not active:
             return None
         return max(active, key=lambda c: c.epoch)
+
+    def _on_active_controller(self, read: Callable[[KafkaController], T]) -> T:
+        """``read`` of the active controller's state, on its event thread (see
+        :meth:`KafkaController.inspect`); on its successor if it resigned before the read ran."""
+
+        def while_active(controller: KafkaController) -> T:
+            if not controller.is_active:
+                raise _Resigned
+            return read(controller)
+
+        while True:
+            try:
+                return self._controller().inspect(while_active)
+            except _Resigned:
+                continue
 
     def _controller(self) -> KafkaController:
         controller = self.active_controller
@@ -326,26 +380,30 @@ class EmbeddedCluster:
 
     def kill_broker(self, broker_id: int) -> None:
         """Crash a broker (and the controller candidate beside it): no controlled shutdown."""
-        self._agent(broker_id).kill()
-        self._retire_controller(broker_id, crashed=True)
+        with self._lifecycle:
+            self._agent(broker_id).kill()
+            self._retire_controller(broker_id, crashed=True)
 
     def start_broker(self, broker_id: int) -> None:
         """Restart a stopped broker with a new session (a larger broker epoch)."""
-        agent = self._agent(broker_id)
-        if agent.is_running:
-            raise IllegalStateError(f"broker {broker_id} is already running")
-        agent.restart()  # same logs (replica manager), new session and epoch
-        if broker_id in self.controller_ids and broker_id not in self.controllers:
-            self._start_controller(broker_id)
+        with self._lifecycle:
+            agent = self._agent(broker_id)
+            if agent.is_running:
+                raise IllegalStateError(f"broker {broker_id} is already running")
+            agent.restart()  # same logs (replica manager), new session and epoch
+            if broker_id in self.controller_ids and broker_id not in self.controllers:
+                self._start_controller(broker_id)
 
     def shutdown_broker(self, broker_id: int, timeout: float = DEFAULT_TIMEOUT) -> None:
         """Controlled shutdown: leadership moves away first, then the broker stops."""
+        check_duration(timeout, "timeout")
         self.wait(self._agent(broker_id).shutdown(), timeout, f"the controlled shutdown of broker {broker_id}")
         self._retire_controller(broker_id, crashed=False)
 
     def kill_controller(self, timeout: float = DEFAULT_TIMEOUT) -> int:
         """Crash the active controller; once another candidate has taken over, a fresh candidate
         replaces the crashed one. Returns the id of the new active controller."""
+        check_duration(timeout, "timeout")
         old = self._controller()
         old_id = old.broker_id
         self._retire_controller(old_id, crashed=True)
@@ -353,8 +411,9 @@ class EmbeddedCluster:
             lambda: self.active_controller is not None and self.active_controller.broker_id != old_id,
             timeout, "another controller to take over",
         )
-        if self._agent(old_id).is_running:
-            self._start_controller(old_id)
+        with self._lifecycle:
+            if self._agent(old_id).is_running and old_id not in self.controllers:
+                self._start_controller(old_id)
         new = self.active_controller
         assert new is not None
         return new.broker_id
@@ -367,9 +426,12 @@ class EmbeddedCluster:
 
     def update_config(self, properties: Mapping[str, Any]) -> None:
         """A dynamic broker-config change on every broker (e.g. enabling unclean election)."""
-        self.config = self.config.with_properties(properties)
-        for controller in self.controllers.values():
-            controller.update_config(properties)
+        with self._lifecycle:
+            config = self.config.with_properties(properties)
+            self.plugins.leader_selectors().check_config(config)  # refused before any broker has it
+            self.config = config
+            for controller in self.controllers.values():
+                controller.update_config(properties)
 
     # --- Admin operations ----------------------------------------------------------------------
 
@@ -394,18 +456,23 @@ class EmbeddedCluster:
         error = results.get(name)
         if error is not None:
             raise error
-        self.run_until(lambda: name in self._controller().context.all_topics, what=f"topic {name} to be loaded")
+        self.run_until(lambda: self._on_active_controller(lambda c: name in c.context.all_topics),
+                       what=f"topic {name} to be loaded")
         if wait:
             self.run_until_stable()
-        return {tp.partition: self._controller().context.partition_replica_assignment(tp)
-                for tp in self._controller().context.partitions_for_topic(name)}
+
+        def placed(controller: KafkaController) -> dict[int, tuple[int, ...]]:
+            ctx = controller.context
+            return {tp.partition: ctx.partition_replica_assignment(tp) for tp in ctx.partitions_for_topic(name)}
+
+        return self._on_active_controller(placed)
 
     def create_partitions(self, topic: str, total: int, assignment: Mapping[int, Sequence[int]] | None = None) -> None:
         future = self._controller().create_partitions({topic: total}, {topic: assignment} if assignment else None)
         error = self.wait(future, what=f"new partitions for {topic}").get(topic)
         if error is not None:
             raise error
-        self.run_until(lambda: len(self._controller().context.partitions_for_topic(topic)) >= total,
+        self.run_until(lambda: self._on_active_controller(lambda c: len(c.context.partitions_for_topic(topic))) >= total,
                        what=f"{topic} to have {total} partitions")
         self.run_until_stable()
 
@@ -441,12 +508,14 @@ class EmbeddedCluster:
         return results
 
     def set_topic_config(self, topic: str, config: Mapping[str, Any]) -> None:
-        """Replace a topic's config overrides (what ``kafka-configs --alter`` does)."""
-        self.store.set_topic_config(topic, {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in config.items()})
+        """Replace a topic's config overrides (what ``kafka-configs --alter`` does); they are
+        validated as Kafka's topic configs (:mod:`kctl.topic_config`) before anything is written."""
+        admin.change_topic_config(self.store, topic, config)
 
     def produce(self, tp: TopicPartition, records: int = 1) -> None:
         """Append records on the partition's current leader (the simulated data plane)."""
-        leadership = self._controller().context.partition_leadership(tp)
+        checked = validate_partition_id(tp)
+        leadership = self._on_active_controller(lambda c: c.context.partition_leadership(checked))
         if leadership is None or leadership.leader_and_isr.leader == NO_LEADER:
             raise UnknownTopicOrPartitionError(f"partition {tp} has no leader")
         manager = self._agent(leadership.leader_and_isr.leader).replica_manager
@@ -455,34 +524,16 @@ class EmbeddedCluster:
         manager.produce(tp, records)
 
     def fail_log_dir(self, broker_id: int, partitions: Iterable[TopicPartition]) -> None:
-        self._agent(broker_id).fail_log_dir(list(partitions))
+        self._agent(broker_id).fail_log_dir([validate_partition_id(tp) for tp in partitions])
 
     # --- Inspection ----------------------------------------------------------------------------
 
     def describe(self, topic: str) -> list[PartitionDescription]:
-        ctx = self._controller().context
-        if topic not in ctx.all_topics:
-            raise UnknownTopicOrPartitionError(f"Topic '{topic}' does not exist.")
-        described = []
-        for tp in ctx.partitions_for_topic(topic):
-            assignment = ctx.partition_full_replica_assignment(tp)
-            leadership = ctx.partition_leadership(tp)
-            lai = None if leadership is None else leadership.leader_and_isr
-            described.append(PartitionDescription(
-                tp.partition,
-                NO_LEADER if lai is None else lai.leader,
-                -1 if lai is None else lai.leader_epoch,
-                assignment.replicas,
-                assignment.adding_replicas,
-                assignment.removing_replicas,
-                () if lai is None else lai.isr,
-                ctx.partition_state(tp).kafka_name,
-            ))
-        return described
+        return self._on_active_controller(lambda c: _describe(c, topic))
 
     def partition_history(self, tp: TopicPartition) -> list[PartitionSnapshot]:
         """Every stored version of the partition, oldest first."""
-        return self.store.partition_history(tp)  # type: ignore[attr-defined, no-any-return]
+        return self.store.partition_history(validate_partition_id(tp))  # type: ignore[attr-defined, no-any-return]
 
     @property
     def state_change_log(self) -> list[str]:
@@ -492,6 +543,13 @@ class EmbeddedCluster:
     def sent_requests(self) -> list[SentRecord]:
         return list(self._sent)
 
+    def status(self) -> ClusterStatus:
+        """What ``kctl cluster status`` shows of this cluster, read from its store as from ZooKeeper
+        (:func:`kctl.tools.status.cluster_status`)."""
+        from kctl.tools.status import cluster_status
+
+        return cluster_status(self.store)
+
     def metrics(self) -> dict[str, float]:
         """The active controller's metrics (Kafka's names); unclean elections counted cluster-wide."""
         controller = self._controller()
@@ -499,8 +557,24 @@ class EmbeddedCluster:
         metrics["UncleanLeaderElections"] = self.unclean_leader_elections()
         return metrics
 
+    def metrics_registry(self) -> CollectorRegistry:
+        """Every controller candidate's and running broker's metrics under the names a Kafka cluster
+        scraped by the Prometheus JMX exporter has, labelled by ``node_id`` (:mod:`kctl.metrics`);
+        ``prometheus_client.generate_latest(registry)`` renders them."""
+        from kctl.metrics import nodes_registry
+
+        return nodes_registry(self._running_nodes)
+
+    def _running_nodes(self) -> list[tuple[int, KafkaController | BrokerAgent]]:
+        """Every controller candidate, then every running broker, by id."""
+        with self._lifecycle:
+            controllers = sorted(self.controllers.items(), key=lambda item: item[0])
+            brokers = sorted(((b, a) for b, a in self.brokers.items() if a.is_running), key=lambda item: item[0])
+        return [*controllers, *brokers]
+
     def unclean_leader_elections(self) -> int:
-        return self._retired_unclean + sum(c.context.unclean_leader_elections for c in self.controllers.values())
+        with self._lifecycle:
+            return self._retired_unclean + sum(c.inspect(_unclean_elections) for c in self.controllers.values())
 
     def _metadata_converged(self) -> bool:
         """Every live broker's metadata cache agrees with the store, digest for digest (what
@@ -508,7 +582,8 @@ class EmbeddedCluster:
         digest = self._expected_metadata.digest()
         controller_id = self.store.get_controller_id()
         brokers = self.store.get_all_brokers().keys()
-        return all(self.brokers[b].metadata_cache.agrees_with(controller_id, brokers, digest) for b in self.live_brokers())
+        return all(self.brokers[b].inspect(lambda a: a.metadata_cache.agrees_with(controller_id, brokers, digest))
+                   for b in self.live_brokers())
 
     def metadata_mismatches(self, limit: int | None = None) -> list[str]:
         """Live brokers whose metadata cache disagrees with the store (I7 once quiet)."""
@@ -517,7 +592,7 @@ class EmbeddedCluster:
         expected = MetadataSnapshot.from_store(self.store)
         mismatches: list[str] = []
         for broker_id in self.live_brokers():
-            for problem in self.brokers[broker_id].metadata_cache.differences(expected):
+            for problem in self.brokers[broker_id].inspect(lambda a: a.metadata_cache.differences(expected)):
                 mismatches.append(f"broker {broker_id}: {problem}")
                 if limit is not None and len(mismatches) >= limit:
                     return mismatches
@@ -528,3 +603,43 @@ class EmbeddedCluster:
         from kctl.invariants import check_invariants
 
         return check_invariants(self)
+
+
+def _describe(controller: KafkaController, topic: str) -> list[PartitionDescription]:
+    """The topic as the controller knows it (on its event thread)."""
+    ctx = controller.context
+    if topic not in ctx.all_topics:
+        raise UnknownTopicOrPartitionError(f"Topic '{topic}' does not exist.")
+    described = []
+    for tp in ctx.partitions_for_topic(topic):
+        assignment = ctx.partition_full_replica_assignment(tp)
+        leadership = ctx.partition_leadership(tp)
+        lai = None if leadership is None else leadership.leader_and_isr
+        described.append(PartitionDescription(
+            tp.partition,
+            NO_LEADER if lai is None else lai.leader,
+            -1 if lai is None else lai.leader_epoch,
+            assignment.replicas,
+            assignment.adding_replicas,
+            assignment.removing_replicas,
+            () if lai is None else lai.isr,
+            ctx.partition_state(tp).kafka_name,
+        ))
+    return described
+
+
+def _unclean_elections(controller: KafkaController) -> int:
+    return controller.context.unclean_leader_elections
+
+
+def _nothing_left_to_finish(controller: KafkaController) -> bool:
+    """Reassignments and deletions are done (or wait for a dead broker) and every partition the
+    controller can bring online with a full ISR is (on its event thread)."""
+    ctx = controller.context
+    for tp in ctx.partitions_being_reassigned:
+        if all(b in ctx.live_broker_ids for b in ctx.partition_full_replica_assignment(tp).target_replicas):
+            return False
+    for topic in ctx.topics_to_be_deleted:
+        if not ctx.is_topic_ineligible_for_deletion(topic):
+            return False
+    return not ctx.unconverged_partitions(limit=1)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kctl.errors import InvalidConfigurationError, StateChangeFailedError
+from kctl.model import INT32_MAX
 
 
 @dataclass(frozen=True, order=True)
@@ -138,15 +139,15 @@ class ControllerConfig:
         "Pause between controlled-shutdown attempts.", minimum=0)
     controller_socket_timeout_ms: int = _prop(
         "controller.socket.timeout.ms", 30000, _parse_int,
-        "Timeout of the controller-to-broker connection.", minimum=0)
+        "Timeout of the controller-to-broker connection.", minimum=0, maximum=INT32_MAX)
     request_timeout_ms: int = _prop(
         "request.timeout.ms", 30000, _parse_int,
-        "Timeout of one controller-to-broker request.", minimum=0)
+        "Timeout of one controller-to-broker request.", minimum=0, maximum=INT32_MAX)
     delete_topic_enable: bool = _prop(
         "delete.topic.enable", True, _parse_bool, "Allow topic deletion.")
     zookeeper_session_timeout_ms: int = _prop(
         "zookeeper.session.timeout.ms", 18000, _parse_int,
-        "ZooKeeper session timeout.", minimum=1)
+        "ZooKeeper session timeout.", minimum=1, maximum=INT32_MAX)
     replica_lag_time_max_ms: int = _prop(
         "replica.lag.time.max.ms", 30000, _parse_int,
         "A follower that has not caught up for this long leaves the ISR.", minimum=1)
@@ -278,8 +279,20 @@ class ControllerConfig:
             )
         return str(getattr(self, f"leader_selector_{kind}"))
 
+    @property
+    def leader_selectors(self) -> dict[str, str]:
+        """The configured selector of each election kind, kind → name (``kctl.leader.selector.*``)."""
+        return {kind: self.selector_name(kind) for kind in _SELECTOR_KINDS}
+
 
 _SELECTOR_KINDS = ("offline", "reassign", "preferred", "controlled_shutdown")
+
+
+def describe_components(engine: str, store: str, transport: str, config: ControllerConfig) -> str:
+    """What a controller runs with, in one line: the controller processes log it when they start
+    and ``kctl sim``/``kctl demo`` print it in their header, so a run says which plugins it used."""
+    selectors = ", ".join(f"{kind}={name}" for kind, name in config.leader_selectors.items())
+    return f"engine {engine}, store {store}, transport {transport}, leader selectors {selectors}"
 
 
 def property_fields() -> dict[str, str]:

@@ -7,7 +7,9 @@ reported with Kafka's names (``UNKNOWN_TOPIC_OR_PARTITION``, ``ELECTION_NOT_NEED
 
 from __future__ import annotations
 
+import difflib
 import enum
+from collections.abc import Iterable
 
 
 class Errors(enum.Enum):
@@ -229,6 +231,13 @@ class PluginConflict(KctlError):
 
 class PluginError(KctlError):
     """A plugin is missing, misbehaving or returned something outside its contract."""
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` when a known name is close to ``name`` (a likely typo), else ``""``:
+    the hint every message about an unknown name ends with."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 def error_of(exc: BaseException) -> Errors:

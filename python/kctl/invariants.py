@@ -7,7 +7,7 @@ Each violation is one line naming the invariant, the partition or broker, and wh
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from kctl.errors import Errors
@@ -16,7 +16,9 @@ from kctl.requests import LeaderAndIsrRequest, StopReplicaRequest
 from kctl.stores.memory import PartitionSnapshot
 
 if TYPE_CHECKING:
+    from kctl.broker.agent import HandledRequest
     from kctl.cluster import EmbeddedCluster
+    from kctl.controller import KafkaController
 
 
 def check_invariants(cluster: EmbeddedCluster) -> list[str]:
@@ -25,14 +27,10 @@ def check_invariants(cluster: EmbeddedCluster) -> list[str]:
     partitions = _stored_partitions(cluster)
     unclean: dict[TopicPartition, int] = {}
     for tp in partitions:
-        history = cluster.partition_history(tp)
-        violations += _i1_fenced_writes(tp, history)
-        violations += _i2_leader_epochs(tp, history)
-        found, problems = _i3_elections(tp, history)
+        found, problems = check_partition_history(tp, cluster.partition_history(tp))
         if found:
             unclean[tp] = found
         violations += problems
-        violations += _i4_isr_never_empty(tp, history)
     unclean_seen, counted = sum(unclean.values()), cluster.unclean_leader_elections()
     where = _first_partitions(unclean)
     if unclean_seen > counted:  # fewer is fine: a deleted topic's history goes with it
@@ -46,6 +44,17 @@ def check_invariants(cluster: EmbeddedCluster) -> list[str]:
     violations += _i7_converged_when_quiet(cluster)
     violations += [f"I8: {v}" for v in cluster.ledger.violations]
     return violations
+
+
+def check_partition_history(tp: TopicPartition, history: Sequence[PartitionSnapshot]) -> tuple[int, list[str]]:
+    """I1 (no older controller overwrites a newer one's state), I2, I3 and I4 on one partition's
+    stored versions, oldest first, wherever they were recorded (a store's history, or ZooKeeper's
+    transaction log replayed by :mod:`kctl.testing.zkhistory`). Returns the number of unclean
+    leader changes (a leader from outside the previous ISR) and the violations."""
+    unclean, violations = _i3_elections(tp, history)
+    return unclean, [
+        *_i1_fenced_writes(tp, history), *_i2_leader_epochs(tp, history), *violations, *_i4_isr_never_empty(tp, history)
+    ]
 
 
 def _first_partitions(partitions: Iterable[TopicPartition], limit: int = 10) -> str:
@@ -75,13 +84,13 @@ def _state_rows(history: Iterable[PartitionSnapshot]) -> list[PartitionSnapshot]
 
 def _i1_one_active_controller_per_epoch(cluster: EmbeddedCluster) -> list[str]:
     by_epoch: dict[int, list[int]] = {}
-    for controller in cluster.controllers.values():
+    for controller in list(cluster.controllers.values()):
         if controller.is_active:
             by_epoch.setdefault(controller.epoch, []).append(controller.broker_id)
     return [f"I1: controllers {ids} are all active in epoch {epoch}" for epoch, ids in sorted(by_epoch.items()) if len(ids) > 1]
 
 
-def _i1_fenced_writes(tp: TopicPartition, history: list[PartitionSnapshot]) -> list[str]:
+def _i1_fenced_writes(tp: TopicPartition, history: Sequence[PartitionSnapshot]) -> list[str]:
     """A state written by a newer controller is never overwritten by an older one."""
     newest = -1
     for row in _state_rows(history):
@@ -91,7 +100,7 @@ def _i1_fenced_writes(tp: TopicPartition, history: list[PartitionSnapshot]) -> l
     return []
 
 
-def _i2_leader_epochs(tp: TopicPartition, history: list[PartitionSnapshot]) -> list[str]:
+def _i2_leader_epochs(tp: TopicPartition, history: Sequence[PartitionSnapshot]) -> list[str]:
     rows = _state_rows(history)
     for previous, row in zip(rows, rows[1:]):
         if row.leader_epoch < previous.leader_epoch:
@@ -101,7 +110,7 @@ def _i2_leader_epochs(tp: TopicPartition, history: list[PartitionSnapshot]) -> l
     return []
 
 
-def _i3_elections(tp: TopicPartition, history: list[PartitionSnapshot]) -> tuple[int, list[str]]:
+def _i3_elections(tp: TopicPartition, history: Sequence[PartitionSnapshot]) -> tuple[int, list[str]]:
     """Count leader changes to a replica outside the previous ISR (unclean ones)."""
     rows = _state_rows(history)
     unclean = 0
@@ -113,7 +122,7 @@ def _i3_elections(tp: TopicPartition, history: list[PartitionSnapshot]) -> tuple
     return unclean, []
 
 
-def _i4_isr_never_empty(tp: TopicPartition, history: list[PartitionSnapshot]) -> list[str]:
+def _i4_isr_never_empty(tp: TopicPartition, history: Sequence[PartitionSnapshot]) -> list[str]:
     for row in _state_rows(history):
         if not row.isr:
             return [f"I4: {tp} was stored with an empty ISR (leader {row.leader}, epoch {row.leader_epoch})"]
@@ -129,43 +138,48 @@ def _unclean_permitted(cluster: EmbeddedCluster) -> bool:
 
 
 def _i5_brokers_fence_stale_requests(cluster: EmbeddedCluster) -> list[str]:
-    """Replay what each broker process answered: a request from an older controller epoch than one
-    it accepted before is rejected, and a partition state's leader epoch is applied only if newer
-    than the one the broker holds — none once a StopReplica deleted the partition (reference §6.15:
-    a partition the broker instantiates anew holds -1, e.g. a topic deleted and created again)."""
+    return [v for broker_id, agent in sorted(cluster.brokers.items())
+            for v in check_broker_answers(broker_id, agent.inspect(lambda a: list(a.handled)))]
+
+
+def check_broker_answers(broker_id: int, handled: Iterable[HandledRequest]) -> list[str]:
+    """I5 on what one broker answered, in order (its agent's record, or a broker process's log):
+    a request from an older controller epoch than one it accepted before is rejected, and a
+    partition state's leader epoch is applied only if newer than the one the broker holds — none
+    once a StopReplica deleted the partition (reference §6.15: a partition the broker instantiates
+    anew holds -1, e.g. a topic deleted and created again). Each process (broker epoch) starts afresh."""
     violations = []
-    for broker_id, agent in sorted(cluster.brokers.items()):
-        newest_controller: dict[int, int] = {}  # per process (broker epoch)
-        leader_epochs: dict[tuple[int, TopicPartition], int] = {}
-        for handled in agent.handled:
-            request, response, process = handled.request, handled.response, handled.broker_epoch
-            if request.controller_epoch < newest_controller.get(process, -1):
-                if response.error is not Errors.STALE_CONTROLLER_EPOCH:
+    newest_controller: dict[int, int] = {}  # per process (broker epoch)
+    leader_epochs: dict[tuple[int, TopicPartition], int] = {}
+    for answer in handled:
+        request, response, process = answer.request, answer.response, answer.broker_epoch
+        if request.controller_epoch < newest_controller.get(process, -1):
+            if response.error is not Errors.STALE_CONTROLLER_EPOCH:
+                violations.append(
+                    f"I5: broker {broker_id} answered {response.error.name} to a {request.api} request of "
+                    f"controller epoch {request.controller_epoch} after accepting epoch {newest_controller[process]}"
+                )
+            continue
+        if response.error is not Errors.NONE:
+            continue
+        newest_controller[process] = request.controller_epoch
+        if isinstance(request, LeaderAndIsrRequest):
+            partition_errors = response.partition_errors  # type: ignore[union-attr]
+            for state in request.partition_states:
+                key = (process, state.tp)
+                applied = partition_errors.get(state.tp) is Errors.NONE
+                if applied and state.leader_epoch <= leader_epochs.get(key, -1):
                     violations.append(
-                        f"I5: broker {broker_id} answered {response.error.name} to a {request.api} request of "
-                        f"controller epoch {request.controller_epoch} after accepting epoch {newest_controller[process]}"
+                        f"I5: broker {broker_id} applied leader epoch {state.leader_epoch} of {state.tp} "
+                        f"after epoch {leader_epochs[key]}"
                     )
-                continue
-            if response.error is not Errors.NONE:
-                continue
-            newest_controller[process] = request.controller_epoch
-            if isinstance(request, LeaderAndIsrRequest):
-                partition_errors = response.partition_errors  # type: ignore[union-attr]
-                for state in request.partition_states:
-                    key = (process, state.tp)
-                    applied = partition_errors.get(state.tp) is Errors.NONE
-                    if applied and state.leader_epoch <= leader_epochs.get(key, -1):
-                        violations.append(
-                            f"I5: broker {broker_id} applied leader epoch {state.leader_epoch} of {state.tp} "
-                            f"after epoch {leader_epochs[key]}"
-                        )
-                    if applied:
-                        leader_epochs[key] = state.leader_epoch
-            elif isinstance(request, StopReplicaRequest):
-                stop_errors = response.partition_errors  # type: ignore[union-attr]
-                for stop in request.partition_states:
-                    if stop.delete_partition and stop_errors.get(stop.tp) is Errors.NONE:
-                        leader_epochs.pop((process, stop.tp), None)
+                if applied:
+                    leader_epochs[key] = state.leader_epoch
+        elif isinstance(request, StopReplicaRequest):
+            stop_errors = response.partition_errors  # type: ignore[union-attr]
+            for stop in request.partition_states:
+                if stop.delete_partition and stop_errors.get(stop.tp) is Errors.NONE:
+                    leader_epochs.pop((process, stop.tp), None)
     return violations
 
 
@@ -175,12 +189,20 @@ def _i6_reassignments_tracked(cluster: EmbeddedCluster) -> list[str]:
     if controller is None or not controller.event_manager.is_empty():
         return []
     stored = cluster.store.get_topic_assignments(sorted(cluster.store.get_all_topics())).values
-    tracked = controller.context.partitions_being_reassigned
+    tracked = controller.inspect(lambda c: set(c.context.partitions_being_reassigned))
     return [
         f"I6: {TopicPartition(t, p)} is being reassigned in the store ({a}) but the controller does not track it"
         for t, assignment in stored.items()
         for p, a in sorted(assignment.partitions.items())
         if a.is_being_reassigned and TopicPartition(t, p) not in tracked
+    ]
+
+
+def _unconverged_with_replicas_up(controller: KafkaController) -> list[TopicPartition]:
+    ctx = controller.context
+    return [
+        tp for tp in ctx.unconverged_partitions()
+        if all(ctx.is_replica_online(r, tp) for r in ctx.partition_replica_assignment(tp))
     ]
 
 
@@ -193,10 +215,6 @@ def _i7_converged_when_quiet(cluster: EmbeddedCluster) -> list[str]:
         return []
     controller = cluster.active_controller
     assert controller is not None
-    ctx = controller.context
-    unconverged = [
-        tp for tp in ctx.unconverged_partitions()
-        if all(ctx.is_replica_online(r, tp) for r in ctx.partition_replica_assignment(tp))
-    ]
+    unconverged = controller.inspect(_unconverged_with_replicas_up)
     problems = [f"I7: {tp} is not online with a full ISR" for tp in unconverged[:10]]
     return problems + [f"I7: {m}" for m in cluster.metadata_mismatches(limit=10)]

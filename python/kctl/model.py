@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import enum
 import re
+import reprlib
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kctl.errors import InvalidTopicError
+from kctl.errors import IllegalArgumentError, InvalidTopicError, KctlError
 
 NO_LEADER = -1
 """A partition without a leader."""
@@ -27,6 +28,12 @@ INITIAL_CONTROLLER_EPOCH = 0
 INITIAL_CONTROLLER_EPOCH_VERSION = 0
 UNKNOWN_BROKER_EPOCH = -1
 """A sender that predates broker epochs (KIP-380); never rejected."""
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+"""Kafka's ``Int``: broker, partition and controller ids, every epoch but the broker's, ports."""
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+"""Kafka's ``Long``: broker epochs (the czxid of a registration)."""
+MAX_PORT = 65535
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
@@ -51,7 +58,10 @@ class TopicPartition(NamedTuple):
         if not sep or not topic or not (partition.isascii() and partition.isdigit()):
             raise InvalidTopicError(f"'{text}' is not of the form <topic>-<partition>")
         validate_topic_name(topic)
-        return cls(topic, int(partition))
+        digits = partition.lstrip("0") or "0"
+        if len(digits) > len(str(INT32_MAX)) or int(digits) > INT32_MAX:  # int() refuses 4300+ digits
+            raise InvalidTopicError(f"'{text}': the partition id must be an integer from 0 to {INT32_MAX}")
+        return cls(topic, int(digits))
 
 
 class PartitionReplica(NamedTuple):
@@ -307,6 +317,39 @@ class BrokerInfo:
     rack: str | None = None
     features: tuple[tuple[str, tuple[int, int]], ...] = ()
     jmx_port: int = -1
+
+
+def int_problem(value: object, minimum: int = INT32_MIN, maximum: int = INT32_MAX) -> str | None:
+    """Why ``value`` is not an integer from ``minimum`` to ``maximum`` (Kafka's ``Int`` unless told
+    otherwise), or None when it is one. Anything Kafka parses as an ``Int`` and kctl hands to its
+    native engine must pass, or it would fail there (an ``OverflowError``) instead of here."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return f"must be an integer, got {reprlib.repr(value)}"
+    if not minimum <= value <= maximum:
+        return f"must be an integer from {minimum} to {maximum}, got {reprlib.repr(value)}"
+    return None
+
+
+def validate_int(
+    name: str,
+    value: object,
+    minimum: int = INT32_MIN,
+    maximum: int = INT32_MAX,
+    error: type[KctlError] = IllegalArgumentError,
+) -> int:
+    """``value`` if :func:`int_problem` finds nothing, else ``error`` naming the field ``name``."""
+    problem = int_problem(value, minimum, maximum)
+    if problem is not None:
+        raise error(f"{name} {problem}")
+    return value  # type: ignore[return-value]
+
+
+def validate_partition_id(
+    tp: TopicPartition, minimum: int = INT32_MIN, error: type[KctlError] = IllegalArgumentError
+) -> TopicPartition:
+    """``tp``, if its partition id is Kafka's ``Int`` (at least ``minimum``); else ``error`` naming it."""
+    validate_int(f"partition {tp}: the partition id", tp.partition, minimum, INT32_MAX, error)
+    return tp
 
 
 def validate_topic_name(name: str) -> None:

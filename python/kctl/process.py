@@ -12,12 +12,18 @@ in the requests it sends) and runs until SIGTERM or SIGINT:
   makes a controlled shutdown (``controlled.shutdown.*``) before closing its session.
 
 A session that expires is replaced: the controller resigns (``Expire``) and runs for election
-again on the new session; the broker re-registers with a new broker epoch. Logs go to stderr.
+again on the new session; the broker re-registers with a new broker epoch. Logs go to stderr, or
+with ``--log-dir`` to Kafka's log files (:mod:`kctl.logfiles`); at ``--log-level DEBUG`` a broker
+also logs each answer to the controller with the request and the response in wire form
+(:func:`read_answers` reads them back: the fault suite replays them). ``--metrics-listen`` serves
+the process's metrics to Prometheus under Kafka's names (:mod:`kctl.metrics`).
 
 With ``--zk-auth USER:PASSWORD`` (or ``KCTL_ZK_AUTH``) a process authenticates with ZooKeeper's
-digest scheme; with ``--zk-acl`` (or ``KCTL_ZK_ACL``) the cluster is secured by role
-(:mod:`kctl.stores.zkacl`): a controller must then have the controller identity, a broker a
-broker identity.
+digest scheme, with ``--zk-sasl USER:PASSWORD`` (or ``KCTL_ZK_SASL``) by a SASL DIGEST-MD5 login;
+Kafka's ``zookeeper.ssl.*`` client properties (``--config``, ``--config-file``, or a file given with
+``--zk-tls-config-file``) make the connection TLS (:mod:`kctl.stores.zkclient`). With
+``--zk-acl`` (or ``KCTL_ZK_ACL``) the cluster is secured by role (:mod:`kctl.stores.zkacl`): a
+controller must then have a controller identity, a broker an identity that may register its id.
 
 Properties come from ``--config-file`` (Kafka's ``server.properties`` format, repeatable) and
 ``--config NAME=VALUE`` (which wins). The security ones (``security.inter.broker.protocol``,
@@ -29,28 +35,35 @@ send which request.
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
 import contextlib
 import logging
+import re
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from kctl import logfiles, wire
 from kctl.broker import BrokerAgent
+from kctl.broker.agent import HandledRequest
 from kctl.broker.fetcher import NetworkReplicaManager
-from kctl.config import ControllerConfig
+from kctl.config import ControllerConfig, describe_components
 from kctl.context import DEFAULT_ENGINE, ENGINES
 from kctl.controller import KafkaController
 from kctl.errors import IllegalArgumentError, KctlError, StoreUnavailableError
+from kctl.model import validate_int
 from kctl.net import Address, EventLoopThread, FrameClient, FrameServer, format_address, parse_address
 from kctl.plugins import get_plugin_host
 from kctl.properties import read_properties
-from kctl.scheduler import RealTimeScheduler
+from kctl.scheduler import RealTimeScheduler, check_duration
 from kctl.security import ListenerSecurity, is_security_property
-from kctl.stores import zkacl
+from kctl.stores import zkacl, zkclient
 from kctl.stores.base import ChangeType, WatchEvent, WatchKind
 from kctl.stores.zookeeper import ZooKeeperStore
 from kctl.transports.tcp import broker_address
@@ -71,16 +84,56 @@ def _property(text: str) -> tuple[str, str]:
     return name.strip(), value.strip()
 
 
-def process_properties(args: argparse.Namespace) -> tuple[ControllerConfig, ListenerSecurity]:
-    """The ``--config-file`` files in order, then ``--config``: the broker properties, and the
-    listener's security built from its own properties (files checked, certificates validated)."""
+def int_argument(what: str, minimum: int = 0) -> Callable[[str], int]:
+    """An argparse type for an integer Kafka reads as an ``Int`` (at least ``minimum``), such as
+    ``--id``; the error names ``what`` and the value."""
+    def parse(text: str) -> int:
+        digits = text.strip()
+        value: object = int(digits) if re.fullmatch(r"[+-]?[0-9]{1,20}", digits) else text
+        try:
+            return validate_int(what, value, minimum)
+        except KctlError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return parse
+
+
+def process_properties(args: argparse.Namespace) -> tuple[ControllerConfig, ListenerSecurity, dict[str, str]]:
+    """The ``--config-file`` files in order, then ``--config``, split by who reads them: the broker
+    properties, the listener's security built from its own properties (files checked,
+    certificates validated), and Kafka's ZooKeeper client properties (``zookeeper.ssl.*``)."""
     properties: dict[str, str] = {}
     for path in getattr(args, "config_file", None) or ():
         properties.update(read_properties(path))
     properties.update(dict(args.config))
+    client = {k: properties.pop(k) for k in list(properties) if zkclient.is_client_property(k)}
     security = ListenerSecurity.from_properties({k: v for k, v in properties.items() if is_security_property(k)})
     config = ControllerConfig.coerce({k: v for k, v in properties.items() if not is_security_property(k)})
-    return config, security
+    return config, security, client
+
+
+def _positive(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
+def _file_size(text: str) -> int:
+    try:
+        return logfiles.parse_file_size(text)
+    except IllegalArgumentError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def seconds_argument(text: str) -> float:
+    """A command-line duration: more than 0 and at most a day (:func:`~kctl.scheduler.check_duration`)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    try:
+        return check_duration(seconds, "the value", positive=True)
+    except KctlError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _address(text: str) -> str:
@@ -95,91 +148,144 @@ def add_zookeeper_arguments(parser: argparse.ArgumentParser) -> None:
     """``--zk``, ``--zk-timeout``, ``--zk-auth`` and ``--zk-acl``, shared with the admin tools."""
     parser.add_argument("--zk", required=True, metavar="HOST:PORT[/CHROOT]",
                         help="ZooKeeper connect string, as Kafka's zookeeper.connect")
-    parser.add_argument("--zk-timeout", type=float, default=15.0, metavar="SECONDS",
+    parser.add_argument("--zk-timeout", type=seconds_argument, default=15.0, metavar="SECONDS",
                         help="give up connecting to ZooKeeper after this long (default: 15)")
     parser.add_argument("--zk-auth", default=None, metavar="USER:PASSWORD",
                         help=f"authenticate to ZooKeeper with this digest identity (default: ${zkacl.AUTH_ENV}, "
                              "which keeps the password off the command line)")
+    parser.add_argument("--zk-sasl", default=None, metavar="USER:PASSWORD",
+                        help="log in to ZooKeeper with SASL DIGEST-MD5 as this user, the identity sasl:USER (default: "
+                             f"${zkclient.SASL_ENV}, which keeps the password off the command line)")
+    parser.add_argument("--zk-tls-config-file", default=None, metavar="FILE",
+                        help="Kafka's ZooKeeper TLS client properties (zookeeper.ssl.client.enable=true, "
+                             "zookeeper.ssl.keystore.location, zookeeper.ssl.truststore.location, …; PEM files)")
     parser.add_argument("--zk-acl", default=None, metavar="ROLE=USER:DIGEST,…",
-                        help="the cluster's ACL policy: the digest identities of the controller, broker and admin "
-                             f"roles, e.g. controller=ctl:…,broker=brk:…,admin=adm:… (default: ${zkacl.ACL_ENV}; "
-                             "`kctl zk-digest USER:PASSWORD` prints an identity)")
+                        help="the cluster's ACL policy: the identities of the controller, broker and admin roles, "
+                             "e.g. controller=ctl:…,broker=brk:…,broker.7=sasl:b7,admin=adm:… (default: "
+                             f"${zkacl.ACL_ENV}; `kctl zk-digest USER:PASSWORD` prints a digest identity)")
 
 
 @dataclass(frozen=True)
 class ZooKeeperSecurity:
-    """A process's ZooKeeper identity and the cluster's ACL policy (see :mod:`kctl.stores.zkacl`)."""
+    """A process's ZooKeeper logins and connection, and the cluster's ACL policy (see
+    :mod:`kctl.stores.zkacl` and :mod:`kctl.stores.zkclient`)."""
 
     auth: tuple[str, str] | None = None
     acl: zkacl.AclPolicy | None = None
+    sasl: tuple[str, str] | None = None
+    tls: zkclient.ZooKeeperTls | None = None
 
     @classmethod
-    def from_arguments(cls, args: argparse.Namespace, config: ControllerConfig, role: str | None = None) -> ZooKeeperSecurity:
-        """``--zk-auth`` / ``--zk-acl`` (or their environment variables), checked against ``role``:
-        under a policy, a controller or broker process must have that role's identity."""
+    def from_arguments(
+        cls, args: argparse.Namespace, config: ControllerConfig, role: str | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> ZooKeeperSecurity:
+        """``--zk-auth``, ``--zk-sasl``, ``--zk-acl`` (or their environment variables) and the TLS
+        properties of ``--zk-tls-config-file`` and ``properties`` (which win), checked against
+        ``role``: under a policy, a controller process must have a controller identity, a broker
+        process one that may register its ``--id``."""
         auth, acl_text = zkacl.from_environment(getattr(args, "zk_auth", None), getattr(args, "zk_acl", None))
+        sasl = zkclient.sasl_from_environment(getattr(args, "zk_sasl", None))
+        file = getattr(args, "zk_tls_config_file", None)
+        tls = zkclient.ZooKeeperTls.from_properties(
+            {**(read_properties(file) if file else {}), **(properties or {})}
+        )
         policy = None
         if acl_text is not None:
             policy = zkacl.AclPolicy.parse(acl_text, brokers_write_isr=not config.uses_alter_partition)
         if policy is not None and role is not None:
-            identity = None if auth is None else zkacl.digest(*auth)
-            members = policy.controllers if role == "controller" else policy.brokers
-            if identity not in members:
-                shown = "no --zk-auth" if identity is None else f"--zk-auth identity {identity.partition(':')[0]!r}"
-                raise IllegalArgumentError(
-                    f"a {role} of this secured cluster authenticates as a {role} identity of --zk-acl; {shown} is not one"
-                )
-        return cls(auth, policy)
+            identities = zkclient.ClientSecurity(auth, sasl).identities()
+            if role == "controller":
+                allowed, what = policy.controllers, "a controller identity of --zk-acl"
+            else:
+                allowed, what = policy.registrants(args.id), f"an identity of --zk-acl that may register broker {args.id}"
+            if not set(identities) & set(allowed):
+                shown = ", ".join(f"{i.partition(':')[0]!r}" if not i.startswith(zkacl.SASL_SCHEME) else repr(i)
+                                  for i in identities) or "no --zk-auth or --zk-sasl"
+                raise IllegalArgumentError(f"a {role} of this secured cluster authenticates as {what}; {shown} is not one")
+        return cls(auth, policy, sasl, tls)
 
     def transport_options(self) -> dict[str, Any]:
-        return {"auth": self.auth, "acl": self.acl}
+        return {"auth": self.auth, "acl": self.acl, "sasl": self.sasl, "tls": self.tls}
 
 
 def add_process_arguments(parser: argparse.ArgumentParser, role: str) -> None:
-    parser.add_argument("--id", type=int, required=True, help=f"the {role}'s id (a broker id)")
+    parser.add_argument("--id", type=int_argument("a broker id"), required=True, help=f"the {role}'s id (a broker id)")
     add_zookeeper_arguments(parser)
     parser.add_argument("--listen", type=_address, default="127.0.0.1:0", metavar="HOST:PORT",
                         help="where to accept connections (port 0: any free port; default 127.0.0.1:0)")
     parser.add_argument("--transport", default="tcp", help="controller-broker transport: tcp (default) or zkqueue")
     parser.add_argument("--config", type=_property, action="append", default=[], metavar="NAME=VALUE",
-                        help="a broker property by its Kafka name (repeatable), e.g. zookeeper.session.timeout.ms=6000")
+                        help="a broker property by its Kafka name (repeatable), e.g. zookeeper.session.timeout.ms=6000, "
+                             "or one of Kafka's ZooKeeper TLS client properties (zookeeper.ssl.*)")
     parser.add_argument("--config-file", action="append", default=[], metavar="PATH",
                         help="a properties file as Kafka's server.properties (repeatable; --config wins), e.g. the "
                              "ssl.* properties of docs/security.md")
     parser.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO",
-                        help="log level of the stderr log (default: INFO)")
+                        help="log level (default: INFO)")
+    parser.add_argument("--state-change-log-level", choices=("TRACE", "DEBUG", "INFO", "WARNING", "ERROR"),
+                        default=None, help="log level of the state-change log, Kafka's state.change.logger (TRACE "
+                                           "adds a line per replica; default: --log-level)")
+    parser.add_argument("--log-dir", type=Path, default=None, metavar="DIR",
+                        help="write Kafka's log files there in Kafka's layout: controller.log, state-change.log "
+                             "and server.log (default: everything to stderr)")
+    parser.add_argument("--log-max-file-size", type=_file_size, default=logfiles.DEFAULT_MAX_FILE_SIZE,
+                        metavar="SIZE", help="roll a log file over at this size, as log4j's MaxFileSize: bytes, KB, "
+                                             "MB or GB (default: 100MB)")
+    parser.add_argument("--log-max-backup-index", type=_positive, default=logfiles.DEFAULT_MAX_BACKUP_INDEX, metavar="N",
+                        help=f"rolled-over files kept of each log (default: {logfiles.DEFAULT_MAX_BACKUP_INDEX})")
+    parser.add_argument("--metrics-listen", type=_address, default=None, metavar="HOST:PORT",
+                        help=f"serve the {role}'s metrics over HTTP in Prometheus' text format, named as the JMX "
+                             "exporter names Kafka's (port 0: any free port; default: not served)")
     if role == "controller":
         parser.add_argument("--store", choices=("zookeeper",), default="zookeeper", help="state store (zookeeper)")
         parser.add_argument("--engine", choices=ENGINES, default=DEFAULT_ENGINE,
                             help=f"controller engine (default: {DEFAULT_ENGINE})")
     else:
         parser.add_argument("--rack", default=None, help="the broker's rack (broker.rack)")
-        parser.add_argument("--fetch-interval", type=float, default=0.5, metavar="SECONDS",
+        parser.add_argument("--fetch-interval", type=seconds_argument, default=0.5, metavar="SECONDS",
                             help="seconds between follower fetch rounds (default: 0.5)")
 
 
 # --- Shared plumbing -------------------------------------------------------------------------------
 
 
-def configure_logging(level: str) -> None:
-    """Everything to stderr with a timestamp; kazoo's chatter only from WARNING up."""
+def quiet_zookeeper_client() -> None:
+    """An admin command's ZooKeeper client keeps its reconnection warnings to itself: when the
+    ensemble cannot be reached, the command's one error line (which names kazoo's last error)
+    says it all."""
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+
+
+def configure_logging(args: argparse.Namespace, role: str) -> None:
+    """Everything to stderr with a timestamp or, with ``--log-dir``, to Kafka's log files
+    (:mod:`kctl.logfiles`) and what goes to server.log also to stderr; kazoo's chatter only from
+    WARNING up."""
+    level = args.log_level
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    if args.log_dir is None:
+        root.handlers[:] = [handler]
+    else:
+        files = logfiles.LogFiles(args.log_dir, args.log_max_file_size, args.log_max_backup_index)
+        root.handlers[:] = files.handlers(handler, role, args.id)
     root.setLevel(level)
+    logging.getLogger("kctl.state_change").setLevel(args.state_change_log_level or level)
     logging.getLogger("kazoo").setLevel(max(logging.WARNING, logging.getLevelName(level)))
 
 
 def connect(
     zk: str, config: ControllerConfig, timeout: float, security: ZooKeeperSecurity | None = None
 ) -> ZooKeeperStore:
-    """A session on the ensemble; a clear :class:`StoreUnavailableError` when none answers."""
+    """A session on the ensemble; a clear :class:`StoreUnavailableError` when none answers
+    within ``timeout`` seconds (more than 0, at most a day)."""
+    timeout = check_duration(timeout, "the ZooKeeper connection timeout", positive=True)
     security = security or ZooKeeperSecurity()
     try:
         return ZooKeeperStore(
             zk, session_timeout=config.zookeeper_session_timeout_ms / 1000, connection_timeout=timeout,
-            auth=security.auth, acl=security.acl,
+            **security.transport_options(),
         )
     except ValueError as exc:  # a malformed chroot
         raise IllegalArgumentError(f"--zk {zk!r}: {exc}") from None
@@ -273,6 +379,32 @@ def _transport(
     return factory(scheduler=scheduler, **options)
 
 
+def _check_plugin_names(args: argparse.Namespace, config: ControllerConfig, role: str) -> None:
+    """Refuse a misspelt transport or (for a controller) leader selector before the process
+    connects: a controller that won the election could not elect a leader and would block the
+    standbys."""
+    plugins = get_plugin_host()
+    plugins.transports().get(args.transport)
+    if role == "controller":
+        plugins.leader_selectors().check_config(config)
+
+
+@contextlib.contextmanager
+def _serving_metrics(listen: str | None, node: KafkaController | BrokerAgent) -> Iterator[None]:
+    """Serve the node's metrics at ``--metrics-listen`` for the duration of the block (if given)."""
+    if listen is None:
+        yield
+        return
+    from kctl import metrics  # prometheus_client, only when asked for
+
+    server = metrics.MetricsServer(metrics.node_registry(node), listen)
+    logger.info("Serving metrics at %s", server.describe())
+    try:
+        yield
+    finally:
+        server.close()
+
+
 def _run_until_stopped(stopping: threading.Event) -> None:
     while not stopping.wait(0.5):
         pass
@@ -292,11 +424,13 @@ class _Runtime:
 
 @contextlib.contextmanager
 def _runtime(args: argparse.Namespace, role: str) -> Iterator[_Runtime]:
-    configure_logging(args.log_level)
-    config, listener_security = process_properties(args)
+    wire.check_installed()
+    configure_logging(args, role)
+    config, listener_security, client = process_properties(args)
+    _check_plugin_names(args, config, role)
     listener_security.check_identity(role, args.id)
     stopping = _wait_for_termination()
-    security = ZooKeeperSecurity.from_arguments(args, config, role)
+    security = ZooKeeperSecurity.from_arguments(args, config, role, client)
     with contextlib.ExitStack() as stack:
         store = connect(args.zk, config, args.zk_timeout, security)
         stack.callback(store.close)  # also ends the registrations after a failed start
@@ -317,11 +451,13 @@ def run_controller(args: argparse.Namespace) -> int:
     with _runtime(args, "controller") as rt:
         controller = KafkaController(args.id, rt.store, rt.transport, rt.config, args.engine, rt.scheduler)
         try:
-            controller.startup()
-            _SessionKeeper(rt.store, lambda: None, rt.stopping)  # RECONNECTED makes the controller re-elect
-            logger.info("Controller %d started (ZooKeeper %s, listening on %s, transport %s)",
-                        args.id, args.zk, rt.network.describe(), args.transport)
-            _run_until_stopped(rt.stopping)
+            with _serving_metrics(args.metrics_listen, controller):
+                controller.startup()
+                _SessionKeeper(rt.store, lambda: None, rt.stopping)  # RECONNECTED makes the controller re-elect
+                logger.info("Controller %d started (ZooKeeper %s, listening on %s; %s)", args.id, args.zk,
+                            rt.network.describe(),
+                            describe_components(args.engine, args.store, args.transport, rt.config))
+                _run_until_stopped(rt.stopping)
         finally:
             controller.shutdown()
     logger.info("Controller %d stopped", args.id)
@@ -329,6 +465,34 @@ def run_controller(args: argparse.Namespace) -> int:
 
 
 # --- kctl broker -----------------------------------------------------------------------------------
+
+TRACE = " wire="
+"""What precedes the base64 wire form of an answer in a broker's DEBUG log line."""
+
+
+def log_answer(handled: HandledRequest) -> None:
+    """Log a broker's answer to the controller at DEBUG, request and response in wire form."""
+    if logger.isEnabledFor(logging.DEBUG):
+        request, response = handled.request, handled.response
+        blob = wire.encode((handled.time, handled.broker_epoch, request, response))
+        logger.debug("Answered %s of controller %d (epoch %d) with %s;%s%s", request.api, request.controller_id,
+                     request.controller_epoch, response.error.name, TRACE, base64.b64encode(blob).decode())
+
+
+def read_answers(log: str) -> list[HandledRequest]:
+    """The answers a broker process logged at DEBUG, oldest first (a line that is not a whole
+    answer, say the last one while the process writes it, is left out)."""
+    answers = []
+    for line in log.splitlines():
+        _, found, blob = line.partition(TRACE)
+        if not found:
+            continue
+        try:
+            time_, broker_epoch, request, response = wire.decode(base64.b64decode(blob, validate=True))
+        except (binascii.Error, wire.WireError, TypeError, ValueError):
+            continue
+        answers.append(HandledRequest(time_, request, response, broker_epoch))
+    return answers
 
 
 def run_broker(args: argparse.Namespace) -> int:
@@ -346,15 +510,17 @@ def run_broker(args: argparse.Namespace) -> int:
         host, port = rt.network.address
         agent = BrokerAgent(args.id, rt.store, rt.transport, rt.scheduler, rt.config, rack=args.rack, host=host,
                             port=port, security_protocol=rt.network.server.security.protocol,
-                            replica_manager=replica_manager)
-        epoch = agent.startup()
-        _SessionKeeper(rt.store, agent.reregister, rt.stopping)
-        logger.info("Broker %d started (ZooKeeper %s, listening on %s, broker epoch %d, transport %s)",
-                    args.id, args.zk, rt.network.describe(), epoch, args.transport)
-        _run_until_stopped(rt.stopping)
-        started = time.monotonic()
-        controlled = agent.shutdown().result()
-        logger.info("Broker %d shut down in %.3fs (controlled: %s)", args.id, time.monotonic() - started, controlled)
+                            replica_manager=replica_manager, on_answer=log_answer, keep_answers=False)
+        with _serving_metrics(args.metrics_listen, agent):
+            epoch = agent.startup()
+            _SessionKeeper(rt.store, agent.reregister, rt.stopping)
+            logger.info("Broker %d started (ZooKeeper %s, listening on %s, broker epoch %d, transport %s)",
+                        args.id, args.zk, rt.network.describe(), epoch, args.transport)
+            _run_until_stopped(rt.stopping)
+            started = time.monotonic()
+            controlled = agent.shutdown().result()
+            logger.info("Broker %d shut down in %.3fs (controlled: %s)", args.id, time.monotonic() - started,
+                        controlled)
     return 0
 
 
@@ -363,8 +529,12 @@ __all__ = [
     "add_process_arguments",
     "add_zookeeper_arguments",
     "configure_logging",
+    "quiet_zookeeper_client",
     "connect",
+    "int_argument",
+    "log_answer",
     "process_properties",
+    "read_answers",
     "run_broker",
     "run_controller",
 ]

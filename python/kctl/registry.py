@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from kctl.config import ControllerConfig
-from kctl.errors import PluginConflict, PluginError
+from kctl.errors import InvalidConfigurationError, PluginConflict, PluginError, did_you_mean
 from kctl.selectors import ElectionKind, LeaderSelector
 from kctl.stores.base import StateStore
 
@@ -90,12 +90,14 @@ class Registry(Generic[E]):
         return view
 
     def get(self, name: str) -> E:
-        """The entry called ``name``; an unknown name is a :class:`PluginError` listing the known."""
+        """The entry called ``name``; an unknown name is a :class:`PluginError` listing the known
+        and suggesting the closest (a likely typo)."""
         try:
             return self._entries[name]
         except KeyError:
             known = ", ".join(self.names()) or "none"
-            raise PluginError(f"unknown {self.what} {name!r}; registered: {known}") from None
+            raise PluginError(f"unknown {self.what} {name!r}{did_you_mean(name, self.names())}; "
+                              f"registered: {known}") from None
 
     def names(self) -> list[str]:
         """Registered names, sorted."""
@@ -149,6 +151,35 @@ class LeaderSelectorRegistry(Registry[LeaderSelectorEntry]):
         if not isinstance(kind, ElectionKind):
             raise PluginError(f"{self.what} {name!r}: kind must be an ElectionKind, not {kind!r}")
         self._put(LeaderSelectorEntry(name, factory, self._plugin, kind), override)
+
+    def check_selector(self, kind: ElectionKind, name: str) -> None:
+        """Refuse ``kctl.leader.selector.<kind> = name`` unless ``name`` is a selector for ``kind``
+        elections (or the kind's own name: Kafka's rule, which needs no registry).
+
+        A selector serves the election kind it was registered for, the kind of the strategy
+        :func:`kctl.election.by_name` wraps it in: an unknown name, or one registered for another
+        kind, is an :class:`InvalidConfigurationError` naming the property, the selectors
+        registered for the kind and the closest name (a likely typo).
+        """
+        entry = self._entries.get(name)
+        if name == kind.value or entry is not None and entry.kind is kind:
+            return
+        names = sorted({kind.value, *(e.name for e in self if e.kind is kind)})
+        if entry is None:
+            problem = f"no leader selector is registered as {name!r}{did_you_mean(name, names)}"
+            hint = " (a plugin's selector needs its distribution installed)"
+        else:
+            problem = f"{name!r} is a leader selector for {entry.kind.value} elections, not {kind.value} ones"
+            hint = ""
+        raise InvalidConfigurationError(
+            f"kctl.leader.selector.{kind.value} = {name!r}: {problem}; {kind.value} selectors: {', '.join(names)}{hint}"
+        )
+
+    def check_config(self, config: ControllerConfig) -> None:
+        """Refuse a config whose ``kctl.leader.selector.*`` names no selector of its kind
+        (:meth:`check_selector`): checked wherever a config is read, before anything runs."""
+        for kind in ElectionKind:
+            self.check_selector(kind, config.selector_name(kind))
 
 
 class StateStoreRegistry(Registry[RegistryEntry[StateStoreFactory]]):

@@ -5,6 +5,10 @@ run in (time, submission order), randomness comes from one seeded ``random.Rando
 cluster run is reproducible bit for bit from its seed. :class:`RealTimeScheduler` runs callbacks on
 one timer thread against the wall clock. Callbacks must be short: they enqueue work, they do not
 block.
+
+Durations that come from outside (a timeout, a pause, a stretch of simulated time) are checked by
+:func:`check_duration` before anything waits on them: a NaN, an infinity or a year of simulated
+time would otherwise hang a run or crash a timer thread.
 """
 
 from __future__ import annotations
@@ -12,13 +16,33 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import math
 import random
 import threading
 import time
 from collections.abc import Callable
 from typing import Protocol
 
+from kctl.errors import IllegalArgumentError
+
 log = logging.getLogger(__name__)
+
+MAX_DURATION = 86_400.0
+"""The longest duration accepted from outside, in seconds: a day. Longer timeouts are no use to a
+tool, and a day of simulated time is already some hundred thousand timer callbacks."""
+
+
+def check_duration(seconds: object, name: str, *, positive: bool = False) -> float:
+    """``seconds`` as a duration: a finite number, not negative (more than 0 when ``positive``)
+    and at most :data:`MAX_DURATION`; otherwise an :class:`IllegalArgumentError` naming ``name``."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise IllegalArgumentError(f"{name} must be a number of seconds, got {seconds!r}")
+    if not math.isfinite(seconds) or seconds < 0 or seconds > MAX_DURATION or positive and seconds == 0:
+        least = "more than 0" if positive else "at least 0"
+        raise IllegalArgumentError(
+            f"{name} must be {least} and at most {MAX_DURATION:g} seconds (a day), got {seconds!r}"
+        )
+    return float(seconds)
 
 
 class Timer(Protocol):
@@ -66,7 +90,7 @@ class SimulatedScheduler:
         return self._now
 
     def schedule(self, delay: float, fn: Callable[[], None], name: str = "") -> Timer:
-        entry = _Entry(self._now + max(0.0, delay), next(self._seq), fn, name)
+        entry = _Entry(self._now + _delay(delay, name), next(self._seq), fn, name)
         heapq.heappush(self._queue, (entry.when, entry.seq, entry))
         return entry
 
@@ -100,6 +124,8 @@ class SimulatedScheduler:
         look at the moments in the middle of a broadcast, and a large cluster runs tens of
         thousands of callbacks per operation.
         """
+        if math.isnan(deadline):
+            raise IllegalArgumentError("a simulation cannot run until a NaN deadline")
         first = True
         while True:
             when = self.next_time()
@@ -114,7 +140,7 @@ class SimulatedScheduler:
         return until() if until is not None else False
 
     def advance(self, seconds: float) -> None:
-        self.run_until(self._now + seconds)
+        self.run_until(self._now + check_duration(seconds, "seconds"))
 
 
 class RealTimeScheduler:
@@ -135,7 +161,7 @@ class RealTimeScheduler:
 
     def schedule(self, delay: float, fn: Callable[[], None], name: str = "") -> Timer:
         with self._cond:
-            entry = _Entry(self.now() + max(0.0, delay), next(self._seq), fn, name)
+            entry = _Entry(self.now() + _delay(delay, name), next(self._seq), fn, name)
             heapq.heappush(self._queue, entry)
             self._cond.notify()
         return entry
@@ -150,7 +176,7 @@ class RealTimeScheduler:
                     wait = self._queue[0].when - self.now() if self._queue else None
                     if wait is not None and wait <= 0:
                         break
-                    self._cond.wait(wait)
+                    self._cond.wait(None if wait is None else min(wait, threading.TIMEOUT_MAX))
                 if self._stopped:
                     return
                 entry = heapq.heappop(self._queue)
@@ -165,3 +191,10 @@ class RealTimeScheduler:
             self._cond.notify()
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout=5)
+
+
+def _delay(delay: float, name: str) -> float:
+    """A callback's delay: at least 0; NaN or infinite is a programming error."""
+    if not math.isfinite(delay):
+        raise IllegalArgumentError(f"cannot schedule {name or 'a callback'} after {delay} seconds")
+    return max(0.0, delay)

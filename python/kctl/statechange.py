@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterable
 TRACE = 5
 logging.addLevelName(TRACE, "TRACE")
 
-_LEVEL_NAMES = {TRACE: "TRACE", logging.DEBUG: "DEBUG", logging.INFO: "INFO", logging.WARNING: "WARN",
-                logging.ERROR: "ERROR"}
+LOG4J_LEVELS = {TRACE: "TRACE", logging.DEBUG: "DEBUG", logging.INFO: "INFO", logging.WARNING: "WARN",
+                logging.ERROR: "ERROR", logging.CRITICAL: "FATAL"}
+"""Python's levels by log4j's names, as Kafka's logs spell them."""
 
 
 class StateChangeLogger:
@@ -46,7 +47,7 @@ class StateChangeLogger:
         for level, message in lines:
             line = prefix + message
             if sink is not None:
-                sink.append(f"{_LEVEL_NAMES.get(level, str(level))} {line}")
+                sink.append(f"{LOG4J_LEVELS.get(level, str(level))} {line}")
             if logger.isEnabledFor(level):
                 logger.log(level, line)
 

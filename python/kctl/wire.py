@@ -27,6 +27,7 @@ import struct
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from kctl import extras
 from kctl.errors import Errors, KctlError
 from kctl.limits import check_depth
 from kctl.model import BrokerInfo, EndPoint, LeaderAndIsr, LeaderRecoveryState, TopicPartition
@@ -67,9 +68,6 @@ _CONTAINER_HEADERS = bytes(int(0x80 <= b <= 0x9F or 0xDC <= b <= 0xDF) for b in 
 payload holds bounds how many containers, and so how deep a nesting, it can have."""
 
 
-INSTALL_HINT = "pip install 'kctl[tcp]'"
-
-
 class WireError(KctlError):
     """Bytes that are not a kctl message: a bad frame, unknown type or wrong field count."""
 
@@ -77,11 +75,13 @@ class WireError(KctlError):
 @functools.cache
 def _msgpack() -> Any:
     """msgpack, imported on first use so that kctl without the multi-process extras still works."""
-    try:
-        import msgpack  # type: ignore[import-untyped]
-    except ImportError as exc:
-        raise ImportError(f"kctl's network messages need msgpack: {INSTALL_HINT}") from exc
-    return msgpack
+    return extras.require("msgpack", "kctl's network messages")
+
+
+def check_installed() -> None:
+    """Raise :class:`~kctl.extras.MissingDependencyError` now if msgpack is missing: a process
+    checks before it starts anything, rather than fail on its first message."""
+    _msgpack()
 
 
 _TYPES: dict[str, type] = {}
@@ -232,8 +232,8 @@ def registered_types() -> Iterable[str]:
 
 
 __all__ = [
+    "check_installed",
     "FRAME_HEADER",
-    "INSTALL_HINT",
     "MAX_CONTAINER_DEPTH",
     "MAX_EXTENSION_DEPTH",
     "MAX_FRAME_BYTES",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from broker_harness import (
     LATENCY,
@@ -23,6 +25,7 @@ from kctl.errors import (
     StoreUnavailableError,
 )
 from kctl.model import EndPoint, LeaderAndIsr, TopicPartition
+from kctl.process import log_answer, read_answers
 from kctl.requests import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,
@@ -30,6 +33,7 @@ from kctl.requests import (
     StopReplicaResponse,
     UpdateMetadataResponse,
 )
+from kctl.stores import MemoryStore
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)
@@ -228,6 +232,39 @@ def test_every_request_is_recorded_with_its_answer(cluster: SimCluster) -> None:
     ]
     assert cluster.controller.responses == [
         (1, UpdateMetadataResponse()), (1, UpdateMetadataResponse(Errors.STALE_CONTROLLER_EPOCH))]
+
+
+def test_each_answer_is_handed_to_on_answer_and_a_process_log_replays_it(caplog: pytest.LogCaptureFixture) -> None:
+    cluster = SimCluster().start()
+    cluster.controller_elected(2)
+    answered: list[HandledRequest] = []
+    agent = BrokerAgent(9, MemoryStore(cluster.tree), cluster.transport, cluster.scheduler, on_answer=answered.append)
+    agent.startup()
+    agent.handle_request(update_metadata(um_state(T0, 9, [9]), brokers=[agent], controller_epoch=2))
+    agent.handle_request(leader_and_isr(lai_state(T0, 9, [9], replicas=[9]), controller_epoch=1))
+    agent.handle_request(stop_replica((T0, 0, True), controller_epoch=2))
+    assert answered == agent.handled and len(answered) == 3
+    assert answered[1].response.error is Errors.STALE_CONTROLLER_EPOCH
+
+    with caplog.at_level(logging.DEBUG, logger="kctl.process"):
+        for handled in answered:
+            log_answer(handled)
+    assert read_answers(caplog.text) == answered
+    assert read_answers(caplog.text[:-5]) == answered[:2]  # a line cut short is left out
+    assert "Answered LeaderAndIsr of controller 100 (epoch 1) with STALE_CONTROLLER_EPOCH" in caplog.text
+
+
+def test_a_process_that_keeps_no_answers_still_hands_each_to_on_answer() -> None:
+    """A long-running broker process must not grow a record of every request it ever answered."""
+    cluster = SimCluster().start()
+    cluster.controller_elected(2)
+    answered: list[HandledRequest] = []
+    agent = BrokerAgent(9, MemoryStore(cluster.tree), cluster.transport, cluster.scheduler, on_answer=answered.append,
+                        keep_answers=False)
+    agent.startup()
+    for _ in range(3):
+        agent.handle_request(update_metadata(um_state(T0, 9, [9]), brokers=[agent], controller_epoch=2))
+    assert len(answered) == 3 and agent.handled == []
 
 
 # --- Metadata cache (invariant I7) -------------------------------------------------------------------

@@ -5,20 +5,23 @@ history, the in-process transport and simulated brokers. The helpers here only r
 cluster exposes (its store, the active controller's context, ``describe``) or inject faults through
 the ``controller_session`` affordance of the cluster: a :class:`FaultySession` wraps a controller
 candidate's store session so that a test can expire it right after the controller's k-th write
-(a crash at an exact step of an operation) or hide watch events from it (a controller that does not
-learn it was deposed).
+(a crash at an exact step of an operation), hide watch events from it (a controller that does not
+learn it was deposed) or make some of its reads fail (data it cannot read).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
+
 from kctl.cluster import EmbeddedCluster, PartitionDescription
 from kctl.controller import KafkaController
-from kctl.errors import KctlError
+from kctl.errors import KctlError, StoreError
 from kctl.model import LeaderAndIsr, ReplicaAssignment, TopicPartition
 from kctl.stores.base import WatchEvent, WatchListener
 from kctl.stores.memory import MemoryStore
@@ -39,10 +42,11 @@ class FaultySession:
     from then on: that write has landed, every later call of the controller fails, its ephemeral
     ``/controller`` is gone and the other candidates elect a successor — a crash between two store
     writes. With ``deaf`` set, watch events are not delivered (the controller misses the news, as a
-    partitioned or paused process would).
+    partitioned or paused process would). A store method named in ``failing`` raises
+    :class:`StoreError` instead of answering (a znode this controller cannot read).
     """
 
-    def __init__(self, session: MemoryStore) -> None:
+    def __init__(self, session: MemoryStore, failing: Iterable[str] = ()) -> None:
         self._session = session
         self._listeners: dict[WatchListener, WatchListener] = {}
         self._expire_at: int | None = None
@@ -50,6 +54,7 @@ class FaultySession:
         """Writes since the last :meth:`expire_after`."""
         self.expired = False
         self.deaf = False
+        self.failing = set(failing)
 
     def expire_after(self, writes: int) -> None:
         self.writes, self._expire_at = 0, writes
@@ -73,6 +78,8 @@ class FaultySession:
             return attribute
 
         def call(*args: Any, **kwargs: Any) -> Any:
+            if name in self.failing:
+                raise StoreError(f"injected fault: {name} failed")
             before = self._session.tree.zxid
             try:
                 return attribute(*args, **kwargs)
@@ -92,18 +99,28 @@ class FaultySession:
 
 class FaultySessions:
     """The ``controller_session`` factory of a cluster: one :class:`FaultySession` per candidate
-    started, the latest one of each controller id kept."""
+    started, the latest one of each controller id kept; ``failing`` gives the store methods that
+    fail from the start, by controller id."""
 
-    def __init__(self) -> None:
+    def __init__(self, failing: Mapping[int, Iterable[str]] | None = None) -> None:
         self.by_controller: dict[int, FaultySession] = {}
+        self._failing = dict(failing or {})
 
     def __call__(self, controller_id: int, session: Any) -> Any:
-        faulty = FaultySession(session)
+        faulty = FaultySession(session, self._failing.get(controller_id, ()))
         self.by_controller[controller_id] = faulty
         return faulty
 
     def __getitem__(self, controller_id: int) -> FaultySession:
         return self.by_controller[controller_id]
+
+
+# --- Logs -------------------------------------------------------------------------------------------
+
+
+def escaped(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """Errors logged with a traceback: an exception that reached an event handler's catch-all."""
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR and r.exc_info]
 
 
 # --- Readers ---------------------------------------------------------------------------------------

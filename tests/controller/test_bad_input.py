@@ -10,7 +10,7 @@ import logging
 from collections.abc import Iterator
 
 import pytest
-from helpers import TP, active, error_names, leaders, partition, stored_state, unchanged
+from helpers import TP, active, error_names, escaped, leaders, partition, stored_state, unchanged
 
 from kctl import admin
 from kctl.cluster import EmbeddedCluster
@@ -22,17 +22,6 @@ T1 = TopicPartition("t", 1)
 U0 = TopicPartition("u", 0)
 UNKNOWN = TopicPartition("nope", 0)
 NEGATIVE = TopicPartition("t", -1)
-
-
-@pytest.fixture
-def logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
-    caplog.set_level(logging.INFO, logger="kctl")
-    return caplog
-
-
-def escaped(caplog: pytest.LogCaptureFixture) -> list[str]:
-    """Errors logged with a traceback: an exception that reached an event handler's catch-all."""
-    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR and r.exc_info]
 
 
 @pytest.fixture

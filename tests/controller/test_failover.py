@@ -7,6 +7,7 @@ writes, and the next controller must finish the job.
 
 from __future__ import annotations
 
+import logging
 from itertools import count
 
 import pytest
@@ -29,6 +30,8 @@ from helpers import (
 from kctl import admin
 from kctl.broker import ReplicaRole
 from kctl.cluster import EmbeddedCluster
+from kctl.controller import events as ev
+from kctl.controller.controller import FAILED_FAILOVER_BACKOFF
 from kctl.errors import IllegalStateError, KctlError
 from kctl.model import ReplicaAssignment, TopicPartition
 from kctl.stores.base import MATCH_ANY_VERSION
@@ -196,3 +199,118 @@ def test_with_every_controller_candidate_down_asking_for_the_controller_fails_at
         assert cluster.now() == started
         cluster.start_broker(2)
         assert cluster.metrics()["ActiveControllerCount"] == 1
+
+
+# --- A failover that fails (Kafka's elect(): triggerControllerMove) ---------------------------------
+
+
+def test_a_candidate_whose_failover_fails_resigns_and_a_standby_becomes_the_ready_controller(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Candidate 1 wins the first election but cannot read the topics: it deletes ``/controller``
+    with its resignation and candidate 2 takes over; once the fault clears, 1 can win again."""
+    caplog.set_level(logging.INFO, logger="kctl")
+    sessions = FaultySessions(failing={1: {"get_all_topics"}})
+    with EmbeddedCluster(3, controllers=[1, 2], controller_session=sessions) as cluster:
+        assert "Error while electing or becoming controller on broker 1" in caplog.text
+        assert (active(cluster).broker_id, active(cluster).epoch) == (2, 2)  # epoch 1 was candidate 1's
+        assert not cluster.controllers[1].is_active and cluster.controllers[1].epoch == 0
+        assert cluster.store.get_controller_id() == 2
+        cluster.create_topic("t", partitions=3, replication_factor=2)
+        assert all(p.leader in p.isr for p in cluster.describe("t"))
+
+        sessions[1].failing.clear()
+        assert cluster.kill_controller() == 1
+        assert cluster.run_until_stable(what="controller 1 to serve")
+        assert (active(cluster).broker_id, active(cluster).epoch) == (1, 3)
+        cluster.create_topic("u", partitions=2, replication_factor=3)
+        assert all(p.leader in p.isr for t in ("t", "u") for p in cluster.describe(t))
+        assert cluster.check_invariants() == []
+
+
+def test_when_every_candidates_failover_fails_they_retry_at_a_bounded_rate_until_the_fault_clears() -> None:
+    """No controller can take over while the fault lasts; each candidate runs again every
+    FAILED_FAILOVER_BACKOFF seconds (Kafka would retry at once, forever, at one instant of a
+    simulation), and the first to run once the fault clears serves."""
+    sessions = FaultySessions()
+    with EmbeddedCluster(3, controllers=[1, 2], controller_session=sessions) as cluster:
+        cluster.create_topic("t", partitions=2, replication_factor=2)
+        epoch = active(cluster).epoch
+        for controller_id in (1, 2):
+            sessions[controller_id].failing.add("get_all_brokers")
+        cluster.store.delete_controller(MATCH_ANY_VERSION)  # an operator forces a re-election
+
+        window = 10 * FAILED_FAILOVER_BACKOFF
+        steps = cluster.scheduler.steps
+        cluster.scheduler.run_until(cluster.now() + window, until=lambda: cluster.scheduler.steps > steps + 100_000)
+        assert cluster.scheduler.steps <= steps + 100_000, "an election loop without pause"
+        assert cluster.active_controller is None and cluster.store.get_controller_id() is None
+        attempts = cluster.store.get_controller_epoch()[0] - epoch  # type: ignore[index]
+        assert 2 <= attempts <= 2 * (window / FAILED_FAILOVER_BACKOFF + 1)
+
+        for controller_id in (1, 2):
+            sessions[controller_id].failing.clear()
+        assert cluster.run_until_stable(what="a controller to serve again")
+        assert all(p.leader in p.isr for p in cluster.describe("t"))
+        assert cluster.check_invariants() == []
+
+
+def test_a_controller_that_cannot_read_controller_keeps_its_role() -> None:
+    """Kafka's ``maybeResign``: when ``/controller`` cannot be read the event ends with the read's
+    error and nothing changes. Resigning would leave ``/controller`` registered to a controller
+    that no longer acts, and no candidate could take over."""
+    sessions = FaultySessions()
+    with EmbeddedCluster(3, controllers=[1, 2], controller_session=sessions) as cluster:
+        controller = active(cluster)
+        sessions[controller.broker_id].failing.add("get_controller_id")
+        controller.event_manager.put(ev.ControllerChange())  # what a change of /controller's data enqueues
+        cluster.run_until(controller.event_manager.is_empty, what="the event to be processed")
+        assert controller.is_active and controller.metrics()["GlobalTopicCount"] == 0
+
+        sessions[controller.broker_id].failing.clear()
+        cluster.create_topic("t", partitions=2, replication_factor=2)
+        assert (active(cluster), active(cluster).epoch) == (controller, 1)
+        assert cluster.check_invariants() == []
+
+
+def test_an_error_escaping_an_event_is_logged_and_the_controller_stays_active(caplog: pytest.LogCaptureFixture) -> None:
+    """Kafka's ``process``: only ControllerMovedException resigns; anything else is logged, and
+    the controller keeps serving (here the next topic change loads what the failed one missed)."""
+    caplog.set_level(logging.INFO, logger="kctl")
+    sessions = FaultySessions()
+    with EmbeddedCluster(3, controller_session=sessions) as cluster:
+        controller = active(cluster)
+        sessions[controller.broker_id].failing.add("get_all_topics")
+        admin.create_topic(cluster.store, "t", broker_racks=dict.fromkeys(cluster.broker_ids), partitions=2,
+                           replication_factor=2)
+        cluster.run_until(lambda: "error processing event TopicChange" in caplog.text, what="the failed event")
+        assert active(cluster) is controller and cluster.store.get_controller_id() == controller.broker_id
+
+        sessions[controller.broker_id].failing.clear()
+        cluster.create_topic("u", partitions=1, replication_factor=3)
+        assert cluster.run_until_stable(what="both topics to be served")
+        assert (active(cluster), active(cluster).epoch) == (controller, 1)
+        assert all(p.leader in p.isr for t in ("t", "u") for p in cluster.describe(t))
+        assert cluster.check_invariants() == []
+
+
+def test_a_controller_that_cannot_send_its_own_requests_resigns(caplog: pytest.LogCaptureFixture) -> None:
+    """Kafka's ``handleIllegalState``: a failed send of the controller's own batch (an
+    IllegalStateException) clears the batch and moves the controller away."""
+    caplog.set_level(logging.INFO, logger="kctl")
+    with EmbeddedCluster(3, controllers=[1, 2]) as cluster:
+        cluster.create_topic("t", assignment={0: [1, 3]})
+        failing = active(cluster)
+
+        def refuse(broker_id: int, request: object, callback: object) -> None:
+            raise ConnectionError("the network is down")
+
+        failing.channel.send_request = refuse  # type: ignore[method-assign]
+        cluster.kill_broker(3)
+        cluster.start_broker(3)  # the new controller's UpdateMetadata to brokers 1 and 2 fails
+        cluster.run_until(lambda: cluster.active_controller not in (None, failing), what="another controller")
+        assert "Forcing the controller to resign" in caplog.text
+        assert not failing.is_active and cluster.store.get_controller_id() == 2
+        assert cluster.run_until_stable(what="controller 2 to serve")
+        assert partition(cluster).isr == (1, 3)
+        assert cluster.check_invariants() == []

@@ -12,7 +12,7 @@ from kctl.bench.grid import load_grid
 from kctl.bench.runner import run_one
 from kctl.cli import main
 from kctl.plugins import PluginHost
-from kctl.testing.zookeeper import free_ports
+from kctl.testing.ports import free_ports
 
 
 def test_fleet_is_a_kctl_command(capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,6 +10,7 @@ from kctl.bench.grid import load_grid
 from kctl.bench.job import Progress, main, run_fleet
 from kctl.bench.runner import COLUMNS, NONDETERMINISTIC, run_one
 from kctl.plugins import PluginHost
+from kctl.testing.ports import listening_ports, port_range
 
 
 def comparable(rows: list[dict[str, Any]], *ignored: str) -> list[dict[str, Any]]:
@@ -20,11 +21,14 @@ def test_a_small_grid_on_local_2(spark_local: Any, small_grid: Path, installed_p
                                  tmp_path: Path) -> None:
     grid = load_grid(small_grid, installed_plugins)
     seen: list[Progress] = []
-    rows = run_fleet(spark_local, grid, seen.append, interval=0.2)
+    ticks = iter([1000.0])  # a fake clock: the start, then a minute later for every report
+    rows = run_fleet(spark_local, grid, seen.append, interval=0.2, clock=lambda: next(ticks, 1060.0))
     assert [(r["seed"], r["selector"]) for r in rows] == [
         (seed, selector) for seed in grid.seeds for selector in ("offline", "least-loaded")]
     assert all(r["error"] is None and r["fleet_partition"] == r["seed"] for r in rows)
-    assert seen[-1] == Progress(len(grid.seeds), len(grid.seeds), 0, 0, seen[-1].elapsed)
+    assert seen[-1] == Progress(len(grid.seeds), len(grid.seeds), 0, 0, 60.0)
+    assert all(p.elapsed == 60.0 and p.remaining == (None if p.done == 0 else (p.total - p.done) * 60.0 / p.done)
+               for p in seen)
     # Spark's parallelism changes nothing: the same rows as playing each run here, one by one.
     here = [run_one(grid, seed, v, fleet_partition=seed) for seed in grid.seeds for v in grid.variants()]
     assert comparable(rows) == comparable(here)
@@ -65,3 +69,17 @@ def test_main_writes_parquet_that_spark_reads_back_and_a_report(spark_local: Any
     assert sorted(r.seed for r in frame.select("seed").collect()) == [0, 0, 1, 1, 2, 2]
     report = (out / "report.html").read_text()
     assert "<svg" in report and "local[2]" in report and "seeds</th><td>0-2 (3)" in report
+
+
+def test_the_session_listens_only_on_its_configured_ports_and_the_py4j_gateway(spark_local: Any) -> None:
+    """Every port the driver's JVM listens on is one kctl.testing.spark.driver_conf chose (within
+    KCTL_TEST_PORTS when set), except the Py4J gateway's, which Spark lets nobody choose."""
+    context = spark_local.sparkContext
+    assert context.parallelize(range(100), 4).map(lambda x: 2 * x).sum() == 9900  # the Python workers ran
+    conf = context.getConf()
+    configured = {int(conf.get(name)) for name in ("spark.driver.port", "spark.driver.blockManager.port")}
+    assert conf.get("spark.ui.enabled") == "false" and conf.get("spark.port.maxRetries") == "0"
+    jvm = context._gateway.jvm.ProcessHandle.current().pid()
+    assert listening_ports(jvm) == configured | {context._gateway.gateway_parameters.port}
+    confined = port_range()
+    assert confined is None or configured <= set(confined)

@@ -91,7 +91,7 @@ def test_the_outputs_hold_every_row_and_a_self_contained_report(tmp_path: Path, 
         "error": "ValueError: boom", "wall_time_s": 0.1}
     written = write_outputs(rows, grid, tmp_path / "out", {"Spark master": "local[2]"})
     assert {p.name for p in written} >= {"runs.parquet", "grid.toml", "report.html", "summary.md",
-                                         "leader-skew-over-time.svg", "leader-skew-difference.svg"}
+                                         "leader-skew-over-time.svg", "leader-skew-difference-1-least-loaded.svg"}
     table = pq.read_table(tmp_path / "out" / "runs.parquet")
     assert table.column_names == list(COLUMNS) and table.num_rows == len(rows)
     assert table.to_pylist() == rows
@@ -103,14 +103,27 @@ def test_the_outputs_hold_every_row_and_a_self_contained_report(tmp_path: Path, 
     assert "least-loaded | offline |" in summary  # the seed-by-seed comparison
 
 
-def test_progress_is_a_line_per_tenth_in_a_log() -> None:
+def test_progress_is_a_line_per_tenth_in_a_log_with_an_eta_from_the_rate_so_far() -> None:
     stream = io.StringIO()
     show = ProgressLine(stream)
-    for done in (0, 1, 2, 5, 10, 10):
-        show(Progress(done, 10, 0 if done == 10 else 2, 1, float(done)))
+    for done in (0, 1, 2, 5, 10, 10):  # a seed every 12 s
+        show(Progress(done, 10, 0 if done == 10 else 2, 1, 12.0 * done))
     assert stream.getvalue().splitlines() == [
-        f"kctl fleet: {n}/10 seeds ({10 * n}%), {0 if n == 10 else 2} running, 1 errors, {n} s" for n in (0, 1, 2, 5, 10)
+        "kctl fleet: 0/10 seeds (0%), 2 running, 1 errors, 0 s, ETA unknown",
+        "kctl fleet: 1/10 seeds (10%), 2 running, 1 errors, 12 s, ETA 1 min 48 s",
+        "kctl fleet: 2/10 seeds (20%), 2 running, 1 errors, 24 s, ETA 1 min 36 s",
+        "kctl fleet: 5/10 seeds (50%), 2 running, 1 errors, 1 min 00 s, ETA 1 min 00 s",
+        "kctl fleet: 10/10 seeds (100%), 0 running, 1 errors, 2 min 00 s",
     ]
+
+
+def test_the_eta_follows_the_rate_so_far_in_seeds_per_second() -> None:
+    assert Progress(0, 100, 2, 0, 30.0).remaining is None
+    assert Progress(25, 100, 2, 0, 50.0).remaining == 150.0  # 0.5 seeds/s, 75 to go
+    assert Progress(1000, 4000, 2, 0, 1800.0).remaining == 5400.0
+    stream = io.StringIO()
+    ProgressLine(stream)(Progress(1000, 4000, 2, 0, 1800.0))
+    assert stream.getvalue() == "kctl fleet: 1,000/4,000 seeds (25%), 2 running, 0 errors, 30 min 00 s, ETA 1 h 30 min\n"
 
 
 def test_rows_do_not_depend_on_anything_but_grid_seed_and_variant(small_grid: Path,

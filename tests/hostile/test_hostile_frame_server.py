@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from kctl import wire
 from kctl.net import Address, EventLoopThread, FrameClient, FrameServer, Header, NetworkError, Request
+from kctl.testing.ports import LOOPBACK, free_ports
 
 
 class Unhandled(logging.Handler):
@@ -38,7 +39,7 @@ def unhandled() -> Iterator[Unhandled]:
 @pytest.fixture(scope="module")
 def server(unhandled: Unhandled) -> Iterator[tuple[EventLoopThread, Address]]:
     network = EventLoopThread()
-    frames = FrameServer(network, ("127.0.0.1", 0))
+    frames = FrameServer(network, (LOOPBACK, free_ports(1)[0]))
     frames.add_handler("Echo", lambda request, respond: respond(request.body))
     address = frames.start()
     yield network, address
@@ -85,7 +86,7 @@ def test_nested_extension_frame_closes_the_connection_and_is_logged(
 def test_a_client_of_a_hostile_server_drops_that_connection(server: tuple[EventLoopThread, Address]) -> None:
     """The other way round: an answer of nested extension values fails the call, not the process."""
     network, _ = server
-    with socket.create_server(("127.0.0.1", 0)) as listener:
+    with socket.create_server((LOOPBACK, free_ports(1)[0])) as listener:
         client = FrameClient(network)
         future = network.submit(client.call(listener.getsockname(), Request("Echo", Header(), 1), 30))
         peer, _ = listener.accept()

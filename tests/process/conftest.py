@@ -11,11 +11,18 @@ from collections.abc import Iterator
 import pytest
 
 from kctl.scheduler import RealTimeScheduler
-from kctl.testing.zookeeper import ZooKeeperEnsemble, zookeeper_chroot, zookeeper_ensemble, zookeeper_server
+from kctl.testing.zookeeper import (
+    ZooKeeperEnsemble,
+    zookeeper_chroot,
+    zookeeper_ensemble,
+    zookeeper_release,
+    zookeeper_release_server,
+    zookeeper_server,
+)
 from process_harness import ProcessCluster
 from tls_harness import Certificates, make_certificates
 
-__all__ = ["zookeeper_chroot", "zookeeper_ensemble", "zookeeper_server"]
+__all__ = ["zookeeper_chroot", "zookeeper_ensemble", "zookeeper_release", "zookeeper_release_server", "zookeeper_server"]
 
 
 @pytest.fixture

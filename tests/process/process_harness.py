@@ -18,6 +18,7 @@ from typing import TypeVar
 from kctl.model import LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
 from kctl.requests import LeaderAndIsrPartitionState, LeaderAndIsrRequest
 from kctl.stores.zookeeper import ZooKeeperStore
+from kctl.testing.ports import LOOPBACK, free_ports, release_ports
 
 T = TypeVar("T")
 
@@ -111,6 +112,7 @@ class ProcessCluster:
         self.controllers: dict[int, KctlProcess] = {}
         self.brokers: dict[int, KctlProcess] = {}
         self._admin: ZooKeeperStore | None = None
+        self._ports: list[int] = []  # the --listen ports given, held until close
 
     def __enter__(self) -> ProcessCluster:
         return self
@@ -121,6 +123,7 @@ class ProcessCluster:
     def close(self) -> None:
         for process in self.processes:
             process.kill()
+        release_ports(self._ports)
         if self._admin is not None:
             self._admin.close()
 
@@ -134,6 +137,9 @@ class ProcessCluster:
 
     def _start(self, role: str, ident: int, extra: Sequence[str], env: Mapping[str, str] | None = None) -> KctlProcess:
         args = [role, "--id", str(ident), "--zk", self.zk, "--transport", self.transport, "--log-level", "DEBUG"]
+        if "--listen" not in extra:  # a port from KCTL_TEST_PORTS, as every server of the tests
+            self._ports += free_ports(1)
+            args += ["--listen", f"{LOOPBACK}:{self._ports[-1]}"]
         for name, value in self.config.items():
             args += ["--config", f"{name}={value}"]
         count = sum(1 for p in self.processes if p.name.startswith(f"{role}-{ident}"))
@@ -148,8 +154,9 @@ class ProcessCluster:
         process = self.controllers[controller_id] = self._start("controller", controller_id, extra, env)
         return process
 
-    def start_broker(self, broker_id: int, wait: bool = True, extra: Sequence[str] = ()) -> KctlProcess:
-        process = self.brokers[broker_id] = self._start("broker", broker_id, ["--fetch-interval", "0.1", *extra])
+    def start_broker(self, broker_id: int, wait: bool = True, extra: Sequence[str] = (),
+                     env: Mapping[str, str] | None = None) -> KctlProcess:
+        process = self.brokers[broker_id] = self._start("broker", broker_id, ["--fetch-interval", "0.1", *extra], env)
         if wait:
             self.wait_until(lambda: broker_id in self.admin.get_all_brokers(), 60, f"broker {broker_id} to register",
                             watch=process)

@@ -26,7 +26,7 @@ from kctl.requests import (
 from kctl.scheduler import RealTimeScheduler
 from kctl.stores import paths
 from kctl.stores.memory import MemoryStore, MemoryTree
-from kctl.testing.zookeeper import free_ports
+from kctl.testing.ports import LOOPBACK, free_ports
 from kctl.transports.tcp import TcpTransport
 
 TP = TopicPartition("t", 0)
@@ -42,7 +42,7 @@ def broker_store() -> MemoryStore:
 @pytest.fixture
 def broker(scheduler: RealTimeScheduler) -> Iterator[tuple[BrokerAgent, TcpTransport]]:
     """Broker 1 serving controller requests on a TCP listener (a memory store holds its znode)."""
-    transport = TcpTransport(scheduler)
+    transport = TcpTransport(scheduler, f"{LOOPBACK}:{free_ports(1)[0]}")
     host, port = transport.listen()
     agent = BrokerAgent(1, broker_store(), transport, scheduler, host=host, port=port)
     agent.startup()
@@ -53,7 +53,7 @@ def broker(scheduler: RealTimeScheduler) -> Iterator[tuple[BrokerAgent, TcpTrans
 
 @pytest.fixture
 def controller(scheduler: RealTimeScheduler) -> Iterator[TcpTransport]:
-    transport = TcpTransport(scheduler, request_timeout=2.0, retry_backoff=0.05)
+    transport = TcpTransport(scheduler, f"{LOOPBACK}:{free_ports(1)[0]}", request_timeout=2.0, retry_backoff=0.05)
     yield transport
     transport.close()
 
@@ -129,7 +129,7 @@ def _raw_frames(port: int, payload: bytes, chunk: int) -> list[Any]:
 
 def test_frames_split_and_coalesced_on_the_socket() -> None:
     network = EventLoopThread()
-    server = FrameServer(network, ("127.0.0.1", 0))
+    server = FrameServer(network, (LOOPBACK, free_ports(1)[0]))
     server.add_handler("Echo", lambda request, respond: respond(request.body))
     _, port = server.start()
     try:

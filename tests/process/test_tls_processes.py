@@ -31,7 +31,7 @@ from kctl.requests import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
-from kctl.testing.zookeeper import free_ports
+from kctl.testing.ports import free_ports
 from kctl.transports.tcp import broker_address
 
 T0, T1 = TopicPartition("orders", 0), TopicPartition("orders", 1)

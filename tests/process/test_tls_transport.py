@@ -36,6 +36,7 @@ from kctl.requests import (
 from kctl.scheduler import RealTimeScheduler
 from kctl.stores import paths
 from kctl.stores.memory import MemoryStore, MemoryTree
+from kctl.testing.ports import LOOPBACK, free_ports
 from kctl.transports.tcp import TcpTransport
 
 TP = TopicPartition("t", 0)
@@ -45,7 +46,7 @@ EPOCH = 5
 @pytest.fixture
 def broker(certificates: Certificates, scheduler: RealTimeScheduler) -> Iterator[tuple[BrokerAgent, TcpTransport]]:
     """Broker 1 on a TLS listener with authorization; controllers are elected up to epoch 5."""
-    transport = TcpTransport(scheduler, security=certificates.security("broker-1"))
+    transport = TcpTransport(scheduler, f"{LOOPBACK}:{free_ports(1)[0]}", security=certificates.security("broker-1"))
     host, port = transport.listen()
     tree = MemoryTree()
     tree.set_raw(paths.CONTROLLER_EPOCH, EPOCH)
@@ -140,7 +141,7 @@ def test_peers_without_a_certificate_of_the_cluster_are_disconnected(
     assert "WRONG_VERSION_NUMBER" in closed[0] or "wrong version number" in closed[0]
     assert "certificate verify failed" in closed[1] and "peer did not return a certificate" in closed[2]
     # A server whose certificate another CA signed is refused by the client as well.
-    impostor = FrameServer(EventLoopThread(), ("127.0.0.1", 0), other_ca.security("broker-1"))
+    impostor = FrameServer(EventLoopThread(), (LOOPBACK, free_ports(1)[0]), other_ca.security("broker-1"))
     impostor.add_handler("UpdateMetadata", lambda req, respond: respond(UpdateMetadataResponse()))
     controller = Outsider(certificates.client_context(certificates.path("controller-1.pem")))
     clients.append(controller)
@@ -155,7 +156,7 @@ def test_peers_without_a_certificate_of_the_cluster_are_disconnected(
 def test_broker_requests_only_from_the_broker_they_name(
     certificates: Certificates, scheduler: RealTimeScheduler, clients: list[Outsider], caplog: pytest.LogCaptureFixture,
 ) -> None:
-    controller = TcpTransport(scheduler, security=certificates.security("controller-1"))
+    controller = TcpTransport(scheduler, f"{LOOPBACK}:{free_ports(1)[0]}", security=certificates.security("controller-1"))
     received: list[Any] = []
     controller.bind_controller(1, lambda request, respond: (received.append(request),
                                                            respond(ControlledShutdownResponse(Errors.NONE, ()))))
@@ -178,7 +179,7 @@ def test_broker_requests_only_from_the_broker_they_name(
 
 def test_fetches_are_served_to_the_replicas_own_principal(certificates: Certificates, clients: list[Outsider]) -> None:
     network = EventLoopThread()
-    server = FrameServer(network, ("127.0.0.1", 0), certificates.security("broker-1"))
+    server = FrameServer(network, (LOOPBACK, free_ports(1)[0]), certificates.security("broker-1"))
     NetworkReplicaManager(FrameClient(network), lambda broker_id: None).serve(server)
     try:
         address = server.start()

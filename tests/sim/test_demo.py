@@ -35,7 +35,11 @@ def progress(out: str) -> list[dict[str, str]]:
 def test_the_demo_walks_through_every_operation_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     status, out = run_demo(capsys)
     assert status == 0
-    assert out.splitlines()[0] == f"kctl demo: 4 brokers on 3 racks, topics of 4 partitions, engine {DEFAULT_ENGINE}, seed 0"
+    assert out.splitlines()[0] == "kctl demo: 4 brokers on 3 racks, topics of 4 partitions, seed 0"
+    assert out.splitlines()[1] == (
+        f"engine {DEFAULT_ENGINE}, store memory, transport inprocess, leader selectors offline=offline, "
+        "reassign=reassign, preferred=preferred, controlled_shutdown=controlled_shutdown"
+    )
     steps = progress(out)
     assert [s["action"] for s in steps] == ACTIONS
     assert [int(s["number"]) for s in steps] == list(range(1, len(ACTIONS) + 1))
@@ -124,4 +128,4 @@ def test_colour_only_on_a_terminal_and_never_when_refused(monkeypatch: pytest.Mo
 @pytest.mark.parametrize("engine", ENGINES)
 def test_the_demo_runs_on_every_engine_the_build_provides(capsys: pytest.CaptureFixture[str], engine: str) -> None:
     status, out = run_demo(capsys, "--engine", engine)
-    assert status == 0 and f"engine {engine}," in out.splitlines()[0]
+    assert status == 0 and f"engine {engine}," in out.splitlines()[1]

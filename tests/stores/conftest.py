@@ -6,6 +6,12 @@ tests too; importing the fixtures here makes them available to this directory on
 
 from __future__ import annotations
 
-from kctl.testing.zookeeper import zookeeper_chroot, zookeeper_ensemble, zookeeper_server
+from kctl.testing.zookeeper import (
+    zookeeper_chroot,
+    zookeeper_ensemble,
+    zookeeper_release,
+    zookeeper_release_server,
+    zookeeper_server,
+)
 
-__all__ = ["zookeeper_chroot", "zookeeper_ensemble", "zookeeper_server"]
+__all__ = ["zookeeper_chroot", "zookeeper_ensemble", "zookeeper_release", "zookeeper_release_server", "zookeeper_server"]

@@ -7,7 +7,6 @@ import threading
 from collections.abc import Callable
 
 import pytest
-from contract import ASSIGNMENT, T0, T1, Recorder, StoreContract, broker, state
 
 from kctl.errors import (
     ControllerMovedError,
@@ -32,6 +31,7 @@ from kctl.stores import (
     WatchKind,
 )
 from kctl.stores import paths
+from kctl.testing.store_contract import ASSIGNMENT, T0, T1, Recorder, StoreContract, broker, state
 
 GARBAGE = b"\x00not an object any reader accepts"
 
@@ -338,6 +338,13 @@ CORRUPTIONS: dict[str, tuple[str, object, Callable[[MemoryStore], object]]] = {
     "reassign_keys": (paths.REASSIGN_PARTITIONS, {("t", 0): (1,)}, MemoryStore.get_partition_reassignments),
     "reassign_replicas": (paths.REASSIGN_PARTITIONS, {T0: [1]}, MemoryStore.get_partition_reassignments),
     "preferred": (paths.PREFERRED_REPLICA_ELECTION, {T0}, MemoryStore.get_preferred_replica_election),
+    "controller_id_beyond_int": (paths.CONTROLLER, 2**31, MemoryStore.get_controller_id),
+    "controller_epoch_beyond_int": (paths.CONTROLLER_EPOCH, 2**40, MemoryStore.get_controller_epoch),
+    "reassign_partition_beyond_int": (
+        paths.REASSIGN_PARTITIONS, {TopicPartition("t", 2**31): (1,)}, MemoryStore.get_partition_reassignments
+    ),
+}
+SKIPPED: dict[str, tuple[str, object, Callable[[MemoryStore], object]]] = {
     "partition_ids": (paths.topic_partitions("t") + "/x", None, lambda s: s.get_topic_partition_ids("t")),
     "isr_notification": (
         paths.isr_change_notification(ISR_CHANGE),
@@ -361,6 +368,16 @@ def test_values_of_the_wrong_type_are_corrupt(
     with pytest.raises(CorruptDataError) as raised:
         read(MemoryStore(tree))
     assert raised.value.path == path and path in str(raised.value)
+
+
+@pytest.mark.parametrize("path, value, read", SKIPPED.values(), ids=SKIPPED.keys())
+def test_children_of_the_wrong_type_are_skipped_with_a_log_line(
+    path: str, value: object, read: Callable[[MemoryStore], object], caplog: pytest.LogCaptureFixture
+) -> None:
+    tree = MemoryTree()
+    tree.set_raw(path, value)
+    assert read(MemoryStore(tree)) == []
+    assert path in caplog.text
 
 
 @pytest.mark.parametrize(

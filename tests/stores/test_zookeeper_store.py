@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from contract import ASSIGNMENT, T0, Recorder, StoreContract, broker, state
 
 from kctl.errors import (
     ControllerMovedError,
@@ -41,7 +40,9 @@ from kctl.model import (
 )
 from kctl.registry import StateStoreRegistry
 from kctl.stores import MATCH_ANY_VERSION, ChangeType, StateStore, WatchEvent, WatchKind, paths
-from kctl.testing.zookeeper import ZooKeeperEnsemble, four_letter_word, free_ports, in_ci, require_zookeeper
+from kctl.testing.ports import free_ports
+from kctl.testing.store_contract import ASSIGNMENT, T0, Recorder, StoreContract, broker, state
+from kctl.testing.zookeeper import ZooKeeperEnsemble, four_letter_word, in_ci, require_zookeeper
 
 try:
     from kazoo.client import KazooClient

@@ -106,7 +106,7 @@ def test_reassign_writes_the_admin_znode_and_refuses_bad_files(
     brokers.create_topic("orders", {0: ReplicaAssignment((1, 2)), 1: ReplicaAssignment((2, 3))})
     bad = write(tmp_path / "bad.json", {"version": 1, "partitions": [{"topic": "orders", "partition": 0, "replicas": "3"}]})
     status, _, err = kctl(capsys, "reassign", "--zk", zk, "--execute", bad)
-    assert status == 1 and err == f'kctl: error: {bad}: partitions[0].replicas: expected a non-empty list of broker ids, got "3"\n'
+    assert status == 1 and err == f'kctl: error: {bad}: partitions[0].replicas: expected a non-empty list of broker ids (integers from 0 to 2147483647), got "3"\n'
     unknown = write(tmp_path / "unknown.json", {"version": 1, "partitions": [
         {"topic": "orders", "partition": 0, "replicas": [3, 1]}, {"topic": "orders", "partition": 9, "replicas": [1]}]})
     status, _, err = kctl(capsys, "reassign", "--zk", zk, "--execute", unknown)

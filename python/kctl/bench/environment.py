@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from kctl.errors import KctlError
+from kctl import extras
 from kctl.plugins import ENTRY_POINT_GROUP
 
 ARCHIVE_ALIAS = "environment"
@@ -36,10 +36,6 @@ ARCHIVE_ALIAS = "environment"
 EXECUTOR_PYTHON = f"./{ARCHIVE_ALIAS}/bin/python"
 CACHE_ENV = "KCTL_CACHE_DIR"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
-class PackingError(KctlError):
-    """The executors' environment cannot be built."""
 
 
 @dataclass(frozen=True)
@@ -128,11 +124,7 @@ def cache_dir() -> Path:
 
 def pack_environment(directory: Path | None = None) -> Path:
     """The executors' environment as a ``.tar.gz`` for ``spark.archives`` (built if not cached)."""
-    try:
-        import venv_pack  # type: ignore[import-untyped]
-    except ImportError:
-        raise PackingError("packing the executors' environment needs venv-pack: "
-                                "pip install 'kctl[fleet]'") from None
+    venv_pack = extras.require("venv_pack", "packing the executors' environment")
     files = [f for dist in distributions() for f in packed_files(dist)]
     directory = directory or cache_dir()
     archive = directory / f"kctl-environment-{fingerprint(files)}.tar.gz"

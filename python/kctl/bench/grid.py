@@ -14,7 +14,6 @@ the format.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import itertools
 import math
@@ -26,10 +25,9 @@ from typing import Any
 
 from kctl.config import ControllerConfig, property_docs
 from kctl.context import DEFAULT_ENGINE, ENGINES
-from kctl.errors import KctlError
+from kctl.errors import KctlError, did_you_mean
 from kctl.limits import DocumentError, load_toml, read_file
 from kctl.plugins import PluginHost, get_plugin_host
-from kctl.selectors import ElectionKind
 from kctl.sim.scenario import ScenarioError
 
 SELECTOR_PROPERTY = "kctl.leader.selector.offline"
@@ -209,9 +207,7 @@ class _Loader:
     def unknown(self, where: str, table: Mapping[str, Any], known: Sequence[str]) -> None:
         for key in table:
             if key not in known:
-                close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
-                hint = f" (did you mean '{close[0]}'?)" if close else ""
-                self.problem(where, f"unknown key '{key}'{hint}; expected {', '.join(known)}")
+                self.problem(where, f"unknown key '{key}'{did_you_mean(key, known)}; expected {', '.join(known)}")
 
     def check(self, where: str, parse: Callable[..., Any], *args: Any) -> Any:
         """``parse(*args)``, or None with the problem recorded under ``where``."""
@@ -257,7 +253,7 @@ class _Loader:
             self.problem(f"{where} config", f"expected a table of Kafka properties, got {config!r}")
         else:
             for key, value in config.items():
-                parsed = self.check(f"{where} config {key}", _param, value, functools.partial(_property, key))
+                parsed = self.check(f"{where} config {key}", _param, value, functools.partial(self.property, key))
                 if parsed is not None:
                     properties[key] = parsed
         return ClusterShape(brokers, racks, controllers, properties)
@@ -309,20 +305,23 @@ class _Loader:
                 self.problem(where, "set both as an axis and in [cluster] config (or as the selector axis): "
                              "give it once")
             else:
-                self.check(where, list, map(functools.partial(_property, key), values))
+                self.check(where, list, map(functools.partial(self.property, key), values))
             axes[key] = tuple(values)
         if SELECTOR_PROPERTY in cluster.config:
             self.problem(f"[cluster] config {SELECTOR_PROPERTY}", "use the [grid] selector axis instead")
         return axes
 
     def selector(self, name: Any) -> str:
-        selectors = self.plugins.leader_selectors()
-        if not isinstance(name, str) or name not in selectors:
-            raise _Bad(f"unknown leader selector {name!r}; registered: {', '.join(selectors.names())} "
-                       "(a plugin's selector needs its distribution installed)")
-        if selectors.get(name).kind is not ElectionKind.OFFLINE:
-            raise _Bad(f"leader selector {name!r} is for {selectors.get(name).kind.value} elections, not offline ones")
-        return name
+        return str(self.property(SELECTOR_PROPERTY, name))
+
+    def property(self, name: str, value: Any) -> Any:
+        """A Kafka property's value, checked as a run's config checks it (a leader selector's name
+        against the plugins the fleet runs with; on Spark, those installed on the executors)."""
+        if isinstance(value, list | dict):
+            raise _Bad(f"expected a string, number or boolean, got {value!r}")
+        config = ControllerConfig.from_properties({name: value})  # unknown names and bad values raise
+        self.plugins.leader_selectors().check_config(config)
+        return value
 
 
 def _string(value: Any) -> str:
@@ -338,13 +337,6 @@ def _number(value: Any, minimum: float, real: bool = False) -> Any:
     if value < minimum:
         raise _Bad(f"must be at least {minimum:g}, got {value!r}")
     return float(value) if real else value
-
-
-def _property(name: str, value: Any) -> Any:
-    if isinstance(value, list | dict):
-        raise _Bad(f"expected a string, number or boolean, got {value!r}")
-    ControllerConfig.from_properties({name: value})  # unknown names and bad values raise
-    return value
 
 
 def _param(value: Any, check: Callable[[Any], Any], real: bool = False) -> Param:

@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kctl import extras
 from kctl.bench.grid import Grid, Variant, load_grid
+from kctl.bench.numbers import duration, fmt
 from kctl.bench.runner import COLUMNS
 
 PARQUET_TYPES = {"string": "string", "bigint": "int64", "double": "float64"}
@@ -40,6 +42,14 @@ class Progress:
     running: int
     errors: int
     elapsed: float
+
+    @property
+    def remaining(self) -> float | None:
+        """Seconds left at the rate so far (seeds done over time elapsed); None before the first
+        seed is done."""
+        if self.done == 0 or self.elapsed <= 0:
+            return None
+        return (self.total - self.done) * self.elapsed / self.done
 
 
 def run_partition(grid: Grid, variants: Sequence[Variant], errors: Any, index: int,
@@ -62,8 +72,9 @@ def run_partition(grid: Grid, variants: Sequence[Variant], errors: Any, index: i
 
 
 def run_fleet(spark: Any, grid: Grid, progress: Callable[[Progress], None] | None = None,
-              interval: float = 1.0) -> list[dict[str, Any]]:
-    """Every row of ``grid`` (seed by seed, variants in grid order), computed on ``spark``."""
+              interval: float = 1.0, clock: Callable[[], float] = time.monotonic) -> list[dict[str, Any]]:
+    """Every row of ``grid`` (seed by seed, variants in grid order), computed on ``spark``;
+    ``progress`` is told where it is every ``interval`` seconds, timed by ``clock``."""
     sc = spark.sparkContext
     seeds, variants = list(grid.seeds), grid.variants()
     errors = sc.accumulator(0)
@@ -72,7 +83,7 @@ def run_fleet(spark: Any, grid: Grid, progress: Callable[[Progress], None] | Non
     group = f"kctl-fleet-{uuid.uuid4().hex[:8]}"
     sc.setJobGroup(group, f"kctl fleet {grid.name}: {len(seeds)} seeds x {len(variants)} variants")
     stop = threading.Event()
-    started = time.monotonic()
+    started = clock()
 
     def report() -> None:
         tracker = sc.statusTracker()
@@ -86,7 +97,7 @@ def run_fleet(spark: Any, grid: Grid, progress: Callable[[Progress], None] | Non
                         done += stage_info.numCompletedTasks
                         running += stage_info.numActiveTasks
             if progress is not None:
-                progress(Progress(done, len(seeds), running, errors.value, time.monotonic() - started))
+                progress(Progress(done, len(seeds), running, errors.value, clock() - started))
 
     watcher = threading.Thread(target=report, name="kctl-fleet-progress", daemon=True)
     watcher.start()
@@ -97,15 +108,15 @@ def run_fleet(spark: Any, grid: Grid, progress: Callable[[Progress], None] | Non
         watcher.join()
     if progress is not None:
         progress(Progress(len(seeds), len(seeds), 0, sum(r["error"] is not None for r in rows),
-                          time.monotonic() - started))
+                          clock() - started))
     order = {v.label: i for i, v in enumerate(variants)}
     return sorted(rows, key=lambda row: (row["seed"], order[row["variant"]]))
 
 
 def write_parquet(rows: Sequence[dict[str, Any]], path: Path) -> None:
     """The rows with the :data:`~kctl.bench.runner.COLUMNS` schema (Spark reads it back as is)."""
-    import pyarrow as pa  # type: ignore[import-untyped]
-    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+    pa = extras.require("pyarrow", "writing the fleet's Parquet file")
+    pq = extras.require("pyarrow.parquet", "writing the fleet's Parquet file")
 
     def arrow(kind: str) -> Any:
         if kind.startswith("array<"):
@@ -118,8 +129,7 @@ def write_parquet(rows: Sequence[dict[str, Any]], path: Path) -> None:
 
 
 def read_parquet(path: Path) -> list[dict[str, Any]]:
-    import pyarrow.parquet as pq
-
+    pq = extras.require("pyarrow.parquet", "reading the fleet's Parquet file")
     rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
     return rows
 
@@ -139,7 +149,8 @@ def write_outputs(rows: Sequence[dict[str, Any]], grid: Grid, out: Path, meta: d
 
 
 class ProgressLine:
-    """Progress on stderr: redrawn in place on a terminal, a line every 10% or 30 s in a log."""
+    """Progress on stderr: redrawn in place on a terminal, a line every 10% or 30 s in a log. Until
+    the fleet is done it ends with an ETA from the rate so far."""
 
     def __init__(self, stream: Any = None) -> None:
         self.stream = stream if stream is not None else sys.stderr
@@ -151,10 +162,12 @@ class ProgressLine:
             return
         self.finished = p.done == p.total and p.running == 0
         decile = 10 * p.done // max(1, p.total)
-        line = (f"kctl fleet: {p.done}/{p.total} seeds ({100 * p.done // max(1, p.total)}%), {p.running} running, "
-                f"{p.errors} errors, {p.elapsed:.0f} s")
+        remaining = p.remaining
+        eta = "" if self.finished else f", ETA {'unknown' if remaining is None else duration(remaining)}"
+        line = (f"kctl fleet: {fmt(p.done)}/{fmt(p.total)} seeds ({100 * p.done // max(1, p.total)}%), "
+                f"{fmt(p.running)} running, {fmt(p.errors)} errors, {duration(p.elapsed)}{eta}")
         if self.tty:
-            self.stream.write("\r" + line + ("\n" if self.finished else ""))
+            self.stream.write("\r" + line + "\x1b[K" + ("\n" if self.finished else ""))  # erase a longer line
         elif self.finished or decile > self.decile or p.elapsed - self.shown_at >= 30:
             self.stream.write(line + "\n")
             self.decile, self.shown_at = decile, p.elapsed
@@ -176,15 +189,15 @@ def main(spark: Any, args: Sequence[str] | argparse.Namespace, grid: Grid | None
     started = time.perf_counter()
     rows = run_fleet(spark, grid, ProgressLine() if not options.quiet else None)
     elapsed = time.perf_counter() - started
-    meta = {"grid": grid.source, "seeds": f"{grid.seeds.start}-{grid.seeds.stop - 1} ({len(grid.seeds)})",
-            "variants": ", ".join(v.label for v in grid.variants()), "runs": str(len(rows)),
+    meta = {"grid": grid.source, "seeds": f"{grid.seeds.start}-{grid.seeds.stop - 1} ({fmt(len(grid.seeds))})",
+            "variants": ", ".join(v.label for v in grid.variants()), "runs": fmt(len(rows)),
             "Spark master": str(spark.sparkContext.master), "Spark version": str(spark.version),
-            "fleet wall time": f"{elapsed:.1f} s"}
+            "fleet wall time": fmt(elapsed, "s")}
     written = write_outputs(rows, grid, Path(options.out), meta)
     header, body = summary_table(rows)
     shown = {m.label for m in METRICS[:6]}
     print(table([h.upper() for h in header], [r for r in body if r[0] in shown]))
-    print(f"\n{len(rows)} runs in {elapsed:.1f} s on {spark.sparkContext.master}; wrote "
+    print(f"\n{fmt(len(rows))} runs in {fmt(elapsed, 's')} on {spark.sparkContext.master}; wrote "
           + ", ".join(str(p) for p in written[:4]))
     failed = [r for r in rows if r["error"] is not None or r["invariant_violations"]]
     for row in failed[:5]:

@@ -2,12 +2,16 @@
 (inline SVG) plus the same tables in Markdown and each plot as an SVG file.
 
 Every metric is "lower is better", so variants are compared pair by pair on the same seeds: for
-each metric, the mean difference from the first variant and how many seeds it made better, left
-the same or made worse. Runs that ended in an error are counted but left out of the statistics.
+each metric and each variant against the first, the mean of the per-seed differences with its
+t-based confidence interval (:mod:`kctl.bench.stats`), and how many seeds it made better, left
+the same or made worse; and for each variant a histogram of its per-seed differences in leader
+skew. Runs that ended in an error are counted but left out of the statistics. Every number is
+written by :func:`kctl.bench.numbers.fmt`.
 """
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,6 +21,8 @@ from typing import Any
 
 from kctl.bench import svg
 from kctl.bench.grid import Grid
+from kctl.bench.numbers import fmt
+from kctl.bench.stats import CONFIDENCE, ecdf, paired_difference, percentile
 from kctl.sim.report import markdown_table
 
 Row = Mapping[str, Any]
@@ -26,26 +32,30 @@ Row = Mapping[str, Any]
 class Metric:
     column: str
     label: str
+    unit: str = ""
 
 
 METRICS = (
-    Metric("time_to_all_led_s", "seconds until every partition had a leader again (worst fault)"),
+    Metric("time_to_all_led_s", "time until every partition had a leader again (worst fault)", "s"),
     Metric("unavailable_partition_seconds", "unavailable partition-seconds"),
     Metric("leader_moves", "leader moves"),
     Metric("preferred_imbalance_mean", "partitions not led by their preferred replica (time average)"),
     Metric("leader_skew_mean", "leader skew: busiest broker / mean (time average)"),
     Metric("leader_skew_max", "leader skew (worst sample)"),
     Metric("leader_and_isr_requests", "LeaderAndIsr requests"),
-    Metric("leader_and_isr_bytes", "LeaderAndIsr bytes"),
+    Metric("leader_and_isr_bytes", "LeaderAndIsr bytes", "B"),
     Metric("update_metadata_requests", "UpdateMetadata requests"),
-    Metric("update_metadata_bytes", "UpdateMetadata bytes"),
+    Metric("update_metadata_bytes", "UpdateMetadata bytes", "B"),
     Metric("stop_replica_requests", "StopReplica requests"),
-    Metric("stop_replica_bytes", "StopReplica bytes"),
+    Metric("stop_replica_bytes", "StopReplica bytes", "B"),
     Metric("unclean_elections", "unclean leader elections"),
     Metric("invariant_violations", "invariant violations"),
-    Metric("wall_time_s", "wall time of a run (s)"),
+    Metric("wall_time_s", "wall time of a run", "s"),
 )
 """What the tables show, in order; each is a row column where lower is better."""
+
+DIFFERENCE_PLOT = "leader_skew_mean"
+"""The metric whose per-seed differences each variant gets a histogram of."""
 
 
 def variants_of(rows: Sequence[Row]) -> list[str]:
@@ -60,14 +70,11 @@ def _values(rows: Sequence[Row], column: str) -> list[float]:
     return [float(r[column]) for r in rows if r[column] is not None]
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (``q`` in 0…100) of a non-empty sequence."""
-    ordered = sorted(values)
-    return ordered[max(0, min(len(ordered) - 1, int(round(q / 100 * len(ordered) + 0.5)) - 1))]
-
-
-def fmt(value: float) -> str:
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+def seed_differences(first: Sequence[Row], other: Sequence[Row], column: str) -> list[float]:
+    """``column`` of ``other`` minus ``column`` of ``first``, seed by seed, over the seeds both
+    measured it on (in ``other``'s order)."""
+    base = {r["seed"]: r[column] for r in first if r[column] is not None}
+    return [float(r[column]) - float(base[r["seed"]]) for r in other if r[column] is not None and r["seed"] in base]
 
 
 def runs_table(rows: Sequence[Row]) -> tuple[list[str], list[list[str]]]:
@@ -76,9 +83,9 @@ def runs_table(rows: Sequence[Row]) -> tuple[list[str], list[list[str]]]:
     for variant in variants_of(rows):
         mine = [r for r in rows if r["variant"] == variant]
         ok = [r for r in mine if r["error"] is None]
-        body.append([variant, str(len(mine)), str(len(mine) - len(ok)),
-                     str(sum(r["invariant_violations"] for r in ok)), str(sum(r["unclean_elections"] for r in ok)),
-                     str(sum(1 for r in ok if r["time_to_all_led_s"] is None))])
+        body.append([variant, *(fmt(n) for n in (
+            len(mine), len(mine) - len(ok), sum(r["invariant_violations"] for r in ok),
+            sum(r["unclean_elections"] for r in ok), sum(1 for r in ok if r["time_to_all_led_s"] is None)))])
     return header, body
 
 
@@ -91,29 +98,37 @@ def summary_table(rows: Sequence[Row]) -> tuple[list[str], list[list[str]]]:
         cells = [metric.label]
         for variant in variants:
             values = _values(_ok(rows, variant), metric.column)
-            cells.append(" / ".join(fmt(f(values)) for f in (statistics.fmean, statistics.median,
-                                                             lambda v: percentile(v, 95))) if values else "-")
+            cells.append(" / ".join(fmt(f(values), metric.unit) for f in (
+                statistics.fmean, statistics.median, lambda v: percentile(v, 95))) if values else "-")
         body.append(cells)
     return header, body
 
 
 def paired_table(rows: Sequence[Row]) -> tuple[list[str], list[list[str]]]:
-    """Each variant against the first, seed by seed: mean difference and seeds better/same/worse."""
+    """Each variant against the first, seed by seed: the mean difference with its confidence
+    interval, and the seeds better, the same and worse."""
     variants = variants_of(rows)
-    header = ["metric", "variant", "vs", "mean difference", "better", "same", "worse"]
+    header = ["metric", "variant", "vs", "seeds", "mean difference", f"{CONFIDENCE:.0%} CI",
+              "better", "same", "worse"]
     body = []
-    by_seed = {(r["variant"], r["seed"]): r for r in rows if r["error"] is None}
+    first = _ok(rows, variants[0]) if variants else []
     for variant in variants[1:]:
-        pairs = [(by_seed[(variants[0], seed)], row) for (v, seed), row in by_seed.items()
-                 if v == variant and (variants[0], seed) in by_seed]
+        mine = _ok(rows, variant)
         for metric in METRICS[:-1]:  # wall time is the machine's, not the variant's
-            diffs = [float(b[metric.column]) - float(a[metric.column]) for a, b in pairs
-                     if a[metric.column] is not None and b[metric.column] is not None]
+            diffs = seed_differences(first, mine, metric.column)
             if not diffs:
                 continue
-            body.append([metric.label, variant, variants[0], f"{statistics.fmean(diffs):+.3g}",
-                         str(sum(d < 0 for d in diffs)), str(sum(d == 0 for d in diffs)), str(sum(d > 0 for d in diffs))])
+            paired = paired_difference(diffs)
+            interval = paired.interval
+            body.append([metric.label, variant, variants[0], fmt(paired.n), fmt(paired.mean, metric.unit, signed=True),
+                         "-" if interval is None else " to ".join(fmt(v, metric.unit, signed=True) for v in interval),
+                         *(fmt(n) for n in (paired.better, paired.same, paired.worse))])
     return header, body
+
+
+PAIRED_NOTE = (f"Differences are the variant's value minus the first variant's on the same seed (lower is better). "
+               f"The {CONFIDENCE:.0%} CI is Student's t interval of their mean (seeds - 1 degrees of freedom); "
+               "one that excludes 0 means the variant changed the metric beyond seed-to-seed noise.")
 
 
 def resampled_mean(rows: Sequence[Row], column: str, times: Sequence[float]) -> list[float]:
@@ -128,9 +143,8 @@ def resampled_mean(rows: Sequence[Row], column: str, times: Sequence[float]) -> 
     return [total / len(rows) for total in totals] if rows else []
 
 
-def _ecdf(values: Sequence[float]) -> tuple[list[float], list[float]]:
-    ordered = sorted(values)
-    return ordered, [(i + 1) / len(ordered) for i in range(len(ordered))]
+def _slug(label: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
 
 
 def charts(rows: Sequence[Row], grid: Grid) -> dict[str, str]:
@@ -149,21 +163,23 @@ def charts(rows: Sequence[Row], grid: Grid) -> dict[str, str]:
             {v: (times, resampled_mean(ok[v], "preferred_imbalance", times)) for v in variants}, step=True),
         "leader-skew-ecdf": svg.line_chart(
             "Time-averaged leader skew per run (ECDF)", "leader skew", "fraction of runs",
-            {v: _ecdf(_values(ok[v], "leader_skew_mean")) for v in variants}, step=True),
+            {v: ecdf(_values(ok[v], "leader_skew_mean")) for v in variants}, step=True, distribution=True),
         "unavailability-ecdf": svg.line_chart(
             "Unavailable partition-seconds per run (ECDF)", "partition-seconds", "fraction of runs",
-            {v: _ecdf(_values(ok[v], "unavailable_partition_seconds")) for v in variants}, step=True),
+            {v: ecdf(_values(ok[v], "unavailable_partition_seconds")) for v in variants}, step=True,
+            distribution=True),
         "request-bytes": svg.bar_chart(
             "Controller request bytes per run (mean)", "bytes",
             ["LeaderAndIsr", "UpdateMetadata", "StopReplica"],
             {v: [statistics.fmean(_values(ok[v], c)) if ok[v] else 0.0
                  for c in ("leader_and_isr_bytes", "update_metadata_bytes", "stop_replica_bytes")] for v in variants}),
     }
-    if len(variants) > 1:
-        base = {r["seed"]: r for r in ok[variants[0]]}
-        diffs = [r["leader_skew_mean"] - base[r["seed"]]["leader_skew_mean"] for r in ok[variants[1]] if r["seed"] in base]
-        plots["leader-skew-difference"] = svg.histogram(
-            f"Leader skew, {variants[1]} minus {variants[0]}, seed by seed", "difference in time-averaged skew", diffs)
+    for k, variant in enumerate(variants[1:], 1):
+        diffs = seed_differences(ok[variants[0]], ok[variant], DIFFERENCE_PLOT)
+        paired = paired_difference(diffs) if diffs else None
+        plots[f"leader-skew-difference-{k}-{_slug(variant)}"] = svg.histogram(
+            f"Leader skew, {variant} minus {variants[0]}, seed by seed", "difference in time-averaged skew", diffs,
+            mean=paired.mean if paired else None, interval=paired.interval if paired else None)
     return plots
 
 
@@ -173,6 +189,7 @@ def markdown(rows: Sequence[Row], grid: Grid) -> str:
     for title, (header, body) in (("Runs", runs_table(rows)), ("Metrics", summary_table(rows)),
                                   ("Seed by seed", paired_table(rows))):
         sections += [f"## {title}", markdown_table(header, body) if body else "(no pairs)"]
+    sections.append(PAIRED_NOTE)
     return "\n\n".join(s for s in sections if s) + "\n"
 
 
@@ -181,6 +198,10 @@ def _html_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
     cells = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in body)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{cells}</tbody></table>"
 
+
+LOG_NOTE = (f"An axis of values (not time) is logarithmic, and says so, when none is negative and the largest "
+            f"is at least {fmt(svg.LOG_RATIO)} times the smallest positive one. Curves that coincide exactly are "
+            "drawn dashed over one another and marked \"identical to\" in the legend.")
 
 STYLE = """body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}
 table{border-collapse:collapse;margin:1em 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
@@ -199,7 +220,7 @@ def html(rows: Sequence[Row], grid: Grid, meta: Mapping[str, str], plots: Mappin
     for title, (header, body) in (("Runs", runs_table(rows)), ("Metrics", summary_table(rows)),
                                   ("Seed by seed, against the first variant", paired_table(rows))):
         parts += [f"<h2>{escape(title)}</h2>", _html_table(header, body)]
-    parts.append("<h2>Plots</h2>")
+    parts += [f"<p>{escape(PAIRED_NOTE)}</p>", "<h2>Plots</h2>", f"<p>{escape(LOG_NOTE)}</p>"]
     parts += [f"<figure>{chart}</figure>" for chart in plots.values()]
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

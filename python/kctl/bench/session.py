@@ -20,10 +20,12 @@ import re
 import shutil
 import socket
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from kctl.bench.environment import ARCHIVE_ALIAS, EXECUTOR_PYTHON
+from kctl import extras
 from kctl.errors import KctlError
 
 MASTER_ENV = "KCTL_SPARK_MASTER"
@@ -38,11 +40,13 @@ class FleetSetupError(KctlError):
 
 
 def require_spark() -> None:
-    """pyspark importable and a ``java`` to run it with, or a :class:`FleetSetupError` saying how."""
-    try:
-        import pyspark  # noqa: F401
-    except ImportError:
-        raise FleetSetupError("kctl fleet needs pyspark: pip install 'kctl[fleet]'") from None
+    """pyspark and pyarrow importable (the job runs on Spark and writes Parquet) and a ``java`` to
+    run Spark with, or a :class:`FleetSetupError` saying how."""
+    for module in ("pyspark", "pyarrow"):
+        try:
+            extras.require(module, "kctl fleet")
+        except extras.MissingDependencyError as exc:
+            raise FleetSetupError(str(exc)) from None
     java_home = os.environ.get("JAVA_HOME")
     java = shutil.which("java", path=str(Path(java_home) / "bin")) if java_home else shutil.which("java")
     if java is None:
@@ -93,12 +97,17 @@ def check_master(master: str) -> None:
                           "(nothing was started)")
 
 
-def build_session(master: str, chosen: bool, archive: Path | None = None, app_name: str = "kctl fleet") -> Any:
+def build_session(
+    master: str, chosen: bool, archive: Path | None = None, app_name: str = "kctl fleet",
+    conf: Mapping[str, str] | None = None,
+) -> Any:
     """A ``SparkSession`` on ``master`` (set only when ``chosen``); executors of a cluster master
-    run the packed environment ``archive``."""
+    run the packed environment ``archive``; ``conf``: more Spark properties (tests' ports)."""
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
+    for name, value in (conf or {}).items():
+        builder = builder.config(name, value)
     if chosen:
         builder = builder.master(master)
     if is_local(master):  # nothing outside this machine needs to reach the driver

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from kctl.broker.metadata_cache import BrokerMetadataCache
 from kctl.broker.replica_manager import Ledger, ReplicaManager, SimulatedReplicaManager
@@ -27,11 +27,13 @@ from kctl.config import ControllerConfig
 from kctl.errors import Errors, IllegalArgumentError, IllegalStateError, StaleControllerEpochError, StoreError
 from kctl.model import (
     EPOCH_DURING_DELETE,
+    MAX_PORT,
     NO_EPOCH,
     UNKNOWN_BROKER_EPOCH,
     BrokerInfo,
     EndPoint,
     TopicPartition,
+    validate_int,
 )
 from kctl.requests import (
     BrokerToControllerRequest,
@@ -54,6 +56,8 @@ from kctl.stores.base import StateStore
 from kctl.transports.base import Transport
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 UNKNOWN_CONTROLLER = -1
 """The controller id a broker sends to when it knows of none (the transport answers NOT_CONTROLLER)."""
@@ -93,6 +97,10 @@ class BrokerAgent:
     :param replica_manager: the data plane; a :class:`SimulatedReplicaManager` on ``ledger`` by default.
     :param ledger: shared by the simulated replica managers of one cluster (followers find their
         leaders through it); only for the default replica manager.
+    :param on_answer: called with each answered controller request, in order, under the agent's
+        lock (a broker process logs them).
+    :param keep_answers: record every answer in ``handled``; a long-running broker process passes
+        False, since the record would grow with every request it ever answers.
 
     ``handled`` records every controller request answered, with its response and time, across
     restarts (for tests and invariant checks).
@@ -112,19 +120,26 @@ class BrokerAgent:
         security_protocol: str = "PLAINTEXT",
         replica_manager: ReplicaManager | None = None,
         ledger: Ledger | None = None,
+        on_answer: Callable[[HandledRequest], None] | None = None,
+        keep_answers: bool = True,
     ) -> None:
         if replica_manager is not None and ledger is not None:
             raise IllegalArgumentError("pass the ledger to the replica manager, not to the agent")
+        validate_int("broker id", broker_id, 0)
+        if port is None:  # a simulated broker's listener: 9092 + id, kept a valid port for any id
+            port = 9092 + broker_id % (MAX_PORT - 9092 + 1)
+        validate_int("port", port, 0, MAX_PORT)
         self.broker_id = broker_id
         self.transport = transport
         self.scheduler = scheduler
         self.config = ControllerConfig.coerce(config)
-        endpoint = EndPoint(host, 9092 + broker_id if port is None else port, security_protocol, security_protocol)
-        self.info = BrokerInfo(broker_id, (endpoint,), rack)
+        self.info = BrokerInfo(broker_id, (EndPoint(host, port, security_protocol, security_protocol),), rack)
         self.replica_manager: ReplicaManager = (
             replica_manager if replica_manager is not None else SimulatedReplicaManager(ledger)
         )
         self.handled: list[HandledRequest] = []
+        self._on_answer = on_answer
+        self._keep_answers = keep_answers
         self._store = store
         self._lock = threading.RLock()
         self._incarnation = 0  # bumped when the process starts or stops: older timers and callbacks are void
@@ -159,6 +174,23 @@ class BrokerAgent:
             return False
         idle = getattr(self.replica_manager, "idle", None)
         return True if idle is None else bool(idle())
+
+    def metrics(self) -> dict[str, float]:
+        """Kafka's broker metrics as far as this broker has them: ``BrokerState`` (Kafka's numbers:
+        3 running, 6 in a controlled shutdown, 0 stopped) and its replica manager's, when it keeps any."""
+        with self._lock:
+            if not self._running:
+                state = 0
+            else:
+                state = 6 if self._shutdown is not None and not self._shutdown.done() else 3
+        replica_metrics = getattr(self.replica_manager, "metrics", None)
+        return {"BrokerState": state, **(replica_metrics() if replica_metrics is not None else {})}
+
+    def inspect(self, read: Callable[[BrokerAgent], T]) -> T:
+        """``read(self)`` under the agent's lock: what another thread sees of the broker is never
+        a request half-applied."""
+        with self._lock:
+            return read(self)
 
     def leader_epoch(self, tp: TopicPartition) -> int | None:
         """The leader epoch this broker holds for ``tp`` (None: not hosted or offline)."""
@@ -330,7 +362,11 @@ class BrokerAgent:
                 response = self._stop_replica(request)
             else:
                 raise IllegalArgumentError(f"broker {self.broker_id} cannot handle {request!r}")
-            self.handled.append(HandledRequest(self.scheduler.now(), request, response, self.broker_epoch))
+            handled = HandledRequest(self.scheduler.now(), request, response, self.broker_epoch)
+            if self._keep_answers:
+                self.handled.append(handled)
+            if self._on_answer is not None:
+                self._on_answer(handled)
             return response
 
     def _fenced(self, request: ControllerRequest) -> Errors:

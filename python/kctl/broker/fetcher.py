@@ -11,9 +11,14 @@ changes. As Kafka's fetcher threads do, a follower keeps fetching every round (t
 in-process wake-up), and first asks for the leader's epoch history when it must truncate
 (OffsetsForLeaderEpoch).
 
+A leader also takes ``Produce`` requests from clients outside the cluster (``records`` 0 only
+reads, as ListOffsets does): the answer is its log after the append — leader epoch, log end
+offset, high watermark and epoch history — so a client can tell later whether a record it saw
+committed is still there (the fault suite checks I8 that way).
+
 With authorization on (:mod:`kctl.security`), a leader serves a fetch only to the principal of the
 replica it names, answering TOPIC_AUTHORIZATION_FAILED for each partition otherwise, as Kafka does
-for a follower without ClusterAction.
+for a follower without ClusterAction, and takes produce requests only from a super user.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from kctl.wire import register_message
 logger = logging.getLogger(__name__)
 
 FETCH_API = "Fetch"
+PRODUCE_API = "Produce"
 EPOCHS_ONLY = -1
 """The fetch offset of a request that only asks for the leader's epoch history."""
 
@@ -72,6 +78,26 @@ class FetchResponse:
     partitions: tuple[FetchPartitionResponse, ...]
 
 
+@register_message
+@dataclass(frozen=True)
+class ProduceRequest:
+    """Append ``records`` records to the leader replica of ``tp`` (0: append nothing, only answer)."""
+
+    tp: TopicPartition
+    records: int
+
+    api = PRODUCE_API
+
+
+@register_message
+@dataclass(frozen=True)
+class ProduceResponse(FetchPartitionResponse):
+    """The leader's log after the append, as a fetch sees it, and the leader epoch it appended in;
+    only ``error`` when the broker does not lead ``tp``."""
+
+    leader_epoch: int = -1
+
+
 register_message(LeaderLogView)
 
 
@@ -101,9 +127,11 @@ class NetworkReplicaManager(SimulatedReplicaManager):
         self._authorizer = PLAINTEXT_SECURITY.authorizer
 
     def serve(self, server: FrameServer) -> None:
-        """Answer followers' fetches on ``server`` (the broker's listener), authorized by its authorizer."""
+        """Answer followers' fetches and clients' produce requests on ``server`` (the broker's listener),
+        authorized by its authorizer."""
         self._authorizer = server.security.authorizer
         server.add_handler(FETCH_API, self._handle_fetch)
+        server.add_handler(PRODUCE_API, self._handle_produce)
 
     def startup(self, broker: Any) -> None:
         with self.ledger.lock:
@@ -143,6 +171,28 @@ class NetworkReplicaManager(SimulatedReplicaManager):
                         part.tp, Errors.NONE, view.log_end_offset, view.high_watermark, view.epochs
                     ))
         respond(FetchResponse(tuple(results)))
+
+    def _handle_produce(self, request: Request, respond: Respond) -> None:
+        body = request.body
+        if not isinstance(body, ProduceRequest):
+            raise TypeError(f"a Produce request carried a {type(body).__name__}")
+        if not self._authorizer.authorize_client_request(request.peer, PRODUCE_API):
+            respond(ProduceResponse(body.tp, Errors.TOPIC_AUTHORIZATION_FAILED))
+            return
+        with self.ledger.lock:
+            r = self._replicas.get(body.tp)
+            if body.records < 0:
+                error = Errors.INVALID_REQUEST
+            elif body.records > 0:
+                error = self.produce(body.tp, body.records)
+            elif r is None or self._broker is None:
+                error = Errors.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                error = Errors.NONE if r.role is ReplicaRole.LEADER else Errors.NOT_LEADER_OR_FOLLOWER
+            if error is not Errors.NONE or r is None:
+                respond(ProduceResponse(body.tp, error))
+            else:
+                respond(ProduceResponse(body.tp, Errors.NONE, r.leo, r.hw, r.epochs, r.leader_epoch))
 
     # --- Follower side -------------------------------------------------------------------------
 
@@ -205,4 +255,7 @@ __all__ = [
     "FetchRequest",
     "FetchResponse",
     "NetworkReplicaManager",
+    "PRODUCE_API",
+    "ProduceRequest",
+    "ProduceResponse",
 ]

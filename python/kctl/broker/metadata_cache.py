@@ -10,6 +10,7 @@ per broker instead.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -187,13 +188,18 @@ class ExpectedMetadata:
         self._replicas: dict[str, dict[int, tuple[int, ...]]] = {}
         self._digests: dict[TopicPartition, int] = {}
         self._digest = 0
+        self._lock = threading.Lock()  # one update at a time: a real-time cluster is checked from any thread
 
     def digest(self) -> int:
         """The digest of the store's partition metadata now."""
         if self._changes_since is None:
             return MetadataSnapshot.from_store(self._store).digest
+        with self._lock:
+            return self._updated_digest(self._changes_since)
+
+    def _updated_digest(self, changes_since: Callable[[int], tuple[int, list[str], list[tuple[str, int]]]]) -> int:
         live = self._store.get_all_topics() - set(self._store.get_topic_deletions())
-        self._zxid, topics, states = self._changes_since(self._zxid)
+        self._zxid, topics, states = changes_since(self._zxid)
         reload = set(topics) | (live ^ self._replicas.keys())
         for topic in reload:
             self._forget(topic)

@@ -301,7 +301,7 @@ class _Follower:
 class _Replica:
     """A local replica: its log (kept across restarts) and its current role."""
 
-    __slots__ = ("controller_epoch", "epochs", "followers", "hw", "isr", "leader", "leader_epoch", "leo",
+    __slots__ = ("adding", "controller_epoch", "epochs", "followers", "hw", "isr", "leader", "leader_epoch", "leo",
                  "partition_epoch", "pending", "replicas", "role", "tp", "truncate")
 
     def __init__(self, tp: TopicPartition) -> None:
@@ -316,6 +316,7 @@ class _Replica:
         self.controller_epoch = 0
         self.isr: tuple[int, ...] = ()
         self.replicas: tuple[int, ...] = ()
+        self.adding: tuple[int, ...] = ()  # replicas a reassignment is adding
         self.followers: dict[int, _Follower] = {}  # when leading
         self.pending: tuple[int, ...] | None = None  # when leading: the ISR proposed to the controller
         self.truncate = False  # when following: reconcile the log with the leader's first
@@ -327,7 +328,7 @@ class _Replica:
         self.hw = min(self.hw, self.leo)
 
 
-def _common_prefix(a: tuple[tuple[int, int], ...], a_leo: int, b: tuple[tuple[int, int], ...], b_leo: int) -> int:
+def common_log_prefix(a: tuple[tuple[int, int], ...], a_leo: int, b: tuple[tuple[int, int], ...], b_leo: int) -> int:
     """Length of the common prefix of two logs, from their leader-epoch caches (what KIP-101/279
     truncation finds): records of one epoch are the same on every replica, so two logs agree up to
     the first offset where their epochs differ."""
@@ -411,6 +412,7 @@ class SimulatedReplicaManager:
         self._alter_in_flight: tuple[int, Timer] | None = None  # the request awaiting its answer, its timeout
         self._flush_timer: Timer | None = None
         self._isr_changes: dict[TopicPartition, None] = {}
+        self._isr_expands = self._isr_shrinks = 0  # ISR changes this leader made (Kafka's meters)
         self._last_isr_change = 0.0
         self._last_isr_propagation = 0.0
         lock = self.ledger.lock
@@ -486,6 +488,7 @@ class SimulatedReplicaManager:
                 self._leave_role(r, now)
                 r.leader, r.leader_epoch, r.partition_epoch = state.leader, state.leader_epoch, state.partition_epoch
                 r.controller_epoch, r.isr, r.replicas = state.controller_epoch, state.isr, state.replicas
+                r.adding = state.adding_replicas
                 if state.leader == self._broker_id:
                     self._become_leader(r, previous, now)
                 else:
@@ -568,6 +571,22 @@ class SimulatedReplicaManager:
             return ReplicaSnapshot(
                 tp, r.role, r.leader, r.leader_epoch, r.partition_epoch, r.isr, r.pending, r.leo, r.hw
             )
+
+    def metrics(self) -> dict[str, float]:
+        """Kafka's ``ReplicaManager`` metrics of this broker: the replicas it hosts (those with a role)
+        and leads, its under-replicated partitions (led, fewer in sync than replicas not being added)
+        and offline replicas, and how many ISR expansions and shrinks it made (all time)."""
+        with self.ledger.lock:
+            hosted = [r for r in self._replicas.values() if r.role is not None]
+            led = [r for r in hosted if r.role is ReplicaRole.LEADER]
+            return {
+                "LeaderCount": len(led),
+                "PartitionCount": len(hosted),
+                "UnderReplicatedPartitions": sum(len(r.isr) < len(r.replicas) - len(r.adding) for r in led),
+                "OfflineReplicaCount": sum(r.role is ReplicaRole.OFFLINE for r in hosted),
+                "IsrExpands": self._isr_expands,
+                "IsrShrinks": self._isr_shrinks,
+            }
 
     def hosted_partitions(self) -> list[TopicPartition]:
         """Partitions with a local log, in the order they were first hosted."""
@@ -666,7 +685,7 @@ class SimulatedReplicaManager:
 
     def _truncate(self, r: _Replica, view: LeaderLogView) -> None:
         """Kafka's truncation on becoming a follower: to the common prefix of the epoch histories."""
-        r.truncate_to(_common_prefix(r.epochs, r.leo, view.epochs, view.log_end_offset))
+        r.truncate_to(common_log_prefix(r.epochs, r.leo, view.epochs, view.log_end_offset))
         r.truncate = False
 
     def _apply_fetch(self, r: _Replica, fetch_offset: int, view: LeaderLogView) -> bool:
@@ -785,6 +804,10 @@ class SimulatedReplicaManager:
         self._schedule_flush(0.0)
 
     def _adopt_isr(self, r: _Replica, isr: tuple[int, ...], partition_epoch: int) -> None:
+        if len(isr) > len(r.isr):
+            self._isr_expands += 1
+        elif len(isr) < len(r.isr):
+            self._isr_shrinks += 1
         r.isr, r.partition_epoch, r.pending = isr, partition_epoch, None
         self.ledger.isr_changed(r.tp, r.leader_epoch, isr)
         self._watch(r.tp)
@@ -913,4 +936,5 @@ __all__ = [
     "ReplicaRole",
     "ReplicaSnapshot",
     "SimulatedReplicaManager",
+    "common_log_prefix",
 ]

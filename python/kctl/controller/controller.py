@@ -1,7 +1,8 @@
 """The controller (Kafka's KafkaController, reference §6).
 
 One instance runs per controller candidate. All work happens on its event thread: store watches,
-broker responses, timers and admin calls only enqueue :mod:`events <kctl.controller.events>`.
+broker responses, timers and admin calls only enqueue :mod:`events <kctl.controller.events>`, and
+other threads read its state through :meth:`KafkaController.inspect`, on that thread too.
 Whichever candidate registers ``/controller`` first with the next epoch is active; every store
 write it makes is fenced by that epoch's version, so a deposed controller cannot change anything.
 """
@@ -30,6 +31,7 @@ from kctl.errors import (
     IllegalStateError,
     IneligibleReplicaError,
     InvalidReplicaAssignmentError,
+    InvalidRequestError,
     InvalidTopicError,
     InvalidUpdateVersionError,
     KctlError,
@@ -44,6 +46,8 @@ from kctl.errors import (
     error_of,
 )
 from kctl.model import (
+    INT64_MAX,
+    INT64_MIN,
     NO_LEADER,
     UNKNOWN_BROKER_EPOCH,
     LeaderAndIsr,
@@ -53,6 +57,9 @@ from kctl.model import (
     ReplicaAssignment,
     ReplicaState,
     TopicPartition,
+    int_problem,
+    validate_int,
+    validate_partition_id,
 )
 from kctl.plugins import PluginHost, get_plugin_host
 from kctl.requests import (
@@ -70,16 +77,24 @@ from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler, Tim
 from kctl.selectors import ElectionKind
 from kctl.statechange import StateChangeLogger
 from kctl.statemachine import ElectionOutcome, PartitionStateMachine, ReplicaStateMachine
+from kctl.stores import paths
 from kctl.stores.base import ChangeType, StateStore, TopicAssignment, WatchEvent, WatchKind
+from kctl.topic_config import UNCLEAN_LEADER_ELECTION_ENABLE, parse_topic_config
 from kctl.transports.base import Transport
 
 log = logging.getLogger(__name__)
 
 AUTO_REBALANCE_FIRST_DELAY = 5.0
 """Seconds from failover to the first auto-rebalance check (Kafka's constant)."""
+FAILED_FAILOVER_BACKOFF = 5.0
+"""Seconds a candidate whose failover failed stays out of elections before it runs again. Kafka
+runs again at once, which with a lasting fault (unreadable data) becomes a loop of elections that
+raises the controller epoch as fast as ZooKeeper answers; kctl's pause lets the other candidates
+take over meanwhile, and bounds the loop when every candidate fails."""
 
 ElectionResults = dict[TopicPartition, "int | KctlError"]
 E = TypeVar("E", bound=ev.ControllerEvent)
+T = TypeVar("T")
 
 
 class KafkaController:
@@ -98,7 +113,7 @@ class KafkaController:
         state_change_log: list[str] | None = None,
         plugins: PluginHost | None = None,
     ) -> None:
-        self.broker_id = broker_id
+        self.broker_id = validate_int("broker id", broker_id, 0)
         self.store = store
         self.transport = transport
         self.config = ControllerConfig.coerce(config)
@@ -106,6 +121,7 @@ class KafkaController:
         self.scheduler: Scheduler = clock if clock is not None else RealTimeScheduler(name=f"controller-{broker_id}-timer")
         threaded = not isinstance(self.scheduler, SimulatedScheduler) if threaded is None else threaded
         self.plugins = plugins
+        self._host().leader_selectors().check_config(self.config)  # a misspelt selector never wins an election
         self.context = ControllerContext(engine=engine)
         self.state_change_logger = StateChangeLogger(broker_id, lambda: self.context.epoch, state_change_log)
         self.channel = transport.controller_channel(broker_id)
@@ -130,6 +146,8 @@ class KafkaController:
         self.active_controller_id = -1
         self._watches: set[tuple[WatchKind, object]] = set()
         self._rebalance_timer: Timer | None = None
+        self._election_retry: Timer | None = None
+        self._elect_not_before = float("-inf")
         self._started = False
 
     # --- Public API ----------------------------------------------------------------------------
@@ -140,7 +158,13 @@ class KafkaController:
 
     @property
     def epoch(self) -> int:
-        return self.context.epoch
+        return self.inspect(lambda controller: controller.context.epoch)
+
+    def inspect(self, read: Callable[[KafkaController], T]) -> T:
+        """``read(self)`` run between two events on the event thread (at once in a simulation),
+        so that a thread of the caller's sees the context, the state machines and the metrics
+        as one event left them; the way to look at a running controller from another thread."""
+        return self.event_manager.call(lambda: read(self))
 
     def startup(self) -> None:
         """Join the controller election (asynchronously, on the event thread)."""
@@ -159,8 +183,10 @@ class KafkaController:
         self._started = False
         self.transport.unbind_controller(self.broker_id)
         self.store.remove_listener(self._on_watch)
+        if self._election_retry is not None:
+            self._election_retry.cancel()
         self.event_manager.close()
-        self._on_controller_resignation()
+        self.event_manager.call(self._on_controller_resignation)
         self.active_controller_id = -1
         self.channel.shutdown()
         if self._owns_scheduler and isinstance(self.scheduler, RealTimeScheduler):
@@ -185,13 +211,13 @@ class KafkaController:
     ) -> Future[dict[TopicPartition, KctlError | None]]:
         """Start (target replicas) or cancel (``None``) reassignments; per partition None or an error."""
         targets = {tp: (None if r is None else tuple(r)) for tp, r in reassignments.items()}
-        return self._put(ev.ApiPartitionReassignment(reassignments=targets)).future
+        return self._put_checked(ev.ApiPartitionReassignment(reassignments=targets), lambda: _check_partitions(targets))
 
     def list_partition_reassignments(
         self, partitions: Iterable[TopicPartition] | None = None
     ) -> Future[dict[TopicPartition, ReplicaAssignment]]:
         event = ev.ListPartitionReassignments(partitions=None if partitions is None else frozenset(partitions))
-        return self._put(event).future
+        return self._put_checked(event, lambda: _check_partitions(event.partitions or ()))
 
     def elect_leaders(
         self, partitions: Iterable[TopicPartition], election_type: str = "preferred"
@@ -199,29 +225,41 @@ class KafkaController:
         """Preferred or unclean elections; per partition the new leader or an error."""
         kind = ev.ElectionType(election_type)
         event = ev.ReplicaLeaderElection(partitions=frozenset(partitions), election_type=kind, trigger=ev.ElectionTrigger.ADMIN)
-        return self._put(event).future
+        return self._put_checked(event, lambda: _check_partitions(event.partitions or ()))
 
     def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Future[list[TopicPartition]]:
         """Move leadership off a broker; the future holds the partitions it still leads."""
-        return self._put(ev.ControlledShutdown(broker_id=broker_id, broker_epoch=broker_epoch)).future
+        event = ev.ControlledShutdown(broker_id=broker_id, broker_epoch=broker_epoch)
+        return self._put_checked(event, lambda: _check_sender(broker_id, broker_epoch))
 
     def alter_partition(
         self, broker_id: int, broker_epoch: int, changes: Mapping[TopicPartition, LeaderAndIsr]
     ) -> Future[dict[TopicPartition, LeaderAndIsr | KctlError]]:
         """A partition leader's ISR changes; a top-level failure is the future's exception."""
         event = ev.AlterPartitionReceived(broker_id=broker_id, broker_epoch=broker_epoch, changes=dict(changes))
-        return self._put(event).future
+        return self._put_checked(event, lambda: _check_alter_partition(broker_id, broker_epoch, event.changes))
 
     def update_config(self, properties: Mapping[str, Any]) -> None:
-        """Dynamic broker-config update; enabling unclean election re-runs offline elections."""
-        enabling = not self.config.unclean_leader_election_enable
-        self.config = self.config.with_properties(properties)
-        self.partition_state_machine.config = self.config
-        if enabling and self.config.unclean_leader_election_enable:
+        """Dynamic broker-config update (checked here, selector names included, and applied between
+        two events); enabling unclean election re-runs offline elections."""
+        config = self.config.with_properties(properties)
+        self._host().leader_selectors().check_config(config)
+        enabling = not self.config.unclean_leader_election_enable and config.unclean_leader_election_enable
+
+        def apply() -> None:
+            self.config = self.partition_state_machine.config = config
+
+        self.event_manager.call(apply)
+        if enabling:
             self.event_manager.put(ev.UncleanLeaderElectionEnable())
 
     def metrics(self) -> dict[str, float]:
-        """Kafka's controller metrics (zero on an inactive controller, as in Kafka)."""
+        """Kafka's controller metrics (zero on an inactive controller, as in Kafka); ``ControllerState``
+        is the state of the event in progress when called, the others are read between two events."""
+        state = self.event_manager.state
+        return {**self.inspect(KafkaController._metrics), "ControllerState": state.kafka_value}
+
+    def _metrics(self) -> dict[str, float]:
         ctx, active = self.context, self.is_active
         stats = self.event_manager.stats
         queue_time = stats.queue_time_ms
@@ -239,6 +277,8 @@ class KafkaController:
             "ReplicasIneligibleToDeleteCount": sum(
                 len(ctx.replicas_in_state(t, ReplicaState.DELETION_INELIGIBLE)) for t in ineligible
             ),
+            "ActiveBrokerCount": len(ctx.live_or_shutting_down_broker_ids) if active else 0,
+            "FencedBrokerCount": 0,  # as in Kafka's ZooKeeper mode, which fences no broker
             "UncleanLeaderElections": ctx.unclean_leader_elections,
             "ControllerEpoch": ctx.epoch if active else 0,
             "EventQueueSize": self.event_manager.queue_size,
@@ -265,6 +305,19 @@ class KafkaController:
     def _put(self, event: E) -> E:
         self.event_manager.put(event)
         return event
+
+    def _put_checked(self, event: ev.ControllerEvent, check: Callable[[], None]) -> Future[Any]:
+        """Enqueue ``event`` unless ``check`` refuses the caller's arguments (ids outside Kafka's
+        ``Int``, which no partition or broker can have and the engine cannot hold): then its
+        future fails at once with the error, and nothing is done."""
+        future: Future[Any] = event.future  # type: ignore[attr-defined]
+        try:
+            check()
+        except KctlError as e:
+            future.set_exception(e)
+            return future
+        self._put(event)
+        return future
 
     def _admin(self, operation: str, **arguments: Any) -> Future[Any]:
         future: Future[Any] = self._put(ev.AdminRequest(operation=operation, arguments=arguments)).future
@@ -389,6 +442,12 @@ class KafkaController:
         self._on_controller_resignation()
 
     def _elect(self) -> None:
+        """Kafka's ``elect()``: register as the controller with the next epoch and take over. A
+        failure of the takeover itself moves the controller away (resign, delete ``/controller``)
+        rather than leave a half-initialised controller in charge (reference §6.2)."""
+        if self.scheduler.now() < self._elect_not_before:
+            log.info("Broker %s stays out of the election until its retry after a failed failover", self.broker_id)
+            return
         try:
             self.active_controller_id = self._read_controller_id()
         except KctlError:
@@ -399,18 +458,33 @@ class KafkaController:
             return
         try:
             epoch, epoch_version = self.store.register_controller_and_increment_epoch(self.broker_id)
+            self.context.epoch, self.context.epoch_zk_version = epoch, epoch_version
+            self.active_controller_id = self.broker_id
+            log.info("%s successfully elected as the controller. Epoch incremented to %s and epoch zk version is now %s",
+                     self.broker_id, epoch, epoch_version)
+            self._on_controller_failover()
         except ControllerMovedError:
             self._maybe_resign()
-            return
+            if self.active_controller_id != -1:
+                log.debug("Broker %s was elected as controller instead of broker %s", self.active_controller_id, self.broker_id)
+            else:
+                log.warning("A controller has been elected but just resigned, this will result in another round of election")
         except Exception:
-            log.error("Error while electing or becoming controller on broker %s", self.broker_id, exc_info=True)
+            log.error("Error while electing or becoming controller on broker %s. Trigger controller movement immediately",
+                      self.broker_id, exc_info=True)
+            self._back_off_election()
             self._trigger_controller_move()
-            return
-        self.context.epoch, self.context.epoch_zk_version = epoch, epoch_version
-        self.active_controller_id = self.broker_id
-        log.info("%s successfully elected as the controller. Epoch incremented to %s and epoch zk version is now %s",
-                 self.broker_id, epoch, epoch_version)
-        self._on_controller_failover()
+
+    def _back_off_election(self) -> None:
+        """Stay out of elections for :data:`FAILED_FAILOVER_BACKOFF` seconds, then run again."""
+        self._elect_not_before = self.scheduler.now() + FAILED_FAILOVER_BACKOFF
+        if self._election_retry is not None:
+            self._election_retry.cancel()
+
+        def retry() -> None:
+            self.event_manager.put(ev.Reelect())
+
+        self._election_retry = self.scheduler.schedule(FAILED_FAILOVER_BACKOFF, retry, name=f"election-retry-{self.broker_id}")
 
     def _read_controller_id(self) -> int:
         """The registered controller's id, -1 when there is none (broker 0 is a valid controller)."""
@@ -418,29 +492,41 @@ class KafkaController:
         return -1 if controller_id is None else controller_id
 
     def _maybe_resign(self) -> None:
+        """Re-read ``/controller`` and resign if it no longer names this broker. When it cannot be
+        read, nothing changes (as in Kafka, where the read's exception ends the event): resigning
+        locally would leave ``/controller`` registered to a controller that does not act."""
         was_active = self.is_active
         try:
             self.active_controller_id = self._read_controller_id()
-        except KctlError:
-            self.active_controller_id = -1
+        except KctlError as e:
+            log.warning("Controller %s could not read the active controller (%s); keeping its role", self.broker_id, e)
+            return
         if was_active and not self.is_active:
             self._on_controller_resignation()
 
     def _trigger_controller_move(self) -> None:
+        """Kafka's ``triggerControllerMove``: resign and delete ``/controller`` (fenced by this
+        controller's epoch, so a successor's registration is never removed) so that another
+        candidate is elected. Still active as far as it knows when ``/controller`` cannot be
+        read, it resigns all the same: the fence makes the delete safe."""
         try:
             self.active_controller_id = self._read_controller_id()
-        except KctlError:
-            self.active_controller_id = -1
+        except KctlError as e:
+            log.warning("Controller %s could not read the active controller (%s)", self.broker_id, e)
         if not self.is_active:
             log.warning("Controller has already moved when trying to trigger controller movement")
             return
         fence = self.context.epoch_zk_version
         self.active_controller_id = -1
-        self._on_controller_resignation()
         try:
-            self.store.delete_controller(fence)
-        except (ControllerMovedError, KctlError):
-            log.warning("Controller has already moved when trying to trigger controller movement")
+            self._on_controller_resignation()
+        finally:
+            try:
+                self.store.delete_controller(fence)
+            except ControllerMovedError:
+                log.warning("Controller has already moved when trying to trigger controller movement")
+            except KctlError as e:
+                log.error("Controller %s could not delete its registration %s: %s", self.broker_id, "/controller", e)
 
     def _handle_illegal_state(self, error: IllegalStateError) -> None:
         """A batch left unsent is a bug; resign rather than risk inconsistent brokers."""
@@ -751,8 +837,13 @@ class KafkaController:
         if not self.is_active:
             return
         read = self.store.get_topic_configs([event.topic])
-        value = read.values.get(event.topic, {}).get("unclean.leader.election.enable", "")
-        if str(value).strip().lower() == "true":
+        value = read.values.get(event.topic, {}).get(UNCLEAN_LEADER_ELECTION_ENABLE)
+        try:
+            enabled = value is not None and parse_topic_config(UNCLEAN_LEADER_ELECTION_ENABLE, value) is True
+        except KctlError as e:
+            log.warning("Ignoring the stored config of topic %s (%s): %s", event.topic, paths.topic_config(event.topic), e)
+            enabled = False
+        if enabled:
             self.event_manager.put(ev.TopicUncleanLeaderElectionEnable(topic=event.topic))
 
     def _process_UncleanLeaderElectionEnable(self, event: ev.UncleanLeaderElectionEnable) -> None:
@@ -1393,9 +1484,30 @@ def _validate_replica_list(replicas: Sequence[int]) -> KctlError | None:
         return InvalidReplicaAssignmentError("Empty replica list specified in partition reassignment.")
     if len(set(replicas)) != len(replicas):
         return InvalidReplicaAssignmentError(f"Duplicate replica ids in partition reassignment replica list: {list(replicas)}")
-    if any(not isinstance(r, int) or isinstance(r, bool) or r < 0 for r in replicas):
-        return InvalidReplicaAssignmentError(f"Invalid broker id in replica list: {list(replicas)}")
+    problem = next((p for p in (int_problem(r, 0) for r in replicas) if p is not None), None)
+    if problem is not None:
+        return InvalidReplicaAssignmentError(f"Invalid broker id in replica list: {list(replicas)}: a broker id {problem}")
     return None
+
+
+def _check_partitions(partitions: Iterable[TopicPartition]) -> None:
+    for tp in partitions:
+        validate_partition_id(tp, error=InvalidRequestError)
+
+
+def _check_sender(broker_id: object, broker_epoch: object) -> None:
+    """A broker request's sender as Kafka's protocol carries it: an ``Int`` id, a ``Long`` epoch."""
+    validate_int("broker id", broker_id, error=InvalidRequestError)
+    validate_int("broker epoch", broker_epoch, INT64_MIN, INT64_MAX, InvalidRequestError)
+
+
+def _check_alter_partition(broker_id: object, broker_epoch: object, changes: Mapping[TopicPartition, LeaderAndIsr]) -> None:
+    _check_sender(broker_id, broker_epoch)
+    _check_partitions(changes)
+    for tp, lai in changes.items():
+        fields = [("leader", lai.leader), ("leader epoch", lai.leader_epoch), ("partition epoch", lai.partition_epoch)]
+        for name, value in fields + [("ISR member", b) for b in lai.isr]:
+            validate_int(f"partition {tp}: the {name}", value, error=InvalidRequestError)
 
 
 class _DeletionClient:

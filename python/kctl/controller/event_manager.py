@@ -3,6 +3,10 @@
 Two modes share everything but the worker: ``threaded`` runs a dedicated thread that blocks on the
 queue (real clusters); otherwise each event is processed as a step of the injected simulated
 scheduler, so event processing interleaves deterministically with broker and network activity.
+
+Other threads read the controller's state through :meth:`ControllerEventManager.call`, which runs
+the read on the event thread between two events: the state is only ever touched by one thread, as
+in Kafka, where everything the controller does is an event.
 """
 
 from __future__ import annotations
@@ -12,13 +16,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from kctl.controller.events import ControllerEvent, ControllerState, ShutdownEventThread
 from kctl.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 
 EVENT_QUEUE_TIME_TIMEOUT = 300.0
 """Seconds the queue stays empty before the queue-time histogram is cleared (Kafka's
@@ -27,14 +34,27 @@ EVENT_QUEUE_TIME_TIMEOUT = 300.0
 HISTOGRAM_SAMPLE_SIZE = 1028
 """Values the percentiles are computed from (the sample size of a Yammer histogram)."""
 
+QUANTILES = (0.5, 0.75, 0.95, 0.98, 0.99, 0.999)
+"""The percentiles of a Yammer histogram's snapshot (its ``50thPercentile`` … ``999thPercentile``)."""
 
-class QueueTimeHistogram:
-    """Kafka's ``EventQueueTimeMs`` histogram, in milliseconds.
 
-    As in a Yammer histogram, count, max and mean cover every value since the last :meth:`clear`
-    and percentiles come from a sample of 1,028 values, interpolated as Yammer's snapshots do.
-    Yammer samples with an exponentially decaying random reservoir; kctl keeps the most recent
-    values instead, so that a simulated run stays reproducible.
+@dataclass(frozen=True)
+class HistogramSnapshot:
+    """A histogram at one moment: its count, the sum of its values and its :data:`QUANTILES`."""
+
+    count: int
+    total: float
+    quantiles: tuple[float, ...]
+
+
+class Histogram:
+    """A Yammer histogram in milliseconds: Kafka's ``EventQueueTimeMs``, and the time part of each
+    ``…RateAndTimeMs`` timer.
+
+    As in Yammer, count, max and mean cover every value since the last :meth:`clear` and
+    percentiles come from a sample of 1,028 values, interpolated as Yammer's snapshots do. Yammer
+    samples with an exponentially decaying random reservoir; kctl keeps the most recent values
+    instead, so that a simulated run stays reproducible.
     """
 
     def __init__(self) -> None:
@@ -43,47 +63,59 @@ class QueueTimeHistogram:
     def clear(self) -> None:
         self.count = 0
         self.max = 0.0
-        self._total = 0.0
+        self.total = 0.0
         self._sample: collections.deque[float] = collections.deque(maxlen=HISTOGRAM_SAMPLE_SIZE)
 
     def update(self, value: float) -> None:
         self.count += 1
         self.max = max(self.max, value)
-        self._total += value
+        self.total += value
         self._sample.append(value)
 
     @property
     def mean(self) -> float:
-        return self._total / self.count if self.count else 0.0
+        return self.total / self.count if self.count else 0.0
 
     def percentile(self, quantile: float) -> float:
         """The ``quantile`` (0–1) of the sample, 0 when empty."""
+        return self._percentiles((quantile,))[0]
+
+    def snapshot(self) -> HistogramSnapshot:
+        return HistogramSnapshot(self.count, self.total, self._percentiles(QUANTILES))
+
+    def _percentiles(self, quantiles: tuple[float, ...]) -> tuple[float, ...]:
         values = sorted(self._sample)
-        if not values:
-            return 0.0
-        position = quantile * (len(values) + 1)
-        if position < 1:
-            return values[0]
-        if position >= len(values):
-            return values[-1]
-        lower, upper = values[int(position) - 1], values[int(position)]
-        return lower + (position - int(position)) * (upper - lower)
+        return tuple(_interpolate(values, q) for q in quantiles)
+
+
+def _interpolate(values: list[float], quantile: float) -> float:
+    if not values:
+        return 0.0
+    position = quantile * (len(values) + 1)
+    if position < 1:
+        return values[0]
+    if position >= len(values):
+        return values[-1]
+    lower, upper = values[int(position) - 1], values[int(position)]
+    return lower + (position - int(position)) * (upper - lower)
 
 
 @dataclass
 class EventStats:
-    """Queue time, and per-state processing rate and time (Kafka's event-manager metrics)."""
+    """Queue time, and each state's processing time (Kafka's ``EventQueueTimeMs`` and the
+    ``ControllerStats`` rate-and-time timers; a timer's rate is its count over time)."""
 
     processed: int = 0
-    queue_time_ms: QueueTimeHistogram = field(default_factory=QueueTimeHistogram)
-    processing_time: dict[str, float] = field(default_factory=dict)
-    processing_count: dict[str, int] = field(default_factory=dict)
+    queue_time_ms: Histogram = field(default_factory=Histogram)
+    processing_time_ms: dict[ControllerState, Histogram] = field(default_factory=dict)
 
     def record(self, state: ControllerState, queued_for: float, took: float) -> None:
         self.processed += 1
         self.queue_time_ms.update(queued_for * 1000.0)
-        self.processing_time[state.value] = self.processing_time.get(state.value, 0.0) + took
-        self.processing_count[state.value] = self.processing_count.get(state.value, 0) + 1
+        histogram = self.processing_time_ms.get(state)
+        if histogram is None:
+            histogram = self.processing_time_ms[state] = Histogram()
+        histogram.update(took * 1000.0)
 
 
 class ControllerEventManager:
@@ -102,8 +134,12 @@ class ControllerEventManager:
         self._cond = threading.Condition()
         self._drain_scheduled = False
         self._running = False
+        self._closed = False  # after close(), events are preempted rather than queued
         self._name = name
         self._thread: threading.Thread | None = None
+        self._calls: list[tuple[Callable[[], Any], Future[Any]]] = []
+        self._taking_calls = False  # the event thread is there to run them
+        self._direct = threading.RLock()  # serialises calls once there is no event thread
         self.state = ControllerState.IDLE
         self._stats = EventStats()
         self._idle_since: float | None = None  # when the last event finished with nothing queued
@@ -111,9 +147,10 @@ class ControllerEventManager:
     # --- Lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._running = True
+        self._running, self._closed = True, False
         if self._threaded:
             self._thread = threading.Thread(target=self._run_thread, name=self._name, daemon=True)
+            self._taking_calls = True
             self._thread.start()
         else:
             self._schedule_drain()
@@ -128,13 +165,15 @@ class ControllerEventManager:
     # --- Queue ---------------------------------------------------------------------------------
 
     def put(self, event: ControllerEvent) -> ControllerEvent:
+        """Queue ``event``; once the manager is closed, preempt it at once instead (its caller is
+        answered, as it would have been had the event been queued before the close)."""
         with self._cond:
-            now = self._scheduler.now()
-            self._expire_queue_time(now)
-            self._idle_since = None
-            self._queue.append((event, now))
-            self._cond.notify()
-        if not self._threaded:
+            closed = self._closed
+            if not closed:
+                self._append(event)
+        if closed:
+            event.preempt()
+        elif not self._threaded:
             self._schedule_drain()
         return event
 
@@ -143,9 +182,38 @@ class ControllerEventManager:
         with self._cond:
             drained = list(self._queue)
             self._queue.clear()
+            self._append(event)
+            self._closed = self._closed or isinstance(event, ShutdownEventThread)
         for queued, _ in drained:
             queued.preempt()
-        return self.put(event)
+        if not self._threaded:
+            self._schedule_drain()
+        return event
+
+    def _append(self, event: ControllerEvent) -> None:
+        now = self._scheduler.now()
+        self._expire_queue_time(now)
+        self._idle_since = None
+        self._queue.append((event, now))
+        self._cond.notify()
+
+    def call(self, read: Callable[[], T]) -> T:
+        """Run ``read`` on the event thread, between two events, and return its result (or raise
+        its exception): how another thread sees the controller's state whole, never in the middle
+        of an event. Without an event thread (a simulation), from the event thread itself, and once
+        the thread has stopped, ``read`` runs at once on the calling thread."""
+        if not self._threaded or threading.current_thread() is self._thread:
+            return read()
+        future: Future[T] = Future()
+        with self._cond:
+            queued = self._taking_calls
+            if queued:
+                self._calls.append((read, future))
+                self._cond.notify()
+        if queued:
+            return future.result()
+        with self._direct:  # no event thread: one such call at a time
+            return read()
 
     @property
     def queue_size(self) -> int:
@@ -187,12 +255,27 @@ class ControllerEventManager:
     def _run_thread(self) -> None:
         while True:
             with self._cond:
-                while not self._queue:
+                while not self._queue and not self._calls:
                     self._cond.wait()
-                event, enqueued = self._queue.popleft()
-            if isinstance(event, ShutdownEventThread):
+                calls, self._calls = self._calls, []
+                event, enqueued = self._queue.popleft() if self._queue and not calls else (None, 0.0)
+                if isinstance(event, ShutdownEventThread):
+                    self._taking_calls = False  # later calls run on their own threads
+            if calls:
+                self._run_calls(calls)
+            elif isinstance(event, ShutdownEventThread):
                 return
-            self._handle(event, enqueued)
+            elif event is not None:
+                self._handle(event, enqueued)
+
+    @staticmethod
+    def _run_calls(calls: list[tuple[Callable[[], Any], Future[Any]]]) -> None:
+        for read, future in calls:
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(read())
+                except BaseException as e:  # the caller gets it, the event thread goes on
+                    future.set_exception(e)
 
     def _handle(self, event: ControllerEvent, enqueued: float) -> None:
         if isinstance(event, ShutdownEventThread):

@@ -43,6 +43,47 @@ class ControllerState(enum.Enum):
     TOPIC_ADMIN = "TopicAdmin"
     CONFIG_CHANGE = "ConfigChange"
 
+    @property
+    def kafka_value(self) -> int:
+        """The value of the ``ControllerState`` gauge: Kafka's number for the state (Kafka 3.9's
+        last is UpdateFeatures, 17, which kctl has no event for); kctl's own states follow it."""
+        return _KAFKA_VALUES[self]
+
+    @property
+    def rate_and_time_metric(self) -> str | None:
+        """The name of the ``ControllerStats`` timer of this state's events, as Kafka names it
+        (``<State>RateAndTimeMs``, two kept from older releases); None for the states Kafka does not time."""
+        if self in (ControllerState.IDLE, ControllerState.UPDATE_METADATA_RESPONSE_RECEIVED):
+            return None
+        if self is ControllerState.BROKER_CHANGE:
+            return "LeaderElectionRateAndTimeMs"
+        if self is ControllerState.ALTER_PARTITION_REASSIGNMENT:
+            return "PartitionReassignmentRateAndTimeMs"
+        return f"{self.value}RateAndTimeMs"
+
+
+_KAFKA_VALUES = {
+    ControllerState.IDLE: 0,
+    ControllerState.CONTROLLER_CHANGE: 1,
+    ControllerState.BROKER_CHANGE: 2,
+    ControllerState.TOPIC_CHANGE: 3,
+    ControllerState.TOPIC_DELETION: 4,
+    ControllerState.ALTER_PARTITION_REASSIGNMENT: 5,
+    ControllerState.AUTO_LEADER_BALANCE: 6,
+    ControllerState.MANUAL_LEADER_BALANCE: 7,
+    ControllerState.CONTROLLED_SHUTDOWN: 8,
+    ControllerState.ISR_CHANGE: 9,
+    ControllerState.LEADER_AND_ISR_RESPONSE_RECEIVED: 10,
+    ControllerState.LOG_DIR_CHANGE: 11,
+    ControllerState.CONTROLLER_SHUTDOWN: 12,
+    ControllerState.UNCLEAN_LEADER_ELECTION_ENABLE: 13,
+    ControllerState.TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE: 14,
+    ControllerState.LIST_PARTITION_REASSIGNMENT: 15,
+    ControllerState.UPDATE_METADATA_RESPONSE_RECEIVED: 16,
+    ControllerState.TOPIC_ADMIN: 18,
+    ControllerState.CONFIG_CHANGE: 19,
+}
+
 
 class ElectionType(enum.Enum):
     PREFERRED = "preferred"

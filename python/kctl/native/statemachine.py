@@ -18,7 +18,8 @@ from kctl.selectors import ElectionKind, KafkaLeaderSelector
 from kctl.statechange import TRACE
 from kctl.statemachine import ElectionOutcome, PartitionStateMachine, ReplicaOutcome, ReplicaStateMachine
 
-log = logging.getLogger(__name__)
+partition_log = logging.getLogger(f"{__name__}.partition")
+replica_log = logging.getLogger(f"{__name__}.replica")  # one logger per machine, as Kafka's
 
 
 def _options(machine: Any, config: Any) -> dict[str, Any]:
@@ -74,7 +75,7 @@ class RustPartitionStateMachine(PartitionStateMachine):
         try:
             self.batch.deliver_raw(self.context.epoch, raw)
         except IllegalStateError as e:  # as the reference: every partition reports the failed send
-            log.error("Error while moving some partitions to %s state", target_state, exc_info=True)
+            partition_log.error("Error while moving some partitions to %s state", target_state, exc_info=True)
             return dict.fromkeys(partitions, e)
         return LazyOutcomes(native, results, replicas=False)
 
@@ -97,6 +98,6 @@ class RustReplicaStateMachine(ReplicaStateMachine):
         try:
             self.batch.deliver_raw(self.context.epoch, raw)
         except IllegalStateError:  # as the reference: logged, the transitions stand
-            log.error("Error while moving some replicas to %s state", target_state, exc_info=True)
+            replica_log.error("Error while moving some replicas to %s state", target_state, exc_info=True)
         return LazyOutcomes(native, results, replicas=True)
 

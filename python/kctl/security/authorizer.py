@@ -9,7 +9,8 @@ and follower Fetches. kctl's controllers are not brokers, so it can be stricter:
   ``super.users`` — the controllers' principals;
 - ControlledShutdown, AlterPartition and Fetch are accepted only from the principal of the broker
   they are sent for (``kctl.broker.principal`` with its id), or from a super user. That the broker
-  is currently registered, with that epoch, the controller checks as Kafka's does.
+  is currently registered, with that epoch, the controller checks as Kafka's does;
+- a client's Produce to a broker's simulated log only from a super user (kctl has no topic ACLs).
 
 A refusal is answered with Kafka's error (CLUSTER_AUTHORIZATION_FAILED; TOPIC_AUTHORIZATION_FAILED
 per partition for a Fetch) and logged on the ``kctl.authorizer`` logger in the form of Kafka's
@@ -54,6 +55,13 @@ class ClusterAuthorizer:
         if not self.enabled or peer.principal in self.super_users or peer.principal == own:
             return True
         self._denied(peer, api, f"sent for broker {broker_id}, whose principal is {own}")
+        return False
+
+    def authorize_client_request(self, peer: Peer, api: str) -> bool:
+        """Produce to a broker's simulated log: from a super user only."""
+        if not self.enabled or peer.principal in self.super_users:
+            return True
+        self._denied(peer, api, "only super.users may write to the simulated logs")
         return False
 
     @staticmethod

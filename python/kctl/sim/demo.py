@@ -10,18 +10,23 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
+from kctl.admin import max_partitions
+from kctl.cluster import check_broker_count
 from kctl.context import DEFAULT_ENGINE
 from kctl.sim.report import STEP_HEADER, Style, metrics_table, partition_table, step_lines, verdict
-from kctl.sim.runner import StepResult, run_scenario
+from kctl.sim.runner import StepResult, components, run_scenario
 from kctl.sim.scenario import Scenario, parse_scenario
 
 MIN_BROKERS = 3
 """The demo's topics have replication factors 3 and 2, and one topic moves off broker 1."""
+MAX_DEMO_PARTITIONS = max_partitions(3)
+"""The most partitions a demo topic may have: one of replication factor 3 must fit in a znode."""
 
 
 def demo_scenario(brokers: int = 5, partitions: int = 6, seed: int = 0) -> Scenario:
     """The demo's timeline for ``brokers`` brokers (at least 3) on up to 3 racks, and two topics of
     ``partitions`` partitions each."""
+    check_broker_count(brokers)  # before the reassignment step lists them all
     crashed, bounced = brokers, brokers - 1
     steps: list[dict[str, Any]] = [
         {"action": "create_topic", "name": "orders", "partitions": partitions, "replication_factor": 3,
@@ -57,7 +62,8 @@ def run_demo(out: TextIO, brokers: int = 5, partitions: int = 6, seed: int = 0,
     scenario = demo_scenario(brokers, partitions, seed)
     racks = scenario.cluster.racks or {}
     print(style.bold(f"kctl demo: {brokers} brokers on {len(set(racks.values()))} racks, topics of {partitions} "
-                     f"partitions, engine {engine}, seed {seed}"), file=out)
+                     f"partitions, seed {seed}"), file=out)
+    print(components(scenario, engine), file=out)
     print(style.dim(STEP_HEADER), file=out)
 
     def progress(result: StepResult) -> None:

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from kctl.assignment import BrokerMetadata, assign_replicas_to_brokers
 from kctl.broker import HandledRequest
 from kctl.cluster import EmbeddedCluster, PartitionDescription
+from kctl.config import ControllerConfig, describe_components
 from kctl.context import DEFAULT_ENGINE
 from kctl.errors import Errors, KctlError
 from kctl.model import EPOCH_DURING_DELETE, TopicPartition
@@ -279,6 +280,15 @@ class _Leadership:
 StepCallback = Callable[[StepResult], None]
 
 
+STORE, TRANSPORT = "memory", "inprocess"
+"""The store and transport a simulated cluster runs on."""
+
+
+def components(scenario: Scenario, engine: str = DEFAULT_ENGINE) -> str:
+    """The engine, store, transport and leader selectors ``scenario`` runs with, in one line."""
+    return describe_components(engine, STORE, TRANSPORT, ControllerConfig.coerce(scenario.cluster.config))
+
+
 def run_scenario(
     scenario: Scenario,
     *,
@@ -307,7 +317,8 @@ class _Run:
         self.scenario, self.engine, self.seed, self.on_step, self.on_start = scenario, engine, seed, on_step, on_start
         spec = scenario.cluster
         self.cluster = EmbeddedCluster(
-            list(spec.brokers), spec.racks, spec.config, engine, seed=seed, controllers=list(spec.controllers)
+            list(spec.brokers), spec.racks, spec.config, engine, STORE, TRANSPORT, seed=seed,
+            controllers=list(spec.controllers),
         )
         self.leadership = _Leadership(self.cluster)
         self.t0 = 0.0

@@ -10,7 +10,6 @@ the table it is checked against.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -18,11 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kctl.cluster import DEFAULT_TIMEOUT
+from kctl.admin import check_topic_fits
+from kctl.cluster import DEFAULT_TIMEOUT, MAX_BROKERS
 from kctl.config import ControllerConfig
-from kctl.errors import KctlError
+from kctl.errors import KctlError, did_you_mean
 from kctl.limits import DocumentError, load_toml, read_file
-from kctl.model import NO_LEADER, TopicPartition, validate_topic_name
+from kctl.model import INT32_MAX, NO_LEADER, TopicPartition, validate_topic_name
+from kctl.plugins import get_plugin_host
+from kctl.scheduler import MAX_DURATION
+from kctl.topic_config import validate_topic_config
 
 
 class ScenarioError(KctlError):
@@ -110,12 +113,22 @@ def _shown(value: Any) -> str:
     return f"{value!r} ({kind})"
 
 
-def _integer(value: Any, minimum: int | None = None) -> int:
+def _integer(value: Any, minimum: int | None = None, maximum: int | None = INT32_MAX) -> int:
+    """An integer; ids and counts are Kafka's ``Int``, so at most ``INT32_MAX`` unless told otherwise."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise _Bad(f"expected an integer, got {_shown(value)}")
     if minimum is not None and value < minimum:
         raise _Bad(f"must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise _Bad(f"must be at most {maximum}, got {value}")
     return value
+
+
+def _broker_key(key: str, static: _Static) -> int:
+    """A table key naming a broker (``[cluster.racks]``, ``partitions_led``): its id in decimal."""
+    if not (key.isascii() and key.isdigit()) or len(key) > len(str(INT32_MAX)):
+        raise _Bad(f"expected broker ids as keys, got '{key}'")
+    return static.broker(int(key))
 
 
 def _seconds(value: Any) -> float:
@@ -123,6 +136,8 @@ def _seconds(value: Any) -> float:
         raise _Bad(f"expected a number of seconds, got {_shown(value)}")
     if value < 0:
         raise _Bad(f"must not be negative, got {value}")
+    if value > MAX_DURATION:
+        raise _Bad(f"must be at most {MAX_DURATION:g} seconds (a day), got {value:g}")
     return float(value)
 
 
@@ -166,9 +181,14 @@ def _scalar_table(value: Any) -> dict[str, Any]:
     return table
 
 
-def _suggest(name: str, known: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
-    return f" (did you mean '{close[0]}'?)" if close else ""
+def _topic_config(value: Any) -> dict[str, Any]:
+    """A topic's config overrides, checked as Kafka checks them (:mod:`kctl.topic_config`)."""
+    config = _scalar_table(value)
+    try:
+        validate_topic_config(config)
+    except KctlError as e:
+        raise _Bad(str(e)) from None
+    return config
 
 
 # --- The static model the steps are checked against -------------------------------------------------
@@ -207,7 +227,7 @@ class _Static:
         name = _string(value)
         if name not in self.topics:
             known = sorted(self.topics)
-            raise _Bad(f"unknown topic '{name}'{_suggest(name, known)}; topics at this step: {', '.join(known) or 'none'}")
+            raise _Bad(f"unknown topic '{name}'{did_you_mean(name, known)}; topics at this step: {', '.join(known) or 'none'}")
         return name
 
     def partition(self, value: Any) -> TopicPartition:
@@ -324,6 +344,16 @@ def _topic_check(args: dict[str, Any], static: _Static) -> None:
     elif args.get("replication_factor", static.config.default_replication_factor) > len(static.brokers):
         raise _Bad(f"the default replication factor ({static.config.default_replication_factor}) is larger "
                    f"than the number of brokers ({len(static.brokers)})", field="replication_factor")
+    _topic_fits(args, static)
+
+
+def _topic_fits(args: dict[str, Any], static: _Static) -> None:
+    """A topic too large for one znode is refused here, not when the step runs."""
+    partitions, replication_factor = _topic_shape(args, static)
+    try:
+        check_topic_fits(args["name"], partitions, replication_factor)
+    except KctlError as e:
+        raise _Bad(str(e), field=next((f for f in ("partitions", "assignment") if f in args), "name")) from None
 
 
 def _topic_shape(args: dict[str, Any], static: _Static) -> tuple[int, int]:
@@ -343,7 +373,7 @@ TOPIC_FIELDS: dict[str, Field] = {
     "partitions": Field(lambda v, s: _integer(v, 1)),
     "replication_factor": Field(_replication_factor),
     "assignment": Field(_assignment),
-    "config": Field(lambda v, s: _scalar_table(v)),
+    "config": Field(lambda v, s: _topic_config(v)),
 }
 
 
@@ -369,10 +399,7 @@ def _elect_kind(value: Any, static: _Static) -> str:
 
 def _properties(value: Any, static: _Static) -> dict[str, Any]:
     properties = _scalar_table(value)
-    try:
-        static.config.with_properties(properties)
-    except KctlError as e:
-        raise _Bad(str(e)) from None
+    _checked_config(lambda: static.config.with_properties(properties))
     return properties
 
 
@@ -444,7 +471,7 @@ def _metrics(value: Any, static: _Static) -> dict[str, float]:
     expected = {}
     for name, number in _table(value).items():
         if name not in known:
-            raise _Bad(f"unknown metric '{name}'{_suggest(name, known)}; metrics: {', '.join(known)}")
+            raise _Bad(f"unknown metric '{name}'{did_you_mean(name, known)}; metrics: {', '.join(known)}")
         if isinstance(number, bool) or not isinstance(number, int | float):
             raise _Bad(f"{name}: expected a number, got {_shown(number)}")
         expected[name] = number
@@ -465,9 +492,7 @@ def _controller(value: Any, static: _Static) -> int:
 def _partitions_led(value: Any, static: _Static) -> dict[int, int]:
     led = {}
     for key, count in _table(value).items():
-        if not key.isdigit():
-            raise _Bad(f"expected broker ids as keys, got '{key}'")
-        led[static.broker(int(key))] = _integer(count, 0)
+        led[_broker_key(key, static)] = _integer(count, 0)
     return led
 
 
@@ -528,7 +553,7 @@ ACTIONS: dict[str, Action] = {
                             check=lambda a, s: _one_of(a, "partitions", "topic", required=False)),
     "kill_controller": Action(fault=True, check=_kill_controller_check),
     "update_config": Action({"properties": Field(_properties, required=True)}, apply=_update_config),
-    "set_topic_config": Action({"topic": _TOPIC, "config": Field(lambda v, s: _scalar_table(v), required=True)}),
+    "set_topic_config": Action({"topic": _TOPIC, "config": Field(lambda v, s: _topic_config(v), required=True)}),
     "produce": Action(
         {"topic": _TOPIC, "partition": Field(lambda v, s: _integer(v, 0)), "records": Field(lambda v, s: _integer(v, 1))},
         check=_produce_check),
@@ -578,7 +603,7 @@ class _Loader:
     def unknown(self, where: str, table: Mapping[str, Any], known: Sequence[str]) -> None:
         for key in table:
             if key not in known:
-                self.problem(where, None, f"unknown field '{key}'{_suggest(key, known)}; expected {', '.join(known)}")
+                self.problem(where, None, f"unknown field '{key}'{did_you_mean(key, known)}; expected {', '.join(known)}")
 
     def value(self, where: str, table: Mapping[str, Any], name: str, parse: Callable[[Any], Any]) -> Any:
         """``parse(table[name])``, or None (with a problem recorded) when it is wrong."""
@@ -632,7 +657,7 @@ class _Loader:
         racks = self.value(where, table, "racks", lambda v: _racks(v, static)) if "racks" in table else None
         controllers = (self.value(where, table, "controllers", lambda v: _controllers(v, static))
                        if "controllers" in table else brokers[:3])
-        seed = self.value(where, table, "seed", _integer) if "seed" in table else 0
+        seed = self.value(where, table, "seed", lambda v: _integer(v, maximum=None)) if "seed" in table else 0
         config = self.value(where, table, "config", _broker_config) if "config" in table else {}
         if controllers is None or seed is None or config is None:
             return None
@@ -669,7 +694,7 @@ class _Loader:
         if not isinstance(name, str) or name not in ACTIONS:
             shown = "missing" if name is None else f"unknown action {name!r}" if isinstance(name, str) else (
                 f"expected an action name, got {_shown(name)}")
-            hint = _suggest(name, tuple(ACTIONS)) if isinstance(name, str) else ""
+            hint = did_you_mean(name, tuple(ACTIONS)) if isinstance(name, str) else ""
             self.problem(f"step {number}", "action", f"{shown}{hint}; actions: {', '.join(ACTIONS)}")
             return None
         where = f"step {number} ({name})"
@@ -700,11 +725,19 @@ class _Loader:
 
 def _broker_ids(value: Any) -> tuple[int, ...]:
     if isinstance(value, int) and not isinstance(value, bool):
-        return tuple(range(1, _integer(value, 1) + 1))
-    brokers = tuple(_integer(b, 0) for b in _array(value))
+        return tuple(range(1, _broker_count(_integer(value, 1)) + 1))
+    ids = _array(value)
+    _broker_count(len(ids))
+    brokers = tuple(_integer(b, 0) for b in ids)
     if not brokers or len(set(brokers)) != len(brokers):
         raise _Bad(f"expected a broker count or a non-empty list of distinct broker ids, got {value!r}")
     return tuple(sorted(brokers))
+
+
+def _broker_count(count: int) -> int:
+    if count > MAX_BROKERS:
+        raise _Bad(f"a simulated cluster has at most {MAX_BROKERS} brokers, got {count}")
+    return count
 
 
 def _racks(value: Any, static: _Static) -> dict[int, str]:
@@ -718,7 +751,7 @@ def _racks(value: Any, static: _Static) -> dict[int, str]:
             raise _Bad(f"{len(racks)} racks for {len(brokers)} brokers: give one rack per broker")
         return dict(zip(brokers, racks))
     table = _table(value)
-    racks_by_broker = {static.broker(int(k) if k.isdigit() else k): _string(r) for k, r in table.items()}
+    racks_by_broker = {_broker_key(k, static): _string(r) for k, r in table.items()}
     missing = [b for b in brokers if b not in racks_by_broker]
     if missing:
         raise _Bad(f"no rack for brokers {_ids(missing)}: either every broker has a rack or none has")
@@ -739,8 +772,14 @@ def _controllers(value: Any, static: _Static) -> tuple[int, ...]:
 
 def _broker_config(value: Any) -> dict[str, Any]:
     properties = _scalar_table(value)
+    _checked_config(lambda: ControllerConfig.from_properties(properties))
+    return properties
+
+
+def _checked_config(build: Callable[[], ControllerConfig]) -> None:
+    """Build a config as the run will, its leader selectors looked up in the plugins the run will
+    use (a misspelt one would leave partitions leaderless half-way through)."""
     try:
-        ControllerConfig.from_properties(properties)
+        get_plugin_host().leader_selectors().check_config(build())
     except KctlError as e:
         raise _Bad(str(e)) from None
-    return properties

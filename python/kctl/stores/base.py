@@ -20,15 +20,18 @@ Conventions:
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar, runtime_checkable
 
-from kctl.errors import StoreError
+from kctl.errors import CorruptDataError, StoreError
 from kctl.model import BrokerInfo, LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
 
 MATCH_ANY_VERSION = -1
 """``expected_controller_epoch_version`` of an unfenced write."""
+
+logger = logging.getLogger(__name__)
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -109,6 +112,16 @@ WATCH_KEY_TYPES: dict[WatchKind, type] = {
 """The key each keyed watch kind takes; the other kinds take none."""
 
 
+def decoded_or_skipped(path: str, decode: Callable[[], V]) -> list[V]:
+    """``[decode()]``, or nothing and a warning naming ``path`` when its data cannot be decoded: one
+    malformed notification never holds back the others (Kafka logs and skips what it cannot parse)."""
+    try:
+        return [decode()]
+    except CorruptDataError as exc:
+        logger.warning("Ignoring the undecodable %s: %s", path, exc)
+        return []
+
+
 def check_watch_key(kind: WatchKind, key: object) -> None:
     """Refuse a watch registration whose key does not fit its kind (a programming error)."""
     expected = WATCH_KEY_TYPES.get(kind)
@@ -182,7 +195,8 @@ class StateStore(Protocol):
     ) -> None: ...
 
     def get_topic_partition_ids(self, topic: str) -> list[int]:
-        """Children of ``/brokers/topics/<topic>/partitions``: partitions with an initialised state."""
+        """Children of ``/brokers/topics/<topic>/partitions``: partitions with an initialised state
+        (a child not named by a partition id is logged and left out)."""
 
     def delete_topic(self, topic: str, expected_controller_epoch_version: int) -> None:
         """Remove the topic znode (recursively), its config and its deletion marker."""
@@ -243,7 +257,8 @@ class StateStore(Protocol):
 
     def get_isr_change_notifications(self) -> list[str]: ...
 
-    def get_isr_change_notification_partitions(self, names: Iterable[str]) -> list[TopicPartition]: ...
+    def get_isr_change_notification_partitions(self, names: Iterable[str]) -> list[TopicPartition]:
+        """The partitions of the named notifications that exist; undecodable ones are logged and left out."""
 
     def delete_isr_change_notifications(self, names: Iterable[str], expected_controller_epoch_version: int) -> None: ...
 
@@ -251,7 +266,8 @@ class StateStore(Protocol):
 
     def get_log_dir_event_notifications(self) -> list[str]: ...
 
-    def get_log_dir_event_brokers(self, names: Iterable[str]) -> list[int]: ...
+    def get_log_dir_event_brokers(self, names: Iterable[str]) -> list[int]:
+        """The brokers of the named notifications that exist; undecodable ones are logged and left out."""
 
     def delete_log_dir_event_notifications(
         self, names: Iterable[str], expected_controller_epoch_version: int

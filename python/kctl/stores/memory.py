@@ -20,15 +20,17 @@ from __future__ import annotations
 import base64
 import itertools
 import logging
+import operator
 import random
 import reprlib
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar, cast
 
 from kctl._engine import StateTable
 from kctl.errors import (
@@ -47,6 +49,9 @@ from kctl.errors import (
 from kctl.hookspecs import hookimpl
 from kctl.model import (
     INITIAL_CONTROLLER_EPOCH,
+    INT32_MAX,
+    INT32_MIN,
+    MAX_PORT,
     NO_LEADER,
     BrokerInfo,
     LeaderAndIsr,
@@ -54,6 +59,7 @@ from kctl.model import (
     LeaderRecoveryState,
     ReplicaAssignment,
     TopicPartition,
+    int_problem,
     validate_topic_name,
 )
 from kctl.stores import paths
@@ -67,6 +73,7 @@ from kctl.stores.base import (
     WatchKind,
     WatchListener,
     check_watch_key,
+    decoded_or_skipped,
 )
 
 if TYPE_CHECKING:
@@ -238,6 +245,9 @@ class MemoryTree:
         """What state znodes holding something other than a partition state hold (their slot in the
         table is marked corrupt)."""
         self._history = _History(self._states) if record_history else None
+        self._checked_assignments: dict[str, weakref.ref[TopicAssignment]] = {}
+        """The topic znodes whose ids were found in Kafka's Int, by path: stored objects never
+        change, and a failover reads every topic, so an unchanged one is checked only once."""
         self._sessions: dict[int, Session] = {}
         self._session_ids = itertools.count(1)
         self._pending: deque[_Delivery] = deque()
@@ -704,10 +714,8 @@ def _state_key(path: str) -> tuple[str, int] | None:
     parts = path.split("/")
     if len(parts) != 7 or parts[1:3] != ["brokers", "topics"] or parts[4] != "partitions":
         return None
-    partition = parts[5]
-    if not (partition.isascii() and partition.isdigit()) or (partition[0] == "0" and partition != "0"):
-        return None
-    return parts[3], int(partition)
+    partition = paths.parse_id(parts[5])
+    return None if partition is None else (parts[3], partition)
 
 
 def _row_of(data: object) -> _StateRow | None:
@@ -718,13 +726,10 @@ def _row_of(data: object) -> _StateRow | None:
     if not (isinstance(lai, LeaderAndIsr) and isinstance(lai.leader_recovery_state, LeaderRecoveryState)):
         return None
     fields = (lai.leader, lai.leader_epoch, lai.partition_epoch, data.controller_epoch, *lai.isr)
-    if not all(type(v) is int and _INT32_MIN <= v <= _INT32_MAX for v in fields):
+    if not all(type(v) is int and INT32_MIN <= v <= INT32_MAX for v in fields):
         return None
     recovery = int(lai.leader_recovery_state)
     return lai.leader, lai.isr, lai.leader_epoch, lai.partition_epoch, recovery, data.controller_epoch
-
-
-_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
 
 def _state_of(row: _StateRow) -> LeaderIsrAndControllerEpoch:
@@ -767,15 +772,17 @@ def _keyed_node(path: str) -> tuple[WatchKind, object] | None:
     """The keyed watch a node belongs to: a broker, topic, partition-state or topic-config znode."""
     parts = path.split("/")
     if len(parts) == 4 and parts[1] == "brokers":
-        if parts[2] == "ids" and parts[3].isdigit():
-            return WatchKind.BROKER, int(parts[3])
+        broker = paths.parse_id(parts[3])
+        if parts[2] == "ids" and broker is not None:
+            return WatchKind.BROKER, broker
         if parts[2] == "topics":
             return WatchKind.TOPIC, parts[3]
     elif len(parts) == 4 and parts[1] == "config" and parts[2] == "topics":
         return WatchKind.TOPIC_CONFIG, parts[3]
-    elif len(parts) == 7 and parts[1:3] == ["brokers", "topics"] and parts[4] == "partitions":
-        if parts[6] == "state" and parts[5].isdigit():
-            return WatchKind.PARTITION_STATE, TopicPartition(parts[3], int(parts[5]))
+    elif len(parts) == 7 and parts[6] == "state":
+        state = _state_key(path)
+        if state is not None:
+            return WatchKind.PARTITION_STATE, TopicPartition(*state)
     return None
 
 
@@ -807,6 +814,14 @@ def _typed(path: str, data: object, expected: type[T]) -> T:
     raise _corrupt(path, expected.__name__, data)
 
 
+def _int32(path: str, data: object) -> int:
+    """What a ZooKeeper store would decode as Kafka's ``Int`` (ids, epochs)."""
+    problem = int_problem(data)
+    if problem is not None:
+        raise CorruptDataError(f"{path}: {problem}", path)
+    return data  # type: ignore[return-value]
+
+
 def _present(path: str, found: tuple[object, Stat] | None) -> tuple[object, Stat]:
     if found is None:
         raise NoNodeError(f"{path} does not exist", path)
@@ -814,16 +829,35 @@ def _present(path: str, found: tuple[object, Stat] | None) -> tuple[object, Stat
 
 
 def _is_replica_list(value: object) -> bool:
-    return isinstance(value, tuple) and all(type(r) is int for r in value)
+    return isinstance(value, tuple) and all(type(r) is int and INT32_MIN <= r <= INT32_MAX for r in value)
+
+
+def _is_partition(tp: object) -> bool:
+    return isinstance(tp, TopicPartition) and type(tp.partition) is int and INT32_MIN <= tp.partition <= INT32_MAX
 
 
 def _decode_assignment(path: str, found: tuple[object, Stat] | None) -> TopicAssignment:
-    return _typed(path, _present(path, found)[0], TopicAssignment)
+    """The topic's assignment, if every partition id and broker id in it is Kafka's ``Int``
+    (partition ids non-negative); checked a whole column at a time, since a failover reads them all."""
+    assignment = _typed(path, _present(path, found)[0], TopicAssignment)
+    partitions, chain = assignment.partitions, itertools.chain.from_iterable
+    if not isinstance(partitions, Mapping) or not set(map(type, partitions.values())) <= {ReplicaAssignment}:
+        raise _corrupt(path, "a mapping of partition ids to ReplicaAssignment", partitions)
+    brokers = set(chain(map(operator.attrgetter("replicas"), partitions.values())))
+    brokers.update(chain(map(operator.attrgetter("adding_replicas"), partitions.values())))
+    brokers.update(chain(map(operator.attrgetter("removing_replicas"), partitions.values())))
+    for ids, what, minimum in ((partitions.keys(), "partition ids", 0), (brokers, "broker ids", INT32_MIN)):
+        if ids and not (set(map(type, ids)) == {int} and min(ids) >= minimum and max(ids) <= INT32_MAX):
+            bad = next(i for i in ids if int_problem(i, minimum) is not None)
+            raise CorruptDataError(f"{path}: {what} {int_problem(bad, minimum)}", path)
+    return assignment
 
 
 def _decode_state(path: str, found: tuple[object, Stat] | None) -> LeaderIsrAndControllerEpoch:
     data, stat = _present(path, found)
-    return _at_version(_typed(path, data, LeaderIsrAndControllerEpoch), stat.version)
+    if _row_of(data) is None:  # what the state table keeps aside: not a state, or not in Kafka's Int
+        raise _corrupt(path, "a LeaderIsrAndControllerEpoch of 32-bit integers", data)
+    return _at_version(data, stat.version)  # type: ignore[arg-type]
 
 
 def _decode_config(path: str, found: tuple[object, Stat] | None) -> dict[str, str]:
@@ -837,26 +871,43 @@ def _decode_config(path: str, found: tuple[object, Stat] | None) -> dict[str, st
 
 def _decode_reassignments(path: str, data: object) -> dict[TopicPartition, list[int]]:
     if isinstance(data, Mapping) and all(
-        isinstance(tp, TopicPartition) and _is_replica_list(replicas) for tp, replicas in data.items()
+        _is_partition(tp) and _is_replica_list(replicas) for tp, replicas in data.items()
     ):
         return {tp: list(replicas) for tp, replicas in data.items()}
     raise _corrupt(path, "a mapping of TopicPartition to replica tuples", data)
 
 
 def _decode_partition_set(path: str, data: object) -> set[TopicPartition]:
-    if isinstance(data, frozenset) and all(isinstance(tp, TopicPartition) for tp in data):
+    if isinstance(data, frozenset) and all(map(_is_partition, data)):
         return set(data)
     raise _corrupt(path, "a frozenset of TopicPartition", data)
 
 
 def _decode_partition_list(path: str, data: object) -> tuple[TopicPartition, ...]:
-    if isinstance(data, tuple) and all(isinstance(tp, TopicPartition) for tp in data):
+    if isinstance(data, tuple) and all(map(_is_partition, data)):
         return data
     raise _corrupt(path, "a tuple of TopicPartition", data)
 
 
+def _registration_problem(name: str, data: object) -> str | None:
+    """What keeps ``data`` at ``/brokers/ids/<name>`` from being a usable registration (None if nothing):
+    the checks :class:`~kctl.stores.zkdata.BrokerIdZNode` makes of the JSON."""
+    broker_id = paths.parse_id(name)
+    if broker_id is None:
+        return f"the node name {name!r} is not a broker id (0 to {INT32_MAX})"
+    if not isinstance(data, BrokerInfo):
+        return f"expected a BrokerInfo, found {type(data).__name__} {reprlib.repr(data)}"
+    if data.id != broker_id:
+        return f"it registers broker {reprlib.repr(data.id)}"
+    ports = [e.port for e in data.endpoints if int_problem(e.port, 0, MAX_PORT) is not None]
+    if ports:
+        return f"endpoint port {reprlib.repr(ports[0])} is not a TCP port (0 to {MAX_PORT})"
+    problem = int_problem(data.jmx_port)
+    return None if problem is None else f"jmx_port {problem}"
+
+
 def _decode_broker_id(path: str, data: object) -> int:
-    return _typed(path, data, int)
+    return _int32(path, data)
 
 
 def _at_version(state: LeaderIsrAndControllerEpoch, version: int) -> LeaderIsrAndControllerEpoch:
@@ -948,12 +999,12 @@ class MemoryStore:
     def get_controller_id(self) -> int | None:
         with self._txn() as txn:
             found = txn.get(paths.CONTROLLER)
-        return None if found is None else _typed(paths.CONTROLLER, found[0], int)
+        return None if found is None else _int32(paths.CONTROLLER, found[0])
 
     def get_controller_epoch(self) -> tuple[int, int] | None:
         with self._txn() as txn:
             found = txn.get(paths.CONTROLLER_EPOCH)
-        return None if found is None else (_typed(paths.CONTROLLER_EPOCH, found[0], int), found[1].version)
+        return None if found is None else (_int32(paths.CONTROLLER_EPOCH, found[0]), found[1].version)
 
     def register_controller_and_increment_epoch(self, controller_id: int) -> tuple[int, int]:
         epoch, version = self._controller_epoch_or_create()
@@ -1003,17 +1054,19 @@ class MemoryStore:
 
     def get_all_brokers(self) -> dict[int, tuple[BrokerInfo, int]]:
         brokers: dict[int, tuple[BrokerInfo, int]] = {}
-        undecodable: list[tuple[str, object]] = []
+        undecodable: list[tuple[str, str]] = []
         with self._txn() as txn:
             for name in self._children(txn, paths.BROKER_IDS):
                 path = _join(paths.BROKER_IDS, name)
                 data, stat = _present(path, txn.get(path))
-                if name.isdigit() and isinstance(data, BrokerInfo) and data.id == int(name):
-                    brokers[data.id] = (data, stat.czxid)
+                problem = _registration_problem(name, data)
+                if problem is None:
+                    registered = cast(BrokerInfo, data)
+                    brokers[registered.id] = (registered, stat.czxid)
                 else:
-                    undecodable.append((path, data))
-        for path, data in undecodable:
-            logger.warning("Ignoring undecodable broker registration at %s: %s", path, reprlib.repr(data))
+                    undecodable.append((path, problem))
+        for path, problem in undecodable:
+            logger.warning("Ignoring undecodable broker registration at %s: %s", path, problem)
         return dict(sorted(brokers.items()))
 
     def get_or_create_cluster_id(self) -> str:
@@ -1047,7 +1100,17 @@ class MemoryStore:
             return set(self._children(txn, paths.BROKER_TOPICS))
 
     def get_topic_assignments(self, topics: Iterable[str]) -> ReadResult[str, TopicAssignment]:
-        return self._read_many(topics, paths.topic, _decode_assignment)
+        checked = self._tree._checked_assignments
+
+        def decode(path: str, found: tuple[object, Stat] | None) -> TopicAssignment:
+            known = checked.get(path)
+            if found is not None and known is not None and known() is found[0]:
+                return cast(TopicAssignment, found[0])
+            assignment = _decode_assignment(path, found)
+            checked[path] = weakref.ref(assignment)
+            return assignment
+
+        return self._read_many(topics, paths.topic, decode)
 
     def set_topic_assignment(
         self,
@@ -1062,10 +1125,7 @@ class MemoryStore:
         path = paths.topic_partitions(topic)
         with self._txn() as txn:
             names = self._children(txn, path)
-        for name in names:
-            if not name.isdigit():
-                raise _corrupt(_join(path, name), "a partition id as the node name", name)
-        return sorted(map(int, names))
+        return paths.child_ids(path, names)
 
     def delete_topic(self, topic: str, expected_controller_epoch_version: int) -> None:
         self._delete_paths(
@@ -1283,7 +1343,10 @@ class MemoryStore:
         """The decoded content of the named nodes that exist (others were already processed)."""
         with self._txn() as txn:
             found = [(path, txn.get(path)) for path in map(path_of, names)]
-        return [decode(path, entry[0]) for path, entry in found if entry is not None]
+        return [
+            value for path, entry in found if entry is not None
+            for value in decoded_or_skipped(path, lambda: decode(path, entry[0]))  # noqa: B023 (called at once)
+        ]
 
     def _create_sequential(self, prefix_path: str, data: object) -> str:
         with self._txn() as txn:

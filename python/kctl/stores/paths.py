@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from kctl.model import TopicPartition
+import logging
+import re
+from collections.abc import Iterable
+
+from kctl.model import INT32_MAX, TopicPartition
+
+logger = logging.getLogger(__name__)
 
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
@@ -47,6 +53,33 @@ PERSISTENT_PATHS = (
     "/config/ips",
 )
 """Created (if absent) when a broker or controller starts, as Kafka's ``makeSurePersistentPathsExists``."""
+
+
+_ID_NAME = re.compile(r"0|[1-9][0-9]{0,9}")
+
+
+def parse_id(name: str) -> int | None:
+    """The broker or partition id a znode is named by (``/brokers/ids/<id>``,
+    ``/brokers/topics/<t>/partitions/<p>``), or None when ``name`` is not one: Kafka's ``Int``,
+    non-negative, in ASCII digits without sign or leading zeros (the only spelling :func:`broker`
+    and :func:`topic_partition` produce, so the znode can be addressed again)."""
+    if not _ID_NAME.fullmatch(name):
+        return None
+    value = int(name)
+    return value if value <= INT32_MAX else None
+
+
+def child_ids(parent: str, names: Iterable[str]) -> list[int]:
+    """The ids of the children ``names`` of ``parent``, sorted; a child not named by an id is
+    logged and left out, as Kafka skips a znode it cannot parse."""
+    ids = []
+    for name in names:
+        found = parse_id(name)
+        if found is None:
+            logger.warning("Ignoring %s/%s: the node name is not an id (0 to %d)", parent, name, INT32_MAX)
+        else:
+            ids.append(found)
+    return sorted(ids)
 
 
 def broker(broker_id: int) -> str:

@@ -27,6 +27,9 @@ from typing import NamedTuple
 from kctl.errors import CorruptDataError
 from kctl.limits import DocumentError, decode_text, parse_json
 from kctl.model import (
+    INT32_MAX,
+    INT32_MIN,
+    MAX_PORT,
     BrokerInfo,
     EndPoint,
     LeaderAndIsr,
@@ -34,6 +37,7 @@ from kctl.model import (
     LeaderRecoveryState,
     ReplicaAssignment,
     TopicPartition,
+    int_problem,
 )
 from kctl.stores import paths
 from kctl.stores.base import TopicAssignment
@@ -114,11 +118,12 @@ class _Fields:
         return found
 
     def integer(self, key: str, default: object = _MISSING) -> int:
+        """A number Kafka reads as an ``Int`` (ids, epochs, versions, ports)."""
         found = self._doc.get(key, default)
-        if type(found) is int:  # the hot path of every decoder: one lookup, one check
+        if type(found) is int and INT32_MIN <= found <= INT32_MAX:  # the hot path of every decoder
             return found
         self.value(key, default)
-        raise self.fail(key, f"must be an integer, {_found(found)}")
+        raise self.fail(key, _int32_problem(found))
 
     def string(self, key: str, default: object = _MISSING) -> str:
         found = self.value(key, default)
@@ -143,10 +148,11 @@ class _Fields:
         return found
 
     def integers(self, key: str) -> tuple[int, ...]:
+        """A list Kafka reads as ``Int`` values (replicas, ISR)."""
         items = self.sequence(key)
         for i, item in enumerate(items):
-            if type(item) is not int:
-                raise self.fail(f"{key}[{i}]", f"must be an integer, {_found(item)}")
+            if not (type(item) is int and INT32_MIN <= item <= INT32_MAX):
+                raise self.fail(f"{key}[{i}]", _int32_problem(item))
         return tuple(items)  # type: ignore[arg-type]
 
     def mapping(self, key: str, default: object = _MISSING) -> _Fields:
@@ -163,14 +169,21 @@ class _Fields:
         return list(self._doc)
 
 
+def _int32_problem(value: object) -> str:
+    if type(value) is int:
+        return f"must be a 32-bit integer (Kafka's Int), found {reprlib.repr(value)}"
+    return f"must be an integer, {_found(value)}"
+
+
 def _partition(fields: _Fields) -> TopicPartition:
     return TopicPartition(fields.string("topic"), fields.integer("partition"))
 
 
 def _partition_id(partitions: _Fields, key: str) -> int:
-    if not _DECIMAL.fullmatch(key) or key.startswith("-"):
-        raise partitions.fail(key, "must be keyed by a partition id")
-    return int(key)
+    partition = paths.parse_id(key)
+    if partition is None:
+        raise partitions.fail(key, f"must be keyed by a partition id (0 to {INT32_MAX}), found {key!r}")
+    return partition
 
 
 def _partition_entries(partitions: Iterable[TopicPartition]) -> list[dict[str, object]]:
@@ -213,8 +226,8 @@ class ControllerEpochZNode:
     @staticmethod
     def decode(data: bytes | None, path: str = paths.CONTROLLER_EPOCH) -> int:
         text = (data or b"").decode(errors="replace").strip()
-        if not _DECIMAL.fullmatch(text):
-            raise corrupt(path, DOCUMENT, f"must be the epoch as decimal text, found {reprlib.repr(data)}")
+        if not _DECIMAL.fullmatch(text) or len(text) > len(str(INT32_MIN)) or int_problem(int(text)) is not None:
+            raise corrupt(path, DOCUMENT, f"must be the epoch as decimal text (Kafka's Int), found {reprlib.repr(data)}")
         return int(text)
 
 
@@ -265,7 +278,10 @@ class BrokerIdZNode:
         doc = _Fields.parse(data, path)
         jmx_port = doc.integer("jmx_port", -1)
         if doc.integer("version") == 1:
-            return BrokerInfo(broker_id, (EndPoint(doc.string("host"), doc.integer("port")),), jmx_port=jmx_port)
+            port = doc.integer("port")
+            if not 0 <= port <= MAX_PORT:
+                raise doc.fail("port", f"must be a TCP port (0 to {MAX_PORT}), found {port}")
+            return BrokerInfo(broker_id, (EndPoint(doc.string("host"), port),), jmx_port=jmx_port)
         protocols = doc.mapping("listener_security_protocol_map", {})
         endpoints = []
         for i, entry in enumerate(doc.sequence("endpoints")):
@@ -274,7 +290,10 @@ class BrokerIdZNode:
                 raise doc.fail(f"endpoints[{i}]", f"must look like LISTENER://host:port, {_found(entry)}")
             listener = match["listener"]
             protocol = protocols.string(listener, listener)  # without a map, listener = protocol
-            endpoints.append(EndPoint(match["host"], int(match["port"]), listener, protocol))
+            digits = match["port"]
+            if len(digits) > len(str(MAX_PORT)) or not 0 <= int(digits) <= MAX_PORT:
+                raise doc.fail(f"endpoints[{i}]", f"must have a TCP port (0 to {MAX_PORT}), found {entry!r}")
+            endpoints.append(EndPoint(match["host"], int(digits), listener, protocol))
         features = doc.mapping("features", {})
         supported = []
         for name in features.keys():
@@ -391,7 +410,9 @@ class TopicPartitionStateZNode:
                 fast.get("leader"), fast.get("isr"), fast.get("leader_epoch"), fast.get("controller_epoch")
             )
             if (type(leader) is int and type(leader_epoch) is int and type(controller_epoch) is int
-                    and type(isr) is list and all(type(b) is int for b in isr)):
+                    and type(isr) is list and all(type(b) is int and INT32_MIN <= b <= INT32_MAX for b in isr)
+                    and INT32_MIN <= leader <= INT32_MAX and INT32_MIN <= leader_epoch <= INT32_MAX
+                    and INT32_MIN <= controller_epoch <= INT32_MAX):
                 return LeaderIsrAndControllerEpoch(LeaderAndIsr(leader, tuple(isr), leader_epoch, zk_version),
                                                    controller_epoch)
         doc = _Fields.parse(data, path)

@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+from kctl import extras
 from kctl.errors import (
     BadVersionError,
     ControllerMovedError,
@@ -61,6 +62,7 @@ from kctl.hookspecs import hookimpl
 from kctl.model import (
     INITIAL_CONTROLLER_EPOCH,
     INITIAL_CONTROLLER_EPOCH_VERSION,
+    INT32_MAX,
     BrokerInfo,
     LeaderAndIsr,
     LeaderIsrAndControllerEpoch,
@@ -80,8 +82,10 @@ from kctl.stores.base import (
     WatchKind,
     WatchListener,
     check_watch_key,
+    decoded_or_skipped,
 )
-from kctl.stores.zkacl import ALL, CONTROLLER_CREATED_PATHS, OPEN, WORLD_READ, AclEntry, AclPolicy, digest
+from kctl.stores.zkacl import ADMIN, CONTROLLER_CREATED_PATHS, CREATE, DELETE, READ, WRITE, AclEntry, AclPolicy
+from kctl.stores.zkclient import ClientSecurity, ZooKeeperTls
 from kctl.stores.zkdata import (
     BrokerIdZNode,
     ClusterIdZNode,
@@ -108,7 +112,6 @@ V = TypeVar("V")
 
 JUTE_MAXBUFFER = 0xFFFFF
 """ZooKeeper's default ``jute.maxbuffer``: the largest request a server accepts (1 MiB - 1)."""
-INSTALL_HINT = "pip install 'kctl[zookeeper]'"
 
 _OPCODES = {"create": 1, "delete": 2, "set": 5, "check": 13}  # ZooKeeper's, inside a multi
 _EPHEMERAL, _SEQUENTIAL = 1, 2  # ZooKeeper's create flags
@@ -125,6 +128,17 @@ _TXN_SLACK = 8  # per op: how much larger than its request a multi's logged tran
 _TOPIC_READS_PER_REQUEST = 64  # topic znodes can be large: keep multiRead responses moderate
 _RACE_ATTEMPTS = 10  # re-tries of a create-or-set or a recursive delete racing other writers
 _NAME_FIELD = "<znode name>"  # the "field" of a corrupt-data error about a child's name
+_OPEN_PERMISSIONS = ((WRITE, "write"), (CREATE, "create"), (DELETE, "delete"), (ADMIN, "change the ACL of"))
+"""What ``world:anyone`` may not do on a secured cluster's chroot, and the words for it."""
+_PERMISSION_NEEDED = {
+    "read": ("READ", False),
+    "check": ("READ", False),
+    "read the ACL of": ("READ or ADMIN", False),
+    "set": ("WRITE", False),
+    "create": ("CREATE", True),
+    "delete": ("DELETE", True),
+}
+"""The permission an operation needs, and whether on the parent's ACL (ZooKeeper's checks)."""
 
 
 # --- kazoo, imported on first use ------------------------------------------------------------------
@@ -153,7 +167,7 @@ def _kazoo() -> _Kazoo:
         import kazoo.protocol.states  # type: ignore[import-untyped]
         import kazoo.security  # type: ignore[import-untyped]
     except ImportError as exc:
-        raise ImportError(f"the zookeeper store needs kazoo: {INSTALL_HINT}") from exc
+        raise extras.missing("kazoo", "the zookeeper store", exc) from exc
     handler = _polling_handler(kazoo.handlers.threading.SequentialThreadingHandler, kazoo.handlers.utils.fileobj_to_fd)
     return _Kazoo(
         kazoo.client, kazoo.exceptions, kazoo.protocol.serialization, kazoo.protocol.states, kazoo.security, handler
@@ -200,6 +214,35 @@ def _polling_handler(base: type, fileobj_to_fd: Callable[[object], int]) -> type
             return readable, writable, []
 
     return PollingHandler
+
+
+def _kazoo_client(hosts: str, security: ClientSecurity, **options: Any) -> Any:
+    """A ``KazooClient`` logging in and connecting as ``security`` says.
+
+    A server that requires SASL answers a failed login with "session closed, SASL required",
+    which kazoo (2.11) lets escape its connection loop: the thread dies and requests wait for
+    ever. Turned into the ``AuthFailedError`` of any refused login, kazoo ends the session, and
+    every request fails with it.
+    """
+    kz = _kazoo()
+    client = kz.client.KazooClient(hosts=hosts, **options, **security.kazoo_options())
+    connection = client._connection
+    connect = connection._connect
+
+    def connect_or_fail(*args: Any) -> Any:
+        try:
+            return connect(*args)
+        except kz.exceptions.SessionClosedRequireSaslError as exc:
+            raise kz.exceptions.AuthFailedError("the server closed the session after the SASL login") from exc
+
+    connection._connect = connect_or_fail
+    return client
+
+
+def _kazoo_acl(acl: Sequence[AclEntry]) -> list[Any]:
+    """An ACL as kazoo's ``ACL`` objects."""
+    security = _kazoo().security
+    return [security.ACL(a.perms, security.Id(a.scheme, a.id)) for a in acl]
 
 
 class _MultiRead:
@@ -458,11 +501,16 @@ class ZooKeeperStore:
     :param chroot: the znode under which the cluster lives (created if missing).
     :param session_timeout: seconds without contact before the server expires the session.
     :param auth: ``(user, password)`` for ZooKeeper's digest scheme. Without ``acl``, every znode
-        this store creates is then writable by that identity only and readable by anyone.
+        this store creates is then writable by its identities only and readable by anyone.
+    :param sasl: ``(user, password)`` for a SASL DIGEST-MD5 login (the identity ``sasl:user``).
+    :param tls: connect over TLS (:class:`~kctl.stores.zkclient.ZooKeeperTls`); ``hosts`` then
+        names the servers' ``secureClientPort``.
     :param acl: the cluster's :class:`~kctl.stores.zkacl.AclPolicy`: every znode this store
         creates gets the policy's ACL for its path (whose identity may write what, by role). A
         store with the controller identity creates Kafka's persistent paths; any other waits up
-        to ``connection_timeout`` for them.
+        to ``connection_timeout`` for them. A store under a policy warns when the chroot's own
+        ACL lets anyone change it, and ignores broker registrations that
+        :meth:`~kctl.stores.zkacl.AclPolicy.genuine_registration` refuses.
     :param connection_timeout: seconds to wait for the first connection.
     :param jute_maxbuffer: the servers' ``jute.maxbuffer``; no request is made larger.
     :param max_multi_ops: operations per multi at most.
@@ -480,6 +528,8 @@ class ZooKeeperStore:
         *,
         session_timeout: float = 18.0,
         auth: tuple[str, str] | None = None,
+        sasl: tuple[str, str] | None = None,
+        tls: ZooKeeperTls | None = None,
         acl: AclPolicy | None = None,
         connection_timeout: float = 15.0,
         jute_maxbuffer: int = JUTE_MAXBUFFER,
@@ -494,6 +544,8 @@ class ZooKeeperStore:
         self._options: dict[str, Any] = dict(
             session_timeout=session_timeout,
             auth=auth,
+            sasl=sasl,
+            tls=tls,
             acl=acl,
             connection_timeout=connection_timeout,
             jute_maxbuffer=jute_maxbuffer,
@@ -516,30 +568,32 @@ class ZooKeeperStore:
         self._suspended = False
         self._session_id = 0
 
-        self._identity = None if auth is None else digest(*auth)
+        self._security = ClientSecurity(auth, sasl, tls)
+        self._identities = self._security.identities()
         self._policy = acl
         self._creating_chroot = False  # the chroot and its ancestors get the policy's root ACL
         self._acl_wires: dict[tuple[AclEntry, ...], bytes] = {}
-        if acl is not None:
-            self._creator_acl: tuple[AclEntry, ...] = acl.acl("")
-        elif self._identity is not None:
-            self._creator_acl = (AclEntry(ALL, "digest", self._identity), WORLD_READ)  # "creator owns"
-        else:
-            self._creator_acl = OPEN
-        self._client = kz.client.KazooClient(
-            hosts=servers,
+        self._creator_acl = acl.acl("") if acl is not None else self._security.creator_acl()
+        self._connection_log = _ConnectionLog(logging.getLogger("kazoo.client"))
+        self._client = _kazoo_client(
+            servers,
+            self._security,
             timeout=session_timeout,
             handler=kz.handler(),
-            auth_data=[("digest", f"{auth[0]}:{auth[1]}")] if auth is not None else None,
-            default_acl=self._kazoo_acl(self._creator_acl),
+            default_acl=_kazoo_acl(self._creator_acl),
             connection_retry={"max_tries": -1, "delay": 0.05, "backoff": 1.5, "max_delay": 1.0},
+            logger=self._connection_log,
         )
         self._client.add_listener(self._on_state)
         try:
             self._client.start(timeout=connection_timeout)
         except self._client.handler.timeout_exception:
+            if self._client.client_state == kz.states.KeeperState.AUTH_FAILED:
+                raise self._login_refused() from None
+            over = " over TLS" if tls is not None else ""
             raise StoreUnavailableError(
-                f"cannot connect to ZooKeeper at {servers} within {connection_timeout:g}s"
+                f"cannot connect to ZooKeeper at {servers}{over} within {connection_timeout:g}s"
+                + self._connection_log.last_error()
             ) from None
         try:
             if chroot:
@@ -549,7 +603,9 @@ class ZooKeeperStore:
                 finally:
                     self._creating_chroot = False
                 self._client.chroot = self._chroot = chroot
-            if acl is None or acl.is_controller(self._identity):
+            if acl is not None or self._identities:
+                self._warn_if_open_chroot()
+            if acl is None or acl.is_controller(self._identities):
                 self._ensure_paths(paths.PERSISTENT_PATHS if acl is None else CONTROLLER_CREATED_PATHS)
             else:
                 self._await_paths(CONTROLLER_CREATED_PATHS, connection_timeout)
@@ -570,9 +626,10 @@ class ZooKeeperStore:
         return self._chroot
 
     @property
-    def identity(self) -> str | None:
-        """The digest identity (``user:digest``) this store authenticates as, if any."""
-        return self._identity
+    def identities(self) -> tuple[str, ...]:
+        """The identities this store's session has, as policies name them (``user:digest`` for the
+        digest scheme, ``sasl:user`` after a SASL login)."""
+        return self._identities
 
     @property
     def acl_policy(self) -> AclPolicy | None:
@@ -580,8 +637,31 @@ class ZooKeeperStore:
 
     def acl_of(self, path: str) -> list[tuple[int, str, str]]:
         """The ACL of the znode at ``path``: ``(permission bits, scheme, id)`` entries."""
-        acls, _ = self._result(self._ask(lambda: self._client.get_acls_async(path)), path)
-        return [(int(a.perms), str(a.id.scheme), str(a.id.id)) for a in acls]
+        return [(e.perms, e.scheme, e.id) for e in self._acl_and_stat(path)[0]]
+
+    def _acl_and_stat(self, path: str) -> tuple[list[AclEntry], Any]:
+        acls, stat = self._result(self._ask(lambda: self._client.get_acls_async(path)), path, "read the ACL of")
+        return [AclEntry(int(a.perms), str(a.id.scheme), str(a.id.id)) for a in acls], stat
+
+    def _warn_if_open_chroot(self) -> None:
+        """Log a warning when anyone may change the chroot (the root znode without one): its
+        children, such as ``/controller``, may then be deleted and created by anyone."""
+        try:
+            acl, _ = self._acl_and_stat("/")
+        except StoreError as exc:
+            logger.warning("Cannot read the ACL of %s to check it: %s", self._chroot or "/", exc)
+            return
+        allowed = [name for bit, name in _OPEN_PERMISSIONS
+                   for e in acl if e.scheme == "world" and e.id == "anyone" and e.perms & bit]
+        if allowed:
+            where = f"the chroot {self._chroot}" if self._chroot else "the root znode / (no chroot)"
+            logger.warning(
+                "The ACL of %s lets anyone %s its children: any ZooKeeper client can then delete and create "
+                "/controller, /controller_epoch and every top-level znode of the cluster, whatever their own ACLs. "
+                "Give it an ACL like the policy's (setAcl %s %s) or move the cluster to a new chroot.",
+                where, " and ".join(allowed), self._chroot or "/",
+                ",".join(f"{e.scheme}:{e.id}:{_perms(e.perms)}" for e in self._creator_acl),
+            )
 
     @property
     def session_id(self) -> int:
@@ -601,12 +681,11 @@ class ZooKeeperStore:
         closes it; the server deletes its ephemeral nodes and this client then learns that the
         session expired. Returns once it has (``SESSION``/``EXPIRED`` is on its way to listeners).
         """
-        kz = self._kazoo
         deadline = time.monotonic() + max(30.0, 2 * self._session_timeout)
         while not self._expired.is_set() and not self._closed:
             client_id = self._client.client_id
             if client_id is not None:
-                twin = kz.client.KazooClient(hosts=self._hosts, client_id=client_id, timeout=self._session_timeout)
+                twin = _kazoo_client(self._hosts, self._security, client_id=client_id, timeout=self._session_timeout)
                 try:
                     twin.start(timeout=self._options["connection_timeout"])
                     twin.stop()
@@ -736,15 +815,31 @@ class ZooKeeperStore:
     # --- Brokers -------------------------------------------------------------------------------
 
     def register_broker(self, info: BrokerInfo) -> int:
+        """Create the ephemeral registration; its czxid is the broker epoch. When the policy gives
+        the id identities of its own, the data is written again in the same multi, the proof
+        :meth:`~kctl.stores.zkacl.AclPolicy.genuine_registration` asks for."""
         path = BrokerIdZNode.path(info.id)
-        answer = self._ask(
-            lambda: self._client.create_async(
-                path, BrokerIdZNode.encode(info), acl=self._kazoo_acl(self._acl(path)), ephemeral=True, include_data=True
+        data = BrokerIdZNode.encode(info)
+        exists_error = self._kazoo.exceptions.NodeExistsError
+        if self._policy is not None and self._policy.has_own_identities(info.id):
+            ops = [_Op("create", path, data, ephemeral=True), _Op("set", path, data, 0)]
+            outcome = self._multi([ops], MATCH_ANY_VERSION)[0]
+            if not isinstance(outcome, _Failure):
+                return int(outcome[1].czxid)
+            if outcome.op != 0 or not isinstance(outcome.error, exists_error):
+                raise self._op_error(ops[outcome.op], outcome.error)
+        else:
+            answer = self._ask(
+                lambda: self._client.create_async(
+                    path, data, acl=_kazoo_acl(self._acl(path)), ephemeral=True, include_data=True
+                )
             )
-        )
-        if not isinstance(answer, self._kazoo.exceptions.NodeExistsError):
-            return int(self._result(answer, path)[1].czxid)  # the broker epoch
-        stat = self._result(self._ask(lambda: self._client.exists_async(path)), path)
+            if not isinstance(answer, exists_error):
+                return int(self._result(answer, path, "create")[1].czxid)  # the broker epoch
+        answer = self._ask(lambda: self._client.exists_async(path))
+        if isinstance(answer, self._kazoo.exceptions.NoAuthError):  # not readable: not ours
+            raise NodeExistsError(f"{path} already exists (registered by another identity)", path)
+        stat = self._result(answer, path)
         if stat is not None and stat.ephemeralOwner == self._session_id:
             return int(stat.czxid)  # Kafka's checked ephemeral create: our own node is a success
         raise NodeExistsError(f"{path} already exists", path)
@@ -760,13 +855,40 @@ class ZooKeeperStore:
             if isinstance(answer, self._kazoo.exceptions.NoNodeError):
                 continue  # gone since the listing
             data, stat = self._result(answer, path)
+            broker_id = paths.parse_id(name)
             try:
-                if not name.isdigit():
-                    raise corrupt(path, _NAME_FIELD, "must be a broker id")
-                brokers[int(name)] = (BrokerIdZNode.decode(data, path, int(name)), int(stat.czxid))
+                if broker_id is None:
+                    raise corrupt(path, _NAME_FIELD, f"must be a broker id (0 to {INT32_MAX}), found {name!r}")
+                brokers[broker_id] = (BrokerIdZNode.decode(data, path, broker_id), int(stat.czxid))
             except CorruptDataError as exc:
                 logger.warning("Ignoring undecodable broker registration at %s: %s", path, exc)
+        if self._policy is not None and self._policy.broker_ids:
+            self._drop_unproven_registrations(brokers)
         return dict(sorted(brokers.items()))
+
+    def _drop_unproven_registrations(self, brokers: dict[int, tuple[BrokerInfo, int]]) -> None:
+        """Remove (with a warning) the registrations of ids with identities of their own that the
+        policy cannot trust to be that broker's: another broker identity created them."""
+        policy = self._policy
+        assert policy is not None
+        checked = [broker_id for broker_id in brokers if policy.has_own_identities(broker_id)]
+        answers = self._gather([functools.partial(self._client.get_acls_async, paths.broker(b)) for b in checked])
+        for broker_id, answer in zip(checked, answers):
+            path = paths.broker(broker_id)
+            if isinstance(answer, self._kazoo.exceptions.NoNodeError):
+                reason: str | None = "it is gone"
+            elif isinstance(answer, Exception):
+                reason = str(self._error(answer, path, "read the ACL of"))
+            elif int(answer[1].czxid) != brokers[broker_id][1]:
+                reason = "it was registered again while being read"
+            else:
+                acl = [AclEntry(int(a.perms), str(a.id.scheme), str(a.id.id)) for a in answer[0]]
+                reason = policy.genuine_registration(
+                    broker_id, acl, int(answer[1].version), int(answer[1].aversion), self._identities
+                )
+            if reason is not None:
+                del brokers[broker_id]
+                logger.warning("Ignoring the registration of broker %d at %s: %s", broker_id, path, reason)
 
     def get_or_create_cluster_id(self) -> str:
         found = self._get(paths.CLUSTER_ID)
@@ -821,11 +943,7 @@ class ZooKeeperStore:
 
     def get_topic_partition_ids(self, topic: str) -> list[int]:
         path = paths.topic_partitions(topic)
-        names = self._children(path)
-        for name in names:
-            if not name.isdigit():
-                raise corrupt(f"{path}/{name}", _NAME_FIELD, f"must be a partition id, found {name!r}")
-        return sorted(map(int, names))
+        return paths.child_ids(path, self._children(path))
 
     def delete_topic(self, topic: str, expected_controller_epoch_version: int) -> None:
         self._delete_paths(
@@ -1117,6 +1235,13 @@ class ZooKeeperStore:
                 except exceptions.SessionExpiredError as exc:  # also ConnectionClosedError
                     self._check_live()
                     raise StoreUnavailableError(f"the ZooKeeper session at {self._hosts} ended") from exc
+                except exceptions.SessionClosedRequireSaslError:
+                    raise StoreUnavailableError(
+                        f"ZooKeeper at {self._hosts} closes sessions without a SASL login, and {self._security.describe()} "
+                        "made none (--zk-sasl)"
+                    ) from None
+                except exceptions.AuthFailedError:
+                    raise self._login_refused() from None
                 except exceptions.KazooException as exc:
                     answers[i] = exc
                 except timeout_error:
@@ -1129,6 +1254,12 @@ class ZooKeeperStore:
                 deadline = time.monotonic() + self._session_timeout
             self._await_connection(deadline)
             started = [(i, calls[i]()) for i in lost]
+
+    def _login_refused(self) -> StoreUnavailableError:
+        return StoreUnavailableError(
+            f"ZooKeeper at {self._hosts} refused the login of {self._security.describe()} "
+            "(a wrong SASL user or password, or a server without SASL)" + self._connection_log.last_error()
+        )
 
     def _await_connection(self, deadline: float) -> None:
         """Wait until the client has reconnected, noticing meanwhile that the store was closed or
@@ -1146,14 +1277,14 @@ class ZooKeeperStore:
     def _ask(self, send: Callable[[], Any]) -> Any:
         return self._gather([send])[0]
 
-    def _result(self, answer: Any, path: str) -> Any:
+    def _result(self, answer: Any, path: str, operation: str = "read") -> Any:
         """The answer, or the store error its failure stands for."""
         if isinstance(answer, Exception):
-            raise self._error(answer, path)
+            raise self._error(answer, path, operation)
         return answer
 
-    def _error(self, exc: Exception, path: str) -> StoreError:
-        """kazoo's error for ``path`` as kctl's (ZooKeeper's codes keep their names)."""
+    def _error(self, exc: Exception, path: str, operation: str = "access") -> StoreError:
+        """kazoo's error for ``operation`` on ``path`` as kctl's (ZooKeeper's codes keep their names)."""
         exceptions = self._kazoo.exceptions
         if isinstance(exc, exceptions.NoNodeError):
             return NoNodeError(f"{path} does not exist", path)
@@ -1164,7 +1295,7 @@ class ZooKeeperStore:
         if isinstance(exc, exceptions.NotEmptyError):
             return StoreError(f"cannot delete {path}: it has children", path)
         if isinstance(exc, exceptions.NoAuthError):
-            return NoAuthError(f"not authorised to change {path}: its ACL does not let this identity write", path)
+            return self._no_auth(path, operation)
         if isinstance(exc, exceptions.NoChildrenForEphemeralsError):
             return StoreError(f"cannot create {path}: its parent is ephemeral", path)
         return StoreError(f"{path}: ZooKeeper error {type(exc).__name__} {exc}", path)
@@ -1172,7 +1303,20 @@ class ZooKeeperStore:
     def _op_error(self, op: _Op, exc: Exception) -> StoreError:
         if op.kind == "create" and isinstance(exc, self._kazoo.exceptions.NoNodeError):
             return NoNodeError(f"cannot create {op.path}: its parent does not exist", op.path)
-        return self._error(exc, op.path)
+        return self._error(exc, op.path, op.kind)
+
+    def _no_auth(self, path: str, operation: str) -> NoAuthError:
+        """ZooKeeper refused ``operation`` on ``path``: say which ACL lacks which permission for
+        whom (creating and deleting are decided by the parent's ACL)."""
+        needed = _PERMISSION_NEEDED.get(operation)
+        if needed is None:
+            reason = f"its ACL gives {self._security.describe()} no permission to"
+        else:
+            permission, of_parent = needed
+            node = path.rpartition("/")[0] if of_parent else path
+            shown = node or ("/" if not self._chroot else f"the chroot {self._chroot}")
+            reason = f"the ACL of {shown} gives {self._security.describe()} no {permission} permission"
+        return NoAuthError(f"not authorised to {operation} {path}: {reason}", path)
 
     # --- Reads -----------------------------------------------------------------------------------
 
@@ -1246,9 +1390,8 @@ class ZooKeeperStore:
         answers = self._read([(_GET_DATA, path) for path in named])
         no_node = self._kazoo.exceptions.NoNodeError
         return [
-            decode(self._result(answer, path)[0], path)
-            for path, answer in zip(named, answers)
-            if not isinstance(answer, no_node)
+            value for path, answer in zip(named, answers) if not isinstance(answer, no_node)
+            for value in decoded_or_skipped(path, lambda: decode(self._result(answer, path)[0], path))  # noqa: B023
         ]
 
     # --- Writes ----------------------------------------------------------------------------------
@@ -1396,10 +1539,6 @@ class ZooKeeperStore:
             )
         return wire
 
-    def _kazoo_acl(self, acl: Sequence[AclEntry]) -> list[Any]:
-        security = self._kazoo.security
-        return [security.ACL(a.perms, security.Id(a.scheme, a.id)) for a in acl]
-
     def _send_multi(self, wires: list[bytes]) -> Any:
         result = self._client.handler.async_result()
         self._client._call(_Multi(b"".join(wires), self._kazoo), result)  # kazoo's request queue
@@ -1470,8 +1609,7 @@ class ZooKeeperStore:
             {path[:i] for path in wanted for i in range(1, len(path) + 1) if i == len(path) or path[i] == "/"}
         )
         for _ in range(_RACE_ATTEMPTS):
-            stats = self._gather([functools.partial(self._client.exists_async, path) for path in needed])
-            missing = [path for path, stat in zip(needed, stats) if self._result(stat, path) is None]
+            missing = self._missing(needed)
             if not missing:
                 return
             ops = [_Op("create", path) for path in missing]
@@ -1482,13 +1620,25 @@ class ZooKeeperStore:
                 raise self._op_error(ops[outcome.op], outcome.error)
         raise StoreError(f"could not create {needed}", needed[0])
 
+    def _missing(self, wanted: Sequence[str]) -> list[str]:
+        """The paths of ``wanted`` that do not exist, read from their parents' children rather
+        than with ``exists``: ZooKeeper 3.8.4+ and 3.9.2+ refuse ``exists`` without READ on the
+        node (ZOOKEEPER-2590), and not every role may read every node (``/config/users``)."""
+        parents = sorted({path.rpartition("/")[0] or "/" for path in wanted})
+        no_node = self._kazoo.exceptions.NoNodeError
+        listings = self._gather([functools.partial(self._client.get_children_async, p) for p in parents])
+        children = {
+            parent: set() if isinstance(answer, no_node) else set(self._result(answer, parent))
+            for parent, answer in zip(parents, listings)
+        }
+        return [path for path in wanted if path.rpartition("/")[2] not in children[path.rpartition("/")[0] or "/"]]
+
     def _await_paths(self, wanted: Sequence[str], timeout: float) -> None:
         """Wait until every path of ``wanted`` exists: in a secured cluster only the controller
         identity creates them."""
         deadline = time.monotonic() + timeout
         while True:
-            stats = self._gather([functools.partial(self._client.exists_async, path) for path in wanted])
-            missing = [path for path, stat in zip(wanted, stats) if self._result(stat, path) is None]
+            missing = self._missing(wanted)
             if not missing:
                 return
             if time.monotonic() > deadline:
@@ -1595,6 +1745,38 @@ class ZooKeeperStore:
                 self._dispatch(self._deliver, WatchEvent(WatchKind.SESSION, ChangeType.EXPIRED))
 
 
+_GENERIC_CONNECTION_WARNINGS = ("Failed connecting to Zookeeper", "Transition to ")
+"""kazoo's warnings that follow the one saying why (which is kept)."""
+
+
+class _ConnectionLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """kazoo's logger, remembering the last warning of the connection (a refused TLS handshake or
+    login, a dropped connection) for the error of a store that cannot connect."""
+
+    def __init__(self, target: logging.Logger) -> None:
+        super().__init__(target, {})
+        self._last = ""
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        if level >= logging.WARNING:
+            try:
+                text = str(msg) % args if args else str(msg)
+            except (TypeError, ValueError):
+                text = str(msg)
+            if not text.startswith(_GENERIC_CONNECTION_WARNINGS):
+                self._last = text
+        super().log(level, msg, *args, **kwargs)
+
+    def last_error(self) -> str:
+        return f" (last error: {self._last})" if self._last else ""
+
+
+def _perms(bits: int) -> str:
+    """ZooKeeper's letters for permission bits (``cdrwa``)."""
+    return "".join(letter for bit, letter in ((CREATE, "c"), (DELETE, "d"), (READ, "r"), (WRITE, "w"), (ADMIN, "a"))
+                   if bits & bit)
+
+
 def _target(kind: WatchKind, key: object) -> _Target | None:
     """What ``kind`` observes (None for SESSION), after checking the key's type."""
     check_watch_key(kind, key)
@@ -1614,4 +1796,4 @@ def kctl_register_state_stores(register: StateStoreRegistry) -> None:
     register.add("zookeeper", ZooKeeperStore)
 
 
-__all__ = ["INSTALL_HINT", "JUTE_MAXBUFFER", "ZooKeeperStore"]
+__all__ = ["JUTE_MAXBUFFER", "ZooKeeperStore"]

@@ -6,6 +6,14 @@ session shared by the whole test session (a session takes seconds to start), and
 the ``spark-class`` of the installed pyspark, on free ports of 127.0.0.1, waits until the master
 reports the worker ALIVE, and stops both by PID.
 
+Every port Spark lets one choose comes from :func:`~kctl.testing.ports.free_ports` (so within
+``KCTL_TEST_PORTS`` when set): the master's and the worker's (RPC and web UI; the master's REST
+submission server is off), and a driver's with
+:func:`driver_conf` (RPC, block managers; no web UI; Python workers on Unix sockets), with
+``spark.port.maxRetries=0`` so that a taken port fails the start instead of Spark trying the next
+ones, outside the range. The one listener left to the kernel is the Py4J gateway between a
+PySpark driver and its JVM, on a loopback port that Spark does not let one choose.
+
 Fixtures (import them into a ``conftest.py``): ``spark_local`` and ``spark_standalone``. Without
 pyspark or Java they skip with the install hint, except under ``CI=true`` where they fail: CI must
 never pass by skipping the Spark tests.
@@ -15,21 +23,25 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kctl.testing.zookeeper import LOOPBACK, free_ports, in_ci
+from kctl.testing.ports import LOOPBACK, free_ports, release_ports
+from kctl.testing.zookeeper import in_ci
 
 LOCAL_MASTER = "local[2]"
+NO_PORT_RETRIES = {"spark.port.maxRetries": "0"}
+"""Fail on a taken port rather than bind the next ones, which may lie outside the range."""
 
 
 class SparkStartError(RuntimeError):
@@ -48,6 +60,29 @@ def require_spark() -> None:
     if in_ci():
         pytest.fail(f"CI=true and Spark cannot run: {reason}", pytrace=False)
     pytest.skip(f"Spark cannot run: {reason}")
+
+
+def driver_conf() -> dict[str, str]:
+    """Spark properties that put a driver and its executors on ports of :func:`free_ports` (held
+    for the rest of the test process): the driver's RPC and block manager, one block manager port
+    for the executors (one executor per machine, as a standalone worker starts by default), no
+    web UI, and the Python workers on Unix sockets instead of loopback ports."""
+    driver, block_manager, executors = free_ports(3)
+    return {
+        "spark.driver.host": LOOPBACK,
+        "spark.driver.bindAddress": LOOPBACK,
+        "spark.driver.port": str(driver),
+        "spark.driver.blockManager.port": str(block_manager),
+        "spark.blockManager.port": str(executors),
+        "spark.ui.enabled": "false",
+        "spark.python.unix.domain.socket.enabled": "true",
+        **NO_PORT_RETRIES,
+    }
+
+
+def submit_args(conf: Mapping[str, str]) -> str:
+    """``PYSPARK_SUBMIT_ARGS`` giving ``conf`` to the PySpark driver of another process."""
+    return shlex.join([arg for name, value in conf.items() for arg in ("--conf", f"{name}={value}")] + ["pyspark-shell"])
 
 
 def spark_home() -> Path:
@@ -83,8 +118,11 @@ class SparkStandalone:
 
     def _spawn(self, name: str, *args: str) -> None:
         home = spark_home()
+        properties = {**NO_PORT_RETRIES, "spark.master.rest.enabled": "false"}  # no REST submission port
+        options = " ".join(f"-D{name}={value}" for name, value in properties.items())
         env = os.environ | {"SPARK_HOME": str(home), "SPARK_LOCAL_IP": LOOPBACK, "SPARK_NO_DAEMONIZE": "1",
-                            "SPARK_LOG_DIR": str(self.directory), "SPARK_WORKER_DIR": str(self.work_dir)}
+                            "SPARK_LOG_DIR": str(self.directory), "SPARK_WORKER_DIR": str(self.work_dir),
+                            "SPARK_DAEMON_JAVA_OPTS": options}
         with (self.directory / f"{name}.log").open("ab") as log:
             self.processes.append(subprocess.Popen(
                 [str(home / "bin" / "spark-class"), *args], cwd=self.directory, env=env,
@@ -132,6 +170,7 @@ class SparkStandalone:
                     os.killpg(process.pid, signal.SIGKILL)
                     process.wait()
         self.processes.clear()
+        release_ports([self.port, self.ui_port, self.worker_port, self.worker_ui_port])
         if not keep_logs:
             shutil.rmtree(self.directory, ignore_errors=True)
 
@@ -141,12 +180,13 @@ class SparkStandalone:
 
 @pytest.fixture(scope="session")
 def spark_local() -> Iterator[Any]:
-    """One ``local[2]`` SparkSession for the whole test session, bound to 127.0.0.1."""
+    """One ``local[2]`` SparkSession for the whole test session, on 127.0.0.1 and ports of
+    :func:`driver_conf`."""
     require_spark()
     from kctl.bench.session import build_session
 
-    os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
-    spark = build_session(LOCAL_MASTER, True, app_name="kctl tests")
+    os.environ["SPARK_LOCAL_IP"] = LOOPBACK
+    spark = build_session(LOCAL_MASTER, True, app_name="kctl tests", conf=driver_conf())
     yield spark
     spark.stop()
 
@@ -159,5 +199,5 @@ def spark_standalone() -> Iterator[SparkStandalone]:
         yield cluster
 
 
-__all__ = ["LOCAL_MASTER", "SparkStandalone", "SparkStartError", "require_spark", "spark_home", "spark_local",
-           "spark_standalone"]
+__all__ = ["LOCAL_MASTER", "SparkStandalone", "SparkStartError", "driver_conf", "require_spark", "spark_home",
+           "spark_local", "spark_standalone", "submit_args"]

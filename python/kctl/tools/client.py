@@ -35,11 +35,14 @@ from kctl.errors import (
     UnknownTopicOrPartitionError,
 )
 from kctl.model import NO_LEADER, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
+from kctl.scheduler import check_duration
 from kctl.stores.base import MATCH_ANY_VERSION, StateStore, TopicAssignment
 
 if TYPE_CHECKING:
     from kctl.cluster import EmbeddedCluster
+    from kctl.tools.status import ClusterStatus
     from kctl.stores.zkacl import AclPolicy
+    from kctl.stores.zkclient import ZooKeeperTls
 
 Waiter = Callable[[Callable[[], bool], float], bool]
 """``wait(condition, timeout)``: True once ``condition()`` holds, False if ``timeout`` seconds pass first."""
@@ -127,14 +130,17 @@ class AdminClient:
 
     @classmethod
     def connect(
-        cls, zk: str, timeout: float = 15.0, *, auth: tuple[str, str] | None = None, acl: AclPolicy | None = None
+        cls, zk: str, timeout: float = 15.0, *, auth: tuple[str, str] | None = None, acl: AclPolicy | None = None,
+        sasl: tuple[str, str] | None = None, tls: ZooKeeperTls | None = None,
     ) -> AdminClient:
         """A client on its own ZooKeeper session (``zk`` is Kafka's ``zookeeper.connect``),
-        authenticated as ``auth`` (an admin identity of a secured cluster's ``acl`` policy)."""
+        logged in as ``auth`` (digest) or ``sasl`` (an admin identity of a secured cluster's ``acl``
+        policy), over TLS with ``tls`` (:class:`~kctl.stores.zookeeper.ZooKeeperStore`'s options)."""
         from kctl.config import ControllerConfig
         from kctl.process import ZooKeeperSecurity, connect
 
-        return cls(connect(zk, ControllerConfig(), timeout, ZooKeeperSecurity(auth, acl)), owns_store=True)
+        security = ZooKeeperSecurity(auth, acl, sasl, tls)
+        return cls(connect(zk, ControllerConfig(), timeout, security), owns_store=True)
 
     @classmethod
     def for_cluster(cls, cluster: EmbeddedCluster) -> AdminClient:
@@ -208,6 +214,12 @@ class AdminClient:
     def live_brokers(self) -> set[int]:
         """The registered brokers (``/brokers/ids``)."""
         return set(self.store.get_all_brokers())
+
+    def cluster_status(self) -> ClusterStatus:
+        """What ``kctl cluster status`` shows (:func:`kctl.tools.status.cluster_status`)."""
+        from kctl.tools.status import cluster_status
+
+        return cluster_status(self.store)
 
     # --- Topics ----------------------------------------------------------------------------------
 
@@ -334,6 +346,7 @@ class AdminClient:
         topics' previous configs.
         """
         kind = ElectionType(election_type)
+        check_duration(timeout, "the election timeout", positive=True)
         tps = sorted(set(self.all_partitions() if partitions is None else partitions))
         assignments = self._replica_assignments(tps)
         states = self._states(assignments)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from kctl.errors import AdminCommandFailedError, ElectionNotNeededError, KctlError
 from kctl.model import NO_LEADER, TopicPartition
 from kctl.config import ControllerConfig
-from kctl.process import ZooKeeperSecurity, add_zookeeper_arguments
+from kctl.process import ZooKeeperSecurity, add_zookeeper_arguments, int_argument, quiet_zookeeper_client, seconds_argument
 from kctl.tools.client import (
     DEFAULT_TIMEOUT,
     AdminClient,
@@ -33,8 +33,9 @@ def _ids(brokers: Iterable[int]) -> str:
 
 
 def _client(args: argparse.Namespace) -> AdminClient:
+    quiet_zookeeper_client()
     security = ZooKeeperSecurity.from_arguments(args, ControllerConfig())
-    return AdminClient.connect(args.zk, args.zk_timeout, auth=security.auth, acl=security.acl)
+    return AdminClient.connect(args.zk, args.zk_timeout, **security.transport_options())
 
 
 def _property(text: str) -> tuple[str, str]:
@@ -110,8 +111,9 @@ def topics_arguments(parser: argparse.ArgumentParser) -> None:
     action("list", "list the topics (those marked for deletion say so)")
     create = action("create", "create a topic")
     create.add_argument("--topic", required=True, help="the topic's name")
-    create.add_argument("--partitions", type=int, help="the partition count (with --replication-factor)")
-    create.add_argument("--replication-factor", type=int, help="replicas per partition")
+    create.add_argument("--partitions", type=int_argument("a partition count", 1),
+                        help="the partition count (with --replication-factor)")
+    create.add_argument("--replication-factor", type=int_argument("a replication factor", 1), help="replicas per partition")
     create.add_argument("--replica-assignment", type=_replica_assignment_argument, metavar="B1:B2,B3:B4",
                         help="explicit replicas: partition i's brokers are the i-th comma-separated list")
     create.add_argument("--config", type=_property, action="append", default=[], metavar="NAME=VALUE",
@@ -123,7 +125,8 @@ def topics_arguments(parser: argparse.ArgumentParser) -> None:
                           help="only the partitions whose leader is not a live broker")
     alter = action("alter", "add partitions to a topic")
     alter.add_argument("--topic", required=True, help="the topic's name")
-    alter.add_argument("--partitions", type=int, required=True, help="the new partition count")
+    alter.add_argument("--partitions", type=int_argument("a partition count", 1), required=True,
+                       help="the new partition count")
     alter.add_argument("--replica-assignment", type=_replica_assignment_argument, metavar="B1:B2,B3:B4",
                        help="replicas of every partition, existing ones first (only the new ones are used)")
     delete = action("delete", "mark a topic for deletion")
@@ -270,8 +273,8 @@ def elect_leaders_arguments(parser: argparse.ArgumentParser) -> None:
     which.add_argument("--path-to-json-file", metavar="FILE",
                        help='the partitions, as {"partitions":[{"topic":"foo","partition":1}]}')
     which.add_argument("--all-topic-partitions", action="store_true", help="every partition of every topic")
-    parser.add_argument("--partition", type=int, help="the partition id (with --topic)")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+    parser.add_argument("--partition", type=int_argument("a partition id"), help="the partition id (with --topic)")
+    parser.add_argument("--timeout", type=seconds_argument, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                         help=f"how long to wait for the controller (default: {DEFAULT_TIMEOUT:g})")
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from kctl.errors import AdminCommandFailedError, KctlError
 from kctl.limits import DocumentError, load_json, read_file
-from kctl.model import TopicPartition, validate_topic_name
+from kctl.model import INT32_MAX, TopicPartition, int_problem, validate_topic_name
 
 ANY_LOG_DIR = "any"
 """The ``log_dirs`` entry that leaves the choice of directory to the broker (the only one kctl has)."""
@@ -56,13 +56,11 @@ def _partition(entry: Mapping[str, Any], where: str) -> TopicPartition:
         validate_topic_name(topic)
     except KctlError as exc:
         raise AdminCommandFailedError(f"{where}.topic: {exc}") from None
-    if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
-        raise AdminCommandFailedError(f"{where}.partition: expected a partition id (an integer ≥ 0), got {json.dumps(partition)}")
+    if not isinstance(partition, int) or int_problem(partition, 0) is not None:
+        raise AdminCommandFailedError(
+            f"{where}.partition: expected a partition id (an integer from 0 to {INT32_MAX}), got {json.dumps(partition)}"
+        )
     return TopicPartition(topic, partition)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _no_duplicates(seen: dict[TopicPartition, int], tp: TopicPartition, i: int, source: str) -> None:
@@ -81,9 +79,10 @@ def parse_reassignment(document: Any, source: str) -> dict[TopicPartition, list[
         where = f"{source}: partitions[{i}]"
         tp = _partition(entry, where)
         replicas = entry.get("replicas")
-        if not isinstance(replicas, list) or not replicas or not all(_is_int(r) and r >= 0 for r in replicas):
+        if not isinstance(replicas, list) or not replicas or any(int_problem(r, 0) is not None for r in replicas):
             raise AdminCommandFailedError(
-                f"{where}.replicas: expected a non-empty list of broker ids, got {json.dumps(replicas)}"
+                f"{where}.replicas: expected a non-empty list of broker ids (integers from 0 to {INT32_MAX}), "
+                f"got {json.dumps(replicas)}"
             )
         duplicates = sorted({r for r in replicas if replicas.count(r) > 1})
         if duplicates:

@@ -49,7 +49,8 @@ from kctl.requests import (
 from kctl.scheduler import RealTimeScheduler, Scheduler
 from kctl.stores import paths
 from kctl.stores.zkacl import AclPolicy
-from kctl.stores.zookeeper import _kazoo, _split_connect_string
+from kctl.stores.zkclient import ClientSecurity, ZooKeeperTls
+from kctl.stores.zookeeper import _kazoo, _kazoo_acl, _kazoo_client, _split_connect_string
 from kctl.transports.base import BrokerHandler, ControllerHandler, error_response
 
 if TYPE_CHECKING:
@@ -401,6 +402,8 @@ class ZkQueueTransport:
     :param max_queue_size: items a queue holds before it is shrunk (seed 004's bound).
     :param retry_backoff: seconds between attempts to queue into a full queue.
     :param auth: ``(user, password)``: the process's ZooKeeper digest identity.
+    :param sasl: ``(user, password)``: the process's SASL DIGEST-MD5 login.
+    :param tls: connect over TLS (:class:`~kctl.stores.zkclient.ZooKeeperTls`).
     :param acl: the cluster's :class:`~kctl.stores.zkacl.AclPolicy` (queues are written by the
         controller and broker identities only).
     """
@@ -416,23 +419,22 @@ class ZkQueueTransport:
         max_queue_size: int = DEFAULT_MAX_QUEUE_SIZE,
         retry_backoff: float = 1.0,
         auth: tuple[str, str] | None = None,
+        sasl: tuple[str, str] | None = None,
+        tls: ZooKeeperTls | None = None,
         acl: AclPolicy | None = None,
     ) -> None:
-        kz = _kazoo()
         servers, chroot = _split_connect_string(hosts, chroot)
         self._owns_scheduler = scheduler is None
         self.scheduler: Scheduler = scheduler if scheduler is not None else RealTimeScheduler(name="zkqueue")
         self.max_queue_size = max_queue_size
         self.retry_backoff = retry_backoff
         self._policy = acl
-        default_acl = None
-        if auth is not None and acl is None:  # "creator owns", as the store without a policy
-            default_acl = [kz.security.make_digest_acl(*auth, all=True), kz.security.make_acl("world", "anyone", read=True)]
-        self.client = kz.client.KazooClient(
-            hosts=servers + chroot,
+        security = ClientSecurity(auth, sasl, tls)
+        self.client = _kazoo_client(
+            servers + chroot,
+            security,
             timeout=session_timeout,
-            auth_data=[("digest", f"{auth[0]}:{auth[1]}")] if auth is not None else None,
-            default_acl=default_acl,
+            default_acl=None if acl is not None else _kazoo_acl(security.creator_acl()),  # as the store's
         )
         try:
             self.client.start(timeout=connection_timeout)
@@ -453,10 +455,7 @@ class ZkQueueTransport:
 
     def _acl(self, path: str) -> Any:
         """The kazoo ACL of a znode created at ``path`` under the policy (None: the default)."""
-        if self._policy is None:
-            return None
-        security = _kazoo().security
-        return [security.ACL(a.perms, security.Id(a.scheme, a.id)) for a in self._policy.acl(path)]
+        return None if self._policy is None else _kazoo_acl(self._policy.acl(path))
 
     def put(self, queue: StateChangeQueue, sender: int, request: Any, callback: Callback | None) -> None:
         """Queue a request, remembering the callback its answer goes to."""

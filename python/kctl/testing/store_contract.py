@@ -1,16 +1,28 @@
-"""The contract every :class:`~kctl.stores.base.StateStore` must honour, as a reusable test class.
+"""The contract every :class:`~kctl.stores.base.StateStore` must honour, as a test class to subclass.
 
-A store's test module subclasses :class:`StoreContract` and provides four fixtures:
+kctl runs it against its own stores (``memory``; ``zookeeper`` on real servers), and a store plugin
+runs it against its own: subclass :class:`StoreContract` in a test module and provide four fixtures
+(docs/plugins/writing-a-store.md has a whole example)::
+
+    from kctl.testing.store_contract import StoreContract
+
+    class TestMyStore(StoreContract):
+        @pytest.fixture
+        def store_factory(self): ...
 
 - ``store_factory``: a callable returning a new session (a fresh ``StateStore``); every call in one
   test connects to the same backing store, which starts empty (only Kafka's persistent paths),
   and the fixture cleans the sessions up at teardown where the backing store needs it;
-- ``corrupt_node``: a callable ``(path)`` storing data at ``path`` that no reader can decode;
+- ``corrupt_node``: a callable ``(path)`` storing data at ``path`` that no reader can decode (the
+  paths are Kafka's znode paths, :mod:`kctl.stores.paths`; a store that keeps no znode tree puts
+  the garbage where it keeps that item);
 - ``expire_session``: a callable ``(store)`` that makes the server expire the store's session;
 - ``reconnect_session``: a callable ``(store)`` that re-establishes an expired store.
 
 Watch events may arrive asynchronously (ZooKeeper), so tests wait for the events they expect and
-prove an event *absent* by waiting for a later sentinel event of the same session first.
+prove an event *absent* by waiting for a later sentinel event of the same session first. The
+module's small helpers (:class:`Recorder`, :func:`broker`, :func:`state`, :data:`ASSIGNMENT` …) are
+there for a store's own further tests.
 """
 
 from __future__ import annotations
@@ -44,6 +56,9 @@ from kctl.model import (
 from kctl.stores.base import MATCH_ANY_VERSION, ChangeType, StateStore, TopicAssignment, WatchEvent, WatchKind
 
 Factory = Callable[[], StateStore]
+
+BIG = 99_999_999_999
+"""An id beyond Kafka's Int (issue 11: such a value once poisoned the controller for good)."""
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)
@@ -618,15 +633,86 @@ class StoreContract:
         assert store.get_log_dir_event_notifications() == names[:1]
         assert store.get_log_dir_event_brokers(names) == [3]
 
-    def test_corrupt_notifications_name_their_path(
-        self, store: StateStore, corrupt_node: Callable[[str], None]
+    def test_malformed_notifications_are_logged_and_skipped(
+        self, store: StateStore, other: StateStore, corrupt_node: Callable[[str], None],
+        caplog: pytest.LogCaptureFixture,
     ) -> None:
+        """One bad notification never holds back the others (Kafka skips what it cannot parse)."""
+        isr_changes = [other.create_isr_change_notification([T0]),
+                       other.create_isr_change_notification([TopicPartition("t", BIG)]),
+                       other.create_isr_change_notification([T1])]
+        log_dir_events = [other.create_log_dir_event_notification(b) for b in (3, BIG, 1)]
         corrupt_node("/isr_change_notification/isr_change_0000000042")
         corrupt_node("/log_dir_event_notification/log_dir_event_0000000042")
-        with pytest.raises(CorruptDataError, match="isr_change_0000000042"):
-            store.get_isr_change_notification_partitions(["isr_change_0000000042"])
-        with pytest.raises(CorruptDataError, match="log_dir_event_0000000042"):
-            store.get_log_dir_event_brokers(["log_dir_event_0000000042"])
+
+        read = store.get_isr_change_notification_partitions([*isr_changes, "isr_change_0000000042"])
+        assert read == [T0, T1]
+        assert store.get_log_dir_event_brokers([*log_dir_events, "log_dir_event_0000000042"]) == [3, 1]
+        for path in (f"/isr_change_notification/{isr_changes[1]}", "/isr_change_notification/isr_change_0000000042",
+                     f"/log_dir_event_notification/{log_dir_events[1]}",
+                     "/log_dir_event_notification/log_dir_event_0000000042"):
+            assert f"Ignoring the undecodable {path}: " in caplog.text
+        assert str(BIG) in caplog.text
+
+    # --- Values outside Kafka's Int (ids, epochs): skipped or corrupt, never returned ------------
+
+    def test_registrations_outside_kafkas_int_or_tcp_ports_are_skipped(
+        self, store: StateStore, other: StateStore, corrupt_node: Callable[[str], None],
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        epoch = store.register_broker(broker(1))
+        other.register_broker(BrokerInfo(BIG, (EndPoint("rogue", 9092),)))
+        other.register_broker(BrokerInfo(2, (EndPoint("rogue", 70000),)))
+        corrupt_node("/brokers/ids/²")  # str.isdigit() says yes, int() says no
+        assert store.get_all_brokers() == {1: (broker(1), epoch)}
+        for path in (f"/brokers/ids/{BIG}", "/brokers/ids/2", "/brokers/ids/²"):
+            assert f"Ignoring undecodable broker registration at {path}: " in caplog.text
+
+    def test_topics_with_ids_outside_kafkas_int_are_corrupt(self, store: StateStore) -> None:
+        store.create_topic("good", ASSIGNMENT)
+        store.create_topic("replica", {0: ReplicaAssignment((1, BIG))})
+        store.create_topic("adding", {0: ReplicaAssignment((1, 2), adding_replicas=(2,), removing_replicas=(-BIG,))})
+        store.create_topic("partition", {BIG: ReplicaAssignment((1,))})
+        found = store.get_topic_assignments(["good", "replica", "adding", "partition"])
+        assert set(found.values) == {"good"}
+        for topic in ("replica", "adding", "partition"):
+            error = found.errors[topic]
+            assert isinstance(error, CorruptDataError) and f"/brokers/topics/{topic}" in str(error)
+            assert str(BIG) in str(error)
+
+    def test_partition_states_outside_kafkas_int_are_corrupt(self, store: StateStore) -> None:
+        store.create_topic("t", {p: ReplicaAssignment((1,)) for p in range(5)})
+        bad = {
+            TopicPartition("t", 1): LeaderIsrAndControllerEpoch(LeaderAndIsr(1, (1,), 2**63), 1),
+            TopicPartition("t", 2): LeaderIsrAndControllerEpoch(LeaderAndIsr(1, (1,), 0), 2**40),
+            TopicPartition("t", 3): LeaderIsrAndControllerEpoch(LeaderAndIsr(BIG, (1,), 0), 1),
+            TopicPartition("t", 4): LeaderIsrAndControllerEpoch(LeaderAndIsr(1, (1, BIG), 0), 1),
+        }
+        store.create_partition_states({T0: state(1, (1,)), **bad}, MATCH_ANY_VERSION)
+        found = store.get_partition_states([T0, *bad])
+        assert found.values == {T0: state(1, (1,))}
+        for tp in bad:
+            assert isinstance(found.errors[tp], CorruptDataError), tp
+            assert f"/brokers/topics/t/partitions/{tp.partition}/state" in str(found.errors[tp])
+
+    def test_admin_znodes_outside_kafkas_int_are_corrupt(self, store: StateStore) -> None:
+        store.create_partition_reassignments({T0: [1, BIG]})
+        with pytest.raises(CorruptDataError, match="/admin/reassign_partitions"):
+            store.get_partition_reassignments()
+        store.create_preferred_replica_election([TopicPartition("t", BIG)])
+        with pytest.raises(CorruptDataError, match="/admin/preferred_replica_election"):
+            store.get_preferred_replica_election()
+
+    def test_partition_children_not_named_by_a_partition_id_are_skipped(
+        self, store: StateStore, corrupt_node: Callable[[str], None], caplog: pytest.LogCaptureFixture
+    ) -> None:
+        store.create_topic("t", ASSIGNMENT)
+        store.create_partition_states({T0: state(1, (1,)), T2: state(3, (3,))}, MATCH_ANY_VERSION)
+        for name in (str(BIG), "²", "007"):
+            corrupt_node(f"/brokers/topics/t/partitions/{name}")
+        assert store.get_topic_partition_ids("t") == [0, 2]
+        for name in (str(BIG), "²", "007"):
+            assert f"Ignoring /brokers/topics/t/partitions/{name}: " in caplog.text
 
     # --- Watches -------------------------------------------------------------------------------
 

@@ -1,0 +1,173 @@
+"""Kafka's log files: ``controller.log``, ``state-change.log`` and ``server.log`` in Kafka's log4j layout.
+
+Kafka's ``config/log4j.properties`` sends the ZooKeeper-mode controller's loggers
+(``kafka.controller``, TRACE and up) to ``controller.log`` only, ``state.change.logger`` to
+``state-change.log`` only, and everything else to ``server.log`` and the console, each line as
+``[%d] %p %m (%c)``: ``[2026-11-25 14:00:00,123] INFO [Controller id=1] Ready to serve as the new
+controller with epoch 2 (kafka.controller.KafkaController)``. With ``--log-dir`` a ``kctl
+controller`` or ``kctl broker`` writes the same three files, so tools that read Kafka's logs read
+kctl's: each kctl logger that plays a Kafka class logs under that class's name, its lines prefixed
+with the class's log ident (``[Controller id=1] ``); other loggers keep their own names. Files
+roll over by size, as log4j's ``RollingFileAppender`` (``controller.log.1`` …), at
+:data:`DEFAULT_MAX_FILE_SIZE` with :data:`DEFAULT_MAX_BACKUP_INDEX` old files kept by default.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import logging.handlers
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from kctl.errors import IllegalArgumentError
+from kctl.statechange import LOG4J_LEVELS
+
+DEFAULT_MAX_FILE_SIZE = 100 * 1024 * 1024
+"""Bytes a log file grows to before it rolls over (log4j's ``MaxFileSize``), by default 100MB."""
+DEFAULT_MAX_BACKUP_INDEX = 10
+"""Rolled-over files kept of each log (log4j's ``MaxBackupIndex``), by default 10."""
+
+
+class LogFile(enum.Enum):
+    CONTROLLER = "controller.log"
+    STATE_CHANGE = "state-change.log"
+    SERVER = "server.log"
+
+
+@dataclass(frozen=True)
+class KafkaLogger:
+    """The Kafka logger a kctl logger plays: its name (``%c``), its log ident and its file."""
+
+    name: str
+    ident: str = ""
+    file: LogFile = LogFile.CONTROLLER
+
+
+_CONTROLLER_LOGGERS = {
+    "kctl.controller.controller": KafkaLogger("kafka.controller.KafkaController", "[Controller id={id}] "),
+    "kctl.controller.event_manager": KafkaLogger("kafka.controller.ControllerEventManager$ControllerEventThread",
+                                                 "[ControllerEventThread controllerId={id}] "),
+    "kctl.controller.topic_deletion": KafkaLogger("kafka.controller.TopicDeletionManager",
+                                                  "[Topic Deletion Manager {id}] "),
+    "kctl.reference.partition_state_machine": KafkaLogger("kafka.controller.ZkPartitionStateMachine",
+                                                          "[PartitionStateMachine controllerId={id}] "),
+    "kctl.native.statemachine.partition": KafkaLogger("kafka.controller.ZkPartitionStateMachine",
+                                                      "[PartitionStateMachine controllerId={id}] "),
+    "kctl.reference.replica_state_machine": KafkaLogger("kafka.controller.ZkReplicaStateMachine",
+                                                        "[ReplicaStateMachine controllerId={id}] "),
+    "kctl.native.statemachine.replica": KafkaLogger("kafka.controller.ZkReplicaStateMachine",
+                                                    "[ReplicaStateMachine controllerId={id}] "),
+    # A controller process's transport carries its requests to the brokers: Kafka's channel manager.
+    "kctl.transports": KafkaLogger("kafka.controller.ControllerChannelManager",
+                                   "[Channel manager on controller {id}]: "),
+    "kctl.state_change": KafkaLogger("state.change.logger", file=LogFile.STATE_CHANGE),
+}
+_BROKER_LOGGERS = {"kctl.state_change": KafkaLogger("state.change.logger", file=LogFile.STATE_CHANGE)}
+
+
+def kafka_loggers(role: str) -> Mapping[str, KafkaLogger]:
+    """The kctl loggers (and their children) that play Kafka's in a ``role`` process."""
+    return _CONTROLLER_LOGGERS if role == "controller" else _BROKER_LOGGERS
+
+
+class Log4jFormatter(logging.Formatter):
+    """Kafka's layout ``[%d] %p %m (%c)``: log4j's ISO8601 local time with milliseconds, log4j's
+    level name, the Kafka logger's ident and message, and its name; a traceback follows on its own
+    lines, as log4j prints a throwable."""
+
+    def __init__(self, loggers: Mapping[str, KafkaLogger], node_id: int) -> None:
+        super().__init__()
+        self._loggers = loggers
+        self._node_id = node_id
+
+    def format(self, record: logging.LogRecord) -> str:
+        kafka = find_logger(self._loggers, record.name) or KafkaLogger(record.name)
+        level = LOG4J_LEVELS.get(record.levelno, record.levelname)
+        message = kafka.ident.format(id=self._node_id) + record.getMessage()
+        line = f"[{self.formatTime(record)}] {level} {message} ({kafka.name})"
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+def find_logger(loggers: Mapping[str, KafkaLogger], name: str) -> KafkaLogger | None:
+    """The Kafka logger of kctl logger ``name``: its own entry, or its closest ancestor's."""
+    while name:
+        if name in loggers:
+            return loggers[name]
+        name = name.rpartition(".")[0]
+    return None
+
+
+class _ToFile(logging.Filter):
+    """Passes the records that belong in one file (server.log takes every logger no other file takes)."""
+
+    def __init__(self, loggers: Mapping[str, KafkaLogger], file: LogFile) -> None:
+        super().__init__()
+        self._loggers, self._file = loggers, file
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        kafka = find_logger(self._loggers, record.name)
+        return (kafka.file if kafka is not None else LogFile.SERVER) is self._file
+
+
+@dataclass(frozen=True)
+class LogFiles:
+    """Where and how a process writes Kafka's log files (``--log-dir`` and its size options)."""
+
+    directory: Path
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    max_backup_index: int = DEFAULT_MAX_BACKUP_INDEX
+
+    def handlers(self, console: logging.Handler, role: str, node_id: int) -> list[logging.Handler]:
+        """The root logger's handlers: one per file, and ``console``, which from now on gets only
+        what goes to server.log (as Kafka's console appender gets what its root logger does)."""
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise IllegalArgumentError(f"cannot create the log directory {self.directory}: {exc.strerror}") from None
+        loggers = kafka_loggers(role)
+        formatter = Log4jFormatter(loggers, node_id)
+        handlers: list[logging.Handler] = []
+        for file in LogFile:
+            path = self.directory / file.value
+            try:
+                handler = logging.handlers.RotatingFileHandler(
+                    path, maxBytes=self.max_file_size, backupCount=self.max_backup_index, encoding="utf-8"
+                )
+            except OSError as exc:
+                raise IllegalArgumentError(f"cannot write the log file {path}: {exc.strerror}") from None
+            handler.setFormatter(formatter)
+            handler.addFilter(_ToFile(loggers, file))
+            handlers.append(handler)
+        console.addFilter(_ToFile(loggers, LogFile.SERVER))
+        return [*handlers, console]
+
+
+_SIZE = re.compile(r"(\d+)\s*(KB|MB|GB)?", re.IGNORECASE)
+_UNITS = {None: 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3}
+
+
+def parse_file_size(text: str) -> int:
+    """A size as log4j's ``MaxFileSize`` takes it: bytes, or a number of KB, MB or GB (powers of 1,024)."""
+    m = _SIZE.fullmatch(text.strip())
+    if not m or int(m.group(1)) < 1:
+        raise IllegalArgumentError(f"expected a size such as 100MB, 512KB or 1048576, got {text!r}")
+    unit = m.group(2).upper() if m.group(2) else None
+    return int(m.group(1)) * _UNITS[unit]
+
+
+__all__ = [
+    "DEFAULT_MAX_BACKUP_INDEX",
+    "DEFAULT_MAX_FILE_SIZE",
+    "KafkaLogger",
+    "Log4jFormatter",
+    "LogFile",
+    "LogFiles",
+    "find_logger",
+    "kafka_loggers",
+    "parse_file_size",
+]

@@ -1,0 +1,127 @@
+"""Kafka's log files (:mod:`kctl.logfiles`): the log4j layout, which logger goes to which file under
+which Kafka name, and rotation by size."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kctl.errors import IllegalArgumentError
+from kctl.logfiles import LogFiles, Log4jFormatter, kafka_loggers, parse_file_size
+from kctl.statechange import TRACE
+
+
+def record(name: str, level: int, message: str, created: float = 1_795_000_000.123) -> logging.LogRecord:
+    made = logging.LogRecord(name, level, __file__, 1, message, (), None)
+    made.created, made.msecs = created, 123.0
+    return made
+
+
+def test_a_line_is_in_kafkas_layout_with_the_kafka_logger_and_its_ident() -> None:
+    formatter = Log4jFormatter(kafka_loggers("controller"), node_id=7)
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(1_795_000_000.123))
+    assert formatter.format(record("kctl.controller.controller", logging.INFO, "Ready to serve")) == \
+        f"[{when},123] INFO [Controller id=7] Ready to serve (kafka.controller.KafkaController)"
+    assert formatter.format(record("kctl.controller.event_manager", logging.WARNING, "slow")) == \
+        f"[{when},123] WARN [ControllerEventThread controllerId=7] slow " \
+        "(kafka.controller.ControllerEventManager$ControllerEventThread)"
+    assert formatter.format(record("kctl.state_change", TRACE, "[Controller id=7 epoch=3] Changed")) == \
+        f"[{when},123] TRACE [Controller id=7 epoch=3] Changed (state.change.logger)"
+    assert formatter.format(record("kctl.transports.tcp", logging.ERROR, "gone")) == \
+        f"[{when},123] ERROR [Channel manager on controller 7]: gone (kafka.controller.ControllerChannelManager)"
+    assert formatter.format(record("kazoo.client", logging.CRITICAL, "lost")) == f"[{when},123] FATAL lost (kazoo.client)"
+
+
+def test_a_traceback_follows_its_line() -> None:
+    formatter = Log4jFormatter(kafka_loggers("controller"), node_id=1)
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        failed = logging.LogRecord("kctl.controller.controller", logging.ERROR, __file__, 1, "failed", (), sys.exc_info())
+    first, *rest = formatter.format(failed).splitlines()
+    assert first.endswith("] ERROR [Controller id=1] failed (kafka.controller.KafkaController)")
+    assert rest[0] == "Traceback (most recent call last):" and rest[-1] == "ValueError: boom"
+
+
+@pytest.fixture
+def root_handlers() -> Iterator[logging.Logger]:
+    """The root logger, its handlers and levels restored afterwards."""
+    root = logging.getLogger()
+    saved, level = root.handlers[:], root.level
+    yield root
+    for handler in root.handlers:
+        handler.close()
+    root.handlers[:], root.level = saved, level
+
+
+def test_each_logger_goes_to_its_file_and_the_rest_to_server_log_and_the_console(
+    tmp_path: Path, root_handlers: logging.Logger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    console = logging.StreamHandler()
+    console.setFormatter(logging.Formatter("console %(name)s %(message)s"))
+    root_handlers.handlers[:] = LogFiles(tmp_path / "logs").handlers(console, "controller", 2)
+    root_handlers.setLevel(TRACE)
+    logging.getLogger("kctl.controller.controller").info("elected")
+    logging.getLogger("kctl.native.statemachine.replica").error("replicas failed")
+    logging.getLogger("kctl.state_change").log(TRACE, "[Controller id=2 epoch=1] Changed state of replica 1")
+    logging.getLogger("kctl.process").info("started")
+    files = {name: (tmp_path / "logs" / name).read_text().splitlines()
+             for name in ("controller.log", "state-change.log", "server.log")}
+    assert [line.split("] ", 1)[1] for line in files["controller.log"]] == [
+        "INFO [Controller id=2] elected (kafka.controller.KafkaController)",
+        "ERROR [ReplicaStateMachine controllerId=2] replicas failed (kafka.controller.ZkReplicaStateMachine)",
+    ]
+    assert [line.split("] ", 1)[1] for line in files["state-change.log"]] == [
+        "TRACE [Controller id=2 epoch=1] Changed state of replica 1 (state.change.logger)"
+    ]
+    assert [line.split("] ", 1)[1] for line in files["server.log"]] == ["INFO started (kctl.process)"]
+    assert capsys.readouterr().err == "console kctl.process started\n"
+
+
+def test_a_broker_keeps_its_transport_in_server_log(tmp_path: Path, root_handlers: logging.Logger) -> None:
+    root_handlers.handlers[:] = LogFiles(tmp_path).handlers(logging.NullHandler(), "broker", 4)
+    root_handlers.setLevel(logging.INFO)
+    logging.getLogger("kctl.transports.tcp").info("AlterPartition to controller 1 failed")
+    assert (tmp_path / "controller.log").read_text() == ""
+    assert (tmp_path / "server.log").read_text().endswith(
+        "] INFO AlterPartition to controller 1 failed (kctl.transports.tcp)\n"
+    )
+
+
+def test_files_roll_over_by_size_keeping_the_newest(tmp_path: Path, root_handlers: logging.Logger) -> None:
+    root_handlers.handlers[:] = LogFiles(tmp_path, max_file_size=1024, max_backup_index=2).handlers(
+        logging.NullHandler(), "controller", 1
+    )
+    root_handlers.setLevel(logging.INFO)
+    log = logging.getLogger("kctl.controller.controller")
+    for n in range(100):
+        log.info("line %03d %s", n, "x" * 60)
+    names = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("controller.log"))
+    assert names == ["controller.log", "controller.log.1", "controller.log.2"]
+    assert all(p.stat().st_size <= 1024 for p in tmp_path.glob("controller.log*"))
+    assert "line 099" in (tmp_path / "controller.log").read_text()
+    assert "line 000" not in "".join(p.read_text() for p in tmp_path.glob("controller.log*"))
+
+
+@pytest.mark.parametrize(("text", "size"), [("100MB", 100 * 1024**2), ("512kb", 512 * 1024), ("1GB", 1024**3),
+                                            ("4096", 4096)])
+def test_sizes_are_written_as_log4j_writes_them(text: str, size: int) -> None:
+    assert parse_file_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["", "0", "10 TB", "-1MB", "MB"])
+def test_a_bad_size_is_refused(text: str) -> None:
+    with pytest.raises(IllegalArgumentError, match="expected a size such as 100MB"):
+        parse_file_size(text)
+
+
+def test_an_unwritable_log_dir_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(IllegalArgumentError, match=f"cannot create the log directory {blocker / 'logs'}"):
+        LogFiles(blocker / "logs").handlers(logging.NullHandler(), "controller", 1)
