@@ -12,7 +12,12 @@ controller's work, not a data plane's):
 - ``engine:auto-rebalance``: the periodic imbalance check, which elects the same partitions;
 - ``engine:failover``: a new controller's initialisation, from winning the election to ready;
 - ``engine:update-metadata``: building and sending UpdateMetadata for every partition to every
-  broker (what broker startup sends the new brokers).
+  broker (what broker startup sends the new brokers);
+- ``engine:broker-failure-selector`` (rust engine only): the broker failure again, its offline
+  elections made by each of ``SELECTORS`` in turn within every round: Kafka's rule natively, the
+  same rule in a Python selector that never reads the cluster view, the same rule in one that reads
+  the cluster-wide view (and in one that also reads every topic's config: a store read), and the
+  rack-aware example selector of ``docs/plugins/`` (target: the view adds ≤ 10%). The times of all four, round by round, are in ``extra_info["selector_rounds"]``.
 
 Every round starts from a healthy cluster: the (untimed) setup restarts the broker a round took
 down and elects preferred leaders back. Garbage collection is frozen after each setup, so no round
@@ -27,19 +32,27 @@ records the engine's heap bytes per partition (``Engine.heap_bytes``) for ``scri
 from __future__ import annotations
 
 import gc
+import importlib.util
 import os
+import time
 from dataclasses import dataclass, field, replace
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+import kctl
 from kctl.context import ENGINES
 from kctl.controller import KafkaController
 from kctl.controller import events as ev
 from kctl.model import BrokerInfo, LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
+from kctl.plugins import get_plugin_host
+from kctl.registry import LeaderSelectorRegistry
 from kctl.scheduler import SimulatedScheduler
+from kctl.selectors import ElectionBatch, ElectionKind
 from kctl.stores.memory import MemoryStore, MemoryTree
+from kctl.testing import register_plugin
 
 from conftest import scale_of
 
@@ -47,6 +60,7 @@ if TYPE_CHECKING:
     from conftest import Scale
 
 BROKERS = 100
+RACKS = 3
 RF = 3
 PER_TOPIC = 1_000
 CONFIG = {"auto.leader.rebalance.enable": False}
@@ -135,7 +149,7 @@ class Cluster:
 
     def start_broker(self, broker: int) -> None:
         session = MemoryStore(self.tree)
-        session.register_broker(BrokerInfo(broker))
+        session.register_broker(BrokerInfo(broker, rack=f"rack-{broker % RACKS}"))
         self.sessions[broker] = session
 
     def active(self) -> KafkaController:
@@ -217,11 +231,13 @@ class Cluster:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """One ``cluster`` per selected size and engine (the reference engine up to
-    ``KCTL_BENCH_REFERENCE_MAX`` partitions), ordered by size so that one is alive at a time."""
+    ``KCTL_BENCH_REFERENCE_MAX`` partitions, and not for benchmarks of the native engine alone),
+    ordered by size so that one is alive at a time."""
     if "cluster" not in metafunc.fixturenames:
         return
     reference_max = int(os.environ.get("KCTL_BENCH_REFERENCE_MAX", "1000000"))
-    params = [(e, n) for n in sizes(scale_of(metafunc.config)) for e in ENGINES
+    engines = ("rust",) if metafunc.function in NATIVE_ONLY else ENGINES
+    params = [(e, n) for n in sizes(scale_of(metafunc.config)) for e in engines
               if e != "reference" or n <= reference_max]
     metafunc.parametrize("cluster", params, indirect=True, scope="module", ids=[f"{e}-{n}" for e, n in params])
 
@@ -254,15 +270,19 @@ def run_rounds(benchmark: Any, cluster: Cluster, prepare: Callable[[], Callable[
     def timed() -> None:
         results.append(pending.pop()())
 
-    benchmark.extra_info.update(
-        engine=cluster.engine, partitions=cluster.partitions, brokers=BROKERS, rf=RF,
-        heap_bytes_per_partition=cluster.heap_bytes_per_partition(),
-    )
+    describe(benchmark, cluster)
     try:
         benchmark.pedantic(timed, setup=setup, rounds=rounds(cluster), iterations=1)
     finally:
         gc.unfreeze()
     check(results[-1])
+
+
+def describe(benchmark: Any, cluster: Cluster) -> None:
+    benchmark.extra_info.update(
+        engine=cluster.engine, partitions=cluster.partitions, brokers=BROKERS, rf=RF,
+        heap_bytes_per_partition=cluster.heap_bytes_per_partition(),
+    )
 
 
 @pytest.mark.benchmark(group="engine:broker-failure")
@@ -272,14 +292,16 @@ def test_broker_failure(benchmark: Any, cluster: Cluster) -> None:
         cluster.sessions[broker].expire_session()  # the watch queues the BrokerChange event
         return lambda: (cluster.drain(), broker)[1]
 
-    def check(broker: object) -> None:
-        ctx = cluster.active().context
-        assert broker not in ctx.live_broker_ids
-        assert cluster.active().metrics()["OfflinePartitionsCount"] == 0
-        assert not any(ctx.partition_leadership(tp).leader_and_isr.leader == broker  # type: ignore[union-attr]
-                       for tp in ctx.partitions_on_broker(broker))
+    run_rounds(benchmark, cluster, prepare, lambda broker: check_failed(cluster, broker))
 
-    run_rounds(benchmark, cluster, prepare, check)
+
+def check_failed(cluster: Cluster, broker: object) -> None:
+    """The broker is gone and leads nothing, and no partition is offline."""
+    ctx = cluster.active().context
+    assert broker not in ctx.live_broker_ids
+    assert cluster.active().metrics()["OfflinePartitionsCount"] == 0
+    assert not any(ctx.partition_leadership(tp).leader_and_isr.leader == broker  # type: ignore[union-attr]
+                   for tp in ctx.partitions_on_broker(broker))
 
 
 @pytest.mark.benchmark(group="engine:controlled-shutdown")
@@ -379,3 +401,123 @@ def test_update_metadata_batch(benchmark: Any, cluster: Cluster) -> None:
         assert sent == (BROKERS, BROKERS * cluster.partitions)
 
     run_rounds(benchmark, cluster, prepare, check)
+
+
+# --- Plugin selectors and the cluster view -------------------------------------------------------------
+
+
+class PythonKafka:
+    """Kafka's rule in Python, never reading the view: what any Python selector costs."""
+
+    kind = ElectionKind.OFFLINE
+
+    def select_leaders(self, batch: ElectionBatch) -> list[int]:
+        return [allowed[0] for allowed in batch.allowed]
+
+
+class ViewReadingKafka(PythonKafka):
+    """Kafka's rule again (the same leaders, so the same work after the choice), after reading the
+    cluster-wide view: every broker's rack, epoch and counts, and each new leader's rack."""
+
+    def select_leaders(self, batch: ElectionBatch) -> list[int]:
+        view = batch.cluster
+        racks = {b: (broker.rack, broker.epoch, view.leader_counts[b], view.replica_counts[b])[0]
+                 for b, broker in view.brokers.items()}
+        leaders = super().select_leaders(batch)
+        led_by_rack = dict.fromkeys(racks.values(), 0)
+        for leader in leaders:
+            led_by_rack[racks[leader]] += 1
+        assert sum(led_by_rack.values()) == len(leaders) and view.controller_epoch > 0
+        return leaders
+
+
+class ViewAndConfigsReadingKafka(ViewReadingKafka):
+    """The same, reading the config of every topic of the batch too (one bulk store read)."""
+
+    def select_leaders(self, batch: ElectionBatch) -> list[int]:
+        assert not any(batch.cluster.unclean_leader_election_enable(topic) for topic in batch.topics)
+        return super().select_leaders(batch)
+
+
+def _rack_spread() -> type:
+    """The rack-aware example selector of ``docs/plugins/examples/rack_spread.py``."""
+    path = Path(__file__).resolve().parents[1] / "docs" / "plugins" / "examples" / "rack_spread.py"
+    spec = importlib.util.spec_from_file_location("rack_spread", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.RackSpreadSelector  # type: ignore[no-any-return]
+
+
+SELECTORS: dict[str, Callable[[], object] | None] = {
+    "kafka": None,
+    "python": PythonKafka,
+    "view": ViewReadingKafka,
+    "view-configs": ViewAndConfigsReadingKafka,
+    "rack-spread": _rack_spread(),
+}
+"""``kctl.leader.selector.offline`` of each variant: None is the built-in, run natively."""
+
+
+class BenchSelectors:
+    @kctl.hookimpl
+    def kctl_register_leader_selectors(self, register: LeaderSelectorRegistry) -> None:
+        for name, selector in SELECTORS.items():
+            if selector is not None:
+                register.add(selector_name(name), lambda config, selector=selector: selector(), kind=ElectionKind.OFFLINE)
+
+
+@pytest.mark.benchmark(group="engine:broker-failure-selector")
+def test_broker_failure_with_selectors(benchmark: Any, cluster: Cluster) -> None:
+    """A broker failure whose offline elections each variant of ``SELECTORS`` makes, in turn within
+    every round, so that whatever else the machine does falls on all of them alike. The benchmark's
+    own timing is the view-reading selector's; ``extra_info["selector_rounds"]`` holds every
+    variant's time in each round, each failure timed the same way (from a healthy cluster, garbage
+    collection frozen)."""
+    took: dict[str, list[float]] = {name: [] for name in SELECTORS}
+    failed: list[int] = []
+
+    def set_up(name: str) -> None:
+        """Heal, choose the variant's selector, take a broker down: its BrokerChange is queued."""
+        gc.unfreeze()
+        cluster.heal()
+        cluster.active().update_config({"kctl.leader.selector.offline": selector_name(name)})
+        failed.append(cluster.take_down())
+        cluster.sessions[failed[-1]].expire_session()
+        gc.collect()
+        gc.freeze()
+
+    def fail(name: str) -> None:
+        start = time.perf_counter()
+        cluster.drain()
+        took[name].append(time.perf_counter() - start)
+
+    def setup() -> None:
+        for name in SELECTORS:
+            if name != "view":
+                set_up(name)
+                fail(name)
+                gc.unfreeze()
+                check_failed(cluster, failed[-1])
+        set_up("view")
+
+    describe(benchmark, cluster)
+    with register_plugin(get_plugin_host(), BenchSelectors(), "bench-selectors"):
+        try:
+            benchmark.pedantic(lambda: fail("view"), setup=setup, rounds=SELECTOR_ROUNDS.get(cluster.partitions, 3),
+                               iterations=1)
+        finally:
+            gc.unfreeze()
+            cluster.active().update_config({"kctl.leader.selector.offline": "offline"})
+    check_failed(cluster, failed[-1])
+    benchmark.extra_info["selector_rounds"] = took
+
+
+def selector_name(variant: str) -> str:
+    return "offline" if SELECTORS[variant] is None else f"bench-{variant}"
+
+
+NATIVE_ONLY = {test_broker_failure_with_selectors}
+SELECTOR_ROUNDS = {1_000_000: 21}
+"""Rounds of the selector comparison, each a failure per variant (3 below 1M): enough for medians
+within a few per cent on a machine whose other work comes and goes."""

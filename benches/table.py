@@ -3,8 +3,10 @@ on each engine, the reference/rust ratio and the rust engine's heap bytes per pa
 
     python benches/table.py benches/results/<run>.json
 
+Benchmarks of one operation with several leader selectors taking turns within each round (their
+times in ``extra_info["selector_rounds"]``) get a table of their own.
 Benchmarks without an ``engine``/``partitions`` in their ``extra_info`` are listed below the
-table by group and name, with their medians.
+tables by group and name, with their medians.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import sys
 from collections import defaultdict
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 
@@ -36,7 +39,7 @@ def engine_table(benchmarks: list[dict[str, Any]]) -> list[str]:
     rows: dict[tuple[str, int], dict[str, dict[str, Any]]] = defaultdict(dict)
     for b in benchmarks:
         info = b.get("extra_info", {})
-        if "engine" in info and "partitions" in info and str(b.get("group", "")).startswith("engine:"):
+        if "engine" in info and "partitions" in info and "selector_rounds" not in info and str(b.get("group", "")).startswith("engine:"):
             rows[(b["group"].removeprefix("engine:"), int(info["partitions"]))][info["engine"]] = b
     if not rows:
         return []
@@ -49,6 +52,27 @@ def engine_table(benchmarks: list[dict[str, Any]]) -> list[str]:
         heap = rust["extra_info"].get("heap_bytes_per_partition") if rust else None
         lines.append(f"| {operation} | {size(partitions)} | {cell(rust)} | {cell(reference)} | {ratio} | "
                      f"{'–' if heap is None else f'{heap:.0f}'} |")
+    return lines
+
+
+def selector_table(benchmarks: list[dict[str, Any]]) -> list[str]:
+    """Benchmarks timing one operation with several leader selectors in turn within each round
+    (``extra_info["selector_rounds"]``: each selector's time per round): each selector's median and
+    minimum, and the median over rounds of its time over the built-in selector's (``kafka``) in the
+    same round, which other work on the machine skews least."""
+    lines = []
+    for b in benchmarks:
+        info = b.get("extra_info", {})
+        by_round: dict[str, list[float]] = info.get("selector_rounds", {})
+        if not by_round:
+            continue
+        lines += ["", f"{b['group'].removeprefix('engine:')}, {info['engine']} engine, {size(int(info['partitions']))} "
+                  f"partitions, {b['stats']['rounds']} rounds:", "",
+                  "| selector | median | min | against kafka (median of rounds) |", "|---|---:|---:|---:|"]
+        kafka = by_round.get("kafka")
+        for selector, times in by_round.items():
+            paired = f"{median([t / k for t, k in zip(times, kafka)]):.2f}×" if kafka else "–"
+            lines.append(f"| {selector} | {seconds(median(times))} | {seconds(min(times))} | {paired} |")
     return lines
 
 
@@ -71,7 +95,8 @@ def main(argv: list[str]) -> int:
           f"{machine.get('cpu', {}).get('brand_raw', machine.get('processor', '?'))}, {data.get('datetime', '')}")
     if machine.get("kctl_engine_build_profile") not in (None, "release"):
         print("warning: not a release build of the extension; numbers are not comparable", file=sys.stderr)
-    for line in engine_table(data["benchmarks"]) + [""] + other_rows(data["benchmarks"]):
+    benchmarks = data["benchmarks"]
+    for line in engine_table(benchmarks) + selector_table(benchmarks) + [""] + other_rows(benchmarks):
         print(line)
     return 0
 

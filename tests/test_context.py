@@ -225,6 +225,23 @@ class TestPartitionLeadersOnBroker:
         ctx.put_partition_leadership(B0, leadership(1, [1]))
         assert ctx.leader_counts() == {1: 2, 2: 1}
 
+    def test_counts_follow_leadership_and_assignments(self, ctx: ControllerContext) -> None:
+        """Kept up to date as partitions change (the native engine counts in place, not by scanning)."""
+        assign(ctx, A0, [1, 2, 3])
+        assign(ctx, A1, ReplicaAssignment((2, 4), adding_replicas=(4,)))
+        assign(ctx, B0, [3, 1])
+        for tp, leader in ((A0, 3), (A1, 2), (B0, -1)):
+            ctx.put_partition_leadership(tp, leadership(leader, [leader]))
+        assert (ctx.leader_counts(), ctx.replica_counts()) == ({3: 1, 2: 1}, {1: 2, 2: 2, 3: 2, 4: 1})
+        ctx.put_partition_leadership(A0, leadership(1, [1]))
+        assign(ctx, A1, [4])
+        assert (ctx.leader_counts(), ctx.replica_counts()) == ({1: 1, 2: 1}, {1: 2, 2: 1, 3: 2, 4: 1})
+        ctx.remove_topic("a")
+        assert (ctx.leader_counts(), ctx.replica_counts()) == ({}, {3: 1, 1: 1})
+        ctx.put_partition_leadership(B0, leadership(3, [3]))
+        ctx.clear_partition_leadership()
+        assert (ctx.leader_counts(), ctx.replica_counts()) == ({}, {3: 1, 1: 1})
+
 
 # --- Metrics ----------------------------------------------------------------------------------------
 

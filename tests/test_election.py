@@ -358,9 +358,11 @@ class LastAllowed:
     def __init__(self, kind: ElectionKind = ElectionKind.OFFLINE) -> None:
         self.kind = kind
         self.batches: list[ElectionBatch] = []
+        self.leader_counts: list[dict[int, int]] = []
 
     def select_leaders(self, batch: ElectionBatch) -> Sequence[int]:
         self.batches.append(batch)
+        self.leader_counts.append(dict(batch.leader_counts))  # the view is only readable during the call
         return [allowed[-1] for allowed in batch.allowed]
 
 
@@ -422,7 +424,7 @@ class TestSelectors:
         assert list(batch.partitions) == [TP, TP2]
         assert [list(a) for a in batch.allowed] == [[2, 3], [2]]
         assert list(batch.unclean) == [True, False]
-        assert batch.leader_counts[3] == 1 and batch.leader_counts[1] == 0
+        assert selector.leader_counts == [{3: 1}]
         assert results[0] == ElectionResult(TP, lai(3, [3], epoch=8), (2, 3), True)
         assert results[1].leader_and_isr is None and results[1].error is None
         assert results[2].leader_and_isr == lai(2, [2], epoch=8)

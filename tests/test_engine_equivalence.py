@@ -1,7 +1,8 @@
 """The native engine is the reference engine, observably: hypothesis generates clusters and
 operation sequences (with faults), each is played on an EmbeddedCluster per engine, and the two
 runs must agree on every state-change log line, every request sent, every stored partition
-version, and every admin result.
+version, and every admin result. In some clusters plugin selectors elect, deciding from their view
+of the cluster, which must be the same on both engines too.
 """
 
 from __future__ import annotations
@@ -13,9 +14,15 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import kctl
 from kctl.cluster import EmbeddedCluster
 from kctl.errors import KctlError
-from kctl.model import TopicPartition
+from kctl.model import NO_LEADER, TopicPartition
+from kctl.plugins import PluginHost
+from kctl.registry import LeaderSelectorRegistry
+from kctl.selectors import ElectionBatch, ElectionKind
+from kctl.testing import register_plugin
+from selector_helpers import snapshot
 
 EXAMPLES = 500 if os.environ.get("CI") else 60
 TOPICS = ("alpha", "beta", "gamma")
@@ -27,6 +34,7 @@ class Shape:
     racks: tuple[str, ...] | None
     seed: int
     config: tuple[tuple[str, Any], ...]
+    view_selectors: bool = False
 
 
 @dataclass
@@ -36,6 +44,43 @@ class Observation:
     sent: list[tuple[float, int, int, Any]] = field(default_factory=list)
     history: dict[TopicPartition, list[Any]] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
+    views: list[dict[str, Any]] = field(default_factory=list)
+
+
+class ViewReading:
+    """Elects from the view: among the allowed replicas, the one whose rack leads the fewest
+    partitions, then hosting the fewest replicas (counting its own picks); records what it saw."""
+
+    def __init__(self, kind: ElectionKind, seen: list[dict[str, Any]]) -> None:
+        self.kind = kind
+        self.seen = seen
+
+    def select_leaders(self, batch: ElectionBatch) -> list[int]:
+        self.seen.append(snapshot(batch))
+        view = batch.cluster
+        rack = {b: v.rack or str(b) for b, v in view.brokers.items()}
+        led: dict[str, int] = {}
+        for b, n in view.leader_counts.items():
+            led[rack.get(b, str(b))] = led.get(rack.get(b, str(b)), 0) + n
+        leaders = []
+        for allowed in batch.allowed:
+            if not allowed:
+                leaders.append(NO_LEADER)
+                continue
+            leader = min(allowed, key=lambda b: (led.get(rack[b], 0), view.replica_counts[b]))
+            led[rack[leader]] = led.get(rack[leader], 0) + 1
+            leaders.append(leader)
+        return leaders
+
+
+class ViewSelectors:
+    def __init__(self, seen: list[dict[str, Any]]) -> None:
+        self.seen = seen
+
+    @kctl.hookimpl
+    def kctl_register_leader_selectors(self, register: LeaderSelectorRegistry) -> None:
+        for kind in ElectionKind:
+            register.add(f"view-{kind.value}", lambda config, kind=kind: ViewReading(kind, self.seen), kind=kind)
 
 
 @st.composite
@@ -49,7 +94,7 @@ def shapes(draw: st.DrawFn) -> Shape:
         "leader.imbalance.per.broker.percentage": st.sampled_from([0, 10, 50]),
         "inter.broker.protocol.version": st.sampled_from(["2.6", "3.0"]),
     }))
-    return Shape(brokers, racks, draw(st.integers(0, 2**16)), tuple(sorted(config.items())))
+    return Shape(brokers, racks, draw(st.integers(0, 2**16)), tuple(sorted(config.items())), draw(st.booleans()))
 
 
 def operations(brokers: int) -> st.SearchStrategy[list[tuple[Any, ...]]]:
@@ -135,8 +180,16 @@ def apply(cluster: EmbeddedCluster, op: tuple[Any, ...]) -> Any:
 
 def observe(engine: str, shape: Shape, ops: list[tuple[Any, ...]]) -> Observation:
     seen = Observation()
-    with EmbeddedCluster(shape.brokers, racks=shape.racks, config=dict(shape.config), engine=engine,
-                         seed=shape.seed, controllers=min(3, shape.brokers)) as cluster:
+    config = dict(shape.config)
+    host = PluginHost()
+    if shape.view_selectors:
+        config.update({f"kctl.leader.selector.{kind.value}": f"view-{kind.value}" for kind in ElectionKind})
+    with register_plugin(host, ViewSelectors(seen.views), "view-selectors"), EmbeddedCluster(
+        shape.brokers, racks=shape.racks, config=config, engine=engine, seed=shape.seed,
+        controllers=min(3, shape.brokers), plugins=host,
+    ) as cluster:
+        if shape.view_selectors:  # a topic from the start, so that faults make the selectors elect
+            seen.results.append(comparable(apply(cluster, ("create", "alpha", 4, min(3, shape.brokers)))))
         for op in ops:
             seen.results.append(comparable(apply(cluster, op)))
             cluster.advance(0.25)
@@ -167,6 +220,8 @@ def test_both_engines_behave_identically(scenario: tuple[Shape, list[tuple[Any, 
     assert native.log == reference.log
     assert native.sent == reference.sent
     assert native.history == reference.history
+    assert native.views == reference.views
+    assert not any("PluginError" in line for line in reference.log), "a view-reading selector failed"
     assert native.metrics.keys() == reference.metrics.keys()
     assert {k: v for k, v in native.metrics.items() if not k.startswith("EventQueueTime")} == {
         k: v for k, v in reference.metrics.items() if not k.startswith("EventQueueTime")

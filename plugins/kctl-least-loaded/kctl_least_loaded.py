@@ -4,7 +4,8 @@ Kafka's offline election takes the first live in-sync replica in assignment orde
 broker failure its leadership tends to pile onto the same few brokers. This selector keeps Kafka's
 eligibility rule (it only ever picks from ``batch.allowed``) but, among the eligible replicas,
 picks the one currently leading the fewest partitions, counting the leaders it has already picked
-earlier in the same batch. Ties go to the replica Kafka prefers.
+earlier in the same batch. Ties go to the replica Kafka prefers. The current leadership comes from
+the batch's view of the cluster (``batch.cluster.leader_counts``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class LeastLoadedSelector:
     kind: ElectionKind = ElectionKind.OFFLINE
 
     def select_leaders(self, batch: ElectionBatch) -> list[int]:
-        load = Counter(batch.leader_counts)
+        load = Counter(batch.cluster.leader_counts)
         leaders = []
         for allowed in batch.allowed:
             if not allowed:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kctl.errors import InvalidConfigurationError
+from kctl.errors import InvalidConfigurationError, StateChangeFailedError
 from kctl.model import INT32_MAX
 
 
@@ -306,3 +306,17 @@ def property_docs() -> dict[str, tuple[Any, str]]:
         f.metadata["property"].name: (f.default, f.metadata["property"].doc)
         for f in dataclasses.fields(ControllerConfig)
     }
+
+
+def topic_unclean_leader_election_enable(topic: str, overrides: Mapping[str, str], default: bool) -> bool:
+    """A topic's effective ``unclean.leader.election.enable`` (reference §2.3): its override, else
+    the broker's ``default``. An override that is not a boolean fails, as it fails Kafka's election."""
+    value = overrides.get("unclean.leader.election.enable")
+    if value is None:
+        return default
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise StateChangeFailedError(
+            f"Invalid value {value!r} for configuration unclean.leader.election.enable of topic {topic}"
+        )
+    return text == "true"

@@ -265,7 +265,12 @@ class ControllerContext:
         raise NotImplementedError
 
     def leader_counts(self) -> dict[int, int]:
-        """Partitions led by each broker (cached leadership)."""
+        """Partitions led by each broker (cached leadership), brokers leading none left out."""
+        raise NotImplementedError
+
+    def replica_counts(self) -> dict[int, int]:
+        """Partitions each broker hosts a replica of (assignments, adding replicas included),
+        brokers hosting none left out."""
         raise NotImplementedError
 
     # --- Bulk views for the controller's hot paths (no per-partition Python on the native engine) --

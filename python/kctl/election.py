@@ -10,10 +10,12 @@ unclean. The choice among allowed replicas is delegated to a :class:`~kctl.selec
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
+from kctl.clusterview import ClusterView, TopicConfigSource, broker_views
+from kctl.columns import IntRows, Partitions
 from kctl.errors import KctlError, PluginError
 from kctl.model import NO_LEADER, LeaderAndIsr, LeaderRecoveryState, TopicPartition
 from kctl.selectors import ElectionBatch, ElectionKind, KafkaLeaderSelector, LeaderSelector
@@ -134,12 +136,18 @@ class Election:
     selector: LeaderSelector
 
     def elect(
-        self, context: ControllerContext, items: Sequence[ElectionInput], *, leader_recovery: bool = False
+        self,
+        context: ControllerContext,
+        items: Sequence[ElectionInput],
+        *,
+        leader_recovery: bool = False,
+        configs: TopicConfigSource | None = None,
     ) -> list[ElectionResult]:
         """Elect leaders for a batch; results are in input order. ``leader_recovery`` (IBP ≥ 3.2)
-        marks the state of an unclean leader RECOVERING."""
+        marks the state of an unclean leader RECOVERING; ``configs`` is where the selector's view
+        reads topic configs (none: no overrides)."""
         candidates = [self._candidates(context, item) for item in items]
-        chosen = self._select(context, candidates)
+        chosen = self._select(context, candidates, configs or TopicConfigSource(lambda topics: {}))
         results = []
         for cand, leader in zip(candidates, chosen):
             if isinstance(leader, KctlError):
@@ -153,42 +161,54 @@ class Election:
                 results.append(ElectionResult(cand.item.partition, new_state, cand.recipients, cand.unclean))
         return results
 
-    def _select(self, context: ControllerContext, candidates: list[_Candidates]) -> list[int | KctlError]:
+    def _select(
+        self, context: ControllerContext, candidates: list[_Candidates], configs: TopicConfigSource
+    ) -> list[int | KctlError]:
         chosen: list[int | KctlError] = [NO_LEADER] * len(candidates)
         eligible = [i for i, c in enumerate(candidates) if c.allowed]
         if eligible:
+            partitions = Partitions.of(candidates[i].item.partition for i in eligible)
             batch = ElectionBatch(
                 kind=self.kind,
-                partitions=[candidates[i].item.partition for i in eligible],
-                assignments=[candidates[i].scanned for i in eligible],
-                isrs=[candidates[i].item.leader_and_isr.isr for i in eligible],
-                allowed=[candidates[i].allowed for i in eligible],
-                unclean=[candidates[i].unclean for i in eligible],
-                leader_counts=_LazyLeaderCounts(context),
+                partitions=partitions,
+                assignments=IntRows.of(candidates[i].scanned for i in eligible),
+                isrs=IntRows.of(candidates[i].item.leader_and_isr.isr for i in eligible),
+                allowed=IntRows.of(candidates[i].allowed for i in eligible),
+                unclean=tuple(candidates[i].unclean for i in eligible),
+                cluster=_context_view(context, configs, partitions.topics),
             )
             for i, leader in zip(eligible, self._call_selector(batch)):
                 chosen[i] = leader
         return chosen
 
     def _call_selector(self, batch: ElectionBatch) -> list[int | KctlError]:
+        answers = self.answers(batch)
+        if isinstance(answers, KctlError):
+            return [answers] * len(batch)
+        checked: list[int | KctlError] = []
+        for i, (allowed, leader) in enumerate(zip(batch.allowed, answers)):
+            checked.append(int(leader) if _is_allowed_leader(leader, allowed) else self.refusal(batch, i, leader))
+        return checked
+
+    def answers(self, batch: ElectionBatch) -> list[object] | PluginError:
+        """What the selector answers for ``batch``, or the error that fails all of it (the selector
+        raised, or gave the wrong number of leaders). The batch's view is closed afterwards."""
         name = type(self.selector).__name__
         try:
-            leaders = list(self.selector.select_leaders(batch))
+            leaders: list[object] = list(self.selector.select_leaders(batch))
         except Exception as e:  # a plugin must never take the controller down
-            err = PluginError(f"leader selector {name} raised {type(e).__name__}: {e}")
-            return [err] * len(batch)
+            return PluginError(f"leader selector {name} raised {type(e).__name__}: {e}")
+        finally:
+            batch.cluster.close()
         if len(leaders) != len(batch):
-            err = PluginError(f"leader selector {name} returned {len(leaders)} leaders for {len(batch)} partitions")
-            return [err] * len(batch)
-        checked: list[int | KctlError] = []
-        for tp, allowed, leader in zip(batch.partitions, batch.allowed, leaders):
-            if leader == NO_LEADER or (isinstance(leader, int) and leader in allowed):
-                checked.append(leader)
-            else:
-                checked.append(
-                    PluginError(f"leader selector {name} chose {leader!r} for {tp}, which is not one of {list(allowed)}")
-                )
-        return checked
+            return PluginError(f"leader selector {name} returned {len(leaders)} leaders for {len(batch)} partitions")
+        return leaders
+
+    def refusal(self, batch: ElectionBatch, index: int, leader: object) -> PluginError:
+        """The error for an answer that is not one of the partition's allowed replicas."""
+        name = type(self.selector).__name__
+        allowed = list(batch.allowed[index])
+        return PluginError(f"leader selector {name} chose {leader!r} for {batch.partitions[index]}, which is not one of {allowed}")
 
     def _candidates(self, context: ControllerContext, item: ElectionInput) -> _Candidates:
         raise NotImplementedError
@@ -199,26 +219,24 @@ class Election:
         raise NotImplementedError
 
 
-class _LazyLeaderCounts(Mapping[int, int]):
-    """Partitions led per broker, computed only if a selector looks (the built-ins never do)."""
+def _is_allowed_leader(leader: object, allowed: Collection[int]) -> TypeGuard[int]:
+    """A selector's answer is ``NO_LEADER`` or one of the allowed replicas, as an ``int`` (the
+    native engine checks the same in ``rust/src/py/selector.rs``)."""
+    return isinstance(leader, int) and not isinstance(leader, bool) and (leader == NO_LEADER or leader in allowed)
 
-    def __init__(self, context: ControllerContext) -> None:
-        self._context = context
-        self._counts: dict[int, int] | None = None
 
-    def _get(self) -> dict[int, int]:
-        if self._counts is None:
-            self._counts = self._context.leader_counts()
-        return self._counts
-
-    def __getitem__(self, broker: int) -> int:
-        return self._get().get(broker, 0)
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self._get())
-
-    def __len__(self) -> int:
-        return len(self._get())
+def _context_view(context: ControllerContext, configs: TopicConfigSource, topics: Sequence[str]) -> ClusterView:
+    """The view a selector gets on the reference engine: read from the context when first used."""
+    return ClusterView(
+        context.epoch,
+        lambda: broker_views(
+            context.live_broker_epochs(), context.shutting_down_broker_ids, context.live_or_shutting_down_brokers()
+        ),
+        context.leader_counts,
+        context.replica_counts,
+        configs,
+        lambda: topics,
+    )
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,9 @@ Kafka's behaviour; a plugin may pick any other allowed replica (e.g. the least-l
 rest of the election (the new ISR, the LeaderAndIsr recipients, the store write) stays Kafka's.
 
 A selector receives a whole batch in one call, so a Python plugin costs one call per election
-batch on either engine.
+batch on either engine. The batch's per-partition inputs are columns (``kctl.columns``), and
+``batch.cluster`` is a read-only view of the cluster (``kctl.clusterview``): brokers and racks, load
+per broker, topic configs.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from kctl.clusterview import ClusterView
+from kctl.columns import Partitions
 from kctl.hookspecs import hookimpl
 from kctl.model import NO_LEADER, TopicPartition
 
@@ -60,11 +64,24 @@ class ElectionBatch:
     """Replicas the Kafka rule accepts, in the rule's order; ``allowed[i][0]`` is Kafka's choice."""
     unclean: Sequence[bool]
     """True where ``allowed`` comes from the unclean fallback (no live ISR member)."""
-    leader_counts: Mapping[int, int] = field(default_factory=dict)
-    """Partitions currently led by each broker (cached leadership, before this batch)."""
+    cluster: ClusterView = field(default_factory=ClusterView.of)
+    """The cluster as this call sees it: brokers, racks, load per broker, topic configs."""
 
     def __len__(self) -> int:
         return len(self.partitions)
+
+    @property
+    def topics(self) -> Sequence[str]:
+        """The distinct topics of ``partitions``, in order of first appearance (read from the
+        column as is when the engine built it, without building a partition)."""
+        if isinstance(self.partitions, Partitions):
+            return self.partitions.topics
+        return tuple(dict.fromkeys(tp.topic for tp in self.partitions))
+
+    @property
+    def leader_counts(self) -> Mapping[int, int]:
+        """Partitions led by each broker before this batch: ``cluster.leader_counts``."""
+        return self.cluster.leader_counts
 
 
 @runtime_checkable

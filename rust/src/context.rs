@@ -84,6 +84,49 @@ pub struct Context {
     offline_partition_count: i64,
     imbalance_count: i64,
     unclean_elections: i64,
+    /// Partitions led per broker (cached leadership), kept as leadership changes.
+    leaders_per_broker: BrokerTally,
+    /// Partitions with a replica per broker (assignments), kept as assignments change.
+    replicas_per_broker: BrokerTally,
+}
+
+/// A count per broker id, updated in place as partitions change (dense below
+/// `DENSE_BROKER_IDS`, as the broker flags), so that reading it costs brokers, not partitions.
+#[derive(Debug, Default)]
+struct BrokerTally {
+    dense: Vec<i64>,
+    sparse: BTreeMap<BrokerId, i64>,
+}
+
+impl BrokerTally {
+    fn add(&mut self, broker: BrokerId, delta: i64) {
+        if (0..DENSE_BROKER_IDS).contains(&broker) {
+            let at = broker as usize;
+            if self.dense.len() <= at {
+                self.dense.resize(at + 1, 0);
+            }
+            self.dense[at] += delta;
+        } else {
+            let count = self.sparse.entry(broker).or_insert(0);
+            *count += delta;
+            if *count == 0 {
+                self.sparse.remove(&broker);
+            }
+        }
+    }
+
+    /// The brokers with a non-zero count, ascending.
+    fn counts(&self) -> Vec<(BrokerId, i64)> {
+        let dense = self
+            .dense
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n != 0)
+            .map(|(b, n)| (b as BrokerId, *n));
+        let below = self.sparse.range(..0).map(|(b, n)| (*b, *n));
+        let above = self.sparse.range(DENSE_BROKER_IDS..).map(|(b, n)| (*b, *n));
+        below.chain(dense).chain(above).collect()
+    }
 }
 
 /// A run of topics in context order.
@@ -469,9 +512,11 @@ impl Context {
         for p in std::mem::take(&mut self.topics[t as usize].assigned) {
             let i = p as usize;
             self.has_assignment[i] = false;
-            self.replicas[i].clear();
+            for b in std::mem::take(&mut self.replicas[i]) {
+                self.replicas_per_broker.add(b, -1);
+            }
             self.moving.remove(&p);
-            self.leader[i] = NO_LEADERSHIP;
+            self.set_leader(i, NO_LEADERSHIP);
         }
     }
 
@@ -483,6 +528,12 @@ impl Context {
                 let t = ctx.p_topic[i];
                 ctx.topics[t as usize].assigned.push(p);
                 ctx.assigned_topics.insert(t);
+            }
+            for &b in &ctx.replicas[i] {
+                ctx.replicas_per_broker.add(b, -1);
+            }
+            for &b in &assignment.replicas {
+                ctx.replicas_per_broker.add(b, 1);
             }
             ctx.replicas[i].clone_from(&assignment.replicas);
             if assignment.adding.is_empty() && assignment.removing.is_empty() {
@@ -686,13 +737,24 @@ impl Context {
         self.tracking_imbalance(p, |ctx| {
             let i = p as usize;
             let lai = &lice.leader_and_isr;
-            ctx.leader[i] = lai.leader;
+            ctx.set_leader(i, lai.leader);
             ctx.leader_epoch[i] = lai.leader_epoch;
             ctx.partition_epoch[i] = lai.partition_epoch;
             ctx.controller_epoch[i] = lice.controller_epoch;
             ctx.recovery[i] = lai.recovery;
             ctx.isr[i].clone_from(&lai.isr);
         });
+    }
+
+    /// Every write of a cached leader goes through here, keeping the per-broker count.
+    fn set_leader(&mut self, i: usize, leader: i32) {
+        let old = std::mem::replace(&mut self.leader[i], leader);
+        if old >= 0 {
+            self.leaders_per_broker.add(old, -1);
+        }
+        if leader >= 0 {
+            self.leaders_per_broker.add(leader, 1);
+        }
     }
 
     pub fn has_leadership(&self, p: Part) -> bool {
@@ -732,6 +794,7 @@ impl Context {
 
     pub fn clear_leadership(&mut self) {
         self.leader.iter_mut().for_each(|l| *l = NO_LEADERSHIP);
+        self.leaders_per_broker = BrokerTally::default();
         self.imbalance_count = 0;
     }
 
@@ -758,15 +821,16 @@ impl Context {
         })
     }
 
-    /// Partitions led by each broker: every cached leadership, assigned or not.
-    pub fn leader_counts(&self) -> BTreeMap<BrokerId, i64> {
-        let mut counts = BTreeMap::new();
-        for leader in &self.leader {
-            if *leader >= 0 {
-                *counts.entry(*leader).or_insert(0) += 1;
-            }
-        }
-        counts
+    /// Partitions led by each broker (every cached leadership, assigned or not), ascending ids,
+    /// brokers leading none left out.
+    pub fn leader_counts(&self) -> Vec<(BrokerId, i64)> {
+        self.leaders_per_broker.counts()
+    }
+
+    /// Partitions each broker hosts a replica of (assignments), ascending ids, brokers hosting
+    /// none left out.
+    pub fn replica_counts(&self) -> Vec<(BrokerId, i64)> {
+        self.replicas_per_broker.counts()
     }
 
     // --- States --------------------------------------------------------------------------------
@@ -1202,6 +1266,57 @@ mod tests {
             1,
             "deletion-started topics are ignored"
         );
+    }
+
+    /// The per-broker counts kept as partitions change are the counts a scan finds.
+    #[test]
+    fn broker_counts_follow_assignments_and_leadership() {
+        let scan = |ctx: &Context| {
+            let mut leaders = BTreeMap::new();
+            let mut replicas = BTreeMap::new();
+            for p in 0..ctx.p_topic.len() as Part {
+                if let Some(l) = ctx.leader(p).filter(|l| *l >= 0) {
+                    *leaders.entry(l).or_insert(0) += 1;
+                }
+                for &b in ctx.replicas(p) {
+                    *replicas.entry(b).or_insert(0) += 1;
+                }
+            }
+            (
+                leaders.into_iter().collect::<Vec<_>>(),
+                replicas.into_iter().collect::<Vec<_>>(),
+            )
+        };
+        let counts = |ctx: &Context| (ctx.leader_counts(), ctx.replica_counts());
+        let mut ctx = Context::new();
+        let far = DENSE_BROKER_IDS + 5;
+        let a0 = ctx.intern_part("a", 0);
+        let a1 = ctx.intern_part("a", 1);
+        let b0 = ctx.intern_part("b", 0);
+        ctx.update_assignment(a0, &ra(&[1, 2, far]));
+        ctx.update_assignment(a1, &ra(&[2, -3]));
+        ctx.update_assignment(b0, &ra(&[far, 1]));
+        ctx.put_leadership(a0, &lice(far, &[far]));
+        ctx.put_leadership(a1, &lice(2, &[2]));
+        ctx.put_leadership(b0, &lice(-1, &[]));
+        assert_eq!(counts(&ctx), scan(&ctx));
+        assert_eq!(
+            ctx.replica_counts(),
+            vec![(-3, 1), (1, 2), (2, 2), (far, 2)]
+        );
+        ctx.put_leadership(a0, &lice(1, &[1]));
+        ctx.update_assignment(a1, &ra(&[3]));
+        assert_eq!(counts(&ctx), scan(&ctx));
+        ctx.remove_topic("a");
+        assert_eq!(counts(&ctx), scan(&ctx));
+        assert_eq!(ctx.leader_counts(), vec![]);
+        assert_eq!(ctx.replica_counts(), vec![(1, 1), (far, 1)]);
+        ctx.update_assignment(a0, &ra(&[2]));
+        ctx.put_leadership(a0, &lice(2, &[2]));
+        ctx.clear_leadership();
+        assert_eq!(counts(&ctx), scan(&ctx));
+        ctx.reset();
+        assert_eq!(counts(&ctx), (vec![], vec![]));
     }
 
     #[test]

@@ -7,6 +7,7 @@ from importlib import metadata
 
 import pytest
 
+from kctl.clusterview import ClusterView
 from kctl.config import ControllerConfig
 from kctl.model import NO_LEADER, TopicPartition
 from kctl.plugins import PluginHost
@@ -36,7 +37,7 @@ def offline_batch(
         isrs=allowed,
         allowed=allowed,
         unclean=[False] * len(allowed),
-        leader_counts=leader_counts or {},
+        cluster=ClusterView.of(leader_counts=leader_counts),
     )
 
 

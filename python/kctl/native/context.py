@@ -283,6 +283,9 @@ class RustContext(ControllerContext):
     def leader_counts(self) -> dict[int, int]:
         return dict(self.native.leader_counts())
 
+    def replica_counts(self) -> dict[int, int]:
+        return dict(self.native.replica_counts())
+
     # --- Bulk views for the controller's hot paths --------------------------------------------------
 
     def split_replicas_by_topic_deletion(

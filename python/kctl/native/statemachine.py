@@ -6,11 +6,13 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kctl.clusterview import TopicConfigSource
 from kctl.election import Election, for_config
 from kctl.errors import IllegalStateError
 from kctl.model import PartitionReplica, PartitionState, ReplicaState, TopicPartition
 from kctl.native.context import RustContext, native_set
 from kctl.native.request_batch import RustRequestBatch, emit
+from kctl.native.selection import NativeSelection
 from kctl.native.sets import LazyOutcomes, PartitionList
 from kctl.selectors import ElectionKind, KafkaLeaderSelector
 from kctl.statechange import TRACE
@@ -34,13 +36,18 @@ def _options(machine: Any, config: Any) -> dict[str, Any]:
     }
 
 
-def _strategy(election: Election | None) -> tuple[tuple[str, bool] | None, Election | None]:
-    """The engine's strategy spec, and the election itself when its selector is a plugin."""
+def _strategy(
+    machine: RustPartitionStateMachine, election: Election | None
+) -> tuple[tuple[str, bool] | None, NativeSelection | None]:
+    """The engine's strategy spec, and what the engine calls when the election's selector is a
+    plugin (Kafka's own run natively)."""
     if election is None:
         return None, None
     spec = (election.kind.value, bool(getattr(election, "allow_unclean", False)))
-    builtin = isinstance(election.selector, KafkaLeaderSelector)
-    return spec, None if builtin else election
+    if isinstance(election.selector, KafkaLeaderSelector):
+        return spec, None
+    configs = TopicConfigSource.of_store(machine.store, machine.config.unclean_leader_election_enable)
+    return spec, NativeSelection(election, machine.context, configs)
 
 
 class RustPartitionStateMachine(PartitionStateMachine):
@@ -58,7 +65,7 @@ class RustPartitionStateMachine(PartitionStateMachine):
     def handle_state_changes(
         self, partitions: Iterable[TopicPartition], target_state: PartitionState, election: Election | None = None
     ) -> Mapping[TopicPartition, ElectionOutcome]:
-        spec, plugin = _strategy(election)
+        spec, plugin = _strategy(self, election)
         native = self.context.native
         parts = native_set(partitions)
         results, lines, raw = native.partition_state_changes(

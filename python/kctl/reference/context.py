@@ -336,6 +336,14 @@ class ReferenceContext(ControllerContext):
                 counts[leader] = counts.get(leader, 0) + 1
         return counts
 
+    def replica_counts(self) -> dict[int, int]:
+        counts: dict[int, int] = {}
+        for assignments in self._assignments.values():
+            for assignment in assignments.values():
+                for broker in assignment.replicas:
+                    counts[broker] = counts.get(broker, 0) + 1
+        return counts
+
     # --- Bulk views for the controller's hot paths --------------------------------------------------
 
     def split_replicas_by_topic_deletion(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 
+from kctl.clusterview import TopicConfigSource
+from kctl.config import topic_unclean_leader_election_enable
 from kctl.election import Election, ElectionInput, OfflineElection, for_config
 from kctl.selectors import ElectionKind
 from kctl.errors import (
@@ -197,7 +199,9 @@ class ReferencePartitionStateMachine(PartitionStateMachine):
         if not current:
             return failed, []
 
-        results = election.elect(ctx, self._election_inputs(current, election), leader_recovery=self.config.uses_leader_recovery)
+        configs = TopicConfigSource.of_store(self.store, self.config.unclean_leader_election_enable)
+        inputs = self._election_inputs(current, election)
+        results = election.elect(ctx, inputs, leader_recovery=self.config.uses_leader_recovery, configs=configs)
         recipients: dict[TopicPartition, tuple[int, ...]] = {}
         updates: dict[TopicPartition, LeaderAndIsr] = {}
         for result in results:
@@ -259,15 +263,10 @@ class ReferencePartitionStateMachine(PartitionStateMachine):
             if topic in read.errors:
                 enabled[topic] = read.errors[topic]
                 continue
-            value = read.values.get(topic, {}).get("unclean.leader.election.enable")
-            if value is None:
-                enabled[topic] = default
-            elif str(value).strip().lower() in ("true", "false"):
-                enabled[topic] = str(value).strip().lower() == "true"
-            else:
-                enabled[topic] = StateChangeFailedError(
-                    f"Invalid value {value!r} for configuration unclean.leader.election.enable of topic {topic}"
-                )
+            try:
+                enabled[topic] = topic_unclean_leader_election_enable(topic, read.values.get(topic, {}), default)
+            except StateChangeFailedError as e:
+                enabled[topic] = e
         return enabled
 
     # --- State-change log ----------------------------------------------------------------------

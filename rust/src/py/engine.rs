@@ -708,12 +708,12 @@ impl Engine {
         self.handle(py.detach(|| ctx.partition_leaders_on_broker(broker)))
     }
 
-    fn leader_counts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let counts = PyDict::new(py);
-        for (broker, count) in self.ctx.leader_counts() {
-            counts.set_item(broker, count)?;
-        }
-        Ok(counts)
+    fn leader_counts(&self) -> Vec<(BrokerId, i64)> {
+        self.ctx.leader_counts()
+    }
+
+    fn replica_counts(&self) -> Vec<(BrokerId, i64)> {
+        self.ctx.replica_counts()
     }
 
     // --- Bulk views for the controller's hot paths ---------------------------------------------
@@ -1028,7 +1028,7 @@ impl Engine {
         let parts = self.resolve_parts(parts)?;
         let (result, lines, sent) = self.run(py, slot, &store, &options, |m| {
             let mut kafka = KafkaSelector;
-            let mut plugin = selector.map(|election| PySelector { election });
+            let mut plugin = selector.map(|selection| PySelector { selection });
             let chosen: &mut dyn Selector = match plugin.as_mut() {
                 Some(p) => p,
                 None => &mut kafka,
