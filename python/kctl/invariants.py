@@ -144,7 +144,7 @@ def _i5_brokers_fence_stale_requests(cluster: EmbeddedCluster) -> list[str]:
         check = _ANSWER_CHECKS.get(agent)
         if check is None:
             check = _ANSWER_CHECKS[agent] = BrokerAnswerCheck(broker_id)
-        violations += agent.inspect(lambda a, check=check: check.feed(a.handled))
+        violations += agent.inspect(check.feed_from)
     return violations
 
 
@@ -181,6 +181,10 @@ class BrokerAnswerCheck:
             self._judge(answer)
         self._checked = len(handled)
         return list(self.violations)
+
+    def feed_from(self, agent: BrokerAgent) -> list[str]:
+        """:meth:`feed` with the agent's record (call it under the agent's lock)."""
+        return self.feed(agent.handled)
 
     def _judge(self, answer: HandledRequest) -> None:
         request, response, process = answer.request, answer.response, answer.broker_epoch
