@@ -1262,21 +1262,37 @@ mod tests {
         let mut ctx = Context::new();
         let a = ctx.intern_part("t", 0);
         ctx.update_assignment(a, &ra(&[1, 2]));
-        assert_eq!(ctx.take_assignment_changes(), None, "nothing kept before the first read");
+        assert_eq!(
+            ctx.take_assignment_changes(),
+            None,
+            "nothing kept before the first read"
+        );
         let b = ctx.intern_part("t", 1);
         ctx.update_assignment(b, &ra(&[2, 3]));
         ctx.update_assignment(a, &ra(&[3]));
         assert_eq!(ctx.take_assignment_changes(), Some(vec![b, a]));
         assert_eq!(ctx.take_assignment_changes(), Some(vec![]));
         ctx.remove_topic("t");
-        assert_eq!(ctx.take_assignment_changes(), None, "a removal is not a change list");
+        assert_eq!(
+            ctx.take_assignment_changes(),
+            None,
+            "a removal is not a change list"
+        );
         for _ in 0..=ASSIGNMENT_JOURNAL_LIMIT {
             ctx.update_assignment(a, &ra(&[1]));
         }
-        assert_eq!(ctx.take_assignment_changes(), None, "too many changes to keep");
+        assert_eq!(
+            ctx.take_assignment_changes(),
+            None,
+            "too many changes to keep"
+        );
         ctx.update_assignment(a, &ra(&[2]));
         ctx.reset();
-        assert_eq!(ctx.take_assignment_changes(), None, "a reset context starts over");
+        assert_eq!(
+            ctx.take_assignment_changes(),
+            None,
+            "a reset context starts over"
+        );
     }
 
     #[test]
