@@ -347,8 +347,11 @@ class KafkaController:
         elif kind is WatchKind.TOPICS:
             put(ev.TopicChange())
         elif kind is WatchKind.TOPIC:
+            # ZooKeeper's data watches fire once: Kafka's ZooKeeperClient sets the topic's again
+            # only with the GetData its PartitionModifications sends (shouldWatch), so the writes of
+            # one event (a reassignment rewrites the znode per partition) queue one event, not many.
             topic = str(event.key)
-            if topic not in self._fired_topic_watches:  # ZooKeeper's one-shot watch, re-armed by the read
+            if topic not in self._fired_topic_watches:
                 self._fired_topic_watches.add(topic)
                 put(ev.PartitionModifications(topic=topic))
         elif kind is WatchKind.DELETE_TOPICS:
