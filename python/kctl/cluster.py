@@ -548,16 +548,16 @@ class EmbeddedCluster:
     def sent_requests(self) -> list[SentRecord]:
         return list(self._sent)
 
+    def sent_request_count(self) -> int:
+        """``len(sent_requests)`` without the copy."""
+        return len(self._sent)
+
     def status(self) -> ClusterStatus:
         """What ``kctl cluster status`` shows of this cluster, read from its store as from ZooKeeper
         (:func:`kctl.tools.status.cluster_status`)."""
         from kctl.tools.status import cluster_status
 
         return cluster_status(self.store)
-
-    def sent_request_count(self) -> int:
-        """``len(sent_requests)`` without the copy."""
-        return len(self._sent)
 
     def metrics(self) -> dict[str, float]:
         """The active controller's metrics (Kafka's names); unclean elections counted cluster-wide."""
