@@ -1,5 +1,6 @@
-"""A simulated cluster at scale: topic creation and a rolling restart (DESIGN §8: a rolling restart
-of 100 brokers and 100K partitions in at most 10 s of wall time).
+"""A simulated cluster at scale: topic creation, a rolling restart and ``kctl demo`` (DESIGN §8: a
+rolling restart of 100 brokers and 100K partitions in at most 10 s of wall time; ``kctl demo
+--brokers 50 --partitions 5000`` in at most 15 s, its cost linear in its work).
 
 Group ``cluster:create`` times creating topics that total the scale's partitions (RF 3) on a
 started cluster, until the cluster is stable again. Group ``cluster:rolling-restart`` times
@@ -10,16 +11,27 @@ full-size cluster would otherwise be traversed by every full collection the time
 which measures CPython's collector rather than kctl. The size comes from ``--kctl-bench-scale``
 or ``KCTL_BENCH_SCALE`` (see ``conftest.py``): CI's smoke run uses 10 brokers and 2K partitions,
 ``full`` is 100 brokers and 100K partitions.
+
+Group ``cluster:demo`` plays ``kctl demo``'s scenario (two topics, a crash, a restart, the
+reassignment of a whole topic, …, invariants checked after every step) as the command does, at a
+quarter, half and all of its size: 50 brokers and topics of 5,000 partitions at ``full`` (the
+command of DESIGN §8), 10 brokers and 500 at ``smoke``, ``B`` and ``P`` at ``<B>x<P>``. Its cost
+is linear when the time per partition stays the same along the series; ``extra_info`` records the
+requests and seconds of each step.
 """
 
 from __future__ import annotations
 
 import gc
+import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from kctl.cluster import EmbeddedCluster
+from kctl.context import DEFAULT_ENGINE
+from kctl.sim.demo import demo_scenario
+from kctl.sim.runner import Report, StepResult, run_scenario
 
 if TYPE_CHECKING:
     from conftest import Scale
@@ -116,3 +128,39 @@ def test_rolling_restart(benchmark: Any, engine: str, bench_scale: Scale) -> Non
         assert cluster.metrics()["ControllerEpoch"] > before["controller"]
     finally:
         cluster.stop()
+
+
+DEMO_SIZES = {"smoke": (10, 500), "full": (50, 5_000)}
+"""(brokers, partitions per topic) of the demo at each named scale."""
+DEMO_ROUNDS = 3
+
+
+def demo_size(scale: Scale, share: float) -> tuple[int, int]:
+    brokers, partitions = DEMO_SIZES.get(scale.name, (scale.brokers, scale.partitions))
+    return brokers, max(1, round(partitions * share))
+
+
+@pytest.mark.benchmark(group="cluster:demo")
+@pytest.mark.parametrize("share", [0.25, 0.5, 1.0])
+def test_demo(benchmark: Any, bench_scale: Scale, share: float) -> None:
+    brokers, partitions = demo_size(bench_scale, share)
+    steps: list[dict[str, Any]] = []
+    clock = {"last": 0.0}
+
+    def record(result: StepResult) -> None:
+        now = time.perf_counter()
+        steps.append({"step": result.number, "action": result.action, "requests": result.requests,
+                      "seconds": round(now - clock["last"], 3)})
+        clock["last"] = now
+
+    def play() -> Report:
+        steps.clear()
+        clock["last"] = time.perf_counter()
+        return run_scenario(demo_scenario(brokers, partitions), engine=DEFAULT_ENGINE, on_step=record)
+
+    report = benchmark.pedantic(play, rounds=DEMO_ROUNDS, iterations=1)
+    benchmark.extra_info.update(
+        engine=DEFAULT_ENGINE, brokers=brokers, partitions=partitions, scale=bench_scale.name,
+        requests=sum(s["requests"] for s in steps), steps=steps,
+    )
+    assert report.ok, report.failures + report.violations

@@ -184,6 +184,9 @@ class EmbeddedCluster:
         self._retired_unclean = 0
         self.unclean_elections_requested = False
         self._started = False
+        self.on_progress: Callable[[], None] | None = None
+        """Called after each slice (at most 50 ms) of simulated time while the cluster runs towards
+        a condition: ``kctl sim`` shows the progress of a long step from it."""
 
     def _rack_map(self, racks: Sequence[str] | Mapping[int, str] | None) -> dict[int, str | None]:
         if racks is None:
@@ -310,6 +313,8 @@ class EmbeddedCluster:
                 next_time = self.scheduler.next_time()
                 step_to = min(deadline, max(self.now() + 0.05, next_time if next_time is not None else deadline))
                 self.scheduler.run_until(step_to, until=condition, settled=settled)
+                if self.on_progress is not None:
+                    self.on_progress()
             else:
                 time.sleep(0.02)
         return True
@@ -543,6 +548,10 @@ class EmbeddedCluster:
     def sent_requests(self) -> list[SentRecord]:
         return list(self._sent)
 
+    def sent_request_count(self) -> int:
+        """``len(sent_requests)`` without the copy."""
+        return len(self._sent)
+
     def status(self) -> ClusterStatus:
         """What ``kctl cluster status`` shows of this cluster, read from its store as from ZooKeeper
         (:func:`kctl.tools.status.cluster_status`)."""
@@ -590,9 +599,17 @@ class EmbeddedCluster:
         if self.active_controller is None:
             return ["no active controller"]
         expected = MetadataSnapshot.from_store(self.store)
+        controller_id, brokers, digest = expected.controller_id, expected.brokers, expected.digest
+
+        def differences(agent: BrokerAgent) -> list[str]:
+            cache = agent.metadata_cache
+            if cache.agrees_with(controller_id, brokers, digest):
+                return []  # the digests agree: comparing every partition would find nothing
+            return cache.differences(expected)
+
         mismatches: list[str] = []
         for broker_id in self.live_brokers():
-            for problem in self.brokers[broker_id].inspect(lambda a: a.metadata_cache.differences(expected)):
+            for problem in self.brokers[broker_id].inspect(differences):
                 mismatches.append(f"broker {broker_id}: {problem}")
                 if limit is not None and len(mismatches) >= limit:
                     return mismatches

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
+from weakref import WeakKeyDictionary
 
 from kctl.errors import Errors
 from kctl.model import NO_LEADER, TopicPartition
@@ -16,7 +17,7 @@ from kctl.requests import LeaderAndIsrRequest, StopReplicaRequest
 from kctl.stores.memory import PartitionSnapshot
 
 if TYPE_CHECKING:
-    from kctl.broker.agent import HandledRequest
+    from kctl.broker.agent import BrokerAgent, HandledRequest
     from kctl.cluster import EmbeddedCluster
     from kctl.controller import KafkaController
 
@@ -138,8 +139,13 @@ def _unclean_permitted(cluster: EmbeddedCluster) -> bool:
 
 
 def _i5_brokers_fence_stale_requests(cluster: EmbeddedCluster) -> list[str]:
-    return [v for broker_id, agent in sorted(cluster.brokers.items())
-            for v in check_broker_answers(broker_id, agent.inspect(lambda a: list(a.handled)))]
+    violations = []
+    for broker_id, agent in sorted(cluster.brokers.items()):
+        check = _ANSWER_CHECKS.get(agent)
+        if check is None:
+            check = _ANSWER_CHECKS[agent] = BrokerAnswerCheck(broker_id)
+        violations += agent.inspect(check.feed_from)
+    return violations
 
 
 def check_broker_answers(broker_id: int, handled: Iterable[HandledRequest]) -> list[str]:
@@ -148,20 +154,50 @@ def check_broker_answers(broker_id: int, handled: Iterable[HandledRequest]) -> l
     partition state's leader epoch is applied only if newer than the one the broker holds — none
     once a StopReplica deleted the partition (reference §6.15: a partition the broker instantiates
     anew holds -1, e.g. a topic deleted and created again). Each process (broker epoch) starts afresh."""
-    violations = []
-    newest_controller: dict[int, int] = {}  # per process (broker epoch)
-    leader_epochs: dict[tuple[int, TopicPartition], int] = {}
-    for answer in handled:
+    return BrokerAnswerCheck(broker_id).feed(list(handled))
+
+
+class BrokerAnswerCheck:
+    """:func:`check_broker_answers` as answers arrive: a simulation checks the invariants after
+    every step, and a broker's record grows by a request per fan-out, so each answer is judged
+    once, with what the broker held when it came."""
+
+    def __init__(self, broker_id: int) -> None:
+        self.broker_id = broker_id
+        self._start()
+
+    def _start(self) -> None:
+        self.violations: list[str] = []
+        self._checked = 0
+        self._newest_controller: dict[int, int] = {}  # per process (broker epoch)
+        self._leader_epochs: dict[tuple[int, TopicPartition], int] = {}
+
+    def feed(self, handled: Sequence[HandledRequest]) -> list[str]:
+        """Judge the answers of ``handled`` (the whole record so far) not seen yet; returns every
+        violation found so far."""
+        if len(handled) < self._checked:  # not the record fed before: start over
+            self._start()
+        for answer in handled[self._checked:]:
+            self._judge(answer)
+        self._checked = len(handled)
+        return list(self.violations)
+
+    def feed_from(self, agent: BrokerAgent) -> list[str]:
+        """:meth:`feed` with the agent's record (call it under the agent's lock)."""
+        return self.feed(agent.handled)
+
+    def _judge(self, answer: HandledRequest) -> None:
         request, response, process = answer.request, answer.response, answer.broker_epoch
+        newest_controller, leader_epochs, broker_id = self._newest_controller, self._leader_epochs, self.broker_id
         if request.controller_epoch < newest_controller.get(process, -1):
             if response.error is not Errors.STALE_CONTROLLER_EPOCH:
-                violations.append(
+                self.violations.append(
                     f"I5: broker {broker_id} answered {response.error.name} to a {request.api} request of "
                     f"controller epoch {request.controller_epoch} after accepting epoch {newest_controller[process]}"
                 )
-            continue
+            return
         if response.error is not Errors.NONE:
-            continue
+            return
         newest_controller[process] = request.controller_epoch
         if isinstance(request, LeaderAndIsrRequest):
             partition_errors = response.partition_errors  # type: ignore[union-attr]
@@ -169,7 +205,7 @@ def check_broker_answers(broker_id: int, handled: Iterable[HandledRequest]) -> l
                 key = (process, state.tp)
                 applied = partition_errors.get(state.tp) is Errors.NONE
                 if applied and state.leader_epoch <= leader_epochs.get(key, -1):
-                    violations.append(
+                    self.violations.append(
                         f"I5: broker {broker_id} applied leader epoch {state.leader_epoch} of {state.tp} "
                         f"after epoch {leader_epochs[key]}"
                     )
@@ -180,7 +216,10 @@ def check_broker_answers(broker_id: int, handled: Iterable[HandledRequest]) -> l
             for stop in request.partition_states:
                 if stop.delete_partition and stop_errors.get(stop.tp) is Errors.NONE:
                     leader_epochs.pop((process, stop.tp), None)
-    return violations
+
+
+_ANSWER_CHECKS: WeakKeyDictionary[BrokerAgent, BrokerAnswerCheck] = WeakKeyDictionary()
+"""The I5 check of each broker agent checked so far."""
 
 
 def _i6_reassignments_tracked(cluster: EmbeddedCluster) -> list[str]:

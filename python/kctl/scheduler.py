@@ -126,16 +126,23 @@ class SimulatedScheduler:
         """
         if math.isnan(deadline):
             raise IllegalArgumentError("a simulation cannot run until a NaN deadline")
+        queue, pop = self._queue, heapq.heappop
         first = True
-        while True:
-            when = self.next_time()
+        while True:  # next_time() and step() inlined: this loop runs every callback of a simulation
+            while queue and queue[0][2].cancelled:
+                pop(queue)
+            when = queue[0][0] if queue else None
             if until is not None and (first or not settled or when is None or when > self._now):
                 first = False
                 if until():
                     return True
             if when is None or when > deadline:
                 break
-            self.step()
+            entry = pop(queue)[2]
+            if when > self._now:
+                self._now = when
+            self.steps += 1
+            entry.fn()
         self._now = max(self._now, deadline)
         return until() if until is not None else False
 

@@ -38,6 +38,22 @@ struct Topic {
     assigned: Vec<Part>,
 }
 
+/// Partitions whose assignment changed, for a reader that caches assignments (the Python side
+/// caches whole topics' assignments, which the controller rewrites once per reassigned partition).
+#[derive(Debug, Default)]
+enum AssignmentJournal {
+    /// Nobody reads it.
+    #[default]
+    Off,
+    /// Changed since the last read, in order, repeats included.
+    Tracking(Vec<Part>),
+    /// More changes than kept, a topic removed or the context reset: the reader starts over.
+    Lost,
+}
+
+/// Changes kept between two reads of the journal before it gives up on them.
+const ASSIGNMENT_JOURNAL_LIMIT: usize = 1 << 16;
+
 /// The reassignment lists of the (few) partitions that have them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Moving {
@@ -77,6 +93,7 @@ pub struct Context {
     r_states: Vec<SmallVec<[(BrokerId, ReplicaState); 3]>>,
 
     being_reassigned: IndexSet<Part>,
+    assignment_changes: AssignmentJournal,
     to_be_deleted: IndexSet<TopicIdx>,
     deletion_started: IndexSet<TopicIdx>,
     ineligible: IndexSet<TopicIdx>,
@@ -153,8 +170,12 @@ impl Context {
     /// Forget everything but the unclean-election meter (controller resignation).
     pub fn reset(&mut self) {
         let unclean = self.unclean_elections;
+        let read = !matches!(self.assignment_changes, AssignmentJournal::Off);
         *self = Self::default();
         self.unclean_elections = unclean;
+        if read {
+            self.assignment_changes = AssignmentJournal::Lost;
+        }
     }
 
     // --- Interning -----------------------------------------------------------------------------
@@ -509,6 +530,9 @@ impl Context {
         self.all_topics.shift_remove(&t);
         self.topics[t as usize].topic_id = None;
         self.assigned_topics.shift_remove(&t);
+        if let AssignmentJournal::Tracking(_) = self.assignment_changes {
+            self.assignment_changes = AssignmentJournal::Lost;
+        }
         for p in std::mem::take(&mut self.topics[t as usize].assigned) {
             let i = p as usize;
             self.has_assignment[i] = false;
@@ -521,6 +545,13 @@ impl Context {
     }
 
     pub fn update_assignment(&mut self, p: Part, assignment: &ReplicaAssignment) {
+        if let AssignmentJournal::Tracking(changes) = &mut self.assignment_changes {
+            if changes.len() < ASSIGNMENT_JOURNAL_LIMIT {
+                changes.push(p);
+            } else {
+                self.assignment_changes = AssignmentJournal::Lost;
+            }
+        }
         self.tracking_imbalance(p, |ctx| {
             let i = p as usize;
             if !ctx.has_assignment[i] {
@@ -548,6 +579,21 @@ impl Context {
                 );
             }
         });
+    }
+
+    /// The partitions whose assignment changed since the previous call (in order, repeats
+    /// included), or `None` when the previous call saw none of them: the first call, after more
+    /// than `ASSIGNMENT_JOURNAL_LIMIT` changes, after a topic was removed or the context reset. A
+    /// partition in the list is assigned; its position among its topic's partitions is the one
+    /// its first assignment gave it.
+    pub fn take_assignment_changes(&mut self) -> Option<Vec<Part>> {
+        match std::mem::replace(
+            &mut self.assignment_changes,
+            AssignmentJournal::Tracking(Vec::new()),
+        ) {
+            AssignmentJournal::Tracking(changes) => Some(changes),
+            AssignmentJournal::Off | AssignmentJournal::Lost => None,
+        }
     }
 
     pub fn assignment(&self, p: Part) -> ReplicaAssignment {
@@ -1208,6 +1254,44 @@ mod tests {
         assert_eq!(
             ctx.partitions_with_leaders().len(),
             ctx.p_topic.len() - per_topic
+        );
+    }
+
+    #[test]
+    fn assignment_journal_reports_changes_once_read() {
+        let mut ctx = Context::new();
+        let a = ctx.intern_part("t", 0);
+        ctx.update_assignment(a, &ra(&[1, 2]));
+        assert_eq!(
+            ctx.take_assignment_changes(),
+            None,
+            "nothing kept before the first read"
+        );
+        let b = ctx.intern_part("t", 1);
+        ctx.update_assignment(b, &ra(&[2, 3]));
+        ctx.update_assignment(a, &ra(&[3]));
+        assert_eq!(ctx.take_assignment_changes(), Some(vec![b, a]));
+        assert_eq!(ctx.take_assignment_changes(), Some(vec![]));
+        ctx.remove_topic("t");
+        assert_eq!(
+            ctx.take_assignment_changes(),
+            None,
+            "a removal is not a change list"
+        );
+        for _ in 0..=ASSIGNMENT_JOURNAL_LIMIT {
+            ctx.update_assignment(a, &ra(&[1]));
+        }
+        assert_eq!(
+            ctx.take_assignment_changes(),
+            None,
+            "too many changes to keep"
+        );
+        ctx.update_assignment(a, &ra(&[2]));
+        ctx.reset();
+        assert_eq!(
+            ctx.take_assignment_changes(),
+            None,
+            "a reset context starts over"
         );
     }
 

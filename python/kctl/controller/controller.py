@@ -145,6 +145,7 @@ class KafkaController:
         )
         self.active_controller_id = -1
         self._watches: set[tuple[WatchKind, object]] = set()
+        self._fired_topic_watches: set[str] = set()
         self._rebalance_timer: Timer | None = None
         self._election_retry: Timer | None = None
         self._elect_not_before = float("-inf")
@@ -346,7 +347,13 @@ class KafkaController:
         elif kind is WatchKind.TOPICS:
             put(ev.TopicChange())
         elif kind is WatchKind.TOPIC:
-            put(ev.PartitionModifications(topic=str(event.key)))
+            # ZooKeeper's data watches fire once: Kafka's ZooKeeperClient sets the topic's again
+            # only with the GetData its PartitionModifications sends (shouldWatch), so the writes of
+            # one event (a reassignment rewrites the znode per partition) queue one event, not many.
+            topic = str(event.key)
+            if topic not in self._fired_topic_watches:
+                self._fired_topic_watches.add(topic)
+                put(ev.PartitionModifications(topic=topic))
         elif kind is WatchKind.DELETE_TOPICS:
             put(ev.TopicDeletion())
         elif kind is WatchKind.REASSIGN_PARTITIONS:
@@ -365,6 +372,8 @@ class KafkaController:
             put(ev.TopicConfigChange(topic=str(event.key)))
 
     def _watch(self, kind: WatchKind, key: object = None) -> None:
+        if kind is WatchKind.TOPIC:
+            self._fired_topic_watches.discard(str(key))
         self._watches.add((kind, key))
         self.store.watch(kind, key)
 
@@ -767,6 +776,7 @@ class KafkaController:
             self._on_new_partition_creation(added)
 
     def _process_PartitionModifications(self, event: ev.PartitionModifications) -> None:
+        self._fired_topic_watches.discard(event.topic)
         if not self.is_active:
             return
         ctx, topic = self.context, event.topic
@@ -776,11 +786,8 @@ class KafkaController:
                 log.error("Ignoring a change of topic %s: %s", topic, read.errors[topic])
             return
         stored = read.values[topic].partitions
-        to_add = {
-            TopicPartition(topic, p): ra
-            for p, ra in sorted(stored.items())
-            if not ctx.partition_replica_assignment(TopicPartition(topic, p))
-        }
+        known = ctx.partition_full_replica_assignment_for_topic(topic)
+        to_add = {TopicPartition(topic, p): ra for p, ra in sorted(stored.items()) if p not in known or not known[p].replicas}
         if ctx.is_topic_queued_up_for_deletion(topic):
             if to_add:
                 log.warning("Skipping adding partitions %s for topic %s since it is currently being deleted",

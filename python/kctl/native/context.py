@@ -13,7 +13,7 @@ from typing import Any, cast
 from kctl._engine import Engine
 from kctl.context import ControllerContext
 from kctl.errors import KctlError
-from kctl.native.sets import PartitionList, ReplicaList
+from kctl.native.sets import PartitionList, ReassigningPartitions, ReplicaList
 from kctl.model import (
     BrokerInfo,
     LeaderAndIsr,
@@ -29,6 +29,10 @@ from kctl.stores.base import StateStore
 
 UNLIMITED = 2**63 - 1
 """A limit no partition count reaches."""
+
+CACHED_TOPIC_ASSIGNMENTS = 8
+"""Topics whose whole assignment the context keeps as Python objects (see
+:meth:`RustContext.partition_full_replica_assignment_for_topic`)."""
 
 _PARTITION_STATES = {s.state_id: s for s in PartitionState}
 _REPLICA_STATES = {s.state_id: s for s in ReplicaState}
@@ -72,6 +76,7 @@ class RustContext(ControllerContext):
         self._broker_infos: dict[int, BrokerInfo] = {}
         # Every request batch reads the topic ids; they change only when a topic is added or removed.
         self._topic_ids: Mapping[str, str] | None = None
+        self._topic_assignments: dict[str, dict[int, ReplicaAssignment]] = {}
 
     # --- Controller epoch and metrics ----------------------------------------------------------
 
@@ -211,7 +216,25 @@ class RustContext(ControllerContext):
         return tuple(self.native.assignment(tp.topic, tp.partition)[0])
 
     def partition_full_replica_assignment_for_topic(self, topic: str) -> dict[int, ReplicaAssignment]:
-        return {p: assignment_of(a) for p, a in self.native.assignments_for_topic(topic)}
+        """The controller writes a reassigned partition's whole topic znode (twice per partition,
+        as Kafka does), so the topic's assignment is kept as Python objects and patched from the
+        engine's journal of changes: each call copies a dict instead of converting the topic, and
+        a partition that did not change is the same object in every copy."""
+        changes = self.native.take_assignment_changes()
+        cache = self._topic_assignments
+        if changes is None:
+            cache.clear()
+        else:
+            for t, p, a in changes:
+                cached = cache.get(t)
+                if cached is not None:
+                    cached[p] = assignment_of(a)
+        found = cache.get(topic)
+        if found is None:
+            if len(cache) >= CACHED_TOPIC_ASSIGNMENTS:
+                del cache[next(iter(cache))]
+            found = cache[topic] = {p: assignment_of(a) for p, a in self.native.assignments_for_topic(topic)}
+        return dict(found)
 
     def partitions_for_topic(self, topic: str) -> Sequence[TopicPartition]:
         return PartitionList(self.native, self.native.partitions_for_topic(topic))
@@ -241,7 +264,7 @@ class RustContext(ControllerContext):
 
     @property
     def partitions_being_reassigned(self) -> Set[TopicPartition]:
-        return dict.fromkeys(PartitionList(self.native, self.native.partitions_being_reassigned())).keys()
+        return ReassigningPartitions(self.native)
 
     def add_partition_being_reassigned(self, tp: TopicPartition) -> None:
         self.native.add_partition_being_reassigned(tp.topic, tp.partition)

@@ -7,7 +7,7 @@ travel as the native handle, so a hot path never touches its partitions in Pytho
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence, Set
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from kctl.model import PartitionReplica, ReplicaState, TopicPartition
@@ -78,6 +78,29 @@ class ReplicaList(_Lazy[PartitionReplica]):
 
     def _materialize(self) -> list[PartitionReplica]:
         return [PartitionReplica(TopicPartition(t, p), b) for t, p, b in self._engine.replicas_list(self.handle)]
+
+
+class ReassigningPartitions(Set[TopicPartition]):
+    """The partitions being reassigned, live as the reference engine's view of its dict: the
+    controller asks whether one partition is being reassigned once per partition it completes,
+    so membership is one engine call, and the partitions are built only when iterated."""
+
+    __slots__ = ("_engine",)
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def __contains__(self, tp: object) -> bool:
+        return isinstance(tp, TopicPartition) and self._engine.is_partition_being_reassigned(tp.topic, tp.partition)
+
+    def __len__(self) -> int:
+        return len(self._engine.partitions_being_reassigned())
+
+    def __iter__(self) -> Iterator[TopicPartition]:
+        return iter(PartitionList(self._engine, self._engine.partitions_being_reassigned()))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({list(self)!r})"
 
 
 class LazyOutcomes(Mapping[Any, Any]):

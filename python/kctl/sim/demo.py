@@ -13,7 +13,7 @@ from typing import Any, TextIO
 from kctl.admin import max_partitions
 from kctl.cluster import check_broker_count
 from kctl.context import DEFAULT_ENGINE
-from kctl.sim.report import STEP_HEADER, Style, metrics_table, partition_table, step_lines, verdict
+from kctl.sim.report import STEP_HEADER, ProgressDisplay, Style, metrics_table, partition_table, step_lines, verdict
 from kctl.sim.runner import StepResult, components, run_scenario
 from kctl.sim.scenario import Scenario, parse_scenario
 
@@ -56,8 +56,9 @@ def demo_scenario(brokers: int = 5, partitions: int = 6, seed: int = 0) -> Scena
 
 
 def run_demo(out: TextIO, brokers: int = 5, partitions: int = 6, seed: int = 0,
-             engine: str = DEFAULT_ENGINE, color: bool = False) -> int:
-    """Play the demo, printing as it goes; the exit status is 0 only if every check held."""
+             engine: str = DEFAULT_ENGINE, color: bool = False, progress: ProgressDisplay | None = None) -> int:
+    """Play the demo, printing as it goes (and ``progress`` inside long steps); the exit status is
+    0 only if every check held."""
     style = Style(color)
     scenario = demo_scenario(brokers, partitions, seed)
     racks = scenario.cluster.racks or {}
@@ -66,10 +67,13 @@ def run_demo(out: TextIO, brokers: int = 5, partitions: int = 6, seed: int = 0,
     print(components(scenario, engine), file=out)
     print(style.dim(STEP_HEADER), file=out)
 
-    def progress(result: StepResult) -> None:
+    def step_done(result: StepResult) -> None:
+        if progress is not None:
+            progress.clear()
         print("\n".join(step_lines(result, style)), file=out, flush=True)
 
-    report = run_scenario(scenario, engine=engine, seed=seed, on_step=progress)
+    report = run_scenario(scenario, engine=engine, seed=seed, on_step=step_done,
+                          on_progress=None if progress is None else progress.update)
     print(f"\n{partition_table(report)}\n\n{metrics_table(report)}\n", file=out)
     for number, violation in report.violations:
         print(style.bad(f"invariant violated after step {number}: {violation}"), file=out)

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from kctl.sim.runner import Report, StepResult, plural
+from kctl.sim.runner import Report, StepProgress, StepResult, plural
 
 
 class Style:
@@ -89,6 +90,65 @@ def step_lines(result: StepResult, style: Style) -> list[str]:
         lines.append(style.bad(f"{indent}ERROR: {result.error}; the remaining steps were not run"))
     lines += [style.bad(f"{indent}INVARIANT VIOLATED: {v}") for v in result.violations]
     return lines
+
+
+class ProgressDisplay:
+    """Progress inside a step that runs for more than :attr:`MIN_SECONDS` of wall time: on a
+    terminal a bar redrawn in place (and erased before the step's line), otherwise a plain line
+    every :attr:`LINE_INTERVAL` seconds.
+
+    The bar is the share of the step's requests that brokers have answered: a long step is the
+    controller's requests draining through every broker's queue (one in flight per broker), so
+    it fills as the backlog goes, and the counts say how big that backlog is.
+    """
+
+    MIN_SECONDS = 1.0
+    REDRAW_INTERVAL = 0.1
+    LINE_INTERVAL = 5.0
+    BAR_WIDTH = 24
+
+    def __init__(self, out: TextIO, tty: bool, style: Style, clock: Callable[[], float] = time.monotonic) -> None:
+        self._out, self._tty, self._style, self._clock = out, tty, style, clock
+        self._step: int | None = None
+        self._started = 0.0
+        self._next = 0.0
+        self._drawn = False
+
+    def update(self, progress: StepProgress) -> None:
+        """A running step's progress (called often: it draws only when it is time to)."""
+        now = self._clock()
+        if progress.number != self._step:
+            self.clear()
+            self._step, self._started = progress.number, now
+            self._next = now + self.MIN_SECONDS
+        if now < self._next:
+            return
+        self._next = now + (self.REDRAW_INTERVAL if self._tty else self.LINE_INTERVAL)
+        text = self._text(progress, now - self._started)
+        if self._tty:
+            self._out.write(f"\r\033[K{text}")
+            self._drawn = True
+        else:
+            self._out.write(f"{' ' * 13}.. {text}\n")
+        self._out.flush()
+
+    def clear(self) -> None:
+        """Erase the bar (before the step's own line is printed)."""
+        if self._drawn:
+            self._out.write("\r\033[K")
+            self._out.flush()
+            self._drawn = False
+
+    def _text(self, progress: StepProgress, seconds: float) -> str:
+        sent, answered = progress.requests_sent, progress.requests_answered
+        share = min(1.0, answered / sent) if sent else 0.0
+        counts = (f"step {progress.number} {progress.action}: {answered:,} of {sent:,} requests answered, "
+                  f"{progress.cluster_seconds:.1f}s of cluster time in {seconds:.0f}s")
+        if not self._tty:
+            return counts
+        filled = round(share * self.BAR_WIDTH)
+        bar = "#" * filled + "." * (self.BAR_WIDTH - filled)
+        return f"{self._style.dim(f'[{bar}] {share:4.0%}')} {counts}"
 
 
 def summary(report: Report, style: Style) -> str:

@@ -14,8 +14,10 @@ without polling, and a partition being deleted is not counted as unavailable.
 
 from __future__ import annotations
 
+import gc
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
@@ -65,6 +67,20 @@ class StepResult:
     """Invariant violations first seen after this step."""
     error: str | None = None
     """The action failed (the run stops here)."""
+
+
+@dataclass(frozen=True)
+class StepProgress:
+    """How far a step that is still running has got (``kctl sim`` shows it for long steps)."""
+
+    number: int
+    action: str
+    cluster_seconds: float
+    """Scenario seconds since the step began."""
+    requests_sent: int
+    """Controller-to-broker requests sent since the step began."""
+    requests_answered: int
+    """Answers brokers gave since the step began (to those requests, or to ones queued before)."""
 
 
 @dataclass(frozen=True)
@@ -197,7 +213,9 @@ class _Leadership:
             handled = agent.handled
             start = self._cursor.get(broker, 0)
             self._cursor[broker] = len(handled)
-            events += [(h.time, 0, self._answer(broker, h)) for h in handled[start:]]
+            # UpdateMetadata (most of what a broker answers) changes no leadership.
+            events += [(h.time, 0, self._answer(broker, h)) for h in handled[start:]
+                       if isinstance(h.request, LeaderAndIsrRequest | StopReplicaRequest)]
         events += [(t, 1, self._stop(t, process, lost)) for t, process, lost in self._stops]
         self._stops.clear()
         for _, _, apply in sorted(events, key=lambda e: e[:2]):
@@ -278,6 +296,7 @@ class _Leadership:
 # --- Playing a scenario ----------------------------------------------------------------------------------
 
 StepCallback = Callable[[StepResult], None]
+ProgressCallback = Callable[[StepProgress], None]
 
 
 STORE, TRANSPORT = "memory", "inprocess"
@@ -296,10 +315,38 @@ def run_scenario(
     seed: int | None = None,
     on_step: StepCallback | None = None,
     on_start: Callable[[EmbeddedCluster], None] | None = None,
+    on_progress: ProgressCallback | None = None,
 ) -> Report:
     """Play ``scenario`` (``seed`` overrides its own) and report; ``on_step`` sees each step as it ends,
-    ``on_start`` the cluster once its topics exist, before the first step (fleets sample it)."""
-    return _Run(scenario, engine, scenario.cluster.seed if seed is None else seed, on_step, on_start).play()
+    ``on_start`` the cluster once its topics exist, before the first step (fleets sample it), and
+    ``on_progress`` a running step after each slice of cluster time it waits through."""
+    with fewer_collections():
+        run = _Run(scenario, engine, scenario.cluster.seed if seed is None else seed, on_step, on_start, on_progress)
+        return run.play()
+
+
+GC_THRESHOLDS = (20_000, 50, 100)
+"""The garbage collector's thresholds while a scenario plays (Python's default: 700, 10, 10)."""
+
+
+@contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Keep what a simulation has built out of the garbage collector's way while it runs.
+
+    A run keeps every request it sent and every answer until it ends (for the report and the
+    invariants): millions of objects, which Python's collector would walk again at every full
+    collection, a third of a long run's time. The run freezes what exists (:func:`gc.freeze`, a
+    constant-time move) after every slice of cluster time, so that collections only look at what
+    the slice made; when the run ends everything is unfrozen again (cyclic garbage frozen meanwhile
+    is collected then), and the thresholds, raised meanwhile, restored.
+    """
+    saved = gc.get_threshold()
+    gc.set_threshold(*GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*saved)
 
 
 def describe_all(cluster: EmbeddedCluster) -> dict[TopicPartition, PartitionDescription]:
@@ -313,8 +360,10 @@ def describe_all(cluster: EmbeddedCluster) -> dict[TopicPartition, PartitionDesc
 
 class _Run:
     def __init__(self, scenario: Scenario, engine: str, seed: int, on_step: StepCallback | None,
-                 on_start: Callable[[EmbeddedCluster], None] | None = None) -> None:
+                 on_start: Callable[[EmbeddedCluster], None] | None = None,
+                 on_progress: ProgressCallback | None = None) -> None:
         self.scenario, self.engine, self.seed, self.on_step, self.on_start = scenario, engine, seed, on_step, on_start
+        self.on_progress = on_progress
         spec = scenario.cluster
         self.cluster = EmbeddedCluster(
             list(spec.brokers), spec.racks, spec.config, engine, STORE, TRANSPORT, seed=seed,
@@ -337,7 +386,7 @@ class _Run:
             self.cluster.run_until_stable()
             self.t0 = self.cluster.now()
             self.leadership.observe(0)
-            self.sent = self.first_sent = len(self.cluster.sent_requests)
+            self.sent = self.first_sent = self.cluster.sent_request_count()
             setup_violations = self.new_violations()
             if self.on_start is not None:
                 self.on_start(self.cluster)
@@ -362,21 +411,42 @@ class _Run:
             self.cluster.advance(wanted - self.now())
         start, self.failures = self.now(), []
         error, settled = None, None
+        self.cluster.on_progress = self.slice_done(step, start)
         try:
             description = getattr(self, f"do_{step.action}")(step.args, step)
             if ACTIONS[step.action].settles and step.wait:
                 settled = self.cluster.run_until_stable(step.timeout)
         except KctlError as e:
             description, error = "failed", f"{type(e).__name__}: {e}"
+        finally:
+            self.cluster.on_progress = None
         moved = self.leadership.observe(step.number)
         lost, all_led_after, _ = self.leadership.losses(step.number, self.cluster.now())
-        sent = self.cluster.sent_requests
-        requests, self.sent = len(sent) - self.sent, len(sent)
+        sent = self.cluster.sent_request_count()
+        requests, self.sent = sent - self.sent, sent
         return StepResult(
             step.number, step.action, description, step.note, start, self.now(), moved, lost, all_led_after,
             int(self.cluster.metrics()["OfflinePartitionsCount"]), requests, settled, tuple(self.failures),
             self.new_violations(), error,
         )
+
+    def slice_done(self, step: Step, start: float) -> Callable[[], None]:
+        """What the cluster calls after each slice of cluster time while the step runs: what the
+        slice built leaves the collector's view (see :func:`fewer_collections`), and
+        ``on_progress`` hears how far the step has got."""
+        report, cluster, sent = self.on_progress, self.cluster, self.sent
+        answered = self.answered() if report is not None else 0
+
+        def done() -> None:
+            gc.freeze()
+            if report is not None:
+                report(StepProgress(step.number, step.action, self.now() - start,
+                                    cluster.sent_request_count() - sent, self.answered() - answered))
+        return done
+
+    def answered(self) -> int:
+        """Controller requests every broker has answered so far."""
+        return sum(len(agent.handled) for agent in self.cluster.brokers.values())
 
     def report(self, steps: tuple[StepResult, ...], setup_violations: tuple[str, ...]) -> Report:
         cluster, now = self.cluster, self.cluster.now()

@@ -566,6 +566,25 @@ impl Engine {
         (a.replicas, a.adding, a.removing)
     }
 
+    /// `(topic, partition, assignment now)` for each assignment change since the previous call,
+    /// or None when they are not known (see `Context::take_assignment_changes`).
+    fn take_assignment_changes(&mut self) -> Option<Vec<(String, i32, AssignmentTuple)>> {
+        let changes = self.ctx.take_assignment_changes()?;
+        Some(
+            changes
+                .into_iter()
+                .map(|p| {
+                    let a = self.ctx.assignment(p);
+                    (
+                        self.ctx.topic_name(self.ctx.partition_topic(p)).to_owned(),
+                        self.ctx.partition_id(p),
+                        (a.replicas, a.adding, a.removing),
+                    )
+                })
+                .collect(),
+        )
+    }
+
     fn assignments_for_topic(&self, topic: &str) -> Vec<(i32, AssignmentTuple)> {
         self.ctx
             .partitions_for_topic(topic)
@@ -621,6 +640,11 @@ impl Engine {
 
     fn partitions_being_reassigned(&self) -> Parts {
         self.handle(self.ctx.partitions_being_reassigned())
+    }
+
+    fn is_partition_being_reassigned(&self, topic: &str, partition: i32) -> bool {
+        self.existing(topic, partition)
+            .is_some_and(|p| self.ctx.is_partition_being_reassigned(p))
     }
 
     fn add_partition_being_reassigned(&mut self, topic: &str, partition: i32) {
