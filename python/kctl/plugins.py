@@ -2,9 +2,10 @@
 
 Core code asks a :class:`PluginHost` (``get_plugin_host().leader_selectors().get("offline")``) and
 never calls ``pm.hook`` itself, so every hook call site is visible to readers and to mypy. The host
-registers plugins in a fixed order: the built-in modules of :data:`DEFAULT_PLUGINS`, then (only
+registers plugins in a fixed order: its built-in modules (:data:`DEFAULT_PLUGINS`), then (only
 when asked) the ``kctl`` entry points of installed distributions, then whatever is registered
-explicitly. Importing this module has no side effects; the default host is built on first use.
+explicitly. Importing this module has no side effects; the default host is built on first use, and
+so is the command host ``kctl`` reads its subcommands from (built-ins :data:`COMMAND_PLUGINS`).
 
 Environment:
 
