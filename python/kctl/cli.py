@@ -25,34 +25,40 @@ from kctl.plugins import get_command_host
 from kctl.registry import CommandRegistry
 
 
+BUILT_IN_COMMANDS = (
+    ("plugins", "kctl.info:cmd_plugins", "kctl.info:plugins_arguments",
+     "list plugins and the selectors, stores and transports they register"),
+    ("config", "kctl.info:cmd_config", "kctl.info:config_arguments",
+     "list the controller's configuration properties and their defaults"),
+    ("demo", "kctl.sim.cli:cmd_demo", "kctl.sim.cli:demo_arguments",
+     "run a small simulated cluster through failures, a reassignment, elections and a failover"),
+    ("sim", "kctl.sim.cli:cmd_sim", "kctl.sim.cli:sim_arguments",
+     "play a scenario file (TOML) on a simulated cluster and report"),
+    ("fleet", "kctl.bench.cli:cmd_fleet", "kctl.bench.cli:fleet_arguments",
+     "run a benchmark grid of seeded scenarios on Spark and report"),
+    ("controller", "kctl.process:run_controller", "kctl.process:controller_arguments",
+     "run a controller candidate as its own process, on ZooKeeper"),
+    ("broker", "kctl.process:run_broker", "kctl.process:broker_arguments",
+     "run a broker (agent and simulated data plane) as its own process"),
+    ("topics", "kctl.tools.commands:cmd_topics", "kctl.tools.commands:topics_arguments",
+     "create, describe, alter, delete and list topics (kafka-topics)"),
+    ("reassign", "kctl.tools.commands:cmd_reassign", "kctl.tools.commands:reassign_arguments",
+     "generate, execute, verify, cancel or list partition reassignments (kafka-reassign-partitions)"),
+    ("elect-leaders", "kctl.tools.commands:cmd_elect_leaders", "kctl.tools.commands:elect_leaders_arguments",
+     "run preferred or unclean leader elections (kafka-leader-election)"),
+    ("cluster", "kctl.tools.status:cmd_cluster", "kctl.tools.status:cluster_arguments",
+     "the cluster's status, read from ZooKeeper (kctl cluster status)"),
+    ("zk-digest", "kctl.info:cmd_zk_digest", "kctl.info:zk_digest_arguments",
+     "print the ZooKeeper digest identity (USER:DIGEST) of USER:PASSWORD, for --zk-acl"),
+)
+"""The built-in front ends as (name, handler, arguments, help), in the order ``kctl --help`` lists them."""
+
+
 @hookimpl
 def kctl_register_commands(register: CommandRegistry) -> None:
-    """The built-in front ends, in the order ``kctl --help`` lists them."""
-    register.add("plugins", "kctl.info:cmd_plugins", arguments="kctl.info:plugins_arguments",
-                 help="list plugins and the selectors, stores and transports they register")
-    register.add("config", "kctl.info:cmd_config", arguments="kctl.info:config_arguments",
-                 help="list the controller's configuration properties and their defaults")
-    register.add("demo", "kctl.sim.cli:cmd_demo", arguments="kctl.sim.cli:demo_arguments",
-                 help="run a small simulated cluster through failures, a reassignment, elections and a failover")
-    register.add("sim", "kctl.sim.cli:cmd_sim", arguments="kctl.sim.cli:sim_arguments",
-                 help="play a scenario file (TOML) on a simulated cluster and report")
-    register.add("fleet", "kctl.bench.cli:cmd_fleet", arguments="kctl.bench.cli:fleet_arguments",
-                 help="run a benchmark grid of seeded scenarios on Spark and report")
-    register.add("controller", "kctl.process:run_controller", arguments="kctl.process:controller_arguments",
-                 help="run a controller candidate as its own process, on ZooKeeper")
-    register.add("broker", "kctl.process:run_broker", arguments="kctl.process:broker_arguments",
-                 help="run a broker (agent and simulated data plane) as its own process")
-    register.add("topics", "kctl.tools.commands:cmd_topics", arguments="kctl.tools.commands:topics_arguments",
-                 help="create, describe, alter, delete and list topics (kafka-topics)")
-    register.add("reassign", "kctl.tools.commands:cmd_reassign", arguments="kctl.tools.commands:reassign_arguments",
-                 help="generate, execute, verify, cancel or list partition reassignments (kafka-reassign-partitions)")
-    register.add("elect-leaders", "kctl.tools.commands:cmd_elect_leaders",
-                 arguments="kctl.tools.commands:elect_leaders_arguments",
-                 help="run preferred or unclean leader elections (kafka-leader-election)")
-    register.add("cluster", "kctl.tools.status:cmd_cluster", arguments="kctl.tools.status:cluster_arguments",
-                 help="the cluster's status, read from ZooKeeper (kctl cluster status)")
-    register.add("zk-digest", "kctl.info:cmd_zk_digest", arguments="kctl.info:zk_digest_arguments",
-                 help="print the ZooKeeper digest identity (USER:DIGEST) of USER:PASSWORD, for --zk-acl")
+    """Register the :data:`BUILT_IN_COMMANDS`."""
+    for name, handler, arguments, text in BUILT_IN_COMMANDS:
+        register.add(name, handler, arguments=arguments, help=text)
 
 
 def _chosen(argv: Sequence[str]) -> str | None:
@@ -107,4 +113,4 @@ def main(argv: Sequence[str] | None = None) -> int:
             gc.freeze()
 
 
-__all__ = ["SIMULATIONS", "build_parser", "kctl_register_commands", "main"]
+__all__ = ["BUILT_IN_COMMANDS", "SIMULATIONS", "build_parser", "kctl_register_commands", "main"]
