@@ -262,6 +262,25 @@ def test_a_command_that_cannot_load_is_a_one_line_error(
     assert capsys.readouterr().err == message
 
 
+def test_a_front_end_missing_an_optional_dependency_names_its_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "needs_msgpack_front_end.py").write_text(
+        "from kctl.extras import MissingDependencyError\n"
+        "raise MissingDependencyError('this front end needs the tcp extra')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    class NeedsExtra:
+        @hookimpl
+        def kctl_register_commands(self, register: CommandRegistry) -> None:
+            register.add("needy", "needs_msgpack_front_end:run", help="needs an extra")
+
+    with register_plugin(get_command_host(), NeedsExtra(), "needy"):
+        assert main(["needy"]) == 1
+    assert capsys.readouterr().err == "kctl: error: this front end needs the tcp extra\n"
+
+
 @pytest.mark.parametrize(
     ("name", "handler", "message"),
     [

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
 
 from kctl.config import ControllerConfig
-from kctl.errors import InvalidConfigurationError, PluginConflict, PluginError, did_you_mean
+from kctl.errors import InvalidConfigurationError, KctlError, PluginConflict, PluginError, did_you_mean
 from kctl.selectors import ElectionKind, LeaderSelector
 
 if TYPE_CHECKING:  # the stores package imports every store: kctl --help reads this module without them
@@ -224,6 +224,8 @@ class LazyCallable:
         module, _, name = self.target.partition(":")
         try:
             function = getattr(importlib.import_module(module), name)
+        except KctlError:  # a missing optional dependency says which extra installs it
+            raise
         except (ImportError, AttributeError) as exc:
             raise PluginError(f"cannot load {self.target!r}: {exc}") from exc
         return function(*args, **kwargs)
