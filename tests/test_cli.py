@@ -16,7 +16,7 @@ import kctl
 from kctl import _engine, hookimpl
 from kctl.cli import main
 from kctl.plugins import DEFAULT_PLUGINS, get_command_host, get_plugin_host, reset_plugin_host
-from kctl.registry import CommandRegistry, LeaderSelectorRegistry, TransportRegistry
+from kctl.registry import CommandArguments, CommandHandler, CommandRegistry, LeaderSelectorRegistry, TransportRegistry
 from kctl.selectors import ElectionKind, KafkaLeaderSelector
 from kctl.testing import register_plugin
 
@@ -194,14 +194,28 @@ def hello(args: argparse.Namespace) -> int:
     return 3  # the handler's status is kctl's
 
 
-class HelloPlugin:
+class CommandPlugin:
+    """Registers one command, handler and arguments as given (callables or "module:function")."""
+
+    def __init__(self, name: str, handler: CommandHandler | str, arguments: CommandArguments | str | None = None,
+                 text: str = "a plugin's command") -> None:
+        self.name, self.handler, self.arguments, self.text = name, handler, arguments, text
+
     @hookimpl
     def kctl_register_commands(self, register: CommandRegistry) -> None:
-        register.add("hello", hello, arguments=hello_arguments, help="greet someone (a plugin's command)")
+        register.add(self.name, self.handler, arguments=self.arguments, help=self.text)
+
+
+def front_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str, source: str) -> None:
+    """Write ``module`` (a plugin's front end, not imported yet) where ``import`` finds it."""
+    (tmp_path / f"{module}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, module, raising=False)  # restored, so removed again, at teardown
 
 
 def test_hook_kctl_register_commands(capsys: pytest.CaptureFixture[str]) -> None:
-    with register_plugin(get_command_host(), HelloPlugin(), "test-commands"):
+    plugin = CommandPlugin("hello", hello, hello_arguments, "greet someone (a plugin's command)")
+    with register_plugin(get_command_host(), plugin, "test-commands"):
         assert main(["--help"]) == 0
         listed = [line.split(maxsplit=1) for line in capsys.readouterr().out.splitlines()]
         assert ["hello", "greet someone (a plugin's command)"] in listed
@@ -219,25 +233,16 @@ def test_hook_kctl_register_commands(capsys: pytest.CaptureFixture[str]) -> None
 def test_a_command_given_as_module_function_is_imported_only_when_chosen(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (tmp_path / "lazy_front_end.py").write_text(
-        "def arguments(parser):\n    parser.add_argument('word')\n\n"
-        "def run(args):\n    print(args.word.upper())\n    return 0\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-
-    class LazyPlugin:
-        @hookimpl
-        def kctl_register_commands(self, register: CommandRegistry) -> None:
-            register.add("shout", "lazy_front_end:run", arguments="lazy_front_end:arguments", help="shout a word")
-
-    with register_plugin(get_command_host(), LazyPlugin(), "lazy"):
+    front_end(tmp_path, monkeypatch, "lazy_front_end", "def arguments(parser):\n    parser.add_argument('word')\n\n"
+              "def run(args):\n    print(args.word.upper())\n    return 0\n")
+    with register_plugin(get_command_host(), CommandPlugin("shout", "lazy_front_end:run", "lazy_front_end:arguments"),
+                         "lazy"):
         assert main(["--help"]) == 0
         assert main(["config", "--help"]) == 0
         assert "lazy_front_end" not in sys.modules
         capsys.readouterr()
         assert main(["shout", "kafka"]) == 0
         assert capsys.readouterr().out == "KAFKA\n"
-    monkeypatch.delitem(sys.modules, "lazy_front_end")
 
 
 @pytest.mark.parametrize(
@@ -247,38 +252,17 @@ def test_a_command_given_as_module_function_is_imported_only_when_chosen(
                                         "'no_such_module_for_kctl'\n"),
         ("kctl.info:no_such_function", "kctl: error: cannot load 'kctl.info:no_such_function': module 'kctl.info' "
                                        "has no attribute 'no_such_function'\n"),
+        ("needs_extra_front_end:run", "kctl: error: this front end needs the tcp extra\n"),  # names the extra
     ],
 )
 def test_a_command_that_cannot_load_is_a_one_line_error(
-    handler: str, message: str, capsys: pytest.CaptureFixture[str]
+    handler: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    class Broken:
-        @hookimpl
-        def kctl_register_commands(self, register: CommandRegistry) -> None:
-            register.add("broken", handler, help="cannot load")
-
-    with register_plugin(get_command_host(), Broken(), "broken"):
+    front_end(tmp_path, monkeypatch, "needs_extra_front_end", "from kctl.extras import MissingDependencyError\n"
+              "raise MissingDependencyError('this front end needs the tcp extra')\n")
+    with register_plugin(get_command_host(), CommandPlugin("broken", handler), "broken"):
         assert main(["broken"]) == 1
     assert capsys.readouterr().err == message
-
-
-def test_a_front_end_missing_an_optional_dependency_names_its_extra(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    (tmp_path / "needs_msgpack_front_end.py").write_text(
-        "from kctl.extras import MissingDependencyError\n"
-        "raise MissingDependencyError('this front end needs the tcp extra')\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-
-    class NeedsExtra:
-        @hookimpl
-        def kctl_register_commands(self, register: CommandRegistry) -> None:
-            register.add("needy", "needs_msgpack_front_end:run", help="needs an extra")
-
-    with register_plugin(get_command_host(), NeedsExtra(), "needy"):
-        assert main(["needy"]) == 1
-    assert capsys.readouterr().err == "kctl: error: this front end needs the tcp extra\n"
 
 
 @pytest.mark.parametrize(
@@ -298,12 +282,7 @@ def test_a_front_end_missing_an_optional_dependency_names_its_extra(
 def test_a_plugin_that_cannot_register_its_command_fails_every_run_in_one_line(
     name: str, handler: str, message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    class Clash:
-        @hookimpl
-        def kctl_register_commands(self, register: CommandRegistry) -> None:
-            register.add(name, handler, help="a command that may not be")
-
-    with register_plugin(get_command_host(), Clash(), "clash"):
+    with register_plugin(get_command_host(), CommandPlugin(name, handler), "clash"):
         assert main(["--help"]) == 1
     captured = capsys.readouterr()
     assert (captured.out, captured.err) == ("", message)
