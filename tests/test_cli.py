@@ -1,7 +1,8 @@
-"""The ``kctl`` command line: ``--version``, ``kctl plugins``, exit codes."""
+"""The ``kctl`` command line: ``--version``, ``kctl plugins``, exit codes, commands added by plugins."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -14,8 +15,8 @@ import pytest
 import kctl
 from kctl import _engine, hookimpl
 from kctl.cli import main
-from kctl.plugins import DEFAULT_PLUGINS, get_plugin_host, reset_plugin_host
-from kctl.registry import LeaderSelectorRegistry, TransportRegistry
+from kctl.plugins import DEFAULT_PLUGINS, get_command_host, get_plugin_host, reset_plugin_host
+from kctl.registry import CommandArguments, CommandHandler, CommandRegistry, LeaderSelectorRegistry, TransportRegistry
 from kctl.selectors import ElectionKind, KafkaLeaderSelector
 from kctl.testing import register_plugin
 
@@ -179,3 +180,109 @@ def test_console_script_reports_a_bad_allowlist_in_one_line() -> None:
     assert result.stderr == (
         "kctl: error: KCTL_LOAD_PLUGINS names 'kctl-no-such-plugin', which is not installed\n"
     )
+
+
+# --- Commands added by plugins (kctl_register_commands) --------------------------------------------
+
+
+def hello_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--name", required=True, help="who to greet")
+
+
+def hello(args: argparse.Namespace) -> int:
+    print(f"hello, {args.name}")
+    return 3  # the handler's status is kctl's
+
+
+class CommandPlugin:
+    """Registers one command, handler and arguments as given (callables or "module:function")."""
+
+    def __init__(self, name: str, handler: CommandHandler | str, arguments: CommandArguments | str | None = None,
+                 text: str = "a plugin's command") -> None:
+        self.name, self.handler, self.arguments, self.text = name, handler, arguments, text
+
+    @hookimpl
+    def kctl_register_commands(self, register: CommandRegistry) -> None:
+        register.add(self.name, self.handler, arguments=self.arguments, help=self.text)
+
+
+def front_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str, source: str) -> None:
+    """Write ``module`` (a plugin's front end, not imported yet) where ``import`` finds it."""
+    (tmp_path / f"{module}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, module, raising=False)  # restored, so removed again, at teardown
+
+
+def test_hook_kctl_register_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    plugin = CommandPlugin("hello", hello, hello_arguments, "greet someone (a plugin's command)")
+    with register_plugin(get_command_host(), plugin, "test-commands"):
+        assert main(["--help"]) == 0
+        listed = [line.split(maxsplit=1) for line in capsys.readouterr().out.splitlines()]
+        assert ["hello", "greet someone (a plugin's command)"] in listed
+        assert ["zk-digest", "print the ZooKeeper digest identity (USER:DIGEST) of"] in listed  # built-ins stay
+        assert main(["hello", "--name", "kafka"]) == 3
+        assert capsys.readouterr().out == "hello, kafka\n"
+        assert main(["hello"]) == 2
+        assert "the following arguments are required: --name" in capsys.readouterr().err
+        command = get_command_host().commands().get("hello")
+        assert (command.plugin, command.factory) == ("test-commands", hello)
+    assert main(["hello", "--name", "kafka"]) == 2  # gone with its plugin
+    assert "invalid choice: 'hello'" in capsys.readouterr().err
+
+
+def test_a_command_given_as_module_function_is_imported_only_when_chosen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    front_end(tmp_path, monkeypatch, "lazy_front_end", "def arguments(parser):\n    parser.add_argument('word')\n\n"
+              "def run(args):\n    print(args.word.upper())\n    return 0\n")
+    with register_plugin(get_command_host(), CommandPlugin("shout", "lazy_front_end:run", "lazy_front_end:arguments"),
+                         "lazy"):
+        assert main(["--help"]) == 0
+        assert main(["config", "--help"]) == 0
+        assert "lazy_front_end" not in sys.modules
+        capsys.readouterr()
+        assert main(["shout", "kafka"]) == 0
+        assert capsys.readouterr().out == "KAFKA\n"
+
+
+@pytest.mark.parametrize(
+    ("handler", "message"),
+    [
+        ("no_such_module_for_kctl:run", "kctl: error: cannot load 'no_such_module_for_kctl:run': No module named "
+                                        "'no_such_module_for_kctl'\n"),
+        ("kctl.info:no_such_function", "kctl: error: cannot load 'kctl.info:no_such_function': module 'kctl.info' "
+                                       "has no attribute 'no_such_function'\n"),
+        ("needs_extra_front_end:run", "kctl: error: this front end needs the tcp extra\n"),  # names the extra
+    ],
+)
+def test_a_command_that_cannot_load_is_a_one_line_error(
+    handler: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    front_end(tmp_path, monkeypatch, "needs_extra_front_end", "from kctl.extras import MissingDependencyError\n"
+              "raise MissingDependencyError('this front end needs the tcp extra')\n")
+    with register_plugin(get_command_host(), CommandPlugin("broken", handler), "broken"):
+        assert main(["broken"]) == 1
+    assert capsys.readouterr().err == message
+
+
+@pytest.mark.parametrize(
+    ("name", "handler", "message"),
+    [
+        ("topics", "kctl.info:cmd_config",
+         "kctl: error: command 'topics' is already registered by plugin 'kctl.cli'; plugin 'clash' cannot "
+         "register it again (pass override=True to replace it on purpose)\n"),
+        ("Bad Name", "kctl.info:cmd_config",
+         "kctl: error: invalid command name 'Bad Name' from plugin 'clash': use one or more of a-z, 0-9, '_', "
+         "'.', '-'\n"),
+        ("fine", "kctl.info.cmd_config",
+         "kctl: error: command 'fine' from plugin 'clash': 'kctl.info.cmd_config' is not a 'module:function' "
+         "target\n"),
+    ],
+)
+def test_a_plugin_that_cannot_register_its_command_fails_every_run_in_one_line(
+    name: str, handler: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with register_plugin(get_command_host(), CommandPlugin(name, handler), "clash"):
+        assert main(["--help"]) == 1
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == ("", message)

@@ -18,7 +18,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from kctl.controller import KafkaController
-    from kctl.registry import LeaderSelectorRegistry, StateStoreRegistry, TransportRegistry
+    from kctl.registry import CommandRegistry, LeaderSelectorRegistry, StateStoreRegistry, TransportRegistry
 
 hookspec = pluggy.HookspecMarker("kctl")
 hookimpl = pluggy.HookimplMarker("kctl")
@@ -91,6 +91,28 @@ def kctl_register_transports(register: TransportRegistry) -> None:
     """
 
 
+@hookspec
+def kctl_register_commands(register: CommandRegistry) -> None:
+    """Register ``kctl`` subcommands by name.
+
+    Called once per ``kctl`` run, before the command line is parsed (so a plugin's commands appear
+    in ``kctl --help``), on the host :func:`~kctl.plugins.get_command_host` returns: the built-in
+    commands (plugin ``kctl.cli``), then the entry points, then plugins registered explicitly.
+
+    :param register: Call ``register.add(name, handler, help=..., arguments=None)`` once per
+        command. ``handler(args)`` receives the parsed :class:`argparse.Namespace` and returns the
+        exit status; ``arguments(parser)`` adds the command's arguments to its
+        :class:`argparse.ArgumentParser`. Either may be a ``"module:function"`` string, imported
+        only when the command is chosen, which keeps ``kctl --help`` fast. A name already
+        registered by another plugin raises :class:`~kctl.errors.PluginConflict` unless
+        ``override=True`` is passed.
+
+    :return: Nothing; the return value is ignored.
+
+    .. versionadded:: 0.1
+    """
+
+
 # -------------------------------------------------------------------------------------------------
 # Lifecycle hooks: observe the controller. They fire once per lifecycle step, never per partition,
 # on the controller's event thread: an implementation must return quickly and must not call back
@@ -137,6 +159,7 @@ __all__ = [
     "hookspec",
     "kctl_controller_resigned",
     "kctl_controller_started",
+    "kctl_register_commands",
     "kctl_register_leader_selectors",
     "kctl_register_state_stores",
     "kctl_register_transports",

@@ -2,9 +2,10 @@
 
 Core code asks a :class:`PluginHost` (``get_plugin_host().leader_selectors().get("offline")``) and
 never calls ``pm.hook`` itself, so every hook call site is visible to readers and to mypy. The host
-registers plugins in a fixed order: the built-in modules of :data:`DEFAULT_PLUGINS`, then (only
+registers plugins in a fixed order: its built-in modules (:data:`DEFAULT_PLUGINS`), then (only
 when asked) the ``kctl`` entry points of installed distributions, then whatever is registered
-explicitly. Importing this module has no side effects; the default host is built on first use.
+explicitly. Importing this module has no side effects; the default host is built on first use, and
+so is the command host ``kctl`` reads its subcommands from (built-ins :data:`COMMAND_PLUGINS`).
 
 Environment:
 
@@ -29,7 +30,7 @@ import pluggy
 
 from kctl import hookspecs
 from kctl.errors import KctlError, PluginConflict, PluginError
-from kctl.registry import LeaderSelectorRegistry, Registry, StateStoreRegistry, TransportRegistry
+from kctl.registry import CommandRegistry, LeaderSelectorRegistry, Registry, StateStoreRegistry, TransportRegistry
 
 if TYPE_CHECKING:
     from kctl.controller import KafkaController
@@ -48,6 +49,9 @@ DEFAULT_PLUGINS = (
     "kctl.transports.zkqueue",
 )
 """Built-in plugin modules, registered under their module path before any entry point."""
+
+COMMAND_PLUGINS = ("kctl.cli",)
+"""Built-in plugin modules of :func:`get_command_host`: the front ends, registered as commands."""
 
 LOAD_PLUGINS_ENV = "KCTL_LOAD_PLUGINS"
 DISABLE_PLUGINS_ENV = "KCTL_DISABLE_PLUGINS"
@@ -72,7 +76,8 @@ class PluginInfo:
 class PluginHost:
     """A ``pluggy.PluginManager("kctl")`` with one typed method per hook and cached registries."""
 
-    def __init__(self, load_entrypoints: bool = False) -> None:
+    def __init__(self, load_entrypoints: bool = False, builtins: Sequence[str] = DEFAULT_PLUGINS) -> None:
+        self._builtins = tuple(builtins)
         self._pm = pluggy.PluginManager(ENTRY_POINT_GROUP)
         self._pm.add_hookspecs(hookspecs)
         self._distributions: dict[str, metadata.Distribution] = {}
@@ -83,7 +88,7 @@ class PluginHost:
     # --- Loading and registration ----------------------------------------------------------------
 
     def load_plugins(self, load_entrypoints: bool = False) -> None:
-        """Start from scratch: drop every plugin, re-read ``KCTL_*``, register built-ins, then
+        """Start from scratch: drop every plugin, re-read ``KCTL_*``, register the built-ins, then
         entry points when asked, then :meth:`check_pending`. Calling it twice gives the same host."""
         for name, plugin in self._pm.list_name_plugin():
             if plugin is None:
@@ -95,7 +100,7 @@ class PluginHost:
         for name in _env_names(DISABLE_PLUGINS_ENV) or ():
             self._pm.set_blocked(name)
         self._trace(os.environ.get(TRACE_PLUGINS_ENV) == "1")
-        for module in DEFAULT_PLUGINS:
+        for module in self._builtins:
             if not self._pm.is_blocked(module):
                 self.register(importlib.import_module(module), module)
         if load_entrypoints:
@@ -185,6 +190,10 @@ class PluginHost:
         """Every plugin's transports (``kctl_register_transports``)."""
         return self._registry(TransportRegistry, self.kctl_register_transports)
 
+    def commands(self) -> CommandRegistry:
+        """Every plugin's ``kctl`` subcommands (``kctl_register_commands``)."""
+        return self._registry(CommandRegistry, self.kctl_register_commands)
+
     def _registry(self, cls: type[R], fill: Callable[[R], None]) -> R:
         cached = self._registries.get(cls)
         if isinstance(cached, cls):
@@ -207,6 +216,9 @@ class PluginHost:
 
     def kctl_register_transports(self, register: TransportRegistry) -> None:
         self._register_each("kctl_register_transports", register)
+
+    def kctl_register_commands(self, register: CommandRegistry) -> None:
+        self._register_each("kctl_register_commands", register)
 
     def kctl_controller_started(self, controller: KafkaController) -> None:
         self._broadcast("kctl_controller_started", controller=controller)
@@ -279,28 +291,41 @@ def _trace_after(
         print(f"kctl trace: {hook_name} raised {outcome.exception!r}", file=sys.stderr)
 
 
-_default_host: PluginHost | None = None
-_default_host_lock = threading.Lock()
+_hosts: dict[tuple[str, ...], PluginHost] = {}
+_hosts_lock = threading.Lock()
+
+
+def _host(builtins: tuple[str, ...]) -> PluginHost:
+    """The process-wide host with these built-ins, built on first use; it loads entry points
+    except under kctl's tests (``sys._called_from_test``), which must never depend on what happens
+    to be installed."""
+    with _hosts_lock:
+        if builtins not in _hosts:
+            _hosts[builtins] = PluginHost(load_entrypoints=not hasattr(sys, "_called_from_test"), builtins=builtins)
+        return _hosts[builtins]
 
 
 def get_plugin_host() -> PluginHost:
-    """The process-wide host, built on first use; it loads entry points except under kctl's tests
-    (``sys._called_from_test``), which must never depend on what happens to be installed."""
-    global _default_host
-    with _default_host_lock:
-        if _default_host is None:
-            _default_host = PluginHost(load_entrypoints=not hasattr(sys, "_called_from_test"))
-        return _default_host
+    """The process-wide host: the built-in selectors, stores and transports, then the plugins."""
+    return _host(DEFAULT_PLUGINS)
+
+
+def get_command_host() -> PluginHost:
+    """The host ``kctl`` reads its commands from: the built-in front ends (:data:`COMMAND_PLUGINS`),
+    then the plugins. It imports none of the selectors, stores and transports, so ``kctl --help``
+    stays a handful of modules; a plugin adding commands in-process registers on this host."""
+    return _host(COMMAND_PLUGINS)
 
 
 def reset_plugin_host() -> None:
-    """Forget the process-wide host; the next :func:`get_plugin_host` builds a new one."""
-    global _default_host
-    with _default_host_lock:
-        _default_host = None
+    """Forget the process-wide hosts; the next :func:`get_plugin_host` and
+    :func:`get_command_host` build new ones."""
+    with _hosts_lock:
+        _hosts.clear()
 
 
 __all__ = [
+    "COMMAND_PLUGINS",
     "DEFAULT_PLUGINS",
     "DISABLE_PLUGINS_ENV",
     "ENTRY_POINT_GROUP",
@@ -308,6 +333,7 @@ __all__ = [
     "TRACE_PLUGINS_ENV",
     "PluginHost",
     "PluginInfo",
+    "get_command_host",
     "get_plugin_host",
     "reset_plugin_host",
 ]

@@ -210,6 +210,16 @@ class ZooKeeperSecurity:
         return {"auth": self.auth, "acl": self.acl, "sasl": self.sasl, "tls": self.tls}
 
 
+def controller_arguments(parser: argparse.ArgumentParser) -> None:
+    """``kctl controller``'s arguments."""
+    add_process_arguments(parser, "controller")
+
+
+def broker_arguments(parser: argparse.ArgumentParser) -> None:
+    """``kctl broker``'s arguments."""
+    add_process_arguments(parser, "broker")
+
+
 def add_process_arguments(parser: argparse.ArgumentParser, role: str) -> None:
     parser.add_argument("--id", type=int_argument("a broker id"), required=True, help=f"the {role}'s id (a broker id)")
     add_zookeeper_arguments(parser)
@@ -528,6 +538,8 @@ def run_broker(args: argparse.Namespace) -> int:
 __all__ = [
     "ZooKeeperSecurity",
     "add_process_arguments",
+    "broker_arguments",
+    "controller_arguments",
     "add_zookeeper_arguments",
     "configure_logging",
     "quiet_zookeeper_client",

@@ -11,22 +11,31 @@ entries and differ only in the plugin they attribute new entries to.
 
 from __future__ import annotations
 
+import argparse
 import copy
+import importlib
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
 
 from kctl.config import ControllerConfig
-from kctl.errors import InvalidConfigurationError, PluginConflict, PluginError, did_you_mean
+from kctl.errors import InvalidConfigurationError, KctlError, PluginConflict, PluginError, did_you_mean
 from kctl.selectors import ElectionKind, LeaderSelector
-from kctl.stores.base import StateStore
+
+if TYPE_CHECKING:  # the stores package imports every store: kctl --help reads this module without them
+    from kctl.stores.base import StateStore
 
 LeaderSelectorFactory = Callable[[ControllerConfig], LeaderSelector]
-StateStoreFactory = Callable[..., StateStore]
+StateStoreFactory = Callable[..., "StateStore"]
 TransportFactory = Callable[..., Any]
+CommandHandler = Callable[[argparse.Namespace], int]
+"""A ``kctl`` subcommand: the parsed arguments in, the exit status out."""
+CommandArguments = Callable[[argparse.ArgumentParser], None]
+"""Adds a subcommand's arguments to its parser."""
 
 _NAME = re.compile(r"[a-z0-9_.-]+")
+_TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -204,7 +213,78 @@ class TransportRegistry(Registry[RegistryEntry[TransportFactory]]):
         self._put(RegistryEntry(name, factory, self._plugin), override)
 
 
+@dataclass(frozen=True)
+class LazyCallable:
+    """A ``"module:function"`` target, imported on its first call: a command names its handler and
+    arguments this way so that only the chosen command's module is ever imported."""
+
+    target: str
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        module, _, name = self.target.partition(":")
+        try:
+            function = getattr(importlib.import_module(module), name)
+        except KctlError:  # a missing optional dependency says which extra installs it
+            raise
+        except (ImportError, AttributeError) as exc:
+            raise PluginError(f"cannot load {self.target!r}: {exc}") from exc
+        return function(*args, **kwargs)
+
+
+@dataclass(frozen=True)
+class Command(RegistryEntry[CommandHandler]):
+    """A ``kctl`` subcommand: its name, its one-line help, its handler (``factory``) and the
+    function adding its arguments, both called only when the command is chosen."""
+
+    help: str
+    arguments: CommandArguments | None = None
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        if self.arguments is not None:
+            self.arguments(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        return int(self.factory(args))
+
+
+class CommandRegistry(Registry[Command]):
+    """``kctl``'s subcommands by name (``topics``, ``sim`` …), in registration order: the order
+    ``kctl --help`` lists them in."""
+
+    what = "command"
+
+    def add(
+        self, name: str, handler: CommandHandler | str, *, help: str,
+        arguments: CommandArguments | str | None = None, override: bool = False,
+    ) -> None:
+        """Register ``handler(args) -> exit status`` as ``kctl name``; ``arguments(parser)`` adds
+        its arguments. Either may be a ``"module:function"`` string, imported only when the
+        command is chosen (:class:`LazyCallable`)."""
+        run = self._callable(name, handler)
+        add_arguments = None if arguments is None else self._callable(name, arguments)
+        self._check(name, run)
+        if add_arguments is not None:
+            self._check(name, add_arguments)
+        self._put(Command(name, run, self._plugin, help, add_arguments), override)
+
+    def __iter__(self) -> Iterator[Command]:
+        return iter(list(self._entries.values()))
+
+    def _callable(self, name: str, target: Callable[..., Any] | str) -> Callable[..., Any]:
+        if not isinstance(target, str):
+            return target
+        if not _TARGET.fullmatch(target):
+            raise PluginError(f"{self.what} {name!r} from {_who(self._plugin)}: {target!r} is not a "
+                              "'module:function' target")
+        return LazyCallable(target)
+
+
 __all__ = [
+    "Command",
+    "CommandArguments",
+    "CommandHandler",
+    "CommandRegistry",
+    "LazyCallable",
     "LeaderSelectorEntry",
     "LeaderSelectorFactory",
     "LeaderSelectorRegistry",

@@ -40,7 +40,7 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def fleet_arguments(parser: argparse.ArgumentParser) -> None:
-    """``kctl fleet``'s subcommands (the entry of ``kctl.cli.COMMANDS``)."""
+    """``kctl fleet``'s subcommands (registered by :mod:`kctl.cli`)."""
     commands = parser.add_subparsers(dest="fleet_command", metavar="SUBCOMMAND", required=True)
     run = commands.add_parser("run", help="run a grid on Spark: parquet, an HTML report, plots",
                               description="run a benchmark grid on Spark")

@@ -412,14 +412,7 @@ def cmd_elect_leaders(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
-TOPICS_HELP = "create, describe, alter, delete and list topics (kafka-topics)"
-REASSIGN_HELP = "generate, execute, verify, cancel or list partition reassignments (kafka-reassign-partitions)"
-ELECT_LEADERS_HELP = "run preferred or unclean leader elections (kafka-leader-election)"
-
 __all__ = [
-    "ELECT_LEADERS_HELP",
-    "REASSIGN_HELP",
-    "TOPICS_HELP",
     "cmd_elect_leaders",
     "cmd_reassign",
     "cmd_topics",

@@ -204,10 +204,8 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 STATUS_HELP = ("the active controller, live brokers, offline and under-replicated partitions, reassignments and "
                "deletions in progress")
-CLUSTER_HELP = "the cluster's status, read from ZooKeeper (kctl cluster status)"
 
 __all__ = [
-    "CLUSTER_HELP",
     "SCHEMA_VERSION",
     "STATUS_HELP",
     "BrokerStatus",
