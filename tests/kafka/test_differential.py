@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from kafka_harness import SideBySide
 
 from kctl.testing.differential import Snapshot
+from kctl.testing.ports import listening_ports
 
 ASSIGNMENT = {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]}
 """Each broker the preferred leader of one partition, every partition on every broker."""
@@ -29,6 +30,14 @@ def test_creating_a_topic_with_an_explicit_assignment_elects_the_same_leaders(si
     assert kafka.leaders("created") == {p: replicas[0] for p, replicas in ASSIGNMENT.items()}
     assert {tp.partition: (s.leader_epoch, s.version, s.isr) for tp, s in kafka.partitions.items()} == {
         p: (0, 0, frozenset(replicas)) for p, replicas in ASSIGNMENT.items()}
+
+    # the fixture's brokers: each on its own loopback port only, Kafka's log files at TRACE
+    for broker in sides.kafka.brokers.values():
+        assert broker.pid is not None and listening_ports(broker.pid) == {int(broker.config["listeners"].split(":")[-1])}
+    controller = sides.kafka.brokers[sides.kafka_controller()].logs_dir
+    assert f"[Controller id={sides.kafka_controller()}] New partition creation callback for created-0" in (
+        controller / "controller.log").read_text()
+    assert "TRACE [Controller id=" in (controller / "state-change.log").read_text()
 
 
 def test_a_leader_broker_killed_then_restarted_moves_leaders_and_isrs_alike(sides: SideBySide) -> None:
