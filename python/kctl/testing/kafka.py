@@ -27,7 +27,6 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import tempfile
 import time
 import uuid
@@ -40,6 +39,7 @@ from typing import Any
 import pytest
 
 from kctl.testing import maven
+from kctl.testing.jvm import JavaProcess, tail
 from kctl.testing.ports import LOOPBACK, free_ports, release_ports
 from kctl.testing.zookeeper import JAVA_ENV, ZooKeeperEnsemble, in_ci
 
@@ -96,6 +96,7 @@ def properties(
         "auto.create.topics.enable": "false",
         "auto.leader.rebalance.enable": "false",  # no leader moves a test did not ask for
         "controlled.shutdown.enable": "true",
+        "controlled.shutdown.retry.backoff.ms": 200,  # as kctl's process tests set it
     }
     if rack is not None:
         config["broker.rack"] = rack
@@ -137,7 +138,7 @@ class KafkaInstallation:
         return cls(java, maven.classpath(directory))
 
 
-class KafkaBroker:
+class KafkaBroker(JavaProcess):
     """One ``kafka.Kafka`` process; its directory (config, data, logs) outlives it, so ``start()``
     after ``stop()`` or ``kill()`` is a restart of the same broker with its logs."""
 
@@ -146,7 +147,7 @@ class KafkaBroker:
         self.directory = directory
         self.config = dict(config)
         self.broker_id = int(self.config["broker.id"])
-        self._process: subprocess.Popen[bytes] | None = None
+        super().__init__()
 
     def __repr__(self) -> str:
         return f"KafkaBroker({self.broker_id}, {self.config['listeners']}, pid={self.pid})"
@@ -155,14 +156,6 @@ class KafkaBroker:
     def logs_dir(self) -> Path:
         """Where ``server.log``, ``controller.log`` and ``state-change.log`` are."""
         return self.directory / "logs"
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None and self.running else None
-
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
 
     def start(self) -> None:
         if self.running:
@@ -176,39 +169,10 @@ class KafkaBroker:
             self.installation.java, *JVM_OPTIONS, f"-Dkafka.logs.dir={self.logs_dir}",
             f"-Dlog4j.configuration=file:{log4j}", "-cp", self.installation.classpath, MAIN_CLASS, str(config),
         ]
-        with (self.logs_dir / "stdout.log").open("ab") as out:
-            self._process = subprocess.Popen(command, cwd=self.directory, stdin=subprocess.DEVNULL, stdout=out,
-                                             stderr=subprocess.STDOUT)
-
-    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
-        """SIGTERM (a controlled shutdown, given a controller to talk to), SIGKILL after ``timeout``."""
-        self.signal(signal.SIGTERM)
-        self.wait(timeout)
-
-    def kill(self) -> None:
-        """kill -9: no goodbye to ZooKeeper or the controller."""
-        self.signal(signal.SIGKILL)
-        self.wait(STOP_TIMEOUT)
-
-    def signal(self, signum: signal.Signals) -> None:
-        if self._process is not None and self.running:
-            os.kill(self._process.pid, signum)
-
-    def wait(self, timeout: float) -> None:
-        """Wait for the process to exit, killing it at ``timeout``."""
-        if self._process is None:
-            return
-        try:
-            self._process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
+        self.launch(command, self.directory, self.logs_dir / "stdout.log")
 
     def log_tail(self, name: str = "server.log", lines: int = 30) -> str:
-        try:
-            return "\n".join((self.logs_dir / name).read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
+        return tail(self.logs_dir / name, lines)
 
 
 def _appender(name: str, file: str) -> str:
@@ -257,12 +221,6 @@ class KafkaCluster:
     def zk(self) -> str:
         """Kafka's ``zookeeper.connect`` for this cluster: the hosts and the chroot."""
         return self.hosts + self.chroot
-
-    @property
-    def directory(self) -> Path:
-        if self._directory is None:
-            raise RuntimeError("the cluster is not started")
-        return self._directory
 
     def start(self, timeout: float = START_TIMEOUT) -> KafkaCluster:
         """Start every broker at once and wait until each has registered and a controller is elected."""
