@@ -60,7 +60,7 @@ def test_the_controller_epoch_and_the_isr_order_do_not_count_everything_else_doe
     found = differences(snapshot(zk, kafka), snapshot(zk, kctl))
     assert [line.split(":")[0] for line in found] == [
         "topic /brokers/topics/t", "admin znode /admin/delete_topics/t", "partition t-1", "partition t-2"]
-    assert "version 0" in found[2] and "leader_epoch=0" in found[2] and "leader_epoch=1" in found[2]
+    assert "zk_version=0" in found[2] and "leader_epoch=0" in found[2] and "leader_epoch=1" in found[2]
     assert "only on kctl" in found[1] and "only on Kafka" in found[3]
 
 

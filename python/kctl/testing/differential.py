@@ -50,9 +50,9 @@ class PartitionState:
     other: tuple[tuple[str, str], ...] = ()
 
     def __str__(self) -> str:
-        extra = "".join(f", {name}={value}" for name, value in self.other)
-        return (f"leader={self.leader} leader_epoch={self.leader_epoch} isr={sorted(self.isr)}{extra} "
-                f"(znode version {self.version})")
+        extra = "".join(f" {name}={value}" for name, value in self.other)
+        return f"leader={self.leader} leader_epoch={self.leader_epoch} isr={sorted(self.isr)} zk_version={self.version}" + (
+            f" (data:{extra})" if extra else "")
 
 
 @dataclass(frozen=True)
