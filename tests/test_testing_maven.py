@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kctl.testing import maven
+from kctl.testing.kafka import KAFKA
 from kctl.testing.zookeeper import MAVEN_RELEASES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,6 +70,22 @@ def test_refusals(mvn: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.Cap
     monkeypatch.setenv(maven.MVN_ENV, "/nonexistent/mvn")
     assert maven.main(["x", "org.example:server:1"]) == 1
     assert "no mvn on PATH; install: apt-get" in capsys.readouterr().err
+
+
+def test_a_known_program_is_fetched_by_its_name_alone(mvn: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert maven.main([KAFKA]) == 0
+    directory = maven.cached(KAFKA)
+    assert capsys.readouterr().out.strip() == str(directory) and maven.fetched(directory, maven.PROGRAMS[KAFKA])
+    assert sorted(p.name for p in directory.glob("*.jar")) == [
+        "kafka_2.13-3.9.1.jar", "reload4j-1.2.25.jar", "slf4j-reload4j-1.7.36.jar"]
+    assert maven.main(["kafka-0.0.0"]) == 2  # not a known program, and no coordinates
+
+
+def test_scripts_test_fetches_kafka_through_fetch_jars() -> None:
+    """``scripts/test`` runs ``scripts/fetch-jars --kafka``, which names the release the fixtures run."""
+    assert "./scripts/fetch-jars --kafka" in (ROOT / "scripts" / "test").read_text()
+    fetcher = (ROOT / "scripts" / "fetch-jars").read_text()
+    assert f"set -- {KAFKA}" in fetcher and KAFKA in maven.PROGRAMS
 
 
 def test_scripts_test_fetches_the_releases_the_fixtures_use() -> None:

@@ -34,6 +34,16 @@ INSTALL_HINT = "apt-get update && apt-get install -y maven  (or run scripts/fetc
 MARKER = "kctl-fetched.txt"
 """The file of a complete directory: the coordinates it was fetched for, one a line."""
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.6.1"
+PROGRAMS = {
+    "kafka-3.9.1": (
+        "org.apache.kafka:kafka_2.13:3.9.1",
+        # the log4j binding the release's own libs/ holds (not in the pom's runtime scope)
+        "ch.qos.reload4j:reload4j:1.2.25",
+        "org.slf4j:slf4j-reload4j:1.7.36",
+    ),
+}
+"""Programs fetched by name alone (``python -m kctl.testing.maven kafka-3.9.1``): Kafka's brokers
+for the differential tests (:mod:`kctl.testing.kafka`)."""
 _COORDINATES = re.compile(r"[A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+:[A-Za-z0-9_.+-]+")
 
 
@@ -121,10 +131,14 @@ def _pom(coordinates: Sequence[str]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m kctl.testing.maven NAME COORDINATES…``: fetch into the cache, print the directory."""
+    """``python -m kctl.testing.maven NAME [COORDINATES…]``: fetch into the cache, print the
+    directory (without coordinates, ``NAME`` is one of :data:`PROGRAMS`)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) == 1 and args[0] in PROGRAMS:
+        args += PROGRAMS[args[0]]
     if len(args) < 2:
-        print("usage: python -m kctl.testing.maven NAME GROUP:ARTIFACT:VERSION [...]", file=sys.stderr)
+        print(f"usage: python -m kctl.testing.maven NAME GROUP:ARTIFACT:VERSION [...], or one of: {', '.join(PROGRAMS)}",
+              file=sys.stderr)
         return 2
     try:
         print(fetch_jars(args[1:], cached(args[0])))
@@ -138,4 +152,4 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["CACHE_ENV", "FetchError", "cache_root", "cached", "classpath", "fetch_jars", "fetched", "main"]
+__all__ = ["CACHE_ENV", "PROGRAMS", "FetchError", "cache_root", "cached", "classpath", "fetch_jars", "fetched", "main"]

@@ -32,10 +32,8 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
-import signal
 import socket
 import ssl
-import subprocess
 import tempfile
 import time
 import uuid
@@ -47,6 +45,7 @@ from typing import NoReturn
 import pytest
 
 from kctl.testing import maven
+from kctl.testing.jvm import JavaProcess, tail
 from kctl.testing.ports import LOOPBACK, free_ports, release_ports
 
 INSTALL_HINT = "apt-get update && apt-get install -y zookeeper  (Debian's ZooKeeper, which pulls in Java)"
@@ -196,7 +195,7 @@ def four_letter_word(port: int, word: str, timeout: float = 2.0) -> str:
     return b"".join(chunks).decode(errors="replace")
 
 
-class ZooKeeperServer:
+class ZooKeeperServer(JavaProcess):
     """One ``QuorumPeerMain`` process: a standalone server or an ensemble member.
 
     ``start()`` writes its config and returns once the process runs; the ensemble waits for it to
@@ -225,7 +224,7 @@ class ZooKeeperServer:
         self._tick_time_ms = tick_time_ms
         self._force_sync = force_sync
         self._security = security
-        self._process: subprocess.Popen[bytes] | None = None
+        super().__init__()
 
     def __repr__(self) -> str:
         return f"ZooKeeperServer(myid={self.myid}, {self.address}, pid={self.pid})"
@@ -244,14 +243,6 @@ class ZooKeeperServer:
     @property
     def log_path(self) -> Path:
         return self.directory / "zookeeper.log"
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self.running and self._process is not None else None
-
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
 
     def mode(self) -> str | None:
         """``standalone``, ``leader`` or ``follower`` once the server serves clients, else None."""
@@ -310,35 +301,10 @@ class ZooKeeperServer:
             MAIN_CLASS,
             str(config),
         ]
-        with self.log_path.open("ab") as log:
-            self._process = subprocess.Popen(
-                command, cwd=self.directory, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
-            )
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Shut the process down by its PID: SIGTERM, then SIGKILL if it lingers."""
-        self._signal(signal.SIGTERM, timeout)
-
-    def kill(self) -> None:
-        """Crash the process (SIGKILL): no goodbye to clients or peers."""
-        self._signal(signal.SIGKILL, 10.0)
+        self.launch(command, self.directory, self.log_path)
 
     def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-    def _signal(self, signum: signal.Signals, timeout: float) -> None:
-        process = self._process
-        if process is None or process.poll() is not None:
-            return
-        os.kill(process.pid, signum)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        return tail(self.log_path, lines)
 
     def _config(self, data: Path) -> str:
         lines = [
