@@ -31,7 +31,7 @@ from kctl import extras
 from kctl.errors import Errors, KctlError
 from kctl.limits import check_depth
 from kctl.model import BrokerInfo, EndPoint, LeaderAndIsr, LeaderRecoveryState, TopicPartition
-from kctl.requests import (
+from kctl.messages import (
     AlterPartitionRequest,
     AlterPartitionResponse,
     ControlledShutdownRequest,
