@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from kctl.statechange import StateChangeLogger
 
 
-
 @dataclass
 class PendingRequests:
     """What a batch holds before it is sent, per broker."""
@@ -70,7 +69,6 @@ def _deleted(states: Sequence[StopReplicaPartitionState]) -> frozenset[TopicPart
     if isinstance(states, PartitionStates):
         return frozenset(TopicPartition(t, p) for t, p in states.deleted())
     return frozenset(s.tp for s in states if s.delete_partition)
-
 
 
 class ControllerBrokerRequestBatch(abc.ABC):
