@@ -182,7 +182,7 @@ class StateTable:
 
 @final
 class PartitionStates(Sequence[Any]):
-    """A sent request's partition states, materialised into ``kctl.requests`` objects on first use."""
+    """A sent request's partition states, materialised into ``kctl.messages`` objects on first use."""
 
     def __len__(self) -> int: ...
     @overload

@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kctl import admin
 from kctl.broker import BrokerAgent, DataPlaneLedger, ExpectedMetadata, MetadataSnapshot, SimulatedReplicaManager
 from kctl.config import ControllerConfig
-from kctl.context import DEFAULT_ENGINE
+from kctl.engine_api import DEFAULT_ENGINE
 from kctl.controller import KafkaController
 from kctl.errors import IllegalArgumentError, IllegalStateError, KctlError, UnknownTopicOrPartitionError
 from kctl.model import NO_LEADER, ReplicaAssignment, TopicPartition, validate_int, validate_partition_id
 from kctl.plugins import PluginHost, get_plugin_host
-from kctl.requests import ControllerRequest
+from kctl.messages import ControllerRequest
 from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler, check_duration
 from kctl.stores.base import StateStore
 from kctl.stores.memory import MemoryTree, PartitionSnapshot

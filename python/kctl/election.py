@@ -22,7 +22,7 @@ from kctl.selectors import ElectionBatch, ElectionKind, KafkaLeaderSelector, Lea
 
 if TYPE_CHECKING:
     from kctl.config import ControllerConfig
-    from kctl.context import ControllerContext
+    from kctl.engine_api.context import ControllerContext
     from kctl.plugins import PluginHost
 
 

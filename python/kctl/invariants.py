@@ -13,7 +13,7 @@ from weakref import WeakKeyDictionary
 
 from kctl.errors import Errors
 from kctl.model import NO_LEADER, TopicPartition
-from kctl.requests import LeaderAndIsrRequest, StopReplicaRequest
+from kctl.messages import LeaderAndIsrRequest, StopReplicaRequest
 from kctl.stores.memory import PartitionSnapshot
 
 if TYPE_CHECKING:

@@ -295,6 +295,14 @@ REPLICA_VALID_PREVIOUS_STATES: dict[ReplicaState, frozenset[ReplicaState]] = {
 del _R
 
 
+class ElectionType(enum.Enum):
+    """What an admin asks a leader election for (Kafka's ElectionType): the preferred replica, or
+    any live replica when no ISR member is left (unclean)."""
+
+    PREFERRED = "preferred"
+    UNCLEAN = "unclean"
+
+
 @dataclass(frozen=True, slots=True)
 class EndPoint:
     """A listener of a broker: ``PLAINTEXT://host:port``."""

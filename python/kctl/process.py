@@ -54,7 +54,7 @@ from kctl.broker import BrokerAgent
 from kctl.broker.agent import HandledRequest
 from kctl.broker.fetcher import NetworkReplicaManager
 from kctl.config import ControllerConfig, describe_components
-from kctl.context import DEFAULT_ENGINE, ENGINES
+from kctl.engine_api import DEFAULT_ENGINE, ENGINES
 from kctl.controller import KafkaController
 from kctl.errors import IllegalArgumentError, KctlError, StoreUnavailableError
 from kctl.model import validate_int

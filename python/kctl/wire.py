@@ -1,7 +1,7 @@
 """The bytes kctl's processes exchange: msgpack-encoded messages in length-prefixed frames.
 
 A frame is a 4-byte big-endian length followed by that many bytes of msgpack. Messages are the
-frozen dataclasses of :mod:`kctl.requests` (and the data-plane fetch of
+frozen dataclasses of :mod:`kctl.messages` (and the data-plane fetch of
 :mod:`kctl.broker.fetcher`); each travels as an extension value naming its type and listing its
 fields in declaration order, so the encoding needs no schema of its own and a peer of another
 kctl version fails loudly (:class:`WireError`) instead of misreading a field.
@@ -31,7 +31,7 @@ from kctl import extras
 from kctl.errors import Errors, KctlError
 from kctl.limits import check_depth
 from kctl.model import BrokerInfo, EndPoint, LeaderAndIsr, LeaderRecoveryState, TopicPartition
-from kctl.requests import (
+from kctl.messages import (
     AlterPartitionRequest,
     AlterPartitionResponse,
     ControlledShutdownRequest,

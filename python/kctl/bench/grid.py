@@ -24,7 +24,7 @@ from random import Random
 from typing import Any
 
 from kctl.config import ControllerConfig, property_docs
-from kctl.context import DEFAULT_ENGINE, ENGINES
+from kctl.engine_api import DEFAULT_ENGINE, ENGINES
 from kctl.errors import KctlError, did_you_mean
 from kctl.limits import DocumentError, load_toml, read_file
 from kctl.plugins import PluginHost, get_plugin_host

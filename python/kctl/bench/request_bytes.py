@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from kctl.model import BrokerInfo
-from kctl.requests import ControllerRequest, LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
+from kctl.messages import ControllerRequest, LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 
 FIRST_FLEXIBLE = {"LeaderAndIsr": 4, "UpdateMetadata": 6, "StopReplica": 2}
 """The first version of each request with compact fields and tagged-field sections."""

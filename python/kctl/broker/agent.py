@@ -35,7 +35,7 @@ from kctl.model import (
     TopicPartition,
     validate_int,
 )
-from kctl.requests import (
+from kctl.messages import (
     BrokerToControllerRequest,
     ControlledShutdownRequest,
     ControlledShutdownResponse,

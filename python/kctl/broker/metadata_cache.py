@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from kctl._engine import MetadataCache, metadata_digest
 from kctl.model import BrokerInfo, TopicPartition
-from kctl.requests import UpdateMetadataPartitionState, UpdateMetadataRequest
+from kctl.messages import UpdateMetadataPartitionState, UpdateMetadataRequest
 from kctl.stores.base import StateStore
 
 

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 from kctl.config import ControllerConfig
 from kctl.errors import Errors, IllegalArgumentError, IllegalStateError, StoreError
 from kctl.model import EPOCH_DURING_DELETE, LeaderAndIsr, TopicPartition
-from kctl.requests import (
+from kctl.messages import (
     AlterPartitionRequest,
     AlterPartitionResponse,
     BrokerToControllerRequest,

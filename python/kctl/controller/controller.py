@@ -16,11 +16,13 @@ from typing import Any, TypeVar
 
 from kctl import admin
 from kctl.config import ControllerConfig
-from kctl.context import DEFAULT_ENGINE, ControllerContext
 from kctl.controller import events as ev
 from kctl.controller.event_manager import ControllerEventManager
 from kctl.controller.topic_deletion import TopicDeletionManager
 from kctl.election import for_config
+from kctl.engine_api.request_batch import ControllerBrokerRequestBatch
+from kctl.engine_api.statemachine import ElectionOutcome
+from kctl.engines import DEFAULT_ENGINE, engine_parts
 from kctl.errors import (
     BrokerNotAvailableError,
     ControllerMovedError,
@@ -62,12 +64,11 @@ from kctl.model import (
     validate_partition_id,
 )
 from kctl.plugins import PluginHost, get_plugin_host
-from kctl.requests import (
+from kctl.messages import (
     AlterPartitionRequest,
     AlterPartitionResponse,
     ControlledShutdownRequest,
     ControlledShutdownResponse,
-    ControllerBrokerRequestBatch,
     LeaderAndIsrResponse,
     LeaderAndIsrResponseReceived,
     ResponseReceived,
@@ -76,7 +77,6 @@ from kctl.requests import (
 from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler, Timer
 from kctl.selectors import ElectionKind
 from kctl.statechange import StateChangeLogger
-from kctl.statemachine import ElectionOutcome, PartitionStateMachine, ReplicaStateMachine
 from kctl.stores import paths
 from kctl.stores.base import ChangeType, StateStore, TopicAssignment, WatchEvent, WatchKind
 from kctl.topic_config import UNCLEAN_LEADER_ELECTION_ENABLE, parse_topic_config
@@ -122,15 +122,17 @@ class KafkaController:
         threaded = not isinstance(self.scheduler, SimulatedScheduler) if threaded is None else threaded
         self.plugins = plugins
         self._host().leader_selectors().check_config(self.config)  # a misspelt selector never wins an election
-        self.context = ControllerContext(engine=engine)
+        self.engine_parts = engine_parts(engine)
+        """The engine's classes: the context, state machines and request batches are built from them."""
+        self.context = self.engine_parts.context()
         self.state_change_logger = StateChangeLogger(broker_id, lambda: self.context.epoch, state_change_log)
         self.channel = transport.controller_channel(broker_id)
         self.batch = self._new_batch()
-        self.partition_state_machine = PartitionStateMachine(
+        self.partition_state_machine = self.engine_parts.partition_state_machine(
             broker_id, self.context, store, self._new_batch(), self.config, state_change_logger=self.state_change_logger,
             plugins=plugins,
         )
-        self.replica_state_machine = ReplicaStateMachine(
+        self.replica_state_machine = self.engine_parts.replica_state_machine(
             broker_id, self.context, store, self._new_batch(), state_change_logger=self.state_change_logger
         )
         self.deletion_manager = TopicDeletionManager(
@@ -294,7 +296,7 @@ class KafkaController:
     # --- Plumbing ------------------------------------------------------------------------------
 
     def _new_batch(self) -> ControllerBrokerRequestBatch:
-        return ControllerBrokerRequestBatch(
+        return self.engine_parts.request_batch(
             self.broker_id,
             self.context,
             self.config,

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from kctl.errors import ControllerMovedError, NotControllerError
+from kctl import messages
+from kctl.messages import ResponseReceived
+from kctl.model import ElectionType as ElectionType  # re-exported: admin vocabulary, defined with the model
 from kctl.model import LeaderAndIsr, TopicPartition
-from kctl import requests
-from kctl.requests import ResponseReceived
 
 
 class ControllerState(enum.Enum):
@@ -83,11 +84,6 @@ _KAFKA_VALUES = {
     ControllerState.TOPIC_ADMIN: 18,
     ControllerState.CONFIG_CHANGE: 19,
 }
-
-
-class ElectionType(enum.Enum):
-    PREFERRED = "preferred"
-    UNCLEAN = "unclean"
 
 
 class ElectionTrigger(enum.Enum):
@@ -236,9 +232,9 @@ class BrokerResponseReceived(ControllerEvent):
 
     @staticmethod
     def of(received: ResponseReceived) -> BrokerResponseReceived:
-        if isinstance(received, requests.LeaderAndIsrResponseReceived):
+        if isinstance(received, messages.LeaderAndIsrResponseReceived):
             return LeaderAndIsrResponseReceived(received)
-        if isinstance(received, requests.UpdateMetadataResponseReceived):
+        if isinstance(received, messages.UpdateMetadataResponseReceived):
             return UpdateMetadataResponseReceived(received)
         return TopicDeletionStopReplicaResponseReceived(received)
 

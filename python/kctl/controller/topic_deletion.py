@@ -12,9 +12,9 @@ import logging
 from collections.abc import Iterable
 from typing import Protocol
 
-from kctl.context import ControllerContext
+from kctl.engine_api.context import ControllerContext
+from kctl.engine_api.statemachine import PartitionStateMachine, ReplicaStateMachine
 from kctl.model import PartitionReplica, PartitionState, ReplicaState, TopicPartition
-from kctl.statemachine import PartitionStateMachine, ReplicaStateMachine
 
 log = logging.getLogger(__name__)
 

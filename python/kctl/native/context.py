@@ -11,7 +11,7 @@ from types import MappingProxyType
 from typing import Any, cast
 
 from kctl._engine import Engine
-from kctl.context import ControllerContext
+from kctl.engine_api.context import ControllerContext
 from kctl.errors import KctlError
 from kctl.native.sets import PartitionList, ReassigningPartitions, ReplicaList
 from kctl.model import (

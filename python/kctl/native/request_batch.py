@@ -11,13 +11,8 @@ from typing import TYPE_CHECKING, Any
 from kctl.errors import IllegalStateError
 from kctl.model import BrokerInfo, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
 from kctl.native.context import RustContext, assignment_tuple, lice_tuple, native_set
-from kctl.requests import (
-    ControllerBrokerRequestBatch,
-    LeaderAndIsrPartitionState,
-    PendingRequests,
-    SentRequest,
-    StopReplicaPartitionState,
-)
+from kctl.engine_api.request_batch import ControllerBrokerRequestBatch, PendingRequests
+from kctl.messages import LeaderAndIsrPartitionState, SentRequest, StopReplicaPartitionState
 from kctl.statechange import StateChangeLogger
 
 if TYPE_CHECKING:

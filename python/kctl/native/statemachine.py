@@ -16,7 +16,7 @@ from kctl.native.selection import NativeSelection
 from kctl.native.sets import LazyOutcomes, PartitionList
 from kctl.selectors import ElectionKind, KafkaLeaderSelector
 from kctl.statechange import TRACE
-from kctl.statemachine import ElectionOutcome, PartitionStateMachine, ReplicaOutcome, ReplicaStateMachine
+from kctl.engine_api.statemachine import ElectionOutcome, PartitionStateMachine, ReplicaOutcome, ReplicaStateMachine
 
 partition_log = logging.getLogger(f"{__name__}.partition")
 replica_log = logging.getLogger(f"{__name__}.replica")  # one logger per machine, as Kafka's

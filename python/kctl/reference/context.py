@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence, Set
 
-from kctl.context import ControllerContext
+from kctl.engine_api.context import ControllerContext
 from kctl.errors import KctlError, NoNodeError
 from kctl.stores.base import StateStore
 from kctl.model import (

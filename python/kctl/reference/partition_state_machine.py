@@ -19,7 +19,7 @@ from kctl.errors import (
 )
 from kctl.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, PartitionState, TopicPartition
 from kctl.statechange import TRACE
-from kctl.statemachine import ElectionOutcome, PartitionStateMachine
+from kctl.engine_api.statemachine import ElectionOutcome, PartitionStateMachine
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from kctl.model import (
     TopicPartition,
 )
 from kctl.statechange import TRACE
-from kctl.statemachine import ReplicaOutcome, ReplicaStateMachine
+from kctl.engine_api.statemachine import ReplicaOutcome, ReplicaStateMachine
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,9 @@ from kctl.model import (
     ReplicaAssignment,
     TopicPartition,
 )
-from kctl.requests import (
-    ControllerBrokerRequestBatch,
+from kctl.engine_api.request_batch import ControllerBrokerRequestBatch, PendingRequests
+from kctl.messages import (
     LeaderAndIsrPartitionState,
-    PendingRequests,
     SentRequest,
     StopReplicaPartitionState,
     UpdateMetadataPartitionState,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 from kctl.cluster import MAX_BROKERS
-from kctl.context import DEFAULT_ENGINE, ENGINES
+from kctl.engine_api import DEFAULT_ENGINE, ENGINES
 from kctl.sim import ScenarioError, load_scenario, run_scenario
 from kctl.sim.demo import MAX_DEMO_PARTITIONS, MIN_BROKERS, run_demo
 from kctl.sim.report import STEP_HEADER, ProgressDisplay, Style, step_lines, summary, use_color, write_json

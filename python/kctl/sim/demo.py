@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 from kctl.admin import max_partitions
 from kctl.cluster import check_broker_count
-from kctl.context import DEFAULT_ENGINE
+from kctl.engine_api import DEFAULT_ENGINE
 from kctl.sim.report import STEP_HEADER, ProgressDisplay, Style, metrics_table, partition_table, step_lines, verdict
 from kctl.sim.runner import StepResult, components, run_scenario
 from kctl.sim.scenario import Scenario, parse_scenario

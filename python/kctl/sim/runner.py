@@ -25,10 +25,10 @@ from kctl.assignment import BrokerMetadata, assign_replicas_to_brokers
 from kctl.broker import HandledRequest
 from kctl.cluster import EmbeddedCluster, PartitionDescription
 from kctl.config import ControllerConfig, describe_components
-from kctl.context import DEFAULT_ENGINE
+from kctl.engine_api import DEFAULT_ENGINE
 from kctl.errors import Errors, KctlError
 from kctl.model import EPOCH_DURING_DELETE, TopicPartition
-from kctl.requests import (
+from kctl.messages import (
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from kctl import admin
 from kctl.assignment import RackAwareMode, assign_replicas_to_brokers, broker_metadatas
-from kctl.controller.events import ElectionType  # --election-type: the controller's own kinds
+from kctl.model import ElectionType  # --election-type: the controller's own kinds
 from kctl.errors import (
     AdminCommandFailedError,
     AdminOperationError,

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from kctl.errors import Errors
 from kctl.model import BrokerInfo
-from kctl.requests import (
+from kctl.messages import (
     AlterPartitionRequest,
     AlterPartitionResponse,
     BrokerToControllerRequest,

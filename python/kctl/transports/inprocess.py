@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from kctl.errors import Errors, IllegalStateError
 from kctl.hookspecs import hookimpl
 from kctl.model import BrokerInfo
-from kctl.requests import BrokerToControllerRequest, ControllerRequest
+from kctl.messages import BrokerToControllerRequest, ControllerRequest
 from kctl.scheduler import Scheduler
 from kctl.transports.base import BrokerHandler, ControllerHandler, error_response
 

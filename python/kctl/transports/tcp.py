@@ -44,7 +44,7 @@ from kctl.net import (
     format_address,
     parse_address,
 )
-from kctl.requests import (
+from kctl.messages import (
     AlterPartitionRequest,
     BrokerToControllerRequest,
     ControlledShutdownRequest,

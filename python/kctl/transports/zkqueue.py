@@ -38,7 +38,7 @@ from kctl import wire
 from kctl.errors import Errors, IllegalStateError, KctlError, StoreUnavailableError
 from kctl.hookspecs import hookimpl
 from kctl.model import BrokerInfo, TopicPartition
-from kctl.requests import (
+from kctl.messages import (
     BrokerToControllerRequest,
     ControllerRequest,
     LeaderAndIsrRequest,

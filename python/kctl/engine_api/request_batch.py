@@ -1,0 +1,229 @@
+"""What every engine's request batch is (Kafka's AbstractControllerBrokerRequestBatch, reference §5).
+
+:class:`ControllerBrokerRequestBatch` accumulates LeaderAndIsr, UpdateMetadata and StopReplica
+entries per broker during a state change and sends them in one flush, in Kafka's order. Building
+and delivering the request objects is shared here; accumulating is each engine's. The public
+constructor (``kctl.requests.ControllerBrokerRequestBatch(controller_id, context, config)``)
+returns the implementation of the context's engine.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kctl._engine import PartitionStates
+from kctl.engine_api import engine_parts
+from kctl.messages import (
+    ZERO_UUID,
+    ControllerRequest,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponseReceived,
+    RequestChannel,
+    ResponseReceived,
+    SentRequest,
+    StopReplicaPartitionState,
+    StopReplicaRequest,
+    StopReplicaResponseReceived,
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequest,
+    UpdateMetadataResponseReceived,
+)
+from kctl.model import BrokerInfo, TopicPartition
+
+if TYPE_CHECKING:
+    from kctl.config import ControllerConfig
+    from kctl.engine_api.context import ControllerContext
+    from kctl.model import LeaderIsrAndControllerEpoch, ReplicaAssignment
+    from kctl.statechange import StateChangeLogger
+
+
+@dataclass
+class PendingRequests:
+    """What a batch holds before it is sent, per broker."""
+
+    leader_and_isr: dict[int, dict[TopicPartition, LeaderAndIsrPartitionState]]
+    stop_replica: dict[int, dict[TopicPartition, StopReplicaPartitionState]]
+    update_metadata_brokers: set[int]
+    update_metadata_partitions: dict[TopicPartition, UpdateMetadataPartitionState]
+
+
+def _update_metadata_callback(batch: ControllerBrokerRequestBatch, broker: int) -> Callable[[Any], None]:
+    return lambda response: batch._respond(UpdateMetadataResponseReceived(broker, response))
+
+
+Sequence.register(PartitionStates)  # the native engine's lazy payloads
+
+
+def _topics(states: Sequence[LeaderAndIsrPartitionState | UpdateMetadataPartitionState]) -> Iterable[str]:
+    """The topics a payload names, in order; a native payload knows them without materialising."""
+    if isinstance(states, PartitionStates):
+        return states.topics()
+    return dict.fromkeys(s.topic for s in states)
+
+
+def _deleted(states: Sequence[StopReplicaPartitionState]) -> frozenset[TopicPartition]:
+    if isinstance(states, PartitionStates):
+        return frozenset(TopicPartition(t, p) for t, p in states.deleted())
+    return frozenset(s.tp for s in states if s.delete_partition)
+
+
+class ControllerBrokerRequestBatch(abc.ABC):
+    """Kafka's AbstractControllerBrokerRequestBatch.
+
+    :param channel: where requests go when the batch is sent (None: only returned).
+    :param on_response: called with a ``*ResponseReceived`` event for each response.
+    """
+
+    def __new__(cls, controller_id: int, context: ControllerContext, *args: Any, **kwargs: Any) -> ControllerBrokerRequestBatch:
+        if cls is ControllerBrokerRequestBatch:
+            return super().__new__(engine_parts(context.engine).request_batch)
+        return super().__new__(cls)
+
+    def __init__(
+        self,
+        controller_id: int,
+        context: ControllerContext,
+        config: ControllerConfig,
+        *,
+        channel: RequestChannel | None = None,
+        on_response: Callable[[ResponseReceived], None] | None = None,
+        state_change_logger: StateChangeLogger | None = None,
+    ) -> None:
+        from kctl.statechange import StateChangeLogger
+
+        self.controller_id = controller_id
+        self.context = context
+        self.config = config
+        self.channel = channel
+        self.on_response = on_response
+        self.state_change_logger = state_change_logger or StateChangeLogger(controller_id, lambda: context.epoch)
+
+    # --- Building and delivering requests (shared by every engine) -------------------------------
+
+    def _broker_epoch(self, broker: int) -> int:
+        epoch = self.context.live_broker_epoch(broker)
+        return -1 if epoch is None else epoch
+
+    def _deliver(self, sent: list[SentRequest], broker: int, request: ControllerRequest,
+                 callback: Callable[[Any], None] | None) -> None:
+        sent.append(SentRequest(broker, request))
+        if self.channel is not None:
+            self.channel.send_request(broker, request, callback if self.on_response is not None else None)
+
+    def _registered_brokers(self) -> dict[int, BrokerInfo]:
+        """The live or shutting-down brokers by id, for the LeaderAndIsr requests of one send."""
+        return {b.id: b for b in self.context.live_or_shutting_down_brokers()}
+
+    def _deliver_leader_and_isr(
+        self, sent: list[SentRequest], controller_epoch: int, broker: int,
+        states: Sequence[LeaderAndIsrPartitionState], leaders: Iterable[int], brokers_by_id: Mapping[int, BrokerInfo],
+    ) -> None:
+        """``leaders``: the states' distinct leaders, ascending (the live ones are sent);
+        ``brokers_by_id``: :meth:`_registered_brokers`."""
+        ctx = self.context
+        known = ctx.topic_ids
+        request = LeaderAndIsrRequest(
+            self.config.leader_and_isr_version,
+            self.controller_id,
+            controller_epoch,
+            self._broker_epoch(broker),
+            states,
+            {t: known.get(t, ZERO_UUID) for t in _topics(states)},
+            tuple(brokers_by_id[b] for b in leaders if b in brokers_by_id),
+        )
+        self._deliver(sent, broker, request, lambda r: self._respond(LeaderAndIsrResponseReceived(broker, r)))
+
+    def _deliver_update_metadata(
+        self, sent: list[SentRequest], controller_epoch: int, brokers: list[int],
+        states: Sequence[UpdateMetadataPartitionState],
+    ) -> None:
+        ctx = self.context
+        live_brokers = tuple(ctx.live_or_shutting_down_brokers())
+        known = ctx.topic_ids
+        topic_ids = {t: known[t] for t in _topics(states) if t in known}
+        for broker in brokers:
+            request = UpdateMetadataRequest(
+                self.config.update_metadata_version, self.controller_id, controller_epoch,
+                self._broker_epoch(broker), states, live_brokers, topic_ids,
+            )
+            self._deliver(sent, broker, request, _update_metadata_callback(self, broker))
+
+    def _deliver_stop_replica(
+        self, sent: list[SentRequest], controller_epoch: int, broker: int, delete_partitions: bool,
+        states: Sequence[StopReplicaPartitionState],
+    ) -> None:
+        version = self.config.stop_replica_version
+        request = StopReplicaRequest(
+            version, self.controller_id, controller_epoch, self._broker_epoch(broker), delete_partitions, states
+        )
+        deleted = _deleted(states)
+
+        def answered(response: Any) -> None:
+            self._respond(StopReplicaResponseReceived(broker, response, deleted))
+
+        # Before version 3 only the request that deletes is answered.
+        self._deliver(sent, broker, request, answered if version >= 3 or delete_partitions else None)
+
+    def _respond(self, event: ResponseReceived) -> None:
+        """Response callbacks only hand an event to the controller."""
+        if self.on_response is not None:
+            self.on_response(event)
+
+    @abc.abstractmethod
+    @abc.abstractmethod
+    def new_batch(self) -> None:
+        """Start a batch; :class:`IllegalStateError` if the previous one was not sent."""
+
+    @abc.abstractmethod
+    @abc.abstractmethod
+    def clear(self) -> None:
+        ...
+
+    @abc.abstractmethod
+    @abc.abstractmethod
+    def add_leader_and_isr_request_for_brokers(
+        self,
+        brokers: Iterable[int],
+        tp: TopicPartition,
+        leadership: LeaderIsrAndControllerEpoch,
+        replica_assignment: ReplicaAssignment,
+        is_new: bool,
+    ) -> None:
+        """Queue a partition state for each broker (is_new is sticky) and UpdateMetadata for it."""
+
+    @abc.abstractmethod
+    @abc.abstractmethod
+    def add_update_metadata_request_for_brokers(
+        self, brokers: Iterable[int], partitions: Iterable[TopicPartition] = ()
+    ) -> None:
+        ...
+
+    @abc.abstractmethod
+    @abc.abstractmethod
+    def add_stop_replica_request_for_brokers(
+        self, brokers: Iterable[int], tp: TopicPartition, delete_partition: bool
+    ) -> None:
+        ...
+
+    def add_stop_replica_requests_for_brokers(
+        self, brokers: Iterable[int], partitions: Iterable[TopicPartition], delete_partition: bool
+    ) -> None:
+        """StopReplica for each partition, to the same brokers (bulk form of the call above)."""
+        brokers = list(brokers)
+        for tp in partitions:
+            self.add_stop_replica_request_for_brokers(brokers, tp, delete_partition)
+
+    @abc.abstractmethod
+    @abc.abstractmethod
+    def pending(self) -> PendingRequests:
+        ...
+
+    @abc.abstractmethod
+    @abc.abstractmethod
+    def send_requests_to_brokers(self, controller_epoch: int) -> list[SentRequest]:
+        """Send everything queued (LeaderAndIsr, then UpdateMetadata, then StopReplica) to brokers
+        that are registered now; return what was sent, in that order."""

@@ -1,0 +1,34 @@
+"""The engine table: one record per engine, naming the four classes the controller builds.
+
+``"reference"`` is the pure-Python engine (:mod:`kctl.reference`), the oracle; ``"rust"`` the
+native one (:mod:`kctl.native` over ``kctl._engine``). Importing this module registers both with
+:mod:`kctl.engine_api`, which is where the public constructors look an engine up; the controller
+builds its context, state machines and request batches from :func:`engine_parts`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from kctl.engine_api import DEFAULT_ENGINE, ENGINES, EngineParts, engine_parts, register
+from kctl.native.context import RustContext
+from kctl.native.request_batch import RustRequestBatch
+from kctl.native.statemachine import RustPartitionStateMachine, RustReplicaStateMachine
+from kctl.reference.context import ReferenceContext
+from kctl.reference.partition_state_machine import ReferencePartitionStateMachine
+from kctl.reference.replica_state_machine import ReferenceReplicaStateMachine
+from kctl.reference.request_batch import ReferenceRequestBatch
+
+TABLE: Mapping[str, EngineParts] = MappingProxyType({
+    "reference": EngineParts(
+        "reference", ReferenceContext, ReferencePartitionStateMachine, ReferenceReplicaStateMachine, ReferenceRequestBatch
+    ),
+    "rust": EngineParts("rust", RustContext, RustPartitionStateMachine, RustReplicaStateMachine, RustRequestBatch),
+})
+"""Every engine by name (the keys are ``ENGINES``)."""
+
+for _parts in TABLE.values():
+    register(_parts)
+
+__all__ = ["DEFAULT_ENGINE", "ENGINES", "TABLE", "EngineParts", "engine_parts"]

@@ -1,0 +1,259 @@
+"""The controller's messages to brokers and theirs to it (reference §5), shared by the batch, the
+broker agent, every transport, the wire codec and the simulator.
+
+Plain frozen dataclasses with Kafka's field names: LeaderAndIsr, UpdateMetadata and StopReplica
+with their partition states and responses; the ``*ResponseReceived`` events a response becomes on
+the controller; ControlledShutdown and AlterPartition from brokers. They depend on the data model
+only, so anything that speaks to a controller or a broker can import them without the engines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Union, overload
+
+from kctl.errors import Errors
+from kctl.model import BrokerInfo, LeaderAndIsr, LeaderRecoveryState, TopicPartition
+
+
+def _fmt(xs: tuple[int, ...]) -> str:
+    return "[" + ", ".join(map(str, xs)) + "]"
+
+
+# --- Partition states carried by the requests ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsrPartitionState:
+    topic: str
+    partition: int
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    partition_epoch: int
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+    is_new: bool
+    leader_recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+    def __str__(self) -> str:
+        return (
+            f"LeaderAndIsrPartitionState(topicName='{self.topic}', partitionIndex={self.partition}, "
+            f"controllerEpoch={self.controller_epoch}, leader={self.leader}, leaderEpoch={self.leader_epoch}, "
+            f"isr={_fmt(self.isr)}, zkVersion={self.partition_epoch}, replicas={_fmt(self.replicas)}, "
+            f"addingReplicas={_fmt(self.adding_replicas)}, removingReplicas={_fmt(self.removing_replicas)}, "
+            f"isNew={str(self.is_new).lower()})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateMetadataPartitionState:
+    topic: str
+    partition: int
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    partition_epoch: int
+    replicas: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+@dataclass(frozen=True, slots=True)
+class StopReplicaPartitionState:
+    topic: str
+    partition: int
+    leader_epoch: int
+    delete_partition: bool
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+# --- Requests ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LeaderAndIsrRequest:
+    version: int
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    partition_states: Sequence[LeaderAndIsrPartitionState]
+    topic_ids: Mapping[str, str]
+    live_leaders: tuple[BrokerInfo, ...]
+
+    api = "LeaderAndIsr"
+
+
+@dataclass(frozen=True)
+class UpdateMetadataRequest:
+    version: int
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    partition_states: Sequence[UpdateMetadataPartitionState]
+    live_brokers: tuple[BrokerInfo, ...]
+    topic_ids: Mapping[str, str]
+
+    api = "UpdateMetadata"
+
+
+@dataclass(frozen=True)
+class StopReplicaRequest:
+    """From version 3 one request per broker carries every partition (grouped by topic) with its
+    own delete flag and leader epoch; before, a request carries one delete flag for all."""
+
+    version: int
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    delete_partitions: bool
+    partition_states: Sequence[StopReplicaPartitionState]
+
+    api = "StopReplica"
+
+
+ControllerRequest = Union[LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest]
+
+
+# --- Responses ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LeaderAndIsrResponse:
+    error: Errors = Errors.NONE
+    partition_errors: Mapping[TopicPartition, Errors] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class UpdateMetadataResponse:
+    error: Errors = Errors.NONE
+
+
+@dataclass(frozen=True)
+class StopReplicaResponse:
+    error: Errors = Errors.NONE
+    partition_errors: Mapping[TopicPartition, Errors] = field(default_factory=dict)
+
+
+ControllerResponse = Union[LeaderAndIsrResponse, UpdateMetadataResponse, StopReplicaResponse]
+
+
+@overload
+def controller_error_response(request: LeaderAndIsrRequest, error: Errors) -> LeaderAndIsrResponse: ...
+@overload
+def controller_error_response(request: UpdateMetadataRequest, error: Errors) -> UpdateMetadataResponse: ...
+@overload
+def controller_error_response(request: StopReplicaRequest, error: Errors) -> StopReplicaResponse: ...
+@overload
+def controller_error_response(request: ControllerRequest, error: Errors) -> ControllerResponse: ...
+
+
+def controller_error_response(request: ControllerRequest, error: Errors) -> ControllerResponse:
+    """A refusal of the whole request (Kafka's ``getErrorResponse``): ``error`` at the top and for
+    every partition."""
+    if isinstance(request, UpdateMetadataRequest):
+        return UpdateMetadataResponse(error)
+    errors = {state.tp: error for state in request.partition_states}
+    if isinstance(request, LeaderAndIsrRequest):
+        return LeaderAndIsrResponse(error, errors)
+    return StopReplicaResponse(error, errors)
+
+
+@dataclass(frozen=True)
+class LeaderAndIsrResponseReceived:
+    broker: int
+    response: LeaderAndIsrResponse
+
+
+@dataclass(frozen=True)
+class UpdateMetadataResponseReceived:
+    broker: int
+    response: UpdateMetadataResponse
+
+
+@dataclass(frozen=True)
+class StopReplicaResponseReceived:
+    """``deleted_partitions``: the partitions this request asked the broker to delete."""
+
+    broker: int
+    response: StopReplicaResponse
+    deleted_partitions: frozenset[TopicPartition]
+
+
+ResponseReceived = Union[LeaderAndIsrResponseReceived, UpdateMetadataResponseReceived, StopReplicaResponseReceived]
+
+
+@dataclass(frozen=True)
+class SentRequest:
+    broker: int
+    request: ControllerRequest
+
+
+class RequestChannel(Protocol):
+    """The controller side of a transport (Kafka's ControllerChannelManager): queues a request for a
+    broker and calls ``callback`` with the broker's response, or drops requests to unknown brokers."""
+
+    def send_request(
+        self, broker_id: int, request: ControllerRequest, callback: Callable[[Any], None] | None
+    ) -> None: ...
+
+
+ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
+"""Kafka's Uuid.ZERO_UUID in its base64 form: the topic id sent when a topic has none."""
+
+
+# --- Broker-to-controller requests -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ControlledShutdownRequest:
+    broker_id: int
+    broker_epoch: int
+
+    api = "ControlledShutdown"
+
+
+@dataclass(frozen=True)
+class ControlledShutdownResponse:
+    """``remaining_partitions``: partitions the broker still leads (the shutdown is complete only
+    when the error is NONE and nothing remains)."""
+
+    error: Errors = Errors.NONE
+    remaining_partitions: tuple[TopicPartition, ...] = ()
+
+
+@dataclass(frozen=True)
+class AlterPartitionRequest:
+    """A leader's proposed ISR changes; each state carries the leader epoch and the partition epoch
+    (store version) the leader last saw."""
+
+    broker_id: int
+    broker_epoch: int
+    changes: Mapping[TopicPartition, LeaderAndIsr]
+
+    api = "AlterPartition"
+
+
+@dataclass(frozen=True)
+class AlterPartitionResponse:
+    """A top-level error, or per partition the committed state or an error."""
+
+    error: Errors = Errors.NONE
+    partitions: Mapping[TopicPartition, LeaderAndIsr | Errors] = field(default_factory=dict)
+
+
+BrokerToControllerRequest = Union[ControlledShutdownRequest, AlterPartitionRequest]
