@@ -140,6 +140,7 @@ class KafkaController:
             self.partition_state_machine,
             _DeletionClient(self),
         )
+        self._handlers = self._event_handlers()
         self.event_manager = ControllerEventManager(
             self._process, self.scheduler, threaded=threaded, name=f"controller-{broker_id}-event-thread"
         )
@@ -420,8 +421,39 @@ class KafkaController:
 
     # --- Event processing ----------------------------------------------------------------------
 
+    def _event_handlers(self) -> dict[type[ev.ControllerEvent], Callable[[Any], None]]:
+        """Each event type's handler, bound once at construction (Kafka's ``process`` match)."""
+        return dict([
+            _handler(ev.Startup, self._process_Startup),
+            _handler(ev.ControllerChange, self._process_ControllerChange),
+            _handler(ev.Reelect, self._process_Reelect),
+            _handler(ev.Expire, self._process_Expire),
+            _handler(ev.BrokerChange, self._process_BrokerChange),
+            _handler(ev.BrokerModifications, self._process_BrokerModifications),
+            _handler(ev.TopicChange, self._process_TopicChange),
+            _handler(ev.PartitionModifications, self._process_PartitionModifications),
+            _handler(ev.TopicDeletion, self._process_TopicDeletion),
+            _handler(ev.TopicConfigChange, self._process_TopicConfigChange),
+            _handler(ev.UncleanLeaderElectionEnable, self._process_UncleanLeaderElectionEnable),
+            _handler(ev.TopicUncleanLeaderElectionEnable, self._process_TopicUncleanLeaderElectionEnable),
+            _handler(ev.AdminRequest, self._process_AdminRequest),
+            _handler(ev.ApiPartitionReassignment, self._process_ApiPartitionReassignment),
+            _handler(ev.ZkPartitionReassignment, self._process_ZkPartitionReassignment),
+            _handler(ev.PartitionReassignmentIsrChange, self._process_PartitionReassignmentIsrChange),
+            _handler(ev.ListPartitionReassignments, self._process_ListPartitionReassignments),
+            _handler(ev.ReplicaLeaderElection, self._process_ReplicaLeaderElection),
+            _handler(ev.AutoPreferredReplicaLeaderElection, self._process_AutoPreferredReplicaLeaderElection),
+            _handler(ev.ControlledShutdown, self._process_ControlledShutdown),
+            _handler(ev.AlterPartitionReceived, self._process_AlterPartitionReceived),
+            _handler(ev.IsrChangeNotification, self._process_IsrChangeNotification),
+            _handler(ev.LogDirEventNotification, self._process_LogDirEventNotification),
+            _handler(ev.LeaderAndIsrResponseReceived, self._process_LeaderAndIsrResponseReceived),
+            _handler(ev.UpdateMetadataResponseReceived, self._process_UpdateMetadataResponseReceived),
+            _handler(ev.TopicDeletionStopReplicaResponseReceived, self._process_TopicDeletionStopReplicaResponseReceived),
+        ])
+
     def _process(self, event: ev.ControllerEvent) -> None:
-        handler = getattr(self, "_process_" + type(event).__name__)
+        handler = self._handlers.get(type(event), self._process_unknown)
         try:
             handler(event)
         except ControllerMovedError:
@@ -432,6 +464,9 @@ class KafkaController:
             future = getattr(event, "future", None)
             if future is not None and not future.done():
                 future.set_exception(e if isinstance(e, KctlError) else UnknownServerError(str(e)))
+
+    def _process_unknown(self, event: ev.ControllerEvent) -> None:
+        raise IllegalStateError(f"Controller {self.broker_id} has no handler for event {event.name}")
 
     # Controller election ------------------------------------------------------------------------
 
@@ -1484,6 +1519,11 @@ class KafkaController:
         if len(failed) != len(errors):
             deleted = [tp for tp in errors if tp not in set(failed)]
             self.deletion_manager.complete_replica_deletion([PartitionReplica(tp, received.broker) for tp in deleted])
+
+
+def _handler(event_type: type[E], handler: Callable[[E], None]) -> tuple[type[ev.ControllerEvent], Callable[[Any], None]]:
+    """One entry of the event table; mypy checks that ``handler`` takes ``event_type``."""
+    return event_type, handler
 
 
 def _validate_replica_list(replicas: Sequence[int]) -> KctlError | None:
