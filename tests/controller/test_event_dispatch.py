@@ -3,6 +3,7 @@ clear error answered to its caller, not an AttributeError that leaves the caller
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -53,3 +54,15 @@ def _processed_event_types() -> list[type[ev.ControllerEvent]]:
 def test_every_event_kind_has_a_handler(event_type: type[ev.ControllerEvent]) -> None:
     with EmbeddedCluster(1, seed=0) as cluster:
         assert event_type in active(cluster)._handlers
+
+
+@pytest.mark.parametrize("event_type", _processed_event_types(), ids=lambda cls: cls.__name__)
+def test_an_event_is_built_with_what_it_is_about(event_type: type[ev.ControllerEvent]) -> None:
+    """Keyword-only fields without stand-in defaults (no ``ControlledShutdown(broker_id=0)``): an
+    event missing its subject fails where it is built, not as a wrong broker or topic later."""
+    for f in dataclasses.fields(event_type):
+        assert f.kw_only, f"{event_type.__name__}.{f.name} is positional"
+        if f.name != "future":
+            assert f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING, (
+                f"{event_type.__name__}.{f.name} has a default"
+            )

@@ -69,7 +69,6 @@ from kctl.requests import (
     ControlledShutdownResponse,
     ControllerBrokerRequestBatch,
     LeaderAndIsrResponse,
-    LeaderAndIsrResponseReceived,
     ResponseReceived,
     StopReplicaResponseReceived,
 )
@@ -197,16 +196,16 @@ class KafkaController:
     def create_topics(self, topics: Sequence[Mapping[str, Any]]) -> Future[dict[str, KctlError | None]]:
         """Create topics; each mapping has ``name`` and either ``partitions``/``replication_factor``
         or ``assignment``, optionally ``config``. The future maps each name to None or its error."""
-        return self._admin("create_topics", topics=list(topics))
+        return self._put_admin(ev.CreateTopics(topics=tuple(topics)))
 
     def create_partitions(
         self, increases: Mapping[str, int], assignments: Mapping[str, Mapping[int, Sequence[int]]] | None = None
     ) -> Future[dict[str, KctlError | None]]:
         """Grow topics to new partition counts (optionally with explicit replica lists)."""
-        return self._admin("create_partitions", increases=dict(increases), assignments=dict(assignments or {}))
+        return self._put_admin(ev.CreatePartitions(increases=dict(increases), assignments=dict(assignments or {})))
 
     def delete_topics(self, topics: Iterable[str]) -> Future[dict[str, KctlError | None]]:
-        return self._admin("delete_topics", topics=list(topics))
+        return self._put_admin(ev.DeleteTopics(topics=tuple(topics)))
 
     def alter_partition_reassignments(
         self, reassignments: Mapping[TopicPartition, Sequence[int] | None]
@@ -308,11 +307,11 @@ class KafkaController:
         self.event_manager.put(event)
         return event
 
-    def _put_checked(self, event: ev.ControllerEvent, check: Callable[[], None]) -> Future[Any]:
+    def _put_checked(self, event: ev.EventWithFuture, check: Callable[[], None]) -> Future[Any]:
         """Enqueue ``event`` unless ``check`` refuses the caller's arguments (ids outside Kafka's
         ``Int``, which no partition or broker can have and the engine cannot hold): then its
         future fails at once with the error, and nothing is done."""
-        future: Future[Any] = event.future  # type: ignore[attr-defined]
+        future = event.future
         try:
             check()
         except KctlError as e:
@@ -321,8 +320,8 @@ class KafkaController:
         self._put(event)
         return future
 
-    def _admin(self, operation: str, **arguments: Any) -> Future[Any]:
-        future: Future[Any] = self._put(ev.AdminRequest(operation=operation, arguments=arguments)).future
+    def _put_admin(self, event: ev.TopicAdminRequest) -> Future[dict[str, KctlError | None]]:
+        future: Future[dict[str, KctlError | None]] = self._put(event).future
         return future
 
     def _on_response(self, received: ResponseReceived) -> None:
@@ -362,7 +361,7 @@ class KafkaController:
                 put(ev.ZkPartitionReassignment())
         elif kind is WatchKind.PREFERRED_REPLICA_ELECTION:
             if change is ChangeType.CREATED:
-                put(ev.ReplicaLeaderElection(partitions=None, trigger=ev.ElectionTrigger.ZK))
+                put(ev.ReplicaLeaderElection.zk_triggered())
         elif kind is WatchKind.ISR_CHANGE_NOTIFICATION:
             put(ev.IsrChangeNotification())
         elif kind is WatchKind.LOG_DIR_EVENT_NOTIFICATION:
@@ -436,7 +435,9 @@ class KafkaController:
             _handler(ev.TopicConfigChange, self._process_TopicConfigChange),
             _handler(ev.UncleanLeaderElectionEnable, self._process_UncleanLeaderElectionEnable),
             _handler(ev.TopicUncleanLeaderElectionEnable, self._process_TopicUncleanLeaderElectionEnable),
-            _handler(ev.AdminRequest, self._process_AdminRequest),
+            _handler(ev.CreateTopics, self._process_CreateTopics),
+            _handler(ev.CreatePartitions, self._process_CreatePartitions),
+            _handler(ev.DeleteTopics, self._process_DeleteTopics),
             _handler(ev.ApiPartitionReassignment, self._process_ApiPartitionReassignment),
             _handler(ev.ZkPartitionReassignment, self._process_ZkPartitionReassignment),
             _handler(ev.PartitionReassignmentIsrChange, self._process_PartitionReassignmentIsrChange),
@@ -898,19 +899,15 @@ class KafkaController:
 
     # Admin requests (topic creation and deletion, partition additions) --------------------------
 
-    def _process_AdminRequest(self, event: ev.AdminRequest) -> None:
-        if not self.is_active:
-            event.future.set_exception(NotControllerError(f"Broker {self.broker_id} is not the controller"))
-            return
-        operation = getattr(self, "_admin_" + event.operation)
-        event.future.set_result(operation(**event.arguments))
-
     def _broker_racks(self) -> dict[int, str | None]:
         return {b.id: b.rack for b in self.context.live_or_shutting_down_brokers() if b.id in self.context.live_broker_ids}
 
-    def _admin_create_topics(self, topics: list[Mapping[str, Any]]) -> dict[str, KctlError | None]:
+    def _process_CreateTopics(self, event: ev.CreateTopics) -> None:
+        if not self.is_active:
+            event.future.set_exception(NotControllerError(f"Broker {self.broker_id} is not the controller"))
+            return
         results: dict[str, KctlError | None] = {}
-        for spec in topics:
+        for spec in event.topics:
             name = spec.get("name")
             try:
                 if not isinstance(name, str):
@@ -933,29 +930,34 @@ class KafkaController:
                 results[str(name)] = None
             except KctlError as e:
                 results[str(name)] = e
-        return results
+        event.future.set_result(results)
 
-    def _admin_create_partitions(
-        self, increases: dict[str, int], assignments: dict[str, Mapping[int, Sequence[int]]]
-    ) -> dict[str, KctlError | None]:
+    def _process_CreatePartitions(self, event: ev.CreatePartitions) -> None:
+        if not self.is_active:
+            event.future.set_exception(NotControllerError(f"Broker {self.broker_id} is not the controller"))
+            return
         results: dict[str, KctlError | None] = {}
-        for topic, total in increases.items():
+        for topic, total in event.increases.items():
             try:
-                admin.add_partitions(self.store, topic, total, broker_racks=self._broker_racks(), manual=assignments.get(topic))
+                manual = event.assignments.get(topic)
+                admin.add_partitions(self.store, topic, total, broker_racks=self._broker_racks(), manual=manual)
                 results[topic] = None
             except KctlError as e:
                 results[topic] = e
-        return results
+        event.future.set_result(results)
 
-    def _admin_delete_topics(self, topics: list[str]) -> dict[str, KctlError | None]:
+    def _process_DeleteTopics(self, event: ev.DeleteTopics) -> None:
+        if not self.is_active:
+            event.future.set_exception(NotControllerError(f"Broker {self.broker_id} is not the controller"))
+            return
         results: dict[str, KctlError | None] = {}
-        for topic in topics:
+        for topic in event.topics:
             try:
                 admin.delete_topic(self.store, topic, delete_topic_enable=self.config.delete_topic_enable)
                 results[topic] = None
             except KctlError as e:
                 results[topic] = e
-        return results
+        event.future.set_result(results)
 
     # Reassignment ---------------------------------------------------------------------------------
 
@@ -1327,7 +1329,7 @@ class KafkaController:
                              tp, ctx.partition_replica_assignment(tp)[0])
         if not auto:
             self.store.delete_preferred_replica_election(ctx.epoch_zk_version)
-            self.event_manager.put(ev.ReplicaLeaderElection(partitions=None, trigger=ev.ElectionTrigger.ZK))
+            self.event_manager.put(ev.ReplicaLeaderElection.zk_triggered())
 
     def _schedule_auto_leader_rebalance(self, delay: float) -> None:
         def check() -> None:
@@ -1475,18 +1477,18 @@ class KafkaController:
             self.store.delete_log_dir_event_notifications(names, self.context.epoch_zk_version)
 
     def _process_LeaderAndIsrResponseReceived(self, event: ev.LeaderAndIsrResponseReceived) -> None:
-        if self.is_active and isinstance(event.received, LeaderAndIsrResponseReceived):
+        if self.is_active:
             self._on_leader_and_isr_response(event.received.broker, event.received.response)
 
     def _process_UpdateMetadataResponseReceived(self, event: ev.UpdateMetadataResponseReceived) -> None:
         """Kafka only logs errors of UpdateMetadata responses."""
         received = event.received
-        if received is not None and received.response.error is not Errors.NONE:
+        if received.response.error is not Errors.NONE:
             log.error("Received error %s in UpdateMetadata response from broker %s",
                       received.response.error.name, received.broker)
 
     def _process_TopicDeletionStopReplicaResponseReceived(self, event: ev.TopicDeletionStopReplicaResponseReceived) -> None:
-        if self.is_active and isinstance(event.received, StopReplicaResponseReceived):
+        if self.is_active:
             self._on_stop_replica_response(event.received)
 
     def _on_leader_and_isr_response(self, broker: int, response: LeaderAndIsrResponse) -> None:
