@@ -9,6 +9,7 @@ write it makes is fenced by that epoch's version, so a deposed controller cannot
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
@@ -93,7 +94,33 @@ take over meanwhile, and bounds the loop when every candidate fails."""
 
 ElectionResults = dict[TopicPartition, "int | KctlError"]
 E = TypeVar("E", bound=ev.ControllerEvent)
+F = TypeVar("F", bound=ev.EventWithFuture)
 T = TypeVar("T")
+
+
+def _active_only(handler: Callable[[KafkaController, E], None]) -> Callable[[KafkaController, E], None]:
+    """The handler of an event only the active controller acts on: an inactive one drops it."""
+
+    @functools.wraps(handler)
+    def guarded(controller: KafkaController, event: E) -> None:
+        if controller.is_active:
+            handler(controller, event)
+
+    return guarded
+
+
+def _active_or_not_controller(handler: Callable[[KafkaController, F], None]) -> Callable[[KafkaController, F], None]:
+    """The handler of a caller's request only the active controller serves: an inactive one
+    answers NOT_CONTROLLER, so the caller looks for the active one."""
+
+    @functools.wraps(handler)
+    def guarded(controller: KafkaController, event: F) -> None:
+        if controller.is_active:
+            handler(controller, event)
+        else:
+            event.future.set_exception(NotControllerError(f"Broker {controller.broker_id} is not the controller"))
+
+    return guarded
 
 
 class KafkaController:
@@ -599,7 +626,7 @@ class KafkaController:
         ]
         self.deletion_manager.init(queued, ineligible)
 
-        self._send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids))
+        self._send_update_metadata_to_all()
         self.replica_state_machine.startup()
         self.partition_state_machine.startup()
         log.info("Ready to serve as the new controller with epoch %s", ctx.epoch)
@@ -695,9 +722,8 @@ class KafkaController:
 
     # Brokers ------------------------------------------------------------------------------------
 
+    @_active_only
     def _process_BrokerChange(self, event: ev.BrokerChange) -> None:
-        if not self.is_active:
-            return
         ctx = self.context
         current = self.store.get_all_brokers()
         known = ctx.live_or_shutting_down_broker_ids
@@ -725,9 +751,8 @@ class KafkaController:
             ctx.remove_live_brokers(dead)
             self._on_broker_failure(dead)
 
+    @_active_only
     def _process_BrokerModifications(self, event: ev.BrokerModifications) -> None:
-        if not self.is_active:
-            return
         current = self.store.get_all_brokers().get(event.broker_id)
         known = {b.id: b for b in self.context.live_or_shutting_down_brokers()}.get(event.broker_id)
         if current is None or known is None:
@@ -738,7 +763,7 @@ class KafkaController:
         if info.endpoints != known.endpoints or info.features != known.features:
             log.info("Updated broker metadata: %s -> %s", known, info)
             self.context.update_broker_metadata(info)
-            self._send_update_metadata_request(sorted(self.context.live_or_shutting_down_broker_ids))
+            self._send_update_metadata_to_all()
 
     def _on_broker_startup(self, new_brokers: list[int]) -> None:
         ctx = self.context
@@ -781,21 +806,29 @@ class KafkaController:
             self.deletion_manager.fail_replica_deletion(for_deletion)
         if not offline_leader:
             # Nobody was told about the dead replicas through a leader change: tell everyone.
-            self._send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids))
+            self._send_update_metadata_to_all()
 
     def _send_update_metadata_request(self, brokers: Sequence[int], partitions: Iterable[TopicPartition] = ()) -> None:
+        self._send_requests(lambda batch: batch.add_update_metadata_request_for_brokers(brokers, partitions))
+
+    def _send_update_metadata_to_all(self, partitions: Iterable[TopicPartition] = ()) -> None:
+        """UpdateMetadata of ``partitions`` (none: the live brokers only) to every live or shutting-down broker."""
+        self._send_update_metadata_request(sorted(self.context.live_or_shutting_down_broker_ids), partitions)
+
+    def _send_requests(self, add: Callable[[ControllerBrokerRequestBatch], None]) -> None:
+        """A new batch of the controller's own, filled by ``add`` and sent; a batch left in a bad
+        state makes the controller resign (:meth:`_handle_illegal_state`)."""
         try:
             self.batch.new_batch()
-            self.batch.add_update_metadata_request_for_brokers(brokers, partitions)
+            add(self.batch)
             self.batch.send_requests_to_brokers(self.context.epoch)
         except IllegalStateError as e:
             self._handle_illegal_state(e)
 
     # Topics -------------------------------------------------------------------------------------
 
+    @_active_only
     def _process_TopicChange(self, event: ev.TopicChange) -> None:
-        if not self.is_active:
-            return
         ctx = self.context
         topics = self.store.get_all_topics()
         new = sorted(t for t in topics if t not in ctx.all_topics)
@@ -851,9 +884,8 @@ class KafkaController:
         )
         self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
 
+    @_active_only
     def _process_TopicDeletion(self, event: ev.TopicDeletion) -> None:
-        if not self.is_active:
-            return
         ctx = self.context
         requested = self.store.get_topic_deletions()
         missing = [t for t in requested if t not in ctx.all_topics]
@@ -875,10 +907,9 @@ class KafkaController:
         )
         self.deletion_manager.enqueue_topics_for_deletion(to_delete)
 
+    @_active_only
     def _process_TopicConfigChange(self, event: ev.TopicConfigChange) -> None:
         """Kafka's TopicConfigHandler: enabling unclean election for a topic re-runs its elections."""
-        if not self.is_active:
-            return
         read = self.store.get_topic_configs([event.topic])
         value = read.values.get(event.topic, {}).get(UNCLEAN_LEADER_ELECTION_ENABLE)
         try:
@@ -889,23 +920,21 @@ class KafkaController:
         if enabled:
             self.event_manager.put(ev.TopicUncleanLeaderElectionEnable(topic=event.topic))
 
+    @_active_only
     def _process_UncleanLeaderElectionEnable(self, event: ev.UncleanLeaderElectionEnable) -> None:
-        if self.is_active:
-            self.partition_state_machine.trigger_online_partition_state_change()
+        self.partition_state_machine.trigger_online_partition_state_change()
 
+    @_active_only
     def _process_TopicUncleanLeaderElectionEnable(self, event: ev.TopicUncleanLeaderElectionEnable) -> None:
-        if self.is_active:
-            self.partition_state_machine.trigger_online_partition_state_change(event.topic)
+        self.partition_state_machine.trigger_online_partition_state_change(event.topic)
 
     # Admin requests (topic creation and deletion, partition additions) --------------------------
 
     def _broker_racks(self) -> dict[int, str | None]:
         return {b.id: b.rack for b in self.context.live_or_shutting_down_brokers() if b.id in self.context.live_broker_ids}
 
+    @_active_or_not_controller
     def _process_CreateTopics(self, event: ev.CreateTopics) -> None:
-        if not self.is_active:
-            event.future.set_exception(NotControllerError(f"Broker {self.broker_id} is not the controller"))
-            return
         results: dict[str, KctlError | None] = {}
         for spec in event.topics:
             name = spec.get("name")
@@ -932,10 +961,8 @@ class KafkaController:
                 results[str(name)] = e
         event.future.set_result(results)
 
+    @_active_or_not_controller
     def _process_CreatePartitions(self, event: ev.CreatePartitions) -> None:
-        if not self.is_active:
-            event.future.set_exception(NotControllerError(f"Broker {self.broker_id} is not the controller"))
-            return
         results: dict[str, KctlError | None] = {}
         for topic, total in event.increases.items():
             try:
@@ -946,10 +973,8 @@ class KafkaController:
                 results[topic] = e
         event.future.set_result(results)
 
+    @_active_or_not_controller
     def _process_DeleteTopics(self, event: ev.DeleteTopics) -> None:
-        if not self.is_active:
-            event.future.set_exception(NotControllerError(f"Broker {self.broker_id} is not the controller"))
-            return
         results: dict[str, KctlError | None] = {}
         for topic in event.topics:
             try:
@@ -961,10 +986,8 @@ class KafkaController:
 
     # Reassignment ---------------------------------------------------------------------------------
 
+    @_active_or_not_controller
     def _process_ApiPartitionReassignment(self, event: ev.ApiPartitionReassignment) -> None:
-        if not self.is_active:
-            event.future.set_exception(NotControllerError(f"Broker {self.broker_id} is not the controller"))
-            return
         results: dict[TopicPartition, KctlError | None] = {}
         to_reassign: dict[TopicPartition, ReplicaAssignment] = {}
         for tp, target in event.reassignments.items():
@@ -982,13 +1005,12 @@ class KafkaController:
         results.update(self._maybe_trigger_partition_reassignment(to_reassign))
         event.future.set_result(results)
 
+    @_active_only
     def _process_ZkPartitionReassignment(self, event: ev.ZkPartitionReassignment) -> None:
         self._process_zk_partition_reassignment()
 
     def _process_zk_partition_reassignment(self) -> set[TopicPartition]:
         """Start the reassignments of ``/admin/reassign_partitions``; returns those started."""
-        if not self.is_active:
-            return set()
         try:
             requested = self.store.get_partition_reassignments()
         except KctlError as e:
@@ -1078,7 +1100,7 @@ class KafkaController:
         self._stop_removed_replicas_of_reassigned_partition(tp, removing)  # B4, B5
         self._update_replica_assignment_for_partition(tp, completed)  # B6
         self._remove_partition_from_reassigning_partitions(tp, completed)  # B7
-        self._send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids), [tp])  # B8
+        self._send_update_metadata_to_all([tp])  # B8
         self.deletion_manager.resume_deletion_for_topics([tp.topic])
 
     def _update_current_reassignment(self, tp: TopicPartition, reassignment: ReplicaAssignment) -> None:
@@ -1142,13 +1164,11 @@ class KafkaController:
                 f"partition being reassigned {tp}"
             )
             return
-        try:
-            self.batch.new_batch()
-            self.batch.add_leader_and_isr_request_for_brokers(assignment.origin_replicas, tp, leadership, assignment, False)
-            self.batch.add_leader_and_isr_request_for_brokers(assignment.adding_replicas, tp, leadership, assignment, True)
-            self.batch.send_requests_to_brokers(self.context.epoch)
-        except IllegalStateError as e:
-            self._handle_illegal_state(e)
+        def add(batch: ControllerBrokerRequestBatch) -> None:
+            batch.add_leader_and_isr_request_for_brokers(assignment.origin_replicas, tp, leadership, assignment, False)
+            batch.add_leader_and_isr_request_for_brokers(assignment.adding_replicas, tp, leadership, assignment, True)
+
+        self._send_requests(add)
         self.state_change_logger.info(
             f"Sent LeaderAndIsr request {leadership} with new replica assignment {assignment} to leader "
             f"{leadership.leader_and_isr.leader} for partition being reassigned {tp}"
@@ -1220,14 +1240,13 @@ class KafkaController:
                      assignment.target_replicas, tp)
             self._on_partition_reassignment(tp, assignment)
 
+    @_active_only
     def _process_PartitionReassignmentIsrChange(self, event: ev.PartitionReassignmentIsrChange) -> None:
-        if self.is_active and event.partition in self.context.partitions_being_reassigned:
+        if event.partition in self.context.partitions_being_reassigned:
             self._maybe_complete_reassignment(event.partition)
 
+    @_active_or_not_controller
     def _process_ListPartitionReassignments(self, event: ev.ListPartitionReassignments) -> None:
-        if not self.is_active:
-            event.future.set_exception(NotControllerError(f"Broker {self.broker_id} is not the controller"))
-            return
         ctx = self.context
         partitions = event.partitions if event.partitions is not None else ctx.partitions_being_reassigned
         results = {}
@@ -1337,9 +1356,8 @@ class KafkaController:
 
         self._rebalance_timer = self.scheduler.schedule(delay, check, name=f"auto-leader-rebalance-{self.broker_id}")
 
+    @_active_only
     def _process_AutoPreferredReplicaLeaderElection(self, event: ev.AutoPreferredReplicaLeaderElection) -> None:
-        if not self.is_active:
-            return
         try:
             self._check_and_trigger_auto_leader_rebalance()
         finally:
@@ -1380,22 +1398,15 @@ class KafkaController:
         self.partition_state_machine.handle_state_changes(
             led, PartitionState.ONLINE, for_config(ElectionKind.CONTROLLED_SHUTDOWN, self.config, self.plugins)
         )
-        try:
-            self.batch.new_batch()
-            self.batch.add_stop_replica_requests_for_brokers([broker_id], followed, False)
-            self.batch.send_requests_to_brokers(ctx.epoch)
-        except IllegalStateError as e:
-            self._handle_illegal_state(e)
+        self._send_requests(lambda batch: batch.add_stop_replica_requests_for_brokers([broker_id], followed, False))
         self.replica_state_machine.handle_state_changes(ctx.replicas_of(followed, broker_id), ReplicaState.OFFLINE)
         return list(ctx.partition_leaders_on_broker(broker_id))
 
     # ISR changes ----------------------------------------------------------------------------------
 
+    @_active_or_not_controller
     def _process_AlterPartitionReceived(self, event: ev.AlterPartitionReceived) -> None:
         ctx = self.context
-        if not self.is_active:
-            event.future.set_exception(NotControllerError(f"Broker {self.broker_id} is not the controller"))
-            return
         cached_epoch = ctx.live_broker_epoch(event.broker_id)
         if cached_epoch is None or cached_epoch != event.broker_epoch:
             log.info("Ignoring AlterPartition due to unknown or stale broker epoch %s for broker %s",
@@ -1439,15 +1450,14 @@ class KafkaController:
         for tp in outcome.to_retry:
             responses[tp] = InvalidUpdateVersionError(f"Partition epoch of {tp} is stale")
         self._update_leader_and_isr_cache(list(outcome.successful))
-        self._send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids), list(event.changes))
+        self._send_update_metadata_to_all(list(event.changes))
         event.future.set_result(responses)
         for tp, response in responses.items():
             if isinstance(response, LeaderAndIsr) and tp in ctx.partitions_being_reassigned:
                 self._maybe_complete_reassignment(tp)
 
+    @_active_only
     def _process_IsrChangeNotification(self, event: ev.IsrChangeNotification) -> None:
-        if not self.is_active:
-            return
         ctx = self.context
         names = self.store.get_isr_change_notifications()
         try:
@@ -1455,7 +1465,7 @@ class KafkaController:
                           if ctx.partition_replica_assignment(tp)]
             if partitions:
                 self._update_leader_and_isr_cache(partitions)
-                self._send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids), partitions)
+                self._send_update_metadata_to_all(partitions)
                 for tp in dict.fromkeys(partitions):
                     if tp in ctx.partitions_being_reassigned:
                         self._maybe_complete_reassignment(tp)
@@ -1464,9 +1474,8 @@ class KafkaController:
 
     # Log directories and broker responses -------------------------------------------------------
 
+    @_active_only
     def _process_LogDirEventNotification(self, event: ev.LogDirEventNotification) -> None:
-        if not self.is_active:
-            return
         names = self.store.get_log_dir_event_notifications()
         try:
             brokers = sorted(set(self.store.get_log_dir_event_brokers(names)))
@@ -1476,9 +1485,9 @@ class KafkaController:
         finally:
             self.store.delete_log_dir_event_notifications(names, self.context.epoch_zk_version)
 
+    @_active_only
     def _process_LeaderAndIsrResponseReceived(self, event: ev.LeaderAndIsrResponseReceived) -> None:
-        if self.is_active:
-            self._on_leader_and_isr_response(event.received.broker, event.received.response)
+        self._on_leader_and_isr_response(event.received.broker, event.received.response)
 
     def _process_UpdateMetadataResponseReceived(self, event: ev.UpdateMetadataResponseReceived) -> None:
         """Kafka only logs errors of UpdateMetadata responses."""
@@ -1487,9 +1496,9 @@ class KafkaController:
             log.error("Received error %s in UpdateMetadata response from broker %s",
                       received.response.error.name, received.broker)
 
+    @_active_only
     def _process_TopicDeletionStopReplicaResponseReceived(self, event: ev.TopicDeletionStopReplicaResponseReceived) -> None:
-        if self.is_active:
-            self._on_stop_replica_response(event.received)
+        self._on_stop_replica_response(event.received)
 
     def _on_leader_and_isr_response(self, broker: int, response: LeaderAndIsrResponse) -> None:
         ctx = self.context
@@ -1578,4 +1587,4 @@ class _DeletionClient:
 
     def send_metadata_update(self, partitions: Iterable[TopicPartition]) -> None:
         c = self._controller
-        c._send_update_metadata_request(sorted(c.context.live_or_shutting_down_broker_ids), list(partitions))
+        c._send_update_metadata_to_all(list(partitions))
