@@ -20,8 +20,9 @@ from kctl.config import ControllerConfig
 from kctl.context import DEFAULT_ENGINE, ControllerContext
 from kctl.controller import events as ev
 from kctl.controller.event_manager import ControllerEventManager
+from kctl.controller.reassignment import ReassignmentManager
 from kctl.controller.topic_deletion import TopicDeletionManager
-from kctl.election import for_config
+from kctl.election import Election, for_config
 from kctl.errors import (
     BrokerNotAvailableError,
     ControllerMovedError,
@@ -31,13 +32,11 @@ from kctl.errors import (
     FencedLeaderEpochError,
     IllegalStateError,
     IneligibleReplicaError,
-    InvalidReplicaAssignmentError,
     InvalidRequestError,
     InvalidTopicError,
     InvalidUpdateVersionError,
     KctlError,
     NoNodeError,
-    NoReassignmentInProgressError,
     NotControllerError,
     PreferredLeaderNotAvailableError,
     StaleBrokerEpochError,
@@ -52,13 +51,11 @@ from kctl.model import (
     NO_LEADER,
     UNKNOWN_BROKER_EPOCH,
     LeaderAndIsr,
-    LeaderIsrAndControllerEpoch,
     PartitionReplica,
     PartitionState,
     ReplicaAssignment,
     ReplicaState,
     TopicPartition,
-    int_problem,
     validate_int,
     validate_partition_id,
 )
@@ -165,6 +162,15 @@ class KafkaController:
             self.replica_state_machine,
             self.partition_state_machine,
             _DeletionClient(self),
+        )
+        self.reassignment_manager = ReassignmentManager(
+            self.context,
+            store,
+            self.replica_state_machine,
+            self.partition_state_machine,
+            self.deletion_manager,
+            self.state_change_logger,
+            _ReassignmentClient(self),
         )
         self._handlers = self._event_handlers()
         self.event_manager = ControllerEventManager(
@@ -618,7 +624,7 @@ class KafkaController:
         self._initialize_controller_context()
 
         queued = store.get_topic_deletions()
-        reassigning_topics = {tp.topic for tp in ctx.partitions_being_reassigned}
+        reassigning_topics = self.reassignment_manager.reassigning_topics()
         ineligible = [
             t for t in queued
             if t in reassigning_topics
@@ -630,7 +636,7 @@ class KafkaController:
         self.replica_state_machine.startup()
         self.partition_state_machine.startup()
         log.info("Ready to serve as the new controller with epoch %s", ctx.epoch)
-        self._initialize_partition_reassignments()
+        self.reassignment_manager.initialize()
         self.deletion_manager.try_topic_deletion()
         pending = sorted(self._fetch_pending_preferred_replica_elections())
         self._on_replica_election(pending, ev.ElectionType.PREFERRED, ev.ElectionTrigger.ZK)
@@ -776,7 +782,7 @@ class KafkaController:
         self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
         self.partition_state_machine.trigger_online_partition_state_change()
         new = set(new_brokers)
-        self._maybe_resume_reassignments(lambda tp, ra: any(r in new for r in ra.target_replicas))
+        self.reassignment_manager.maybe_resume_reassignments(lambda tp, ra: any(r in new for r in ra.target_replicas))
         deleting, _ = ctx.split_replicas_by_topic_deletion(replicas)
         if deleting:
             self.deletion_manager.resume_deletion_for_topics(dict.fromkeys(r.tp.topic for r in deleting))
@@ -901,7 +907,7 @@ class KafkaController:
         if not to_delete:
             return
         log.info("Starting topic deletion for topics %s", ", ".join(to_delete))
-        reassigning = {tp.topic for tp in ctx.partitions_being_reassigned}
+        reassigning = self.reassignment_manager.reassigning_topics()
         self.deletion_manager.mark_topic_ineligible_for_deletion(
             [t for t in to_delete if t in reassigning], "topic reassignment in progress"
         )
@@ -988,273 +994,19 @@ class KafkaController:
 
     @_active_or_not_controller
     def _process_ApiPartitionReassignment(self, event: ev.ApiPartitionReassignment) -> None:
-        results: dict[TopicPartition, KctlError | None] = {}
-        to_reassign: dict[TopicPartition, ReplicaAssignment] = {}
-        for tp, target in event.reassignments.items():
-            error = None if target is None else self._validate_replicas(tp, target)
-            if error is not None:
-                results[tp] = error
-                continue
-            assignment = self._maybe_build_reassignment(tp, target)
-            if assignment is None:
-                results[tp] = NoReassignmentInProgressError(f"No reassignment in progress for partition {tp}")
-            else:
-                to_reassign[tp] = assignment
-        # The latest request wins: drop these partitions from the admin-path reassignment.
-        self._maybe_remove_from_zk_reassignment(lambda tp, _: tp in to_reassign)
-        results.update(self._maybe_trigger_partition_reassignment(to_reassign))
-        event.future.set_result(results)
+        event.future.set_result(self.reassignment_manager.on_api_reassignment(event.reassignments))
 
     @_active_only
     def _process_ZkPartitionReassignment(self, event: ev.ZkPartitionReassignment) -> None:
-        self._process_zk_partition_reassignment()
-
-    def _process_zk_partition_reassignment(self) -> set[TopicPartition]:
-        """Start the reassignments of ``/admin/reassign_partitions``; returns those started."""
-        try:
-            requested = self.store.get_partition_reassignments()
-        except KctlError as e:
-            log.error("Ignoring the reassignment request: %s", e)
-            self.store.delete_partition_reassignments(self.context.epoch_zk_version)
-            self.event_manager.put(ev.ZkPartitionReassignment())
-            return set()
-        if requested is None:
-            return set()
-        results: dict[TopicPartition, KctlError | None] = {}
-        to_reassign: dict[TopicPartition, ReplicaAssignment] = {}
-        for tp, target in requested.items():
-            # No liveness check here (only the API has one): a target broker that is down gets its
-            # replica when it starts (reference §6.8, §6.5 step 6).
-            error = _validate_replica_list(target)
-            assignment = None if error is not None else self._maybe_build_reassignment(tp, tuple(target))
-            if error is not None:
-                results[tp] = error
-            elif assignment is None:
-                results[tp] = NoReassignmentInProgressError(f"No reassignment in progress for partition {tp}")
-            else:
-                to_reassign[tp] = assignment
-        results.update(self._maybe_trigger_partition_reassignment(to_reassign))
-        failed = {tp for tp, error in results.items() if error is not None}
-        if failed:
-            log.warning("Failed reassignment through zk: %s", {str(tp): results[tp] for tp in failed})
-            self._maybe_remove_from_zk_reassignment(lambda tp, _: tp in failed)
-        return {tp for tp, error in results.items() if error is None}
-
-    def _validate_replicas(self, tp: TopicPartition, replicas: Sequence[int]) -> KctlError | None:
-        """The API's validation of a target: a well-formed list whose adding replicas are live."""
-        error = _validate_replica_list(replicas)
-        if error is not None:
-            return error
-        new = self.context.partition_full_replica_assignment(tp).reassign_to(tuple(replicas))
-        live = self.context.live_broker_ids
-        if not set(new.adding_replicas) <= live:
-            return InvalidReplicaAssignmentError(
-                f"Replica assignment has brokers that are not alive. Replica list: {list(new.adding_replicas)}, "
-                f"live broker list: {sorted(live)}"
-            )
-        return None
-
-    def _maybe_build_reassignment(self, tp: TopicPartition, target: Sequence[int] | None) -> ReplicaAssignment | None:
-        current = self.context.partition_full_replica_assignment(tp)
-        if current.is_being_reassigned:
-            return current.reassign_to(current.origin_replicas if target is None else tuple(target))
-        return None if target is None else current.reassign_to(tuple(target))
-
-    def _maybe_trigger_partition_reassignment(
-        self, reassignments: Mapping[TopicPartition, ReplicaAssignment]
-    ) -> dict[TopicPartition, KctlError | None]:
-        results: dict[TopicPartition, KctlError | None] = {}
-        for tp, assignment in reassignments.items():
-            if self.deletion_manager.is_topic_queued_up_for_deletion(tp.topic):
-                log.info("Skipping reassignment of %s since the topic is currently being deleted", tp)
-                results[tp] = UnknownTopicOrPartitionError("The partition does not exist.")
-            elif not self.context.partition_replica_assignment(tp):
-                results[tp] = UnknownTopicOrPartitionError("The partition does not exist.")
-            else:
-                try:
-                    self._on_partition_reassignment(tp, assignment)
-                    results[tp] = None
-                except ControllerMovedError:
-                    log.info("Failed completing reassignment of partition %s because controller has moved", tp)
-                    raise
-                except Exception as e:
-                    log.error("Error completing reassignment of partition %s", tp, exc_info=True)
-                    results[tp] = UnknownServerError(str(e))
-        return results
-
-    def _on_partition_reassignment(self, tp: TopicPartition, reassignment: ReplicaAssignment) -> None:
-        """Reference §6.8: phase A while the target replicas are not all in the ISR, phase B after."""
-        ctx = self.context
-        self.deletion_manager.mark_topic_ineligible_for_deletion([tp.topic], "topic reassignment in progress")
-        self._update_current_reassignment(tp, reassignment)
-        adding, removing = reassignment.adding_replicas, reassignment.removing_replicas
-        if not self._is_reassignment_complete(tp, reassignment):
-            self._update_leader_epoch_and_send_request(tp, reassignment)  # A1
-            for broker in adding:  # A2
-                self.replica_state_machine.handle_state_changes([PartitionReplica(tp, broker)], ReplicaState.NEW)
-            return
-        self.replica_state_machine.handle_state_changes([PartitionReplica(tp, b) for b in adding], ReplicaState.ONLINE)  # B1
-        completed = ReplicaAssignment(reassignment.target_replicas)
-        ctx.update_partition_full_replica_assignment(tp, completed)  # B2
-        self._move_reassigned_partition_leader_if_required(tp, completed)  # B3
-        self._stop_removed_replicas_of_reassigned_partition(tp, removing)  # B4, B5
-        self._update_replica_assignment_for_partition(tp, completed)  # B6
-        self._remove_partition_from_reassigning_partitions(tp, completed)  # B7
-        self._send_update_metadata_to_all([tp])  # B8
-        self.deletion_manager.resume_deletion_for_topics([tp.topic])
-
-    def _update_current_reassignment(self, tp: TopicPartition, reassignment: ReplicaAssignment) -> None:
-        ctx = self.context
-        current = ctx.partition_full_replica_assignment(tp)
-        if current != reassignment:
-            self._update_replica_assignment_for_partition(tp, reassignment)  # U1
-            ctx.update_partition_full_replica_assignment(tp, reassignment)  # U2
-            unneeded = [r for r in current.replicas if r not in reassignment.replicas]
-            if unneeded:  # U3: adding replicas of a superseded reassignment
-                self._stop_removed_replicas_of_reassigned_partition(tp, unneeded)
-        if not self.config.uses_alter_partition:
-            self._watch(WatchKind.PARTITION_STATE, tp)
-        ctx.add_partition_being_reassigned(tp)
-
-    def _update_replica_assignment_for_partition(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
-        ctx = self.context
-        partitions = ctx.partition_full_replica_assignment_for_topic(tp.topic)
-        partitions[tp.partition] = assignment
-        try:
-            self.store.set_topic_assignment(tp.topic, TopicAssignment(partitions, ctx.topic_ids.get(tp.topic)), ctx.epoch_zk_version)
-        except NoNodeError as e:
-            raise IllegalStateError(f"Failed to update assignment for {tp} since the topic has no current assignment") from e
-        log.info("Successfully updated assignment of partition %s to %s", tp, assignment)
-
-    def _is_reassignment_complete(self, tp: TopicPartition, assignment: ReplicaAssignment) -> bool:
-        if not assignment.is_being_reassigned:
-            return True
-        stored = self.store.get_partition_states([tp]).values.get(tp)
-        return stored is not None and set(assignment.target_replicas) <= set(stored.leader_and_isr.isr)
-
-    def _update_leader_epoch(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch | None:
-        """Bump the stored leader epoch (same leader and ISR) so brokers act on a changed replica set."""
-        ctx = self.context
-        while True:
-            stored = self.store.get_partition_states([tp]).values.get(tp)
-            if stored is None:
-                raise IllegalStateError(
-                    f"Cannot update leader epoch for partition {tp} as leaderAndIsr path is empty. This could mean we "
-                    "somehow tried to reassign a partition that doesn't exist"
-                )
-            if stored.controller_epoch > ctx.epoch:
-                raise StateChangeFailedError(
-                    "Leader and isr path written by another controller. This probably means the current controller "
-                    f"with epoch {ctx.epoch} went through a soft failure and another controller was elected with "
-                    f"epoch {stored.controller_epoch}. Aborting state change by this controller"
-                )
-            outcome = self.store.update_partition_states({tp: stored.leader_and_isr.new_epoch()}, ctx.epoch, ctx.epoch_zk_version)
-            if tp in outcome.failed:
-                raise outcome.failed[tp]
-            if tp in outcome.successful:
-                leadership = LeaderIsrAndControllerEpoch(outcome.successful[tp], ctx.epoch)
-                ctx.put_partition_leadership(tp, leadership)
-                return leadership
-
-    def _update_leader_epoch_and_send_request(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
-        leadership = self._update_leader_epoch(tp)
-        if leadership is None:
-            self.state_change_logger.error(
-                f"Failed to send LeaderAndIsr request with new replica assignment {assignment} to leader for "
-                f"partition being reassigned {tp}"
-            )
-            return
-        def add(batch: ControllerBrokerRequestBatch) -> None:
-            batch.add_leader_and_isr_request_for_brokers(assignment.origin_replicas, tp, leadership, assignment, False)
-            batch.add_leader_and_isr_request_for_brokers(assignment.adding_replicas, tp, leadership, assignment, True)
-
-        self._send_requests(add)
-        self.state_change_logger.info(
-            f"Sent LeaderAndIsr request {leadership} with new replica assignment {assignment} to leader "
-            f"{leadership.leader_and_isr.leader} for partition being reassigned {tp}"
-        )
-
-    def _move_reassigned_partition_leader_if_required(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
-        leadership = self.context.partition_leadership(tp)
-        leader = NO_LEADER if leadership is None else leadership.leader_and_isr.leader
-        if leader not in assignment.replicas or not self.context.is_replica_online(leader, tp):
-            log.info("Leader %s for partition %s being reassigned is not in the new list of replicas %s or is offline. "
-                     "Re-electing leader", leader, tp, assignment.replicas)
-            self.partition_state_machine.handle_state_changes(
-                [tp], PartitionState.ONLINE, for_config(ElectionKind.REASSIGN, self.config, self.plugins)
-            )
-        else:
-            log.info("Leader %s for partition %s being reassigned is already in the new list of replicas %s and is "
-                     "alive", leader, tp, assignment.replicas)
-            self._update_leader_epoch_and_send_request(tp, assignment)
-
-    def _stop_removed_replicas_of_reassigned_partition(self, tp: TopicPartition, removed: Sequence[int]) -> None:
-        replicas = [PartitionReplica(tp, b) for b in removed]
-        rsm = self.replica_state_machine
-        rsm.handle_state_changes(replicas, ReplicaState.OFFLINE)
-        rsm.handle_state_changes(replicas, ReplicaState.DELETION_STARTED)
-        rsm.handle_state_changes(replicas, ReplicaState.DELETION_SUCCESSFUL)
-        rsm.handle_state_changes(replicas, ReplicaState.NON_EXISTENT)
-
-    def _remove_partition_from_reassigning_partitions(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
-        ctx = self.context
-        if tp not in ctx.partitions_being_reassigned:
-            raise IllegalStateError("Cannot remove a reassigning partition because it is not present in memory")
-        if not self.config.uses_alter_partition:
-            self._unwatch(WatchKind.PARTITION_STATE, tp)
-        self._maybe_remove_from_zk_reassignment(lambda p, replicas: p == tp and tuple(replicas) == assignment.replicas)
-        ctx.remove_partition_being_reassigned(tp)
-
-    def _maybe_remove_from_zk_reassignment(self, should_remove: Callable[[TopicPartition, Sequence[int]], bool]) -> None:
-        try:
-            requested = self.store.get_partition_reassignments()
-        except KctlError as e:
-            log.error("Cannot read the admin reassignment path: %s", e)
-            return
-        if requested is None:
-            return
-        remaining = {tp: r for tp, r in requested.items() if not should_remove(tp, r)}
-        if len(remaining) == len(requested):
-            return
-        if not remaining:
-            log.info("No more partitions need to be reassigned. Deleting the admin reassignment path")
-            self.store.delete_partition_reassignments(self.context.epoch_zk_version)
-            self.event_manager.put(ev.ZkPartitionReassignment())  # re-arm: detect future requests
-        else:
-            self.store.set_partition_reassignments(remaining, self.context.epoch_zk_version)
-
-    def _initialize_partition_reassignments(self) -> None:
-        resumed = self._process_zk_partition_reassignment()
-        self._maybe_resume_reassignments(lambda tp, _: tp not in resumed)
-
-    def _maybe_resume_reassignments(self, should_resume: Callable[[TopicPartition, ReplicaAssignment], bool]) -> None:
-        for tp in list(self.context.partitions_being_reassigned):
-            assignment = self.context.partition_full_replica_assignment(tp)
-            if should_resume(tp, assignment):
-                self._on_partition_reassignment(tp, assignment)
-
-    def _maybe_complete_reassignment(self, tp: TopicPartition) -> None:
-        assignment = self.context.partition_full_replica_assignment(tp)
-        if self._is_reassignment_complete(tp, assignment):
-            log.info("Target replicas %s have all caught up with the leader for reassigning partition %s",
-                     assignment.target_replicas, tp)
-            self._on_partition_reassignment(tp, assignment)
+        self.reassignment_manager.on_zk_reassignment()
 
     @_active_only
     def _process_PartitionReassignmentIsrChange(self, event: ev.PartitionReassignmentIsrChange) -> None:
-        if event.partition in self.context.partitions_being_reassigned:
-            self._maybe_complete_reassignment(event.partition)
+        self.reassignment_manager.on_isr_change([event.partition])
 
     @_active_or_not_controller
     def _process_ListPartitionReassignments(self, event: ev.ListPartitionReassignments) -> None:
-        ctx = self.context
-        partitions = event.partitions if event.partitions is not None else ctx.partitions_being_reassigned
-        results = {}
-        for tp in sorted(partitions):
-            assignment = ctx.partition_full_replica_assignment(tp)
-            if assignment.is_being_reassigned:
-                results[tp] = assignment
-        event.future.set_result(results)
+        event.future.set_result(self.reassignment_manager.list_reassignments(event.partitions))
 
     # Leader elections ---------------------------------------------------------------------------
 
@@ -1452,9 +1204,7 @@ class KafkaController:
         self._update_leader_and_isr_cache(list(outcome.successful))
         self._send_update_metadata_to_all(list(event.changes))
         event.future.set_result(responses)
-        for tp, response in responses.items():
-            if isinstance(response, LeaderAndIsr) and tp in ctx.partitions_being_reassigned:
-                self._maybe_complete_reassignment(tp)
+        self.reassignment_manager.on_isr_change(tp for tp, response in responses.items() if isinstance(response, LeaderAndIsr))
 
     @_active_only
     def _process_IsrChangeNotification(self, event: ev.IsrChangeNotification) -> None:
@@ -1466,9 +1216,7 @@ class KafkaController:
             if partitions:
                 self._update_leader_and_isr_cache(partitions)
                 self._send_update_metadata_to_all(partitions)
-                for tp in dict.fromkeys(partitions):
-                    if tp in ctx.partitions_being_reassigned:
-                        self._maybe_complete_reassignment(tp)
+                self.reassignment_manager.on_isr_change(partitions)
         finally:
             self.store.delete_isr_change_notifications(names, ctx.epoch_zk_version)
 
@@ -1537,17 +1285,6 @@ def _handler(event_type: type[E], handler: Callable[[E], None]) -> tuple[type[ev
     return event_type, handler
 
 
-def _validate_replica_list(replicas: Sequence[int]) -> KctlError | None:
-    if not replicas:
-        return InvalidReplicaAssignmentError("Empty replica list specified in partition reassignment.")
-    if len(set(replicas)) != len(replicas):
-        return InvalidReplicaAssignmentError(f"Duplicate replica ids in partition reassignment replica list: {list(replicas)}")
-    problem = next((p for p in (int_problem(r, 0) for r in replicas) if p is not None), None)
-    if problem is not None:
-        return InvalidReplicaAssignmentError(f"Invalid broker id in replica list: {list(replicas)}: a broker id {problem}")
-    return None
-
-
 def _check_partitions(partitions: Iterable[TopicPartition]) -> None:
     for tp in partitions:
         validate_partition_id(tp, error=InvalidRequestError)
@@ -1568,11 +1305,18 @@ def _check_alter_partition(broker_id: object, broker_epoch: object, changes: Map
             validate_int(f"partition {tp}: the {name}", value, error=InvalidRequestError)
 
 
-class _DeletionClient:
-    """What the topic-deletion manager asks of the controller (fenced store writes, requests)."""
+class _ControllerClient:
+    """What a manager asks of the controller; each manager's protocol names its part."""
 
     def __init__(self, controller: KafkaController) -> None:
         self._controller = controller
+
+    def send_metadata_update(self, partitions: Iterable[TopicPartition]) -> None:
+        self._controller._send_update_metadata_to_all(list(partitions))
+
+
+class _DeletionClient(_ControllerClient):
+    """What the topic-deletion manager asks of the controller (fenced store writes, requests)."""
 
     def delete_topic(self, topic: str) -> None:
         c = self._controller
@@ -1585,6 +1329,27 @@ class _DeletionClient:
     def mute_partition_modifications(self, topic: str) -> None:
         self._controller._unwatch_topic(topic)
 
-    def send_metadata_update(self, partitions: Iterable[TopicPartition]) -> None:
+
+
+class _ReassignmentClient(_ControllerClient):
+    """What the reassignment manager asks of the controller (watches, elections, requests)."""
+
+    def watch_isr_changes(self, tp: TopicPartition) -> None:
         c = self._controller
-        c._send_update_metadata_to_all(list(partitions))
+        if not c.config.uses_alter_partition:
+            c._watch(WatchKind.PARTITION_STATE, tp)
+
+    def unwatch_isr_changes(self, tp: TopicPartition) -> None:
+        c = self._controller
+        if not c.config.uses_alter_partition:
+            c._unwatch(WatchKind.PARTITION_STATE, tp)
+
+    def reassignment_election(self) -> Election:
+        c = self._controller
+        return for_config(ElectionKind.REASSIGN, c.config, c.plugins)
+
+    def send_requests(self, add: Callable[[ControllerBrokerRequestBatch], None]) -> None:
+        self._controller._send_requests(add)
+
+    def rearm_zk_reassignment(self) -> None:
+        self._controller.event_manager.put(ev.ZkPartitionReassignment())
