@@ -1299,9 +1299,9 @@ def _check_sender(broker_id: object, broker_epoch: object) -> None:
 def _check_alter_partition(broker_id: object, broker_epoch: object, changes: Mapping[TopicPartition, LeaderAndIsr]) -> None:
     _check_sender(broker_id, broker_epoch)
     _check_partitions(changes)
-    for tp, lai in changes.items():
-        fields = [("leader", lai.leader), ("leader epoch", lai.leader_epoch), ("partition epoch", lai.partition_epoch)]
-        for name, value in fields + [("ISR member", b) for b in lai.isr]:
+    for tp, proposed in changes.items():
+        fields = [("leader", proposed.leader), ("leader epoch", proposed.leader_epoch), ("partition epoch", proposed.partition_epoch)]
+        for name, value in fields + [("ISR member", b) for b in proposed.isr]:
             validate_int(f"partition {tp}: the {name}", value, error=InvalidRequestError)
 
 
