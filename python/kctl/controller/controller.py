@@ -9,6 +9,7 @@ write it makes is fenced by that epoch's version, so a deposed controller cannot
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
@@ -18,8 +19,9 @@ from kctl import admin
 from kctl.config import ControllerConfig
 from kctl.controller import events as ev
 from kctl.controller.event_manager import ControllerEventManager
+from kctl.controller.reassignment import ReassignmentManager
 from kctl.controller.topic_deletion import TopicDeletionManager
-from kctl.election import for_config
+from kctl.election import Election, for_config
 from kctl.engine_api.request_batch import ControllerBrokerRequestBatch
 from kctl.engine_api.statemachine import ElectionOutcome
 from kctl.engines import DEFAULT_ENGINE, engine_parts
@@ -32,13 +34,11 @@ from kctl.errors import (
     FencedLeaderEpochError,
     IllegalStateError,
     IneligibleReplicaError,
-    InvalidReplicaAssignmentError,
     InvalidRequestError,
     InvalidTopicError,
     InvalidUpdateVersionError,
     KctlError,
     NoNodeError,
-    NoReassignmentInProgressError,
     NotControllerError,
     PreferredLeaderNotAvailableError,
     StaleBrokerEpochError,
@@ -53,13 +53,11 @@ from kctl.model import (
     NO_LEADER,
     UNKNOWN_BROKER_EPOCH,
     LeaderAndIsr,
-    LeaderIsrAndControllerEpoch,
     PartitionReplica,
     PartitionState,
     ReplicaAssignment,
     ReplicaState,
     TopicPartition,
-    int_problem,
     validate_int,
     validate_partition_id,
 )
@@ -70,7 +68,6 @@ from kctl.messages import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,
     LeaderAndIsrResponse,
-    LeaderAndIsrResponseReceived,
     ResponseReceived,
     StopReplicaResponseReceived,
 )
@@ -94,7 +91,33 @@ take over meanwhile, and bounds the loop when every candidate fails."""
 
 ElectionResults = dict[TopicPartition, "int | KctlError"]
 E = TypeVar("E", bound=ev.ControllerEvent)
+F = TypeVar("F", bound=ev.EventWithFuture)
 T = TypeVar("T")
+
+
+def _active_only(handler: Callable[[KafkaController, E], None]) -> Callable[[KafkaController, E], None]:
+    """The handler of an event only the active controller acts on: an inactive one drops it."""
+
+    @functools.wraps(handler)
+    def guarded(controller: KafkaController, event: E) -> None:
+        if controller.is_active:
+            handler(controller, event)
+
+    return guarded
+
+
+def _active_or_not_controller(handler: Callable[[KafkaController, F], None]) -> Callable[[KafkaController, F], None]:
+    """The handler of a caller's request only the active controller serves: an inactive one
+    answers NOT_CONTROLLER, so the caller looks for the active one."""
+
+    @functools.wraps(handler)
+    def guarded(controller: KafkaController, event: F) -> None:
+        if controller.is_active:
+            handler(controller, event)
+        else:
+            event.future.set_exception(NotControllerError(f"Broker {controller.broker_id} is not the controller"))
+
+    return guarded
 
 
 class KafkaController:
@@ -142,6 +165,16 @@ class KafkaController:
             self.partition_state_machine,
             _DeletionClient(self),
         )
+        self.reassignment_manager = ReassignmentManager(
+            self.context,
+            store,
+            self.replica_state_machine,
+            self.partition_state_machine,
+            self.deletion_manager,
+            self.state_change_logger,
+            _ReassignmentClient(self),
+        )
+        self._handlers = self._event_handlers()
         self.event_manager = ControllerEventManager(
             self._process, self.scheduler, threaded=threaded, name=f"controller-{broker_id}-event-thread"
         )
@@ -198,16 +231,16 @@ class KafkaController:
     def create_topics(self, topics: Sequence[Mapping[str, Any]]) -> Future[dict[str, KctlError | None]]:
         """Create topics; each mapping has ``name`` and either ``partitions``/``replication_factor``
         or ``assignment``, optionally ``config``. The future maps each name to None or its error."""
-        return self._admin("create_topics", topics=list(topics))
+        return self._put_admin(ev.CreateTopics(topics=tuple(topics)))
 
     def create_partitions(
         self, increases: Mapping[str, int], assignments: Mapping[str, Mapping[int, Sequence[int]]] | None = None
     ) -> Future[dict[str, KctlError | None]]:
         """Grow topics to new partition counts (optionally with explicit replica lists)."""
-        return self._admin("create_partitions", increases=dict(increases), assignments=dict(assignments or {}))
+        return self._put_admin(ev.CreatePartitions(increases=dict(increases), assignments=dict(assignments or {})))
 
     def delete_topics(self, topics: Iterable[str]) -> Future[dict[str, KctlError | None]]:
-        return self._admin("delete_topics", topics=list(topics))
+        return self._put_admin(ev.DeleteTopics(topics=tuple(topics)))
 
     def alter_partition_reassignments(
         self, reassignments: Mapping[TopicPartition, Sequence[int] | None]
@@ -309,11 +342,11 @@ class KafkaController:
         self.event_manager.put(event)
         return event
 
-    def _put_checked(self, event: ev.ControllerEvent, check: Callable[[], None]) -> Future[Any]:
+    def _put_checked(self, event: ev.EventWithFuture, check: Callable[[], None]) -> Future[Any]:
         """Enqueue ``event`` unless ``check`` refuses the caller's arguments (ids outside Kafka's
         ``Int``, which no partition or broker can have and the engine cannot hold): then its
         future fails at once with the error, and nothing is done."""
-        future: Future[Any] = event.future  # type: ignore[attr-defined]
+        future = event.future
         try:
             check()
         except KctlError as e:
@@ -322,8 +355,8 @@ class KafkaController:
         self._put(event)
         return future
 
-    def _admin(self, operation: str, **arguments: Any) -> Future[Any]:
-        future: Future[Any] = self._put(ev.AdminRequest(operation=operation, arguments=arguments)).future
+    def _put_admin(self, event: ev.TopicAdminRequest) -> Future[dict[str, KctlError | None]]:
+        future: Future[dict[str, KctlError | None]] = self._put(event).future
         return future
 
     def _on_response(self, received: ResponseReceived) -> None:
@@ -363,7 +396,7 @@ class KafkaController:
                 put(ev.ZkPartitionReassignment())
         elif kind is WatchKind.PREFERRED_REPLICA_ELECTION:
             if change is ChangeType.CREATED:
-                put(ev.ReplicaLeaderElection(partitions=None, trigger=ev.ElectionTrigger.ZK))
+                put(ev.ReplicaLeaderElection.zk_triggered())
         elif kind is WatchKind.ISR_CHANGE_NOTIFICATION:
             put(ev.IsrChangeNotification())
         elif kind is WatchKind.LOG_DIR_EVENT_NOTIFICATION:
@@ -422,8 +455,41 @@ class KafkaController:
 
     # --- Event processing ----------------------------------------------------------------------
 
+    def _event_handlers(self) -> dict[type[ev.ControllerEvent], Callable[[Any], None]]:
+        """Each event type's handler, bound once at construction (Kafka's ``process`` match)."""
+        return dict([
+            _handler(ev.Startup, self._process_Startup),
+            _handler(ev.ControllerChange, self._process_ControllerChange),
+            _handler(ev.Reelect, self._process_Reelect),
+            _handler(ev.Expire, self._process_Expire),
+            _handler(ev.BrokerChange, self._process_BrokerChange),
+            _handler(ev.BrokerModifications, self._process_BrokerModifications),
+            _handler(ev.TopicChange, self._process_TopicChange),
+            _handler(ev.PartitionModifications, self._process_PartitionModifications),
+            _handler(ev.TopicDeletion, self._process_TopicDeletion),
+            _handler(ev.TopicConfigChange, self._process_TopicConfigChange),
+            _handler(ev.UncleanLeaderElectionEnable, self._process_UncleanLeaderElectionEnable),
+            _handler(ev.TopicUncleanLeaderElectionEnable, self._process_TopicUncleanLeaderElectionEnable),
+            _handler(ev.CreateTopics, self._process_CreateTopics),
+            _handler(ev.CreatePartitions, self._process_CreatePartitions),
+            _handler(ev.DeleteTopics, self._process_DeleteTopics),
+            _handler(ev.ApiPartitionReassignment, self._process_ApiPartitionReassignment),
+            _handler(ev.ZkPartitionReassignment, self._process_ZkPartitionReassignment),
+            _handler(ev.PartitionReassignmentIsrChange, self._process_PartitionReassignmentIsrChange),
+            _handler(ev.ListPartitionReassignments, self._process_ListPartitionReassignments),
+            _handler(ev.ReplicaLeaderElection, self._process_ReplicaLeaderElection),
+            _handler(ev.AutoPreferredReplicaLeaderElection, self._process_AutoPreferredReplicaLeaderElection),
+            _handler(ev.ControlledShutdown, self._process_ControlledShutdown),
+            _handler(ev.AlterPartitionReceived, self._process_AlterPartitionReceived),
+            _handler(ev.IsrChangeNotification, self._process_IsrChangeNotification),
+            _handler(ev.LogDirEventNotification, self._process_LogDirEventNotification),
+            _handler(ev.LeaderAndIsrResponseReceived, self._process_LeaderAndIsrResponseReceived),
+            _handler(ev.UpdateMetadataResponseReceived, self._process_UpdateMetadataResponseReceived),
+            _handler(ev.TopicDeletionStopReplicaResponseReceived, self._process_TopicDeletionStopReplicaResponseReceived),
+        ])
+
     def _process(self, event: ev.ControllerEvent) -> None:
-        handler = getattr(self, "_process_" + type(event).__name__)
+        handler = self._handlers.get(type(event), self._process_unknown)
         try:
             handler(event)
         except ControllerMovedError:
@@ -434,6 +500,9 @@ class KafkaController:
             future = getattr(event, "future", None)
             if future is not None and not future.done():
                 future.set_exception(e if isinstance(e, KctlError) else UnknownServerError(str(e)))
+
+    def _process_unknown(self, event: ev.ControllerEvent) -> None:
+        raise IllegalStateError(f"Controller {self.broker_id} has no handler for event {event.name}")
 
     # Controller election ------------------------------------------------------------------------
 
@@ -557,7 +626,7 @@ class KafkaController:
         self._initialize_controller_context()
 
         queued = store.get_topic_deletions()
-        reassigning_topics = {tp.topic for tp in ctx.partitions_being_reassigned}
+        reassigning_topics = self.reassignment_manager.reassigning_topics()
         ineligible = [
             t for t in queued
             if t in reassigning_topics
@@ -565,11 +634,11 @@ class KafkaController:
         ]
         self.deletion_manager.init(queued, ineligible)
 
-        self._send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids))
+        self._send_update_metadata_to_all()
         self.replica_state_machine.startup()
         self.partition_state_machine.startup()
         log.info("Ready to serve as the new controller with epoch %s", ctx.epoch)
-        self._initialize_partition_reassignments()
+        self.reassignment_manager.initialize()
         self.deletion_manager.try_topic_deletion()
         pending = sorted(self._fetch_pending_preferred_replica_elections())
         self._on_replica_election(pending, ev.ElectionType.PREFERRED, ev.ElectionTrigger.ZK)
@@ -661,9 +730,8 @@ class KafkaController:
 
     # Brokers ------------------------------------------------------------------------------------
 
+    @_active_only
     def _process_BrokerChange(self, event: ev.BrokerChange) -> None:
-        if not self.is_active:
-            return
         ctx = self.context
         current = self.store.get_all_brokers()
         known = ctx.live_or_shutting_down_broker_ids
@@ -691,9 +759,8 @@ class KafkaController:
             ctx.remove_live_brokers(dead)
             self._on_broker_failure(dead)
 
+    @_active_only
     def _process_BrokerModifications(self, event: ev.BrokerModifications) -> None:
-        if not self.is_active:
-            return
         current = self.store.get_all_brokers().get(event.broker_id)
         known = {b.id: b for b in self.context.live_or_shutting_down_brokers()}.get(event.broker_id)
         if current is None or known is None:
@@ -704,7 +771,7 @@ class KafkaController:
         if info.endpoints != known.endpoints or info.features != known.features:
             log.info("Updated broker metadata: %s -> %s", known, info)
             self.context.update_broker_metadata(info)
-            self._send_update_metadata_request(sorted(self.context.live_or_shutting_down_broker_ids))
+            self._send_update_metadata_to_all()
 
     def _on_broker_startup(self, new_brokers: list[int]) -> None:
         ctx = self.context
@@ -717,7 +784,7 @@ class KafkaController:
         self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
         self.partition_state_machine.trigger_online_partition_state_change()
         new = set(new_brokers)
-        self._maybe_resume_reassignments(lambda tp, ra: any(r in new for r in ra.target_replicas))
+        self.reassignment_manager.maybe_resume_reassignments(lambda tp, ra: any(r in new for r in ra.target_replicas))
         deleting, _ = ctx.split_replicas_by_topic_deletion(replicas)
         if deleting:
             self.deletion_manager.resume_deletion_for_topics(dict.fromkeys(r.tp.topic for r in deleting))
@@ -747,21 +814,29 @@ class KafkaController:
             self.deletion_manager.fail_replica_deletion(for_deletion)
         if not offline_leader:
             # Nobody was told about the dead replicas through a leader change: tell everyone.
-            self._send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids))
+            self._send_update_metadata_to_all()
 
     def _send_update_metadata_request(self, brokers: Sequence[int], partitions: Iterable[TopicPartition] = ()) -> None:
+        self._send_requests(lambda batch: batch.add_update_metadata_request_for_brokers(brokers, partitions))
+
+    def _send_update_metadata_to_all(self, partitions: Iterable[TopicPartition] = ()) -> None:
+        """UpdateMetadata of ``partitions`` (none: the live brokers only) to every live or shutting-down broker."""
+        self._send_update_metadata_request(sorted(self.context.live_or_shutting_down_broker_ids), partitions)
+
+    def _send_requests(self, add: Callable[[ControllerBrokerRequestBatch], None]) -> None:
+        """A new batch of the controller's own, filled by ``add`` and sent; a batch left in a bad
+        state makes the controller resign (:meth:`_handle_illegal_state`)."""
         try:
             self.batch.new_batch()
-            self.batch.add_update_metadata_request_for_brokers(brokers, partitions)
+            add(self.batch)
             self.batch.send_requests_to_brokers(self.context.epoch)
         except IllegalStateError as e:
             self._handle_illegal_state(e)
 
     # Topics -------------------------------------------------------------------------------------
 
+    @_active_only
     def _process_TopicChange(self, event: ev.TopicChange) -> None:
-        if not self.is_active:
-            return
         ctx = self.context
         topics = self.store.get_all_topics()
         new = sorted(t for t in topics if t not in ctx.all_topics)
@@ -817,9 +892,8 @@ class KafkaController:
         )
         self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
 
+    @_active_only
     def _process_TopicDeletion(self, event: ev.TopicDeletion) -> None:
-        if not self.is_active:
-            return
         ctx = self.context
         requested = self.store.get_topic_deletions()
         missing = [t for t in requested if t not in ctx.all_topics]
@@ -835,16 +909,15 @@ class KafkaController:
         if not to_delete:
             return
         log.info("Starting topic deletion for topics %s", ", ".join(to_delete))
-        reassigning = {tp.topic for tp in ctx.partitions_being_reassigned}
+        reassigning = self.reassignment_manager.reassigning_topics()
         self.deletion_manager.mark_topic_ineligible_for_deletion(
             [t for t in to_delete if t in reassigning], "topic reassignment in progress"
         )
         self.deletion_manager.enqueue_topics_for_deletion(to_delete)
 
+    @_active_only
     def _process_TopicConfigChange(self, event: ev.TopicConfigChange) -> None:
         """Kafka's TopicConfigHandler: enabling unclean election for a topic re-runs its elections."""
-        if not self.is_active:
-            return
         read = self.store.get_topic_configs([event.topic])
         value = read.values.get(event.topic, {}).get(UNCLEAN_LEADER_ELECTION_ENABLE)
         try:
@@ -855,29 +928,23 @@ class KafkaController:
         if enabled:
             self.event_manager.put(ev.TopicUncleanLeaderElectionEnable(topic=event.topic))
 
+    @_active_only
     def _process_UncleanLeaderElectionEnable(self, event: ev.UncleanLeaderElectionEnable) -> None:
-        if self.is_active:
-            self.partition_state_machine.trigger_online_partition_state_change()
+        self.partition_state_machine.trigger_online_partition_state_change()
 
+    @_active_only
     def _process_TopicUncleanLeaderElectionEnable(self, event: ev.TopicUncleanLeaderElectionEnable) -> None:
-        if self.is_active:
-            self.partition_state_machine.trigger_online_partition_state_change(event.topic)
+        self.partition_state_machine.trigger_online_partition_state_change(event.topic)
 
     # Admin requests (topic creation and deletion, partition additions) --------------------------
-
-    def _process_AdminRequest(self, event: ev.AdminRequest) -> None:
-        if not self.is_active:
-            event.future.set_exception(NotControllerError(f"Broker {self.broker_id} is not the controller"))
-            return
-        operation = getattr(self, "_admin_" + event.operation)
-        event.future.set_result(operation(**event.arguments))
 
     def _broker_racks(self) -> dict[int, str | None]:
         return {b.id: b.rack for b in self.context.live_or_shutting_down_brokers() if b.id in self.context.live_broker_ids}
 
-    def _admin_create_topics(self, topics: list[Mapping[str, Any]]) -> dict[str, KctlError | None]:
+    @_active_or_not_controller
+    def _process_CreateTopics(self, event: ev.CreateTopics) -> None:
         results: dict[str, KctlError | None] = {}
-        for spec in topics:
+        for spec in event.topics:
             name = spec.get("name")
             try:
                 if not isinstance(name, str):
@@ -900,307 +967,48 @@ class KafkaController:
                 results[str(name)] = None
             except KctlError as e:
                 results[str(name)] = e
-        return results
+        event.future.set_result(results)
 
-    def _admin_create_partitions(
-        self, increases: dict[str, int], assignments: dict[str, Mapping[int, Sequence[int]]]
-    ) -> dict[str, KctlError | None]:
+    @_active_or_not_controller
+    def _process_CreatePartitions(self, event: ev.CreatePartitions) -> None:
         results: dict[str, KctlError | None] = {}
-        for topic, total in increases.items():
+        for topic, total in event.increases.items():
             try:
-                admin.add_partitions(self.store, topic, total, broker_racks=self._broker_racks(), manual=assignments.get(topic))
+                manual = event.assignments.get(topic)
+                admin.add_partitions(self.store, topic, total, broker_racks=self._broker_racks(), manual=manual)
                 results[topic] = None
             except KctlError as e:
                 results[topic] = e
-        return results
+        event.future.set_result(results)
 
-    def _admin_delete_topics(self, topics: list[str]) -> dict[str, KctlError | None]:
+    @_active_or_not_controller
+    def _process_DeleteTopics(self, event: ev.DeleteTopics) -> None:
         results: dict[str, KctlError | None] = {}
-        for topic in topics:
+        for topic in event.topics:
             try:
                 admin.delete_topic(self.store, topic, delete_topic_enable=self.config.delete_topic_enable)
                 results[topic] = None
             except KctlError as e:
                 results[topic] = e
-        return results
+        event.future.set_result(results)
 
     # Reassignment ---------------------------------------------------------------------------------
 
+    @_active_or_not_controller
     def _process_ApiPartitionReassignment(self, event: ev.ApiPartitionReassignment) -> None:
-        if not self.is_active:
-            event.future.set_exception(NotControllerError(f"Broker {self.broker_id} is not the controller"))
-            return
-        results: dict[TopicPartition, KctlError | None] = {}
-        to_reassign: dict[TopicPartition, ReplicaAssignment] = {}
-        for tp, target in event.reassignments.items():
-            error = None if target is None else self._validate_replicas(tp, target)
-            if error is not None:
-                results[tp] = error
-                continue
-            assignment = self._maybe_build_reassignment(tp, target)
-            if assignment is None:
-                results[tp] = NoReassignmentInProgressError(f"No reassignment in progress for partition {tp}")
-            else:
-                to_reassign[tp] = assignment
-        # The latest request wins: drop these partitions from the admin-path reassignment.
-        self._maybe_remove_from_zk_reassignment(lambda tp, _: tp in to_reassign)
-        results.update(self._maybe_trigger_partition_reassignment(to_reassign))
-        event.future.set_result(results)
+        event.future.set_result(self.reassignment_manager.on_api_reassignment(event.reassignments))
 
+    @_active_only
     def _process_ZkPartitionReassignment(self, event: ev.ZkPartitionReassignment) -> None:
-        self._process_zk_partition_reassignment()
+        self.reassignment_manager.on_zk_reassignment()
 
-    def _process_zk_partition_reassignment(self) -> set[TopicPartition]:
-        """Start the reassignments of ``/admin/reassign_partitions``; returns those started."""
-        if not self.is_active:
-            return set()
-        try:
-            requested = self.store.get_partition_reassignments()
-        except KctlError as e:
-            log.error("Ignoring the reassignment request: %s", e)
-            self.store.delete_partition_reassignments(self.context.epoch_zk_version)
-            self.event_manager.put(ev.ZkPartitionReassignment())
-            return set()
-        if requested is None:
-            return set()
-        results: dict[TopicPartition, KctlError | None] = {}
-        to_reassign: dict[TopicPartition, ReplicaAssignment] = {}
-        for tp, target in requested.items():
-            # No liveness check here (only the API has one): a target broker that is down gets its
-            # replica when it starts (reference §6.8, §6.5 step 6).
-            error = _validate_replica_list(target)
-            assignment = None if error is not None else self._maybe_build_reassignment(tp, tuple(target))
-            if error is not None:
-                results[tp] = error
-            elif assignment is None:
-                results[tp] = NoReassignmentInProgressError(f"No reassignment in progress for partition {tp}")
-            else:
-                to_reassign[tp] = assignment
-        results.update(self._maybe_trigger_partition_reassignment(to_reassign))
-        failed = {tp for tp, error in results.items() if error is not None}
-        if failed:
-            log.warning("Failed reassignment through zk: %s", {str(tp): results[tp] for tp in failed})
-            self._maybe_remove_from_zk_reassignment(lambda tp, _: tp in failed)
-        return {tp for tp, error in results.items() if error is None}
-
-    def _validate_replicas(self, tp: TopicPartition, replicas: Sequence[int]) -> KctlError | None:
-        """The API's validation of a target: a well-formed list whose adding replicas are live."""
-        error = _validate_replica_list(replicas)
-        if error is not None:
-            return error
-        new = self.context.partition_full_replica_assignment(tp).reassign_to(tuple(replicas))
-        live = self.context.live_broker_ids
-        if not set(new.adding_replicas) <= live:
-            return InvalidReplicaAssignmentError(
-                f"Replica assignment has brokers that are not alive. Replica list: {list(new.adding_replicas)}, "
-                f"live broker list: {sorted(live)}"
-            )
-        return None
-
-    def _maybe_build_reassignment(self, tp: TopicPartition, target: Sequence[int] | None) -> ReplicaAssignment | None:
-        current = self.context.partition_full_replica_assignment(tp)
-        if current.is_being_reassigned:
-            return current.reassign_to(current.origin_replicas if target is None else tuple(target))
-        return None if target is None else current.reassign_to(tuple(target))
-
-    def _maybe_trigger_partition_reassignment(
-        self, reassignments: Mapping[TopicPartition, ReplicaAssignment]
-    ) -> dict[TopicPartition, KctlError | None]:
-        results: dict[TopicPartition, KctlError | None] = {}
-        for tp, assignment in reassignments.items():
-            if self.deletion_manager.is_topic_queued_up_for_deletion(tp.topic):
-                log.info("Skipping reassignment of %s since the topic is currently being deleted", tp)
-                results[tp] = UnknownTopicOrPartitionError("The partition does not exist.")
-            elif not self.context.partition_replica_assignment(tp):
-                results[tp] = UnknownTopicOrPartitionError("The partition does not exist.")
-            else:
-                try:
-                    self._on_partition_reassignment(tp, assignment)
-                    results[tp] = None
-                except ControllerMovedError:
-                    log.info("Failed completing reassignment of partition %s because controller has moved", tp)
-                    raise
-                except Exception as e:
-                    log.error("Error completing reassignment of partition %s", tp, exc_info=True)
-                    results[tp] = UnknownServerError(str(e))
-        return results
-
-    def _on_partition_reassignment(self, tp: TopicPartition, reassignment: ReplicaAssignment) -> None:
-        """Reference §6.8: phase A while the target replicas are not all in the ISR, phase B after."""
-        ctx = self.context
-        self.deletion_manager.mark_topic_ineligible_for_deletion([tp.topic], "topic reassignment in progress")
-        self._update_current_reassignment(tp, reassignment)
-        adding, removing = reassignment.adding_replicas, reassignment.removing_replicas
-        if not self._is_reassignment_complete(tp, reassignment):
-            self._update_leader_epoch_and_send_request(tp, reassignment)  # A1
-            for broker in adding:  # A2
-                self.replica_state_machine.handle_state_changes([PartitionReplica(tp, broker)], ReplicaState.NEW)
-            return
-        self.replica_state_machine.handle_state_changes([PartitionReplica(tp, b) for b in adding], ReplicaState.ONLINE)  # B1
-        completed = ReplicaAssignment(reassignment.target_replicas)
-        ctx.update_partition_full_replica_assignment(tp, completed)  # B2
-        self._move_reassigned_partition_leader_if_required(tp, completed)  # B3
-        self._stop_removed_replicas_of_reassigned_partition(tp, removing)  # B4, B5
-        self._update_replica_assignment_for_partition(tp, completed)  # B6
-        self._remove_partition_from_reassigning_partitions(tp, completed)  # B7
-        self._send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids), [tp])  # B8
-        self.deletion_manager.resume_deletion_for_topics([tp.topic])
-
-    def _update_current_reassignment(self, tp: TopicPartition, reassignment: ReplicaAssignment) -> None:
-        ctx = self.context
-        current = ctx.partition_full_replica_assignment(tp)
-        if current != reassignment:
-            self._update_replica_assignment_for_partition(tp, reassignment)  # U1
-            ctx.update_partition_full_replica_assignment(tp, reassignment)  # U2
-            unneeded = [r for r in current.replicas if r not in reassignment.replicas]
-            if unneeded:  # U3: adding replicas of a superseded reassignment
-                self._stop_removed_replicas_of_reassigned_partition(tp, unneeded)
-        if not self.config.uses_alter_partition:
-            self._watch(WatchKind.PARTITION_STATE, tp)
-        ctx.add_partition_being_reassigned(tp)
-
-    def _update_replica_assignment_for_partition(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
-        ctx = self.context
-        partitions = ctx.partition_full_replica_assignment_for_topic(tp.topic)
-        partitions[tp.partition] = assignment
-        try:
-            self.store.set_topic_assignment(tp.topic, TopicAssignment(partitions, ctx.topic_ids.get(tp.topic)), ctx.epoch_zk_version)
-        except NoNodeError as e:
-            raise IllegalStateError(f"Failed to update assignment for {tp} since the topic has no current assignment") from e
-        log.info("Successfully updated assignment of partition %s to %s", tp, assignment)
-
-    def _is_reassignment_complete(self, tp: TopicPartition, assignment: ReplicaAssignment) -> bool:
-        if not assignment.is_being_reassigned:
-            return True
-        stored = self.store.get_partition_states([tp]).values.get(tp)
-        return stored is not None and set(assignment.target_replicas) <= set(stored.leader_and_isr.isr)
-
-    def _update_leader_epoch(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch | None:
-        """Bump the stored leader epoch (same leader and ISR) so brokers act on a changed replica set."""
-        ctx = self.context
-        while True:
-            stored = self.store.get_partition_states([tp]).values.get(tp)
-            if stored is None:
-                raise IllegalStateError(
-                    f"Cannot update leader epoch for partition {tp} as leaderAndIsr path is empty. This could mean we "
-                    "somehow tried to reassign a partition that doesn't exist"
-                )
-            if stored.controller_epoch > ctx.epoch:
-                raise StateChangeFailedError(
-                    "Leader and isr path written by another controller. This probably means the current controller "
-                    f"with epoch {ctx.epoch} went through a soft failure and another controller was elected with "
-                    f"epoch {stored.controller_epoch}. Aborting state change by this controller"
-                )
-            outcome = self.store.update_partition_states({tp: stored.leader_and_isr.new_epoch()}, ctx.epoch, ctx.epoch_zk_version)
-            if tp in outcome.failed:
-                raise outcome.failed[tp]
-            if tp in outcome.successful:
-                leadership = LeaderIsrAndControllerEpoch(outcome.successful[tp], ctx.epoch)
-                ctx.put_partition_leadership(tp, leadership)
-                return leadership
-
-    def _update_leader_epoch_and_send_request(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
-        leadership = self._update_leader_epoch(tp)
-        if leadership is None:
-            self.state_change_logger.error(
-                f"Failed to send LeaderAndIsr request with new replica assignment {assignment} to leader for "
-                f"partition being reassigned {tp}"
-            )
-            return
-        try:
-            self.batch.new_batch()
-            self.batch.add_leader_and_isr_request_for_brokers(assignment.origin_replicas, tp, leadership, assignment, False)
-            self.batch.add_leader_and_isr_request_for_brokers(assignment.adding_replicas, tp, leadership, assignment, True)
-            self.batch.send_requests_to_brokers(self.context.epoch)
-        except IllegalStateError as e:
-            self._handle_illegal_state(e)
-        self.state_change_logger.info(
-            f"Sent LeaderAndIsr request {leadership} with new replica assignment {assignment} to leader "
-            f"{leadership.leader_and_isr.leader} for partition being reassigned {tp}"
-        )
-
-    def _move_reassigned_partition_leader_if_required(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
-        leadership = self.context.partition_leadership(tp)
-        leader = NO_LEADER if leadership is None else leadership.leader_and_isr.leader
-        if leader not in assignment.replicas or not self.context.is_replica_online(leader, tp):
-            log.info("Leader %s for partition %s being reassigned is not in the new list of replicas %s or is offline. "
-                     "Re-electing leader", leader, tp, assignment.replicas)
-            self.partition_state_machine.handle_state_changes(
-                [tp], PartitionState.ONLINE, for_config(ElectionKind.REASSIGN, self.config, self.plugins)
-            )
-        else:
-            log.info("Leader %s for partition %s being reassigned is already in the new list of replicas %s and is "
-                     "alive", leader, tp, assignment.replicas)
-            self._update_leader_epoch_and_send_request(tp, assignment)
-
-    def _stop_removed_replicas_of_reassigned_partition(self, tp: TopicPartition, removed: Sequence[int]) -> None:
-        replicas = [PartitionReplica(tp, b) for b in removed]
-        rsm = self.replica_state_machine
-        rsm.handle_state_changes(replicas, ReplicaState.OFFLINE)
-        rsm.handle_state_changes(replicas, ReplicaState.DELETION_STARTED)
-        rsm.handle_state_changes(replicas, ReplicaState.DELETION_SUCCESSFUL)
-        rsm.handle_state_changes(replicas, ReplicaState.NON_EXISTENT)
-
-    def _remove_partition_from_reassigning_partitions(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
-        ctx = self.context
-        if tp not in ctx.partitions_being_reassigned:
-            raise IllegalStateError("Cannot remove a reassigning partition because it is not present in memory")
-        if not self.config.uses_alter_partition:
-            self._unwatch(WatchKind.PARTITION_STATE, tp)
-        self._maybe_remove_from_zk_reassignment(lambda p, replicas: p == tp and tuple(replicas) == assignment.replicas)
-        ctx.remove_partition_being_reassigned(tp)
-
-    def _maybe_remove_from_zk_reassignment(self, should_remove: Callable[[TopicPartition, Sequence[int]], bool]) -> None:
-        try:
-            requested = self.store.get_partition_reassignments()
-        except KctlError as e:
-            log.error("Cannot read the admin reassignment path: %s", e)
-            return
-        if requested is None:
-            return
-        remaining = {tp: r for tp, r in requested.items() if not should_remove(tp, r)}
-        if len(remaining) == len(requested):
-            return
-        if not remaining:
-            log.info("No more partitions need to be reassigned. Deleting the admin reassignment path")
-            self.store.delete_partition_reassignments(self.context.epoch_zk_version)
-            self.event_manager.put(ev.ZkPartitionReassignment())  # re-arm: detect future requests
-        else:
-            self.store.set_partition_reassignments(remaining, self.context.epoch_zk_version)
-
-    def _initialize_partition_reassignments(self) -> None:
-        resumed = self._process_zk_partition_reassignment()
-        self._maybe_resume_reassignments(lambda tp, _: tp not in resumed)
-
-    def _maybe_resume_reassignments(self, should_resume: Callable[[TopicPartition, ReplicaAssignment], bool]) -> None:
-        for tp in list(self.context.partitions_being_reassigned):
-            assignment = self.context.partition_full_replica_assignment(tp)
-            if should_resume(tp, assignment):
-                self._on_partition_reassignment(tp, assignment)
-
-    def _maybe_complete_reassignment(self, tp: TopicPartition) -> None:
-        assignment = self.context.partition_full_replica_assignment(tp)
-        if self._is_reassignment_complete(tp, assignment):
-            log.info("Target replicas %s have all caught up with the leader for reassigning partition %s",
-                     assignment.target_replicas, tp)
-            self._on_partition_reassignment(tp, assignment)
-
+    @_active_only
     def _process_PartitionReassignmentIsrChange(self, event: ev.PartitionReassignmentIsrChange) -> None:
-        if self.is_active and event.partition in self.context.partitions_being_reassigned:
-            self._maybe_complete_reassignment(event.partition)
+        self.reassignment_manager.on_isr_change([event.partition])
 
+    @_active_or_not_controller
     def _process_ListPartitionReassignments(self, event: ev.ListPartitionReassignments) -> None:
-        if not self.is_active:
-            event.future.set_exception(NotControllerError(f"Broker {self.broker_id} is not the controller"))
-            return
-        ctx = self.context
-        partitions = event.partitions if event.partitions is not None else ctx.partitions_being_reassigned
-        results = {}
-        for tp in sorted(partitions):
-            assignment = ctx.partition_full_replica_assignment(tp)
-            if assignment.is_being_reassigned:
-                results[tp] = assignment
-        event.future.set_result(results)
+        event.future.set_result(self.reassignment_manager.list_reassignments(event.partitions))
 
     # Leader elections ---------------------------------------------------------------------------
 
@@ -1294,7 +1102,7 @@ class KafkaController:
                              tp, ctx.partition_replica_assignment(tp)[0])
         if not auto:
             self.store.delete_preferred_replica_election(ctx.epoch_zk_version)
-            self.event_manager.put(ev.ReplicaLeaderElection(partitions=None, trigger=ev.ElectionTrigger.ZK))
+            self.event_manager.put(ev.ReplicaLeaderElection.zk_triggered())
 
     def _schedule_auto_leader_rebalance(self, delay: float) -> None:
         def check() -> None:
@@ -1302,9 +1110,8 @@ class KafkaController:
 
         self._rebalance_timer = self.scheduler.schedule(delay, check, name=f"auto-leader-rebalance-{self.broker_id}")
 
+    @_active_only
     def _process_AutoPreferredReplicaLeaderElection(self, event: ev.AutoPreferredReplicaLeaderElection) -> None:
-        if not self.is_active:
-            return
         try:
             self._check_and_trigger_auto_leader_rebalance()
         finally:
@@ -1345,22 +1152,15 @@ class KafkaController:
         self.partition_state_machine.handle_state_changes(
             led, PartitionState.ONLINE, for_config(ElectionKind.CONTROLLED_SHUTDOWN, self.config, self.plugins)
         )
-        try:
-            self.batch.new_batch()
-            self.batch.add_stop_replica_requests_for_brokers([broker_id], followed, False)
-            self.batch.send_requests_to_brokers(ctx.epoch)
-        except IllegalStateError as e:
-            self._handle_illegal_state(e)
+        self._send_requests(lambda batch: batch.add_stop_replica_requests_for_brokers([broker_id], followed, False))
         self.replica_state_machine.handle_state_changes(ctx.replicas_of(followed, broker_id), ReplicaState.OFFLINE)
         return list(ctx.partition_leaders_on_broker(broker_id))
 
     # ISR changes ----------------------------------------------------------------------------------
 
+    @_active_or_not_controller
     def _process_AlterPartitionReceived(self, event: ev.AlterPartitionReceived) -> None:
         ctx = self.context
-        if not self.is_active:
-            event.future.set_exception(NotControllerError(f"Broker {self.broker_id} is not the controller"))
-            return
         cached_epoch = ctx.live_broker_epoch(event.broker_id)
         if cached_epoch is None or cached_epoch != event.broker_epoch:
             log.info("Ignoring AlterPartition due to unknown or stale broker epoch %s for broker %s",
@@ -1404,15 +1204,12 @@ class KafkaController:
         for tp in outcome.to_retry:
             responses[tp] = InvalidUpdateVersionError(f"Partition epoch of {tp} is stale")
         self._update_leader_and_isr_cache(list(outcome.successful))
-        self._send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids), list(event.changes))
+        self._send_update_metadata_to_all(list(event.changes))
         event.future.set_result(responses)
-        for tp, response in responses.items():
-            if isinstance(response, LeaderAndIsr) and tp in ctx.partitions_being_reassigned:
-                self._maybe_complete_reassignment(tp)
+        self.reassignment_manager.on_isr_change(tp for tp, response in responses.items() if isinstance(response, LeaderAndIsr))
 
+    @_active_only
     def _process_IsrChangeNotification(self, event: ev.IsrChangeNotification) -> None:
-        if not self.is_active:
-            return
         ctx = self.context
         names = self.store.get_isr_change_notifications()
         try:
@@ -1420,18 +1217,15 @@ class KafkaController:
                           if ctx.partition_replica_assignment(tp)]
             if partitions:
                 self._update_leader_and_isr_cache(partitions)
-                self._send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids), partitions)
-                for tp in dict.fromkeys(partitions):
-                    if tp in ctx.partitions_being_reassigned:
-                        self._maybe_complete_reassignment(tp)
+                self._send_update_metadata_to_all(partitions)
+                self.reassignment_manager.on_isr_change(partitions)
         finally:
             self.store.delete_isr_change_notifications(names, ctx.epoch_zk_version)
 
     # Log directories and broker responses -------------------------------------------------------
 
+    @_active_only
     def _process_LogDirEventNotification(self, event: ev.LogDirEventNotification) -> None:
-        if not self.is_active:
-            return
         names = self.store.get_log_dir_event_notifications()
         try:
             brokers = sorted(set(self.store.get_log_dir_event_brokers(names)))
@@ -1441,20 +1235,20 @@ class KafkaController:
         finally:
             self.store.delete_log_dir_event_notifications(names, self.context.epoch_zk_version)
 
+    @_active_only
     def _process_LeaderAndIsrResponseReceived(self, event: ev.LeaderAndIsrResponseReceived) -> None:
-        if self.is_active and isinstance(event.received, LeaderAndIsrResponseReceived):
-            self._on_leader_and_isr_response(event.received.broker, event.received.response)
+        self._on_leader_and_isr_response(event.received.broker, event.received.response)
 
     def _process_UpdateMetadataResponseReceived(self, event: ev.UpdateMetadataResponseReceived) -> None:
         """Kafka only logs errors of UpdateMetadata responses."""
         received = event.received
-        if received is not None and received.response.error is not Errors.NONE:
+        if received.response.error is not Errors.NONE:
             log.error("Received error %s in UpdateMetadata response from broker %s",
                       received.response.error.name, received.broker)
 
+    @_active_only
     def _process_TopicDeletionStopReplicaResponseReceived(self, event: ev.TopicDeletionStopReplicaResponseReceived) -> None:
-        if self.is_active and isinstance(event.received, StopReplicaResponseReceived):
-            self._on_stop_replica_response(event.received)
+        self._on_stop_replica_response(event.received)
 
     def _on_leader_and_isr_response(self, broker: int, response: LeaderAndIsrResponse) -> None:
         ctx = self.context
@@ -1488,15 +1282,9 @@ class KafkaController:
             self.deletion_manager.complete_replica_deletion([PartitionReplica(tp, received.broker) for tp in deleted])
 
 
-def _validate_replica_list(replicas: Sequence[int]) -> KctlError | None:
-    if not replicas:
-        return InvalidReplicaAssignmentError("Empty replica list specified in partition reassignment.")
-    if len(set(replicas)) != len(replicas):
-        return InvalidReplicaAssignmentError(f"Duplicate replica ids in partition reassignment replica list: {list(replicas)}")
-    problem = next((p for p in (int_problem(r, 0) for r in replicas) if p is not None), None)
-    if problem is not None:
-        return InvalidReplicaAssignmentError(f"Invalid broker id in replica list: {list(replicas)}: a broker id {problem}")
-    return None
+def _handler(event_type: type[E], handler: Callable[[E], None]) -> tuple[type[ev.ControllerEvent], Callable[[Any], None]]:
+    """One entry of the event table; mypy checks that ``handler`` takes ``event_type``."""
+    return event_type, handler
 
 
 def _check_partitions(partitions: Iterable[TopicPartition]) -> None:
@@ -1513,17 +1301,24 @@ def _check_sender(broker_id: object, broker_epoch: object) -> None:
 def _check_alter_partition(broker_id: object, broker_epoch: object, changes: Mapping[TopicPartition, LeaderAndIsr]) -> None:
     _check_sender(broker_id, broker_epoch)
     _check_partitions(changes)
-    for tp, lai in changes.items():
-        fields = [("leader", lai.leader), ("leader epoch", lai.leader_epoch), ("partition epoch", lai.partition_epoch)]
-        for name, value in fields + [("ISR member", b) for b in lai.isr]:
+    for tp, proposed in changes.items():
+        fields = [("leader", proposed.leader), ("leader epoch", proposed.leader_epoch), ("partition epoch", proposed.partition_epoch)]
+        for name, value in fields + [("ISR member", b) for b in proposed.isr]:
             validate_int(f"partition {tp}: the {name}", value, error=InvalidRequestError)
 
 
-class _DeletionClient:
-    """What the topic-deletion manager asks of the controller (fenced store writes, requests)."""
+class _ControllerClient:
+    """What a manager asks of the controller; each manager's protocol names its part."""
 
     def __init__(self, controller: KafkaController) -> None:
         self._controller = controller
+
+    def send_metadata_update(self, partitions: Iterable[TopicPartition]) -> None:
+        self._controller._send_update_metadata_to_all(list(partitions))
+
+
+class _DeletionClient(_ControllerClient):
+    """What the topic-deletion manager asks of the controller (fenced store writes, requests)."""
 
     def delete_topic(self, topic: str) -> None:
         c = self._controller
@@ -1536,6 +1331,27 @@ class _DeletionClient:
     def mute_partition_modifications(self, topic: str) -> None:
         self._controller._unwatch_topic(topic)
 
-    def send_metadata_update(self, partitions: Iterable[TopicPartition]) -> None:
+
+
+class _ReassignmentClient(_ControllerClient):
+    """What the reassignment manager asks of the controller (watches, elections, requests)."""
+
+    def watch_isr_changes(self, tp: TopicPartition) -> None:
         c = self._controller
-        c._send_update_metadata_request(sorted(c.context.live_or_shutting_down_broker_ids), list(partitions))
+        if not c.config.uses_alter_partition:
+            c._watch(WatchKind.PARTITION_STATE, tp)
+
+    def unwatch_isr_changes(self, tp: TopicPartition) -> None:
+        c = self._controller
+        if not c.config.uses_alter_partition:
+            c._unwatch(WatchKind.PARTITION_STATE, tp)
+
+    def reassignment_election(self) -> Election:
+        c = self._controller
+        return for_config(ElectionKind.REASSIGN, c.config, c.plugins)
+
+    def send_requests(self, add: Callable[[ControllerBrokerRequestBatch], None]) -> None:
+        self._controller._send_requests(add)
+
+    def rearm_zk_reassignment(self) -> None:
+        self._controller.event_manager.put(ev.ZkPartitionReassignment())

@@ -3,13 +3,14 @@
 Watches, timers, broker responses and admin calls never touch controller state: they enqueue one
 of these, and the single event thread processes them in order. Events that carry a caller's future
 answer it in :meth:`ControllerEvent.preempt` when they are drained unprocessed (the controller is
-resigning or shutting down).
+resigning or shutting down). Fields are keyword-only and have no stand-in defaults: an event is built
+with everything it is about.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -92,7 +93,7 @@ class ElectionTrigger(enum.Enum):
     AUTO = "AutoTriggered"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ControllerEvent:
     state: ClassVar[ControllerState] = ControllerState.IDLE
 
@@ -104,8 +105,10 @@ class ControllerEvent:
         return type(self).__name__
 
 
-@dataclass(frozen=True)
-class _WithFuture(ControllerEvent):
+@dataclass(frozen=True, kw_only=True)
+class EventWithFuture(ControllerEvent):
+    """An event a caller waits on (an admin call or a broker's request)."""
+
     future: Future[Any] = field(default_factory=Future, compare=False)
 
     def preempt(self) -> None:
@@ -113,110 +116,115 @@ class _WithFuture(ControllerEvent):
             self.future.set_exception(NotControllerError("The controller moved before this request was processed"))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Startup(ControllerEvent):
     state: ClassVar[ControllerState] = ControllerState.CONTROLLER_CHANGE
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ControllerChange(ControllerEvent):
     state: ClassVar[ControllerState] = ControllerState.CONTROLLER_CHANGE
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Reelect(ControllerEvent):
     state: ClassVar[ControllerState] = ControllerState.CONTROLLER_CHANGE
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Expire(ControllerEvent):
     state: ClassVar[ControllerState] = ControllerState.CONTROLLER_CHANGE
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ShutdownEventThread(ControllerEvent):
     state: ClassVar[ControllerState] = ControllerState.CONTROLLER_SHUTDOWN
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BrokerChange(ControllerEvent):
     state: ClassVar[ControllerState] = ControllerState.BROKER_CHANGE
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BrokerModifications(ControllerEvent):
-    broker_id: int = 0
+    broker_id: int
     state: ClassVar[ControllerState] = ControllerState.BROKER_CHANGE
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TopicChange(ControllerEvent):
     state: ClassVar[ControllerState] = ControllerState.TOPIC_CHANGE
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PartitionModifications(ControllerEvent):
-    topic: str = ""
+    topic: str
     state: ClassVar[ControllerState] = ControllerState.TOPIC_CHANGE
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TopicDeletion(ControllerEvent):
     state: ClassVar[ControllerState] = ControllerState.TOPIC_DELETION
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ZkPartitionReassignment(ControllerEvent):
     state: ClassVar[ControllerState] = ControllerState.ALTER_PARTITION_REASSIGNMENT
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PartitionReassignmentIsrChange(ControllerEvent):
-    partition: TopicPartition = TopicPartition("", 0)
+    partition: TopicPartition
     state: ClassVar[ControllerState] = ControllerState.ALTER_PARTITION_REASSIGNMENT
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class IsrChangeNotification(ControllerEvent):
     state: ClassVar[ControllerState] = ControllerState.ISR_CHANGE
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LogDirEventNotification(ControllerEvent):
     state: ClassVar[ControllerState] = ControllerState.LOG_DIR_CHANGE
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TopicConfigChange(ControllerEvent):
     """A topic's config changed (kctl's form of Kafka's TopicConfigHandler hook)."""
 
-    topic: str = ""
+    topic: str
     state: ClassVar[ControllerState] = ControllerState.CONFIG_CHANGE
 
 
-@dataclass(frozen=True)
-class ReplicaLeaderElection(_WithFuture):
+@dataclass(frozen=True, kw_only=True)
+class ReplicaLeaderElection(EventWithFuture):
     """``partitions`` None means: read them from the preferred-election admin path (ZK trigger)."""
 
-    partitions: frozenset[TopicPartition] | None = None
-    election_type: ElectionType = ElectionType.PREFERRED
-    trigger: ElectionTrigger = ElectionTrigger.ZK
+    partitions: frozenset[TopicPartition] | None
+    election_type: ElectionType
+    trigger: ElectionTrigger
     state: ClassVar[ControllerState] = ControllerState.MANUAL_LEADER_BALANCE
+
+    @classmethod
+    def zk_triggered(cls) -> ReplicaLeaderElection:
+        """The election ``/admin/preferred_replica_election`` asks for (its partitions read from it)."""
+        return cls(partitions=None, election_type=ElectionType.PREFERRED, trigger=ElectionTrigger.ZK)
 
     def preempt(self) -> None:
         if not self.future.done():
             self.future.set_result({p: NotControllerError() for p in self.partitions or ()})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AutoPreferredReplicaLeaderElection(ControllerEvent):
     state: ClassVar[ControllerState] = ControllerState.AUTO_LEADER_BALANCE
 
 
-@dataclass(frozen=True)
-class ControlledShutdown(_WithFuture):
-    broker_id: int = 0
-    broker_epoch: int = -1
+@dataclass(frozen=True, kw_only=True)
+class ControlledShutdown(EventWithFuture):
+    broker_id: int
+    broker_epoch: int
     state: ClassVar[ControllerState] = ControllerState.CONTROLLED_SHUTDOWN
 
     def preempt(self) -> None:
@@ -224,74 +232,95 @@ class ControlledShutdown(_WithFuture):
             self.future.set_exception(ControllerMovedError("Controller moved to another broker. Aborting controlled shutdown"))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BrokerResponseReceived(ControllerEvent):
-    """A broker answered a request of a batch; ``received`` is what the batch reported."""
-
-    received: ResponseReceived | None = None
+    """A broker answered a request of a batch; each subclass's ``received`` is what the batch reported."""
 
     @staticmethod
     def of(received: ResponseReceived) -> BrokerResponseReceived:
         if isinstance(received, messages.LeaderAndIsrResponseReceived):
-            return LeaderAndIsrResponseReceived(received)
+            return LeaderAndIsrResponseReceived(received=received)
         if isinstance(received, messages.UpdateMetadataResponseReceived):
-            return UpdateMetadataResponseReceived(received)
-        return TopicDeletionStopReplicaResponseReceived(received)
+            return UpdateMetadataResponseReceived(received=received)
+        return TopicDeletionStopReplicaResponseReceived(received=received)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LeaderAndIsrResponseReceived(BrokerResponseReceived):
+    received: messages.LeaderAndIsrResponseReceived
     state: ClassVar[ControllerState] = ControllerState.LEADER_AND_ISR_RESPONSE_RECEIVED
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class UpdateMetadataResponseReceived(BrokerResponseReceived):
+    received: messages.UpdateMetadataResponseReceived
     state: ClassVar[ControllerState] = ControllerState.UPDATE_METADATA_RESPONSE_RECEIVED
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TopicDeletionStopReplicaResponseReceived(BrokerResponseReceived):
+    received: messages.StopReplicaResponseReceived
     state: ClassVar[ControllerState] = ControllerState.TOPIC_DELETION
 
 
-@dataclass(frozen=True)
-class ApiPartitionReassignment(_WithFuture):
+@dataclass(frozen=True, kw_only=True)
+class ApiPartitionReassignment(EventWithFuture):
     """Target ``None`` cancels the partition's reassignment."""
 
-    reassignments: Mapping[TopicPartition, tuple[int, ...] | None] = field(default_factory=dict)
+    reassignments: Mapping[TopicPartition, tuple[int, ...] | None]
     state: ClassVar[ControllerState] = ControllerState.ALTER_PARTITION_REASSIGNMENT
 
 
-@dataclass(frozen=True)
-class ListPartitionReassignments(_WithFuture):
-    partitions: frozenset[TopicPartition] | None = None
+@dataclass(frozen=True, kw_only=True)
+class ListPartitionReassignments(EventWithFuture):
+    """``partitions`` None lists every partition being reassigned."""
+
+    partitions: frozenset[TopicPartition] | None
     state: ClassVar[ControllerState] = ControllerState.LIST_PARTITION_REASSIGNMENT
 
 
-@dataclass(frozen=True)
-class AlterPartitionReceived(_WithFuture):
-    broker_id: int = 0
-    broker_epoch: int = -1
-    changes: Mapping[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
+@dataclass(frozen=True, kw_only=True)
+class AlterPartitionReceived(EventWithFuture):
+    broker_id: int
+    broker_epoch: int
+    changes: Mapping[TopicPartition, LeaderAndIsr]
     state: ClassVar[ControllerState] = ControllerState.ISR_CHANGE
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class UncleanLeaderElectionEnable(ControllerEvent):
     state: ClassVar[ControllerState] = ControllerState.UNCLEAN_LEADER_ELECTION_ENABLE
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TopicUncleanLeaderElectionEnable(ControllerEvent):
-    topic: str = ""
+    topic: str
     state: ClassVar[ControllerState] = ControllerState.TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE
 
 
-@dataclass(frozen=True)
-class AdminRequest(_WithFuture):
+@dataclass(frozen=True, kw_only=True)
+class TopicAdminRequest(EventWithFuture):
     """An admin-tool operation run on the event thread so it is ordered with everything else
-    (topic creation and deletion, partition additions)."""
+    (kctl's own events: Kafka's admin client writes these znodes itself). The future maps each
+    topic to None or its error."""
 
-    operation: str = ""
-    arguments: Mapping[str, Any] = field(default_factory=dict)
     state: ClassVar[ControllerState] = ControllerState.TOPIC_ADMIN
+
+
+@dataclass(frozen=True, kw_only=True)
+class CreateTopics(TopicAdminRequest):
+    """Each mapping has ``name`` and either ``partitions``/``replication_factor`` or ``assignment``,
+    optionally ``config`` (checked on the event thread: a bad one fails that topic only)."""
+
+    topics: tuple[Mapping[str, Any], ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CreatePartitions(TopicAdminRequest):
+    increases: Mapping[str, int]
+    assignments: Mapping[str, Mapping[int, Sequence[int]]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeleteTopics(TopicAdminRequest):
+    topics: tuple[str, ...]

@@ -42,8 +42,8 @@ class TopicDeletionManager:
     ) -> None:
         self.enabled = delete_topic_enable
         self.context = context
-        self.rsm = replica_state_machine
-        self.psm = partition_state_machine
+        self.replica_state_machine = replica_state_machine
+        self.partition_state_machine = partition_state_machine
         self.client = client
 
     def init(self, queued: Iterable[str], ineligible: Iterable[str]) -> None:
@@ -81,14 +81,14 @@ class TopicDeletionManager:
         if failed:
             topics = list(dict.fromkeys(r.tp.topic for r in failed))
             log.debug("Deletion failed for replicas %s; halting deletion of %s", failed, topics)
-            self.rsm.handle_state_changes(failed, ReplicaState.DELETION_INELIGIBLE)
+            self.replica_state_machine.handle_state_changes(failed, ReplicaState.DELETION_INELIGIBLE)
             self.mark_topic_ineligible_for_deletion(topics, "replica deletion failure")
             self._resume_deletions()
 
     def complete_replica_deletion(self, replicas: Iterable[PartitionReplica]) -> None:
         deleted = [r for r in replicas if self.is_topic_queued_up_for_deletion(r.tp.topic)]
         log.debug("Deletion successfully completed for replicas %s", deleted)
-        self.rsm.handle_state_changes(deleted, ReplicaState.DELETION_SUCCESSFUL)
+        self.replica_state_machine.handle_state_changes(deleted, ReplicaState.DELETION_SUCCESSFUL)
         self._resume_deletions()
 
     def mark_topic_ineligible_for_deletion(self, topics: Iterable[str], reason: str) -> None:
@@ -144,13 +144,13 @@ class TopicDeletionManager:
         failed = [r for t in topics for r in self.context.replicas_in_state(t, ReplicaState.DELETION_INELIGIBLE)]
         log.debug("Retrying deletion of replicas %s", failed)
         # The topic stays ineligible: only resume_deletion_for_topics clears that (reference §6.11).
-        self.rsm.handle_state_changes(failed, ReplicaState.OFFLINE)
+        self.replica_state_machine.handle_state_changes(failed, ReplicaState.OFFLINE)
 
     def _complete_delete_topic(self, topic: str) -> None:
         # Stop watching the topic first, so that re-creating it is seen as a new topic.
         self.client.mute_partition_modifications(topic)
         successful = self.context.replicas_in_state(topic, ReplicaState.DELETION_SUCCESSFUL)
-        self.rsm.handle_state_changes(successful, ReplicaState.NON_EXISTENT)
+        self.replica_state_machine.handle_state_changes(successful, ReplicaState.NON_EXISTENT)
         self.client.delete_topic(topic)
         self.context.remove_topic(topic)
 
@@ -159,8 +159,8 @@ class TopicDeletionManager:
         unseen = [t for t in topics if not ctx.is_topic_deletion_in_progress(t)]
         if unseen:
             partitions = [tp for t in unseen for tp in ctx.partitions_for_topic(t)]
-            self.psm.handle_state_changes(partitions, PartitionState.OFFLINE)
-            self.psm.handle_state_changes(partitions, PartitionState.NON_EXISTENT)
+            self.partition_state_machine.handle_state_changes(partitions, PartitionState.OFFLINE)
+            self.partition_state_machine.handle_state_changes(partitions, PartitionState.NON_EXISTENT)
             # Only now: the offline-partition metric must see these partitions leave OfflinePartition.
             ctx.begin_topic_deletion(unseen)
         self.client.send_metadata_update([tp for t in topics for tp in ctx.partitions_for_topic(t)])
@@ -180,9 +180,9 @@ class TopicDeletionManager:
             if topic_dead:
                 log.debug("Dead replicas %s of topic %s: deletion is halted", topic_dead, topic)
                 ineligible.append(topic)
-        self.rsm.handle_state_changes(dead, ReplicaState.DELETION_INELIGIBLE)
+        self.replica_state_machine.handle_state_changes(dead, ReplicaState.DELETION_INELIGIBLE)
         # Stop the live replicas (they stop fetching), then ask them to delete their logs.
-        self.rsm.handle_state_changes(to_delete, ReplicaState.OFFLINE)
-        self.rsm.handle_state_changes(to_delete, ReplicaState.DELETION_STARTED)
+        self.replica_state_machine.handle_state_changes(to_delete, ReplicaState.OFFLINE)
+        self.replica_state_machine.handle_state_changes(to_delete, ReplicaState.DELETION_STARTED)
         if ineligible:
             self.mark_topic_ineligible_for_deletion(ineligible, "offline replicas")
