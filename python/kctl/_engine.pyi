@@ -194,7 +194,6 @@ class PartitionStates(Sequence[Any]):
     def deleted(self) -> list[tuple[str, int]]: ...
 
 def bind(
-    *,
     topic_partition: type,
     leader_and_isr: type,
     leader_isr_and_controller_epoch: type,

@@ -1253,6 +1253,19 @@ mod tests {
                 .collect()
         }
 
+        /// A refused transition: nothing sent, one error naming the valid states and `from`.
+        fn assert_refused(&self, case: &str, names: &str, from: impl std::fmt::Display) {
+            assert!(self.sent.is_empty(), "{case}");
+            let errors = self.errors();
+            assert_eq!(errors.len(), 1, "{case}");
+            assert!(
+                errors[0].contains(&format!("IllegalStateError: {names}"))
+                    && errors[0].ends_with(&format!("Instead it is in {from} state")),
+                "{case}: {}",
+                errors[0]
+            );
+        }
+
         /// `(broker, is_new, leader, isr)` of each LeaderAndIsr sent.
         fn leader_and_isr_sent(&self) -> Vec<(BrokerId, bool, BrokerId, Vec<BrokerId>)> {
             self.sent
@@ -1348,15 +1361,7 @@ mod tests {
                         "{case}: {:?}",
                         cluster.store.calls
                     );
-                    assert!(cluster.sent.is_empty(), "{case}");
-                    let errors = cluster.errors();
-                    assert_eq!(errors.len(), 1, "{case}");
-                    assert!(
-                        errors[0].contains("IllegalStateError: Partition t-0 should be in one of")
-                            && errors[0].ends_with(&format!("Instead it is in {from} state")),
-                        "{case}: {}",
-                        errors[0]
-                    );
+                    cluster.assert_refused(&case, "Partition t-0 should be in one of", from);
                 }
             }
         }
@@ -1502,14 +1507,10 @@ mod tests {
                     let kept = cluster.ctx.replica_state(cluster.p, 2);
                     assert_eq!(kept, Some(from), "{case}: registered, state unchanged");
                     assert!(results.is_empty(), "{case}");
-                    assert!(cluster.sent.is_empty(), "{case}");
-                    let errors = cluster.errors();
-                    assert_eq!(errors.len(), 1, "{case}");
-                    assert!(
-                        errors[0].contains("IllegalStateError: Replica [Topic=t,Partition=0,Replica=2] should be in the")
-                            && errors[0].ends_with(&format!("Instead it is in {from} state")),
-                        "{case}: {}",
-                        errors[0]
+                    cluster.assert_refused(
+                        &case,
+                        "Replica [Topic=t,Partition=0,Replica=2] should be in the",
+                        from,
                     );
                 }
             }

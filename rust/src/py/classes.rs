@@ -85,26 +85,9 @@ pub fn classes(py: Python<'_>) -> PyResult<&'static Classes> {
     })
 }
 
-/// Hand the extension the classes it builds and recognises; called once, by `kctl.native`.
+/// Hand the extension the classes it builds and recognises; called once, by `kctl.native` (with
+/// keyword arguments).
 #[pyfunction]
-#[pyo3(signature = (
-    *,
-    topic_partition,
-    leader_and_isr,
-    leader_isr_and_controller_epoch,
-    leader_recovery_state,
-    leader_and_isr_partition_state,
-    update_metadata_partition_state,
-    stop_replica_partition_state,
-    kctl_error,
-    store_error,
-    no_node_error,
-    controller_moved_error,
-    state_change_failed_error,
-    illegal_state_error,
-    illegal_argument_error,
-    plugin_error,
-))]
 #[allow(clippy::too_many_arguments)]
 pub fn bind(
     py: Python<'_>,
