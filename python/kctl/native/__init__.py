@@ -7,7 +7,18 @@ Importing this package hands the extension the Python classes it builds and reco
 (``kctl._engine.bind``), once: the extension imports no kctl module by its path.
 """
 
+from typing import TYPE_CHECKING
+
 from kctl import _engine, errors, model, requests
+
+if TYPE_CHECKING:
+    from kctl.stores.base import NativeStateTable, NativeZooKeeperCodec
+    from kctl.stores.memory import MemoryStore
+    from kctl.stores.zookeeper import ZooKeeperStore
+
+    def _fast_paths(memory: MemoryStore, zookeeper: ZooKeeperStore) -> tuple[NativeStateTable, NativeZooKeeperCodec]:
+        """mypy's check that the two stores offer the fast paths the engine takes for them."""
+        return memory, zookeeper
 
 _engine.bind(
     topic_partition=model.TopicPartition,
