@@ -9,7 +9,7 @@ leader_epoch, partition_epoch, leader_recovery_state, controller_epoch)``.
 from collections.abc import Sequence
 from typing import Any, final, overload
 
-__all__ = ["__version__", "build_profile", "Engine", "MetadataCache", "Outcomes", "PartitionStates", "Parts", "Replicas", "StateTable", "encode_partition_states", "metadata_digest", "zk_read_partition_states", "zk_write_partition_states"]
+__all__ = ["__version__", "build_profile", "Engine", "MetadataCache", "Outcomes", "PartitionStates", "Parts", "Replicas", "StateTable", "bind", "encode_partition_states", "metadata_digest", "zk_read_partition_states", "zk_write_partition_states"]
 
 __version__: str
 build_profile: str
@@ -192,6 +192,27 @@ class PartitionStates(Sequence[Any]):
     def __hash__(self) -> int: ...
     def topics(self) -> list[str]: ...
     def deleted(self) -> list[tuple[str, int]]: ...
+
+def bind(
+    topic_partition: type,
+    leader_and_isr: type,
+    leader_isr_and_controller_epoch: type,
+    leader_recovery_state: type,
+    leader_and_isr_partition_state: type,
+    update_metadata_partition_state: type,
+    stop_replica_partition_state: type,
+    kctl_error: type[BaseException],
+    store_error: type[BaseException],
+    no_node_error: type[BaseException],
+    controller_moved_error: type[BaseException],
+    state_change_failed_error: type[BaseException],
+    illegal_state_error: type[BaseException],
+    illegal_argument_error: type[BaseException],
+    plugin_error: type[BaseException],
+) -> None:
+    """Hand the extension the kctl classes it builds (keys, states, requests' partition states) and
+    the errors it recognises and raises; ``kctl.native`` calls it once, at import. The engine
+    raises ``RuntimeError`` until it has been called, and on a second call."""
 
 def encode_partition_states(states: Sequence[tuple[int, Sequence[int], int, bool, int]]) -> list[bytes]:
     """Kafka's partition-state JSON for each ``(leader, isr, leader_epoch, recovering, controller_epoch)``."""

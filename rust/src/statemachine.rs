@@ -1043,3 +1043,551 @@ impl<'a> Positions<'a> {
 fn all_failed(parts: &[Part], e: &Failure) -> Vec<(Part, Outcome)> {
     parts.iter().map(|p| (*p, Err(e.clone()))).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    //! Both state machines against Kafka's transition tables (reference §3.1, §4.1) and the
+    //! transition actions of §3.3 and §4.3, over an in-memory store.
+
+    use super::*;
+    use crate::context::TopicIdx;
+    use crate::model::ReplicaAssignment;
+    use crate::store::Updated;
+
+    /// Partition states with their versions, `/controller_epoch`'s version as the fence, and
+    /// the bulk calls made.
+    #[derive(Default)]
+    struct MemStore {
+        states: HashMap<Part, LeaderIsrAndControllerEpoch>,
+        epoch_version: i32,
+        calls: Vec<&'static str>,
+        /// An ISR a partition leader writes just before the controller's next update.
+        concurrent_isr: Option<Vec<BrokerId>>,
+    }
+
+    impl MemStore {
+        fn fenced(&self, fence: i32) -> Result<(), Failure> {
+            if fence == self.epoch_version {
+                Ok(())
+            } else {
+                Err(Failure::new(FailureKind::ControllerMoved, "fenced"))
+            }
+        }
+    }
+
+    impl Store for MemStore {
+        fn read_states(&mut self, _ctx: &Context, parts: &[Part]) -> Result<Vec<Read>, Failure> {
+            self.calls.push("read");
+            Ok(parts
+                .iter()
+                .map(|p| {
+                    self.states
+                        .get(p)
+                        .map_or(Read::Missing, |s| Read::Found(s.clone()))
+                })
+                .collect())
+        }
+
+        fn create_states(
+            &mut self,
+            _ctx: &Context,
+            states: &[(Part, LeaderIsrAndControllerEpoch)],
+            fence: i32,
+        ) -> Result<Vec<Option<Failure>>, Failure> {
+            self.calls.push("create");
+            self.fenced(fence)?;
+            Ok(states
+                .iter()
+                .map(|(p, state)| {
+                    if self.states.contains_key(p) {
+                        return Some(Failure::new(FailureKind::Other, "node exists"));
+                    }
+                    self.states.insert(*p, state.clone());
+                    None
+                })
+                .collect())
+        }
+
+        fn update_states(
+            &mut self,
+            _ctx: &Context,
+            updates: &[(Part, LeaderAndIsr)],
+            controller_epoch: i32,
+            fence: i32,
+        ) -> Result<Updated, Failure> {
+            self.calls.push("update");
+            self.fenced(fence)?;
+            if let Some(isr) = self.concurrent_isr.take() {
+                for stored in self.states.values_mut() {
+                    let lai = &mut stored.leader_and_isr;
+                    lai.isr = isr.as_slice().into();
+                    lai.partition_epoch += 1;
+                }
+            }
+            let mut updated = Updated::default();
+            for (p, lai) in updates {
+                match self.states.get_mut(p) {
+                    None => updated
+                        .failed
+                        .push((*p, Failure::new(FailureKind::NoNode, "no node"))),
+                    Some(stored)
+                        if stored.leader_and_isr.partition_epoch != lai.partition_epoch =>
+                    {
+                        updated.to_retry.push(*p);
+                    }
+                    Some(stored) => {
+                        let mut written = lai.clone();
+                        written.partition_epoch += 1;
+                        *stored = LeaderIsrAndControllerEpoch {
+                            leader_and_isr: written.clone(),
+                            controller_epoch,
+                        };
+                        updated.successful.push((*p, written));
+                    }
+                }
+            }
+            Ok(updated)
+        }
+
+        fn unclean_overrides(
+            &mut self,
+            _ctx: &Context,
+            topics: &[TopicIdx],
+        ) -> Result<Vec<Result<Option<String>, Failure>>, Failure> {
+            self.calls.push("configs");
+            Ok(topics.iter().map(|_| Ok(None)).collect())
+        }
+    }
+
+    /// A controller (id 1, epoch 5) whose brokers 1, 2 and 3 are live, with partition `t-0`
+    /// assigned to `[1, 2, 3]`.
+    struct Cluster {
+        ctx: Context,
+        batch: RequestBatch,
+        store: MemStore,
+        log: Log,
+        sent: Vec<Sent>,
+        p: Part,
+    }
+
+    impl Cluster {
+        fn new() -> Self {
+            let mut ctx = Context::new();
+            ctx.epoch = 5;
+            ctx.set_live_brokers(&[(1, 10), (2, 20), (3, 30)]);
+            let p = ctx.intern_part("t", 0);
+            ctx.update_assignment(
+                p,
+                &ReplicaAssignment {
+                    replicas: [1, 2, 3].as_slice().into(),
+                    ..ReplicaAssignment::default()
+                },
+            );
+            Self {
+                ctx,
+                batch: RequestBatch::default(),
+                store: MemStore::default(),
+                log: Log {
+                    info: true,
+                    ..Log::default()
+                },
+                sent: Vec::new(),
+                p,
+            }
+        }
+
+        /// `t-0` led by `leader` with `isr`, stored and cached.
+        fn led(&mut self, leader: BrokerId, isr: &[BrokerId]) {
+            let state = LeaderIsrAndControllerEpoch {
+                leader_and_isr: LeaderAndIsr::new(leader, isr.into()),
+                controller_epoch: self.ctx.epoch,
+            };
+            self.store.states.insert(self.p, state.clone());
+            self.ctx.put_leadership(self.p, &state);
+        }
+
+        fn machine(&mut self) -> Machine<'_> {
+            Machine {
+                controller_id: 1,
+                ctx: &mut self.ctx,
+                batch: &mut self.batch,
+                store: &mut self.store,
+                log: &mut self.log,
+                sent: &mut self.sent,
+                stop_replica_version: 1,
+                leader_recovery: false,
+                unclean_default: false,
+            }
+        }
+
+        fn partitions(
+            &mut self,
+            target: PartitionState,
+            election: Option<Strategy>,
+        ) -> Result<Vec<(Part, Outcome)>, Failure> {
+            let p = self.p;
+            self.machine().handle_partition_state_changes(
+                &[p],
+                target,
+                election,
+                &mut KafkaSelector,
+            )
+        }
+
+        fn replicas(
+            &mut self,
+            broker: BrokerId,
+            target: ReplicaState,
+        ) -> Result<Vec<(Replica, ReplicaOutcome)>, Failure> {
+            let p = self.p;
+            self.machine()
+                .handle_replica_state_changes(&[(p, broker)], target)
+        }
+
+        fn errors(&self) -> Vec<&str> {
+            self.log
+                .lines
+                .iter()
+                .filter(|l| l.level == Level::Error)
+                .map(|l| l.text.as_str())
+                .collect()
+        }
+
+        /// A refused transition: nothing sent, one error naming the valid states and `from`.
+        fn assert_refused(&self, case: &str, names: &str, from: impl std::fmt::Display) {
+            assert!(self.sent.is_empty(), "{case}");
+            let errors = self.errors();
+            assert_eq!(errors.len(), 1, "{case}");
+            assert!(
+                errors[0].contains(&format!("IllegalStateError: {names}"))
+                    && errors[0].ends_with(&format!("Instead it is in {from} state")),
+                "{case}: {}",
+                errors[0]
+            );
+        }
+
+        /// `(broker, is_new, leader, isr)` of each LeaderAndIsr sent.
+        fn leader_and_isr_sent(&self) -> Vec<(BrokerId, bool, BrokerId, Vec<BrokerId>)> {
+            self.sent
+                .iter()
+                .flat_map(|s| match s {
+                    Sent::LeaderAndIsr {
+                        broker, entries, ..
+                    } => entries
+                        .iter()
+                        .map(|e| (*broker, e.is_new, e.leader, e.isr.to_vec()))
+                        .collect(),
+                    _ => Vec::new(),
+                })
+                .collect()
+        }
+
+        /// `(broker, delete)` of each StopReplica entry sent.
+        fn stop_replica_sent(&self) -> Vec<(BrokerId, bool)> {
+            self.sent
+                .iter()
+                .flat_map(|s| match s {
+                    Sent::StopReplica {
+                        broker, entries, ..
+                    } => entries.iter().map(|e| (*broker, e.delete)).collect(),
+                    _ => Vec::new(),
+                })
+                .collect()
+        }
+    }
+
+    /// Reference §3.1, written out independently of `PartitionState::valid_previous_states`.
+    fn kafka_partition_transition(from: PartitionState, to: PartitionState) -> bool {
+        use PartitionState::*;
+        matches!(
+            (from, to),
+            (NonExistent, New)
+                | (New | Online | Offline, Online)
+                | (New | Online | Offline, Offline)
+                | (Offline, NonExistent)
+        )
+    }
+
+    /// Reference §4.1, likewise.
+    fn kafka_replica_transition(from: ReplicaState, to: ReplicaState) -> bool {
+        use ReplicaState::*;
+        matches!(
+            (from, to),
+            (NonExistent, New)
+                | (New | Online | Offline | DeletionIneligible, Online)
+                | (New | Online | Offline | DeletionIneligible, Offline)
+                | (Offline, DeletionStarted)
+                | (DeletionStarted, DeletionSuccessful)
+                | (Offline | DeletionStarted, DeletionIneligible)
+                | (DeletionSuccessful, NonExistent)
+        )
+    }
+
+    #[test]
+    fn every_partition_transition_is_taken_or_refused_as_kafka_does() {
+        for from in PartitionState::ALL {
+            for to in PartitionState::ALL {
+                let mut cluster = Cluster::new();
+                if matches!(from, PartitionState::Online | PartitionState::Offline) {
+                    cluster.led(2, &[2, 3]);
+                }
+                if from != PartitionState::NonExistent {
+                    cluster.ctx.put_partition_state(cluster.p, from);
+                }
+                let results = cluster
+                    .partitions(
+                        to,
+                        Some(Strategy::Offline {
+                            allow_unclean: false,
+                        }),
+                    )
+                    .expect("no controller move");
+                let case = format!("{from} -> {to}");
+                if kafka_partition_transition(from, to) {
+                    assert_eq!(cluster.ctx.partition_state(cluster.p), to, "{case}");
+                    assert!(
+                        cluster.errors().is_empty(),
+                        "{case}: {:?}",
+                        cluster.errors()
+                    );
+                    // Only elections (Online/Offline -> Online) have results (§3.2).
+                    let elected = to == PartitionState::Online && from != PartitionState::New;
+                    assert_eq!(results.len(), usize::from(elected), "{case}");
+                } else {
+                    assert_eq!(cluster.ctx.partition_state(cluster.p), from, "{case}");
+                    assert!(results.is_empty(), "{case}");
+                    assert!(
+                        cluster.store.calls.is_empty(),
+                        "{case}: {:?}",
+                        cluster.store.calls
+                    );
+                    cluster.assert_refused(&case, "Partition t-0 should be in one of", from);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn new_to_online_creates_the_state_from_the_live_replicas() {
+        let mut cluster = Cluster::new();
+        cluster.ctx.remove_live_brokers(&[1]);
+        cluster
+            .ctx
+            .put_partition_state(cluster.p, PartitionState::New);
+        cluster.partitions(PartitionState::Online, None).unwrap();
+        let stored = &cluster.store.states[&cluster.p];
+        assert_eq!(stored.leader_and_isr.leader, 2);
+        assert_eq!(stored.leader_and_isr.isr.as_slice(), &[2, 3]);
+        assert_eq!(stored.controller_epoch, 5);
+        assert_eq!(
+            cluster.leader_and_isr_sent(),
+            vec![(2, true, 2, vec![2, 3]), (3, true, 2, vec![2, 3])],
+            "LeaderAndIsr to the ISR members, isNew"
+        );
+        assert_eq!(
+            cluster.ctx.partition_state(cluster.p),
+            PartitionState::Online
+        );
+    }
+
+    #[test]
+    fn new_to_online_without_a_live_replica_stays_new() {
+        let mut cluster = Cluster::new();
+        cluster.ctx.remove_live_brokers(&[1, 2, 3]);
+        cluster
+            .ctx
+            .put_partition_state(cluster.p, PartitionState::New);
+        cluster.partitions(PartitionState::Online, None).unwrap();
+        assert_eq!(cluster.ctx.partition_state(cluster.p), PartitionState::New);
+        assert!(cluster.store.states.is_empty());
+        let errors = cluster.errors();
+        assert_eq!(errors.len(), 1);
+        assert!(
+            errors[0].ends_with("No assigned replica is alive."),
+            "{}",
+            errors[0]
+        );
+    }
+
+    #[test]
+    fn an_election_needs_a_strategy() {
+        let mut cluster = Cluster::new();
+        cluster.led(2, &[2, 3]);
+        cluster
+            .ctx
+            .put_partition_state(cluster.p, PartitionState::Offline);
+        let results = cluster.partitions(PartitionState::Online, None).unwrap();
+        assert_eq!(results.len(), 1);
+        let error = results[0].1.as_ref().unwrap_err();
+        assert_eq!(error.kind, FailureKind::IllegalArgument);
+        assert_eq!(
+            cluster.ctx.partition_state(cluster.p),
+            PartitionState::Offline
+        );
+        assert!(cluster.sent.is_empty());
+    }
+
+    #[test]
+    fn an_offline_election_retries_after_a_concurrent_isr_change() {
+        let mut cluster = Cluster::new();
+        cluster.led(1, &[1, 2]);
+        cluster.ctx.remove_live_brokers(&[1]);
+        cluster
+            .ctx
+            .put_partition_state(cluster.p, PartitionState::Offline);
+        // Between the controller's read and its write the leader writes ISR [1, 3]: the write
+        // fails on the version (BADVERSION), the partition is read again and elected again.
+        cluster.store.concurrent_isr = Some(vec![1, 3]);
+        let results = cluster
+            .partitions(
+                PartitionState::Online,
+                Some(Strategy::Offline {
+                    allow_unclean: false,
+                }),
+            )
+            .unwrap();
+        let rounds: Vec<&str> = cluster
+            .store
+            .calls
+            .iter()
+            .copied()
+            .filter(|c| *c != "configs")
+            .collect();
+        assert_eq!(rounds, ["read", "update", "read", "update"]);
+        let elected = results[0].1.as_ref().unwrap();
+        assert_eq!((elected.leader, elected.leader_epoch), (3, 1));
+        assert_eq!(elected.isr.as_slice(), &[3]);
+        assert_eq!(cluster.store.states[&cluster.p].leader_and_isr, *elected);
+        assert_eq!(
+            cluster.ctx.leadership(cluster.p).unwrap().leader_and_isr,
+            *elected
+        );
+        assert_eq!(
+            cluster.ctx.partition_state(cluster.p),
+            PartitionState::Online
+        );
+    }
+
+    #[test]
+    fn a_moved_controller_fails_the_call_and_sends_nothing() {
+        let mut cluster = Cluster::new();
+        cluster.store.epoch_version = 7;
+        cluster
+            .ctx
+            .put_partition_state(cluster.p, PartitionState::New);
+        let error = cluster
+            .partitions(PartitionState::Online, None)
+            .unwrap_err();
+        assert_eq!(error.kind, FailureKind::ControllerMoved);
+        assert!(cluster.sent.is_empty());
+        assert_eq!(cluster.ctx.partition_state(cluster.p), PartitionState::New);
+    }
+
+    #[test]
+    fn every_replica_transition_is_taken_or_refused_as_kafka_does() {
+        for from in ReplicaState::ALL {
+            for to in ReplicaState::ALL {
+                let mut cluster = Cluster::new();
+                if from != ReplicaState::NonExistent {
+                    cluster.ctx.put_replica_state(cluster.p, 2, from);
+                }
+                let results = cluster.replicas(2, to).expect("no controller move");
+                let case = format!("{from} -> {to}");
+                if kafka_replica_transition(from, to) {
+                    let expected = (to != ReplicaState::NonExistent).then_some(to);
+                    assert_eq!(cluster.ctx.replica_state(cluster.p, 2), expected, "{case}");
+                    assert!(
+                        cluster.errors().is_empty(),
+                        "{case}: {:?}",
+                        cluster.errors()
+                    );
+                    assert_eq!(results.len(), 1, "{case}");
+                    assert_eq!(results[0].1.as_ref().ok(), Some(&to), "{case}");
+                } else {
+                    let kept = cluster.ctx.replica_state(cluster.p, 2);
+                    assert_eq!(kept, Some(from), "{case}: registered, state unchanged");
+                    assert!(results.is_empty(), "{case}");
+                    cluster.assert_refused(
+                        &case,
+                        "Replica [Topic=t,Partition=0,Replica=2] should be in the",
+                        from,
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_new_replica_cannot_be_the_cached_leader() {
+        let mut cluster = Cluster::new();
+        cluster.led(2, &[2, 3]);
+        let results = cluster.replicas(2, ReplicaState::New).unwrap();
+        assert_eq!(
+            results[0].1.as_ref().unwrap_err().kind,
+            FailureKind::StateChangeFailed
+        );
+        assert_eq!(
+            cluster.ctx.replica_state(cluster.p, 2),
+            Some(ReplicaState::NonExistent)
+        );
+        let results = cluster.replicas(3, ReplicaState::New).unwrap();
+        assert_eq!(results[0].1.as_ref().ok(), Some(&ReplicaState::New));
+        assert_eq!(
+            cluster.leader_and_isr_sent(),
+            vec![(3, true, 2, vec![2, 3])]
+        );
+    }
+
+    #[test]
+    fn an_offline_replica_leaves_the_isr_but_never_empties_it() {
+        let mut cluster = Cluster::new();
+        cluster.led(2, &[2, 3]);
+        cluster
+            .ctx
+            .put_replica_state(cluster.p, 2, ReplicaState::Online);
+        cluster.replicas(2, ReplicaState::Offline).unwrap();
+        let stored = &cluster.store.states[&cluster.p].leader_and_isr;
+        assert_eq!(
+            (stored.leader, stored.isr.as_slice()),
+            (NO_LEADER, &[3][..])
+        );
+        assert_eq!(stored.leader_epoch, 1);
+        assert_eq!(cluster.stop_replica_sent(), vec![(2, false)]);
+        assert_eq!(
+            cluster.leader_and_isr_sent(),
+            vec![
+                (1, false, NO_LEADER, vec![3]),
+                (3, false, NO_LEADER, vec![3])
+            ],
+            "LeaderAndIsr to the other assigned replicas"
+        );
+        assert_eq!(
+            cluster.ctx.replica_state(cluster.p, 2),
+            Some(ReplicaState::Offline)
+        );
+
+        cluster.sent.clear();
+        cluster
+            .ctx
+            .put_replica_state(cluster.p, 3, ReplicaState::Online);
+        cluster.replicas(3, ReplicaState::Offline).unwrap();
+        let stored = &cluster.store.states[&cluster.p].leader_and_isr;
+        assert_eq!(stored.isr.as_slice(), &[3], "a single-member ISR is kept");
+    }
+
+    #[test]
+    fn deletion_stops_the_replica_and_non_existent_drops_it_from_the_assignment() {
+        let mut cluster = Cluster::new();
+        cluster
+            .ctx
+            .put_replica_state(cluster.p, 2, ReplicaState::Offline);
+        cluster.replicas(2, ReplicaState::DeletionStarted).unwrap();
+        assert_eq!(cluster.stop_replica_sent(), vec![(2, true)]);
+        cluster
+            .replicas(2, ReplicaState::DeletionSuccessful)
+            .unwrap();
+        cluster.replicas(2, ReplicaState::NonExistent).unwrap();
+        assert_eq!(cluster.ctx.replicas(cluster.p), &[1, 3]);
+        assert_eq!(cluster.ctx.replica_state(cluster.p, 2), None);
+    }
+}

@@ -70,6 +70,12 @@ impl fmt::Debug for Failure {
     }
 }
 
+/// Where a partition's state is stored, without a chroot: `/brokers/topics/<t>/partitions/<p>/state`
+/// (`kctl.stores.paths.partition_state` on the Python side).
+pub fn partition_state_path(topic: &str, partition: i32) -> String {
+    format!("/brokers/topics/{topic}/partitions/{partition}/state")
+}
+
 /// One partition's stored state as read.
 pub enum Read {
     Found(LeaderIsrAndControllerEpoch),
@@ -114,4 +120,17 @@ pub trait Store {
         ctx: &Context,
         topics: &[TopicIdx],
     ) -> Result<Vec<Result<Option<String>, Failure>>, Failure>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_state_path_is_kafkas() {
+        assert_eq!(
+            partition_state_path("orders", 7),
+            "/brokers/topics/orders/partitions/7/state"
+        );
+    }
 }

@@ -23,10 +23,13 @@ import enum
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, runtime_checkable
 
-from kctl.errors import CorruptDataError, StoreError
+from kctl.errors import ControllerMovedError, CorruptDataError, StoreError
 from kctl.model import BrokerInfo, LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
+
+if TYPE_CHECKING:
+    from kctl._engine import StateTable
 
 MATCH_ANY_VERSION = -1
 """``expected_controller_epoch_version`` of an unfenced write."""
@@ -272,3 +275,61 @@ class StateStore(Protocol):
     def delete_log_dir_event_notifications(
         self, names: Iterable[str], expected_controller_epoch_version: int
     ) -> None: ...
+
+
+# --- The native engine's fast paths -------------------------------------------------------------------
+#
+# The ``rust`` engine reads and writes partition states (its hot path: every election, every ISR
+# change) through a store's ``get_partition_states`` / ``update_partition_states``, one Python call
+# per bulk operation. A store may offer one of these protocols as well, so that the engine does the
+# same work natively, with no Python object per partition. The engine takes the fast path of a
+# store whose class (or a base class) defines the protocol's first method, and only while that
+# class's partition-state methods are the store's own: a subclass that overrides them (a fault
+# injector) is used through them. Whatever a fast path cannot decode is read again through
+# ``get_partition_states``, so errors read the same on both paths; everything else (creates,
+# configs) always goes through the ``StateStore`` methods.
+
+
+class NativeStateTable(Protocol):
+    """The in-memory fast path: the engine reads and writes the store's native state table
+    (``kctl._engine.StateTable``) directly, inside one bulk operation at a time."""
+
+    def native_begin(self) -> tuple[StateTable, int, int, bool]:
+        """Start a bulk operation on the table, which stays locked until :meth:`native_end`:
+        returns the table, the version of ``/controller_epoch`` (-1 when absent) the engine fences
+        writes with, the zxid the operation commits with, and whether any session watches
+        partition states (the engine then lists the states it changed). Raises the store's error,
+        without locking, when the session has ended."""
+
+    def native_end(self, wrote: bool, written: Sequence[tuple[str, int]] = ()) -> None:
+        """End the operation begun with :meth:`native_begin` (always called once after it):
+        commit when ``wrote``, and deliver watch events for the ``(topic, partition)`` states
+        ``written``."""
+
+
+class NativeZooKeeperCodec(Protocol):
+    """The ZooKeeper fast path: the engine builds the multi and multiRead request bodies for
+    partition states and decodes the answers itself; the store only moves bytes over its
+    connection and names the errors. The engine's ``zk_read_partition_states`` /
+    ``zk_write_partition_states`` use the same methods for the store's own bulk calls."""
+
+    def native_exchange(self, opcode: int, requests: Sequence[tuple[bytes, str]]) -> list[bytes]:
+        """Send complete request bodies of type ``opcode`` (multi or multiRead), pipelined, and
+        return the response bodies in order; each ``(body, path)`` names the znode an error of the
+        request as a whole is reported for."""
+
+    def native_zk(self) -> tuple[str, int, int, int, bool]:
+        """The chroot, the ops per multi, the reads per multiRead, the bytes of ops per request,
+        and whether the servers have multiRead (without it, reads go through Python)."""
+
+    def native_error(self, path: str, code: int) -> StoreError:
+        """The store's error for ZooKeeper's error ``code`` on ``path`` (without the chroot)."""
+
+    def native_fence_error(self, code: int, fence: int) -> ControllerMovedError:
+        """The error of a multi whose ``check(/controller_epoch, fence)`` failed with ``code``."""
+
+    def native_limit_error(self, path: str, size: int) -> StoreError:
+        """The error of a write to ``path`` too large for any request."""
+
+    def native_wire_error(self, message: str) -> StoreError:
+        """A response the engine could not decode."""

@@ -1,32 +1,36 @@
-//! Conversions between kctl's Python objects and the engine's Rust types, and the Python classes
-//! the engine builds (looked up once).
+//! Crossing the boundary: kctl's Python objects to and from the engine's Rust types (with the
+//! classes `kctl.native` bound, [`crate::py::classes`]), and the two ways across — [`detached`]
+//! into the engine without the GIL, [`attached`] back into Python from the engine — each turning
+//! the other side's errors into its own.
 
 use pyo3::exceptions::PyBaseException;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
 use pyo3::types::PyTuple;
 
 use crate::model::{
     BrokerId, Brokers, LeaderAndIsr, LeaderIsrAndControllerEpoch, LeaderRecoveryState,
 };
+use crate::py::classes::classes;
 use crate::store::{Failure, FailureKind};
 
-static TOPIC_PARTITION: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-static LEADER_AND_ISR: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-static LICE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-static RECOVERY_STATE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+/// Run engine work with the GIL released; a failure comes back as kctl's Python exception.
+pub fn detached<T: Send>(
+    py: Python<'_>,
+    work: impl FnOnce() -> Result<T, Failure> + Send,
+) -> PyResult<T> {
+    py.detach(work).map_err(|e| failure_to_err(py, &e))
+}
 
-pub fn cached<'py>(
-    py: Python<'py>,
-    cell: &'static PyOnceLock<Py<PyAny>>,
-    module: &str,
-    name: &str,
-) -> PyResult<Bound<'py, PyAny>> {
-    if let Some(value) = cell.get(py) {
-        return Ok(value.bind(py).clone());
-    }
-    let value = py.import(module)?.getattr(name)?.unbind();
-    Ok(cell.get_or_init(py, || value).bind(py).clone())
+/// Call into Python from the engine (which runs without the GIL); a Python exception comes back
+/// as a failure that keeps it.
+pub fn attached<T>(call: impl FnOnce(Python<'_>) -> PyResult<T>) -> Result<T, Failure> {
+    Python::attach(|py| call(py).map_err(|e| failure_from_err(py, &e)))
+}
+
+/// A Python error met without the GIL (the ZooKeeper codec's exchanges) as a failure, taking the
+/// GIL only when there is one.
+pub fn or_failure<T>(result: PyResult<T>) -> Result<T, Failure> {
+    result.or_else(|err| attached(|_| Err(err)))
 }
 
 pub fn topic_partition<'py>(
@@ -34,32 +38,36 @@ pub fn topic_partition<'py>(
     topic: &str,
     partition: i32,
 ) -> PyResult<Bound<'py, PyAny>> {
-    cached(py, &TOPIC_PARTITION, "kctl.model", "TopicPartition")?.call1((topic, partition))
+    classes(py)?
+        .topic_partition
+        .bind(py)
+        .call1((topic, partition))
 }
 
 pub fn leader_and_isr_to_py<'py>(
     py: Python<'py>,
     lai: &LeaderAndIsr,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let classes = classes(py)?;
     let isr = PyTuple::new(py, &lai.isr)?;
-    let recovery = cached(py, &RECOVERY_STATE, "kctl.model", "LeaderRecoveryState")?
-        .call1((lai.recovery as u8,))?;
-    cached(py, &LEADER_AND_ISR, "kctl.model", "LeaderAndIsr")?.call1((
+    classes.leader_and_isr.bind(py).call1((
         lai.leader,
         isr,
         lai.leader_epoch,
         lai.partition_epoch,
-        recovery,
+        classes.recovery_state(py, lai.recovery),
     ))
 }
 
-pub fn lice_to_py<'py>(
+pub fn partition_state_to_py<'py>(
     py: Python<'py>,
-    lice: &LeaderIsrAndControllerEpoch,
+    state: &LeaderIsrAndControllerEpoch,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let lai = leader_and_isr_to_py(py, &lice.leader_and_isr)?;
-    cached(py, &LICE, "kctl.model", "LeaderIsrAndControllerEpoch")?
-        .call1((lai, lice.controller_epoch))
+    let lai = leader_and_isr_to_py(py, &state.leader_and_isr)?;
+    classes(py)?
+        .leader_isr_and_controller_epoch
+        .bind(py)
+        .call1((lai, state.controller_epoch))
 }
 
 pub fn leader_and_isr_from_py(obj: &Bound<'_, PyAny>) -> PyResult<LeaderAndIsr> {
@@ -75,9 +83,9 @@ pub fn leader_and_isr_from_py(obj: &Bound<'_, PyAny>) -> PyResult<LeaderAndIsr> 
 
 /// A partition state as a plain tuple: `(leader, isr, leader_epoch, partition_epoch, recovery,
 /// controller_epoch)`, cheaper to cross the boundary than kctl's dataclasses.
-pub type LiceTuple = (BrokerId, Brokers, i32, i32, u8, i32);
+pub type StateTuple = (BrokerId, Brokers, i32, i32, u8, i32);
 
-pub fn lice_from_tuple(t: LiceTuple) -> LeaderIsrAndControllerEpoch {
+pub fn state_from_tuple(t: StateTuple) -> LeaderIsrAndControllerEpoch {
     let (leader, isr, leader_epoch, partition_epoch, recovery, controller_epoch) = t;
     LeaderIsrAndControllerEpoch {
         leader_and_isr: LeaderAndIsr {
@@ -91,7 +99,7 @@ pub fn lice_from_tuple(t: LiceTuple) -> LeaderIsrAndControllerEpoch {
     }
 }
 
-pub fn lice_to_tuple(l: &LeaderIsrAndControllerEpoch) -> LiceTuple {
+pub fn state_to_tuple(l: &LeaderIsrAndControllerEpoch) -> StateTuple {
     let lai = &l.leader_and_isr;
     (
         lai.leader,
@@ -103,32 +111,29 @@ pub fn lice_to_tuple(l: &LeaderIsrAndControllerEpoch) -> LiceTuple {
     )
 }
 
-pub fn lice_from_py(obj: &Bound<'_, PyAny>) -> PyResult<LeaderIsrAndControllerEpoch> {
+pub fn partition_state_from_py(obj: &Bound<'_, PyAny>) -> PyResult<LeaderIsrAndControllerEpoch> {
     Ok(LeaderIsrAndControllerEpoch {
         leader_and_isr: leader_and_isr_from_py(&obj.getattr("leader_and_isr")?)?,
         controller_epoch: obj.getattr("controller_epoch")?.extract()?,
     })
 }
 
-fn is_instance(py: Python<'_>, value: &Bound<'_, PyAny>, name: &str) -> bool {
-    py.import("kctl.errors")
-        .and_then(|m| m.getattr(name))
-        .and_then(|cls| value.is_instance(&cls))
-        .unwrap_or(false)
+fn is_instance(py: Python<'_>, value: &Bound<'_, PyAny>, cls: &Py<pyo3::types::PyType>) -> bool {
+    value.is_instance(cls.bind(py)).unwrap_or(false)
 }
 
 /// A Python exception object as a failure, keeping the object itself.
 pub fn failure_from_exception(py: Python<'_>, value: &Bound<'_, PyAny>) -> Failure {
-    let kind = [
-        ("ControllerMovedError", FailureKind::ControllerMoved),
-        ("NoNodeError", FailureKind::NoNode),
-        ("StateChangeFailedError", FailureKind::StateChangeFailed),
-        ("IllegalStateError", FailureKind::IllegalState),
-        ("PluginError", FailureKind::Plugin),
-    ]
-    .into_iter()
-    .find(|(name, _)| is_instance(py, value, name))
-    .map_or(FailureKind::Other, |(_, kind)| kind);
+    let errors = classes(py).ok().map(|c| &c.errors);
+    let kind = errors
+        .and_then(|errors| {
+            errors
+                .kinds()
+                .into_iter()
+                .find(|(cls, _)| is_instance(py, value, cls))
+                .map(|(_, kind)| kind)
+        })
+        .unwrap_or(FailureKind::Other);
     let type_name = value
         .get_type()
         .name()
@@ -140,7 +145,7 @@ pub fn failure_from_exception(py: Python<'_>, value: &Bound<'_, PyAny>) -> Failu
         kind,
         type_name,
         message,
-        store_error: is_instance(py, value, "StoreError"),
+        store_error: errors.is_some_and(|errors| is_instance(py, value, &errors.store_error)),
         payload: Some(std::sync::Arc::new(payload)),
     }
 }
@@ -150,18 +155,18 @@ pub fn failure_from_err(py: Python<'_>, err: &PyErr) -> Failure {
 }
 
 /// The Python exception a failure stands for: the original object when there is one, otherwise a
-/// new instance of the `kctl.errors` class it names.
+/// new instance of the kctl error class of its kind.
 pub fn failure_to_py<'py>(py: Python<'py>, failure: &Failure) -> PyResult<Bound<'py, PyAny>> {
     if let Some(payload) = &failure.payload {
         if let Some(obj) = payload.downcast_ref::<Py<PyAny>>() {
             return Ok(obj.bind(py).clone());
         }
     }
-    let errors = py.import("kctl.errors")?;
-    let cls = errors
-        .getattr(failure.type_name.as_str())
-        .or_else(|_| errors.getattr("KctlError"))?;
-    cls.call1((failure.message.as_str(),))
+    classes(py)?
+        .errors
+        .of(failure.kind)
+        .bind(py)
+        .call1((failure.message.as_str(),))
 }
 
 pub fn failure_to_err(py: Python<'_>, failure: &Failure) -> PyErr {

@@ -13,7 +13,8 @@ use crate::context::{Context, Part, Replica};
 use crate::election::Strategy;
 use crate::model::{BrokerId, Brokers, PartitionState, ReplicaAssignment, ReplicaState};
 use crate::py::convert::{
-    failure_to_err, failure_to_py, leader_and_isr_to_py, lice_from_tuple, lice_to_tuple, LiceTuple,
+    detached, failure_to_err, failure_to_py, leader_and_isr_to_py, state_from_tuple,
+    state_to_tuple, StateTuple,
 };
 use crate::py::payload::{Entries, PartitionStates};
 use crate::py::selector::PySelector;
@@ -22,7 +23,7 @@ use crate::py::store::{NativeMemory, PyStore};
 use crate::py::zookeeper::{NativeZooKeeper, ZkParams};
 use crate::requests::{RequestBatch, Sent, UpdateMetadataEntry};
 use crate::statemachine::{KafkaSelector, Level, Log, Machine, Selector};
-use crate::store::{Read, Store};
+use crate::store::{Failure, Read, Store};
 
 type Tp = (String, i32);
 /// `(replicas, adding, removing)`.
@@ -107,6 +108,16 @@ impl Engine {
         }
     }
 
+    /// A query of the context that may take a while, run with the GIL released.
+    fn parts_detached(
+        &self,
+        py: Python<'_>,
+        query: impl FnOnce(&Context) -> Vec<Part> + Send,
+    ) -> Parts {
+        let ctx = &self.ctx;
+        self.handle(py.detach(|| query(ctx)))
+    }
+
     fn replica_handle(&self, items: Vec<Replica>) -> Replicas {
         Replicas {
             items,
@@ -155,23 +166,40 @@ impl Engine {
             .collect())
     }
 
-    /// Run one state-machine call with a Python store and selector, returning the log lines and the
-    /// requests it sent.
+    /// Run one state-machine call with a Python store and selector: its results as `Outcomes`, the
+    /// log lines and the requests it sent; a failure of the whole call (a moved controller) raises.
     /// The GIL is released for the whole call: the store and plugin selectors take it back for
     /// their Python calls, once per bulk operation.
-    fn run<'py, T: Send>(
+    #[allow(clippy::too_many_arguments)]
+    fn run<'py, K: Send, V: Send>(
         &mut self,
         py: Python<'py>,
         slot: usize,
         store: &Bound<'py, PyAny>,
         options: &CallOptions,
-        call: impl FnOnce(&mut Machine<'_>) -> T + Send,
-    ) -> PyResult<(T, Lines, Vec<Sent>)> {
+        call: impl FnOnce(&mut Machine<'_>) -> Result<Vec<(K, Result<V, Failure>)>, Failure> + Send,
+        key: fn(K) -> Replica,
+        value: fn(V) -> Outcome,
+    ) -> PyResult<CallResult<'py>> {
         if slot >= self.batches.len() {
             return Err(PyKeyError::new_err(format!("no request batch {slot}")));
         }
         let store = StoreRef::of(store);
-        py.detach(|| store.with(|store| self.run_on(slot, store, options, call)))
+        let (results, lines, sent) = detached(py, || {
+            store.with(|store| {
+                let (results, lines, sent) = self.run_on(slot, store, options, call);
+                results.map(|results| (results, lines, sent))
+            })
+        })?;
+        let items = results
+            .into_iter()
+            .map(|(k, result)| (key(k), result.map_or_else(Outcome::Failed, value)))
+            .collect();
+        let outcomes = Outcomes {
+            items,
+            owner: self.owner(),
+        };
+        Ok((outcomes, lines, self.sent_to_py(py, sent)?))
     }
 
     fn run_on<T>(
@@ -180,7 +208,7 @@ impl Engine {
         store: &mut (dyn Store + Send),
         options: &CallOptions,
         call: impl FnOnce(&mut Machine<'_>) -> T,
-    ) -> PyResult<(T, Lines, Vec<Sent>)> {
+    ) -> (T, Lines, Vec<Sent>) {
         let mut log = Log {
             lines: Vec::new(),
             trace: options.trace,
@@ -205,7 +233,7 @@ impl Engine {
             .into_iter()
             .map(|l| (level_code(l.level), l.from_batch, l.text))
             .collect();
-        Ok((out, lines, sent))
+        (out, lines, sent)
     }
 
     fn batch(&mut self, slot: usize) -> PyResult<&mut RequestBatch> {
@@ -601,8 +629,7 @@ impl Engine {
     }
 
     fn all_partitions(&self, py: Python<'_>) -> Parts {
-        let ctx = &self.ctx;
-        self.handle(py.detach(|| ctx.all_partitions()))
+        self.parts_detached(py, |ctx| ctx.all_partitions())
     }
 
     fn partition_count(&self) -> usize {
@@ -610,8 +637,7 @@ impl Engine {
     }
 
     fn partitions_on_broker(&self, py: Python<'_>, broker: BrokerId) -> Parts {
-        let ctx = &self.ctx;
-        self.handle(py.detach(|| ctx.partitions_on_broker(broker)))
+        self.parts_detached(py, |ctx| ctx.partitions_on_broker(broker))
     }
 
     fn replicas_on_brokers(&self, py: Python<'_>, brokers: Vec<BrokerId>) -> Replicas {
@@ -660,15 +686,15 @@ impl Engine {
 
     // --- Leadership ----------------------------------------------------------------------------
 
-    fn put_leadership(&mut self, topic: &str, partition: i32, lice: LiceTuple) {
+    fn put_leadership(&mut self, topic: &str, partition: i32, lice: StateTuple) {
         let p = self.ctx.intern_part(topic, partition);
-        self.ctx.put_leadership(p, &lice_from_tuple(lice));
+        self.ctx.put_leadership(p, &state_from_tuple(lice));
     }
 
-    fn put_leaderships(&mut self, items: Vec<(String, i32, LiceTuple)>) {
+    fn put_leaderships(&mut self, items: Vec<(String, i32, StateTuple)>) {
         for (topic, partition, lice) in items {
             let p = self.ctx.intern_part(&topic, partition);
-            self.ctx.put_leadership(p, &lice_from_tuple(lice));
+            self.ctx.put_leadership(p, &state_from_tuple(lice));
         }
     }
 
@@ -684,9 +710,7 @@ impl Engine {
         let parts = self.resolve_parts(parts)?;
         let store = StoreRef::of(&store);
         let ctx = &self.ctx;
-        let reads = py
-            .detach(|| store.with(|s| s.read_states(ctx, &parts)))
-            .map_err(|e| failure_to_err(py, &e))?;
+        let reads = detached(py, || store.with(|s| s.read_states(ctx, &parts)))?;
         let mut failed = Vec::new();
         for (p, read) in parts.into_iter().zip(reads) {
             match read {
@@ -702,10 +726,10 @@ impl Engine {
         Ok(failed)
     }
 
-    fn leadership(&self, topic: &str, partition: i32) -> Option<LiceTuple> {
+    fn leadership(&self, topic: &str, partition: i32) -> Option<StateTuple> {
         self.existing(topic, partition)
             .and_then(|p| self.ctx.leadership(p))
-            .map(|l| lice_to_tuple(&l))
+            .map(|l| state_to_tuple(&l))
     }
 
     fn clear_leadership(&mut self) {
@@ -713,23 +737,19 @@ impl Engine {
     }
 
     fn partitions_with_leaders(&self, py: Python<'_>) -> Parts {
-        let ctx = &self.ctx;
-        self.handle(py.detach(|| ctx.partitions_with_leaders()))
+        self.parts_detached(py, |ctx| ctx.partitions_with_leaders())
     }
 
     fn unconverged_partitions(&self, py: Python<'_>, limit: usize) -> Parts {
-        let ctx = &self.ctx;
-        self.handle(py.detach(|| ctx.unconverged_partitions(limit)))
+        self.parts_detached(py, |ctx| ctx.unconverged_partitions(limit))
     }
 
     fn partitions_with_offline_leader(&self, py: Python<'_>) -> Parts {
-        let ctx = &self.ctx;
-        self.handle(py.detach(|| ctx.partitions_with_offline_leader()))
+        self.parts_detached(py, |ctx| ctx.partitions_with_offline_leader())
     }
 
     fn partition_leaders_on_broker(&self, py: Python<'_>, broker: BrokerId) -> Parts {
-        let ctx = &self.ctx;
-        self.handle(py.detach(|| ctx.partition_leaders_on_broker(broker)))
+        self.parts_detached(py, |ctx| ctx.partition_leaders_on_broker(broker))
     }
 
     fn leader_counts(&self) -> Vec<(BrokerId, i64)> {
@@ -914,7 +934,7 @@ impl Engine {
         brokers: Vec<BrokerId>,
         topic: &str,
         partition: i32,
-        lice: LiceTuple,
+        lice: StateTuple,
         assignment: AssignmentTuple,
         is_new: bool,
     ) -> PyResult<()> {
@@ -924,7 +944,7 @@ impl Engine {
             &self.ctx,
             &brokers,
             p,
-            &lice_from_tuple(lice),
+            &state_from_tuple(lice),
             &assignment_from_tuple(assignment),
             is_new,
         );
@@ -1028,8 +1048,7 @@ impl Engine {
 
     #[pyo3(signature = (topic=None))]
     fn partitions_to_trigger_online(&self, py: Python<'_>, topic: Option<&str>) -> Parts {
-        let ctx = &self.ctx;
-        self.handle(py.detach(|| ctx.partitions_to_trigger_online(topic)))
+        self.parts_detached(py, |ctx| ctx.partitions_to_trigger_online(topic))
     }
 
     /// The partition state machine's `handle_state_changes`: `(results, log lines, sent)`; a moved
@@ -1050,30 +1069,23 @@ impl Engine {
         let target = partition_state(target)?;
         let strategy = strategy(election)?;
         let parts = self.resolve_parts(parts)?;
-        let (result, lines, sent) = self.run(py, slot, &store, &options, |m| {
-            let mut kafka = KafkaSelector;
-            let mut plugin = selector.map(|selection| PySelector { selection });
-            let chosen: &mut dyn Selector = match plugin.as_mut() {
-                Some(p) => p,
-                None => &mut kafka,
-            };
-            m.handle_partition_state_changes(&parts, target, strategy, chosen)
-        })?;
-        let results = result.map_err(|e| failure_to_err(py, &e))?;
-        let items = results
-            .into_iter()
-            .map(|(p, outcome)| {
-                (
-                    (p, -1),
-                    outcome.map_or_else(Outcome::Failed, Outcome::Elected),
-                )
-            })
-            .collect();
-        let outcomes = Outcomes {
-            items,
-            owner: self.owner(),
-        };
-        Ok((outcomes, lines, self.sent_to_py(py, sent)?))
+        self.run(
+            py,
+            slot,
+            &store,
+            &options,
+            |m| {
+                let mut kafka = KafkaSelector;
+                let mut plugin = selector.map(|selection| PySelector { selection });
+                let chosen: &mut dyn Selector = match plugin.as_mut() {
+                    Some(p) => p,
+                    None => &mut kafka,
+                };
+                m.handle_partition_state_changes(&parts, target, strategy, chosen)
+            },
+            |p| (p, -1),
+            Outcome::Elected,
+        )
     }
 
     fn initialize_replica_states(&mut self) {
@@ -1093,24 +1105,15 @@ impl Engine {
     ) -> PyResult<CallResult<'py>> {
         let target = replica_state(target)?;
         let replicas = self.resolve_replicas(replicas)?;
-        let (result, lines, sent) = self.run(py, slot, &store, &options, |m| {
-            m.handle_replica_state_changes(&replicas, target)
-        })?;
-        let results = result.map_err(|e| failure_to_err(py, &e))?;
-        let items = results
-            .into_iter()
-            .map(|(r, outcome)| {
-                (
-                    r,
-                    outcome.map_or_else(Outcome::Failed, |s| Outcome::State(s as u8)),
-                )
-            })
-            .collect();
-        let outcomes = Outcomes {
-            items,
-            owner: self.owner(),
-        };
-        Ok((outcomes, lines, self.sent_to_py(py, sent)?))
+        self.run(
+            py,
+            slot,
+            &store,
+            &options,
+            |m| m.handle_replica_state_changes(&replicas, target),
+            |r| r,
+            |s| Outcome::State(s as u8),
+        )
     }
 }
 

@@ -1,5 +1,6 @@
 //! The only module of the crate that imports PyO3: it builds the `kctl._engine` extension module.
 
+mod classes;
 mod convert;
 mod engine;
 mod metadata;
@@ -70,6 +71,7 @@ fn engine_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<statetable::StateTable>()?;
     m.add_class::<payload::PartitionStates>()?;
     m.add_class::<metadata::MetadataCache>()?;
+    m.add_function(wrap_pyfunction!(classes::bind, m)?)?;
     m.add_function(wrap_pyfunction!(encode_partition_states, m)?)?;
     m.add_function(wrap_pyfunction!(metadata::metadata_digest, m)?)?;
     m.add_function(wrap_pyfunction!(zookeeper::zk_write_partition_states, m)?)?;

@@ -12,15 +12,8 @@ use pyo3::types::{PyIterator, PyTuple};
 
 use crate::context::Context;
 use crate::metadata::{entry_digest, Payload};
-use crate::model::LeaderRecoveryState;
-use crate::py::convert::cached;
+use crate::py::classes::classes;
 use crate::requests::{LeaderAndIsrEntry, StopReplicaEntry, UpdateMetadataEntry};
-
-static LEADER_AND_ISR_STATE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-static UPDATE_METADATA_STATE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-static STOP_REPLICA_STATE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-static RECOVERED: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-static RECOVERING: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 pub type UpdateMetadataView<'a> = (&'a [(Arc<str>, i32)], &'a Payload, &'a [u64]);
 
@@ -31,7 +24,7 @@ pub enum Entries {
     StopReplica(Vec<StopReplicaEntry>),
 }
 
-/// A read-only sequence of `kctl.requests.*PartitionState` objects, equal to the tuple the
+/// A read-only sequence of `*PartitionState` request objects (the classes `kctl._engine.bind` took), equal to the tuple the
 /// reference engine sends.
 #[pyclass(module = "kctl._engine", frozen, sequence)]
 pub struct PartitionStates {
@@ -91,37 +84,22 @@ impl PartitionStates {
     }
 
     fn build<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let classes = classes(py)?;
         let mut out = Vec::with_capacity(self.keys.len());
         match &self.entries {
             Entries::LeaderAndIsr(entries) => {
-                let cls = cached(
-                    py,
-                    &LEADER_AND_ISR_STATE,
-                    "kctl.requests",
-                    "LeaderAndIsrPartitionState",
-                )?;
-                let recovered = member(py, &RECOVERED, "RECOVERED")?;
-                let recovering = member(py, &RECOVERING, "RECOVERING")?;
+                let cls = classes.leader_and_isr_partition_state.bind(py);
                 for (key, e) in self.keys.iter().zip(entries) {
-                    let recovery = match e.recovery {
-                        LeaderRecoveryState::Recovered => &recovered,
-                        LeaderRecoveryState::Recovering => &recovering,
-                    };
                     let mut args = head(py, key, e.head())?;
                     args.push(PyTuple::new(py, &e.adding)?.into_any());
                     args.push(PyTuple::new(py, &e.removing)?.into_any());
                     args.push(pyo3::types::PyBool::new(py, e.is_new).to_owned().into_any());
-                    args.push(recovery.clone());
+                    args.push(classes.recovery_state(py, e.recovery).clone());
                     out.push(cls.call1(PyTuple::new(py, args)?)?);
                 }
             }
             Entries::UpdateMetadata(entries) => {
-                let cls = cached(
-                    py,
-                    &UPDATE_METADATA_STATE,
-                    "kctl.requests",
-                    "UpdateMetadataPartitionState",
-                )?;
+                let cls = classes.update_metadata_partition_state.bind(py);
                 for (key, e) in self.keys.iter().zip(entries.iter()) {
                     let mut args = head(py, key, e.head())?;
                     args.push(PyTuple::new(py, &e.offline_replicas)?.into_any());
@@ -129,12 +107,7 @@ impl PartitionStates {
                 }
             }
             Entries::StopReplica(entries) => {
-                let cls = cached(
-                    py,
-                    &STOP_REPLICA_STATE,
-                    "kctl.requests",
-                    "StopReplicaPartitionState",
-                )?;
+                let cls = classes.stop_replica_partition_state.bind(py);
                 for ((topic, partition), e) in self.keys.iter().zip(entries) {
                     out.push(cls.call1((&**topic, *partition, e.leader_epoch, e.delete))?);
                 }
@@ -180,22 +153,6 @@ fn head<'py>(
         partition_epoch.into_pyobject(py)?.into_any(),
         PyTuple::new(py, replicas)?.into_any(),
     ])
-}
-
-fn member<'py>(
-    py: Python<'py>,
-    cell: &'static PyOnceLock<Py<PyAny>>,
-    name: &str,
-) -> PyResult<Bound<'py, PyAny>> {
-    if let Some(value) = cell.get(py) {
-        return Ok(value.bind(py).clone());
-    }
-    let value = py
-        .import("kctl.model")?
-        .getattr("LeaderRecoveryState")?
-        .getattr(name)?
-        .unbind();
-    Ok(cell.get_or_init(py, || value).bind(py).clone())
 }
 
 #[pymethods]

@@ -1,6 +1,8 @@
 //! Plugin leader selectors: the engine hands a Python selector one whole batch per election round
-//! (through `kctl.native.selection.NativeSelection.select`) as flat int32 buffers, with the
-//! brokers' table its cluster view needs, and checks the answers natively.
+//! (through the `select` of the selection object the call passes, a
+//! `kctl.native.selection.NativeSelection`) as flat int32 buffers, with the brokers' table its
+//! cluster view needs, and checks the answers natively (asking the object's `refusal` for the
+//! error of a refused answer).
 
 use pyo3::exceptions::{PyBaseException, PyOverflowError};
 use pyo3::prelude::*;
@@ -10,22 +12,19 @@ use crate::context::{Context, TopicIdx};
 use crate::election::Pick;
 use crate::hash::HashMap;
 use crate::model::{BrokerId, NO_LEADER};
-use crate::py::convert::{failure_from_err, failure_from_exception};
+use crate::py::convert::{attached, failure_from_exception};
 use crate::statemachine::{SelectionBatch, Selector};
 use crate::store::Failure;
 
 /// A plugin selector, called with the GIL taken once per election batch.
 pub struct PySelector {
-    /// The election's `kctl.native.selection.NativeSelection`.
+    /// The election's selection object (`select`, `refusal`), passed with the call.
     pub selection: Py<PyAny>,
 }
 
 impl Selector for PySelector {
     fn select(&mut self, ctx: &Context, batch: &SelectionBatch<'_>) -> Result<Vec<Pick>, Failure> {
-        Python::attach(|py| {
-            self.select_with(py, ctx, batch)
-                .map_err(|e| failure_from_err(py, &e))
-        })
+        attached(|py| self.select_with(py, ctx, batch))
     }
 }
 

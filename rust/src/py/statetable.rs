@@ -4,15 +4,15 @@ use std::sync::{Mutex, MutexGuard};
 
 use pyo3::prelude::*;
 
-use crate::py::convert::{lice_from_tuple, lice_to_tuple, LiceTuple};
+use crate::py::convert::{state_from_tuple, state_to_tuple, StateTuple};
 use crate::statetable::{Slot, StateTable as Table, WriteError};
 
 /// `(state or None when corrupt, version, czxid, mzxid)`.
-type SlotTuple = (Option<LiceTuple>, i32, i64, i64);
+type SlotTuple = (Option<StateTuple>, i32, i64, i64);
 
 fn slot_tuple(slot: &Slot) -> SlotTuple {
     (
-        slot.state.as_ref().map(lice_to_tuple),
+        slot.state.as_ref().map(state_to_tuple),
         slot.version,
         slot.czxid,
         slot.mzxid,
@@ -66,12 +66,12 @@ impl StateTable {
         &self,
         topic: &str,
         partition: i32,
-        state: Option<LiceTuple>,
+        state: Option<StateTuple>,
         zxid: i64,
     ) -> (u8, u64) {
         match self
             .lock()
-            .create(topic, partition, state.map(lice_from_tuple), zxid)
+            .create(topic, partition, state.map(state_from_tuple), zxid)
         {
             Ok(seq) => (0, seq),
             Err(e) => (code(e), 0),
@@ -83,14 +83,17 @@ impl StateTable {
         &self,
         topic: &str,
         partition: i32,
-        state: Option<LiceTuple>,
+        state: Option<StateTuple>,
         expected: i32,
         zxid: i64,
     ) -> (u8, i32, u64) {
-        match self
-            .lock()
-            .set(topic, partition, state.map(lice_from_tuple), expected, zxid)
-        {
+        match self.lock().set(
+            topic,
+            partition,
+            state.map(state_from_tuple),
+            expected,
+            zxid,
+        ) {
             Ok((version, seq)) => (0, version, seq),
             Err(e) => (code(e), -1, 0),
         }
@@ -106,7 +109,7 @@ impl StateTable {
 
     fn restore(&self, topic: &str, partition: i32, slot: Option<SlotTuple>, seq: u64) {
         let slot = slot.map(|(state, version, czxid, mzxid)| Slot {
-            state: state.map(lice_from_tuple),
+            state: state.map(state_from_tuple),
             version,
             czxid,
             mzxid,
@@ -119,10 +122,10 @@ impl StateTable {
     }
 
     /// `[(seq, state or None when deleted)]`, oldest first; None without history recording.
-    fn history(&self, topic: &str, partition: i32) -> Option<Vec<(u64, Option<LiceTuple>)>> {
+    fn history(&self, topic: &str, partition: i32) -> Option<Vec<(u64, Option<StateTuple>)>> {
         self.lock().history(topic, partition).map(|rows| {
             rows.into_iter()
-                .map(|r| (r.seq, r.state.as_ref().map(lice_to_tuple)))
+                .map(|r| (r.seq, r.state.as_ref().map(state_to_tuple)))
                 .collect()
         })
     }

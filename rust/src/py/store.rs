@@ -1,20 +1,21 @@
 //! The engine's view of a Python `StateStore`: one Python call per bulk operation, converting keys
 //! and states at the boundary (per-partition Python objects are unavoidable with a Python store),
-//! and the in-memory store's native fast path, which has none.
+//! and the in-memory store's native fast path (`kctl.stores.base.NativeStateTable`), which has none.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyList, PyString};
 
 use crate::context::{Context, Part, TopicIdx};
 use crate::hash::HashMap;
 use crate::model::{LeaderAndIsr, LeaderIsrAndControllerEpoch};
+use crate::py::classes::classes;
 use crate::py::convert::{
-    failure_from_err, failure_from_exception, leader_and_isr_from_py, leader_and_isr_to_py,
-    lice_from_py, lice_to_py, topic_partition,
+    attached, failure_from_exception, leader_and_isr_from_py, leader_and_isr_to_py,
+    partition_state_from_py, partition_state_to_py, topic_partition,
 };
 use crate::py::statetable::StateTable as PyStateTable;
 use crate::statetable::{Slot, WriteError};
-use crate::store::{Failure, FailureKind, Read, Store, Updated};
+use crate::store::{partition_state_path, Failure, FailureKind, Read, Store, Updated};
 
 /// A Python store, reached with the GIL taken per bulk call (the engine runs without it).
 pub struct PyStore {
@@ -26,7 +27,7 @@ pub fn keys<'py>(
     py: Python<'py>,
     ctx: &Context,
     parts: &[Part],
-) -> Result<Vec<Bound<'py, PyAny>>, Failure> {
+) -> PyResult<Vec<Bound<'py, PyAny>>> {
     parts
         .iter()
         .map(|p| {
@@ -36,14 +37,39 @@ pub fn keys<'py>(
                 ctx.partition_id(*p),
             )
         })
-        .collect::<PyResult<_>>()
-        .map_err(|e| failure_from_err(py, &e))
+        .collect()
 }
 
 fn part_of(ctx: &Context, key: &Bound<'_, PyAny>) -> PyResult<Part> {
     let (topic, partition): (String, i32) = key.extract()?;
     ctx.part(&topic, partition)
         .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(format!("{topic}-{partition}")))
+}
+
+/// Whether the class of `store` offers a native fast path, declared by having `marker` (the first
+/// method of the fast path's protocol in `kctl.stores.base`) and answered by the partition-state
+/// methods of the class that defines it: a subclass or wrapper that changes those methods (as
+/// tests' fault injectors do) goes through Python.
+pub fn offers_fast_path(store: &Bound<'_, PyAny>, marker: &str) -> bool {
+    let check = || -> PyResult<bool> {
+        let py = store.py();
+        let cls = store.get_type();
+        let marker = PyString::new(py, marker);
+        for base in cls.mro() {
+            let declared = base.getattr(pyo3::intern!(py, "__dict__"))?;
+            if !declared.contains(&marker)? {
+                continue;
+            }
+            for method in ["get_partition_states", "update_partition_states"] {
+                if !cls.getattr(method)?.is(&base.getattr(method)?) {
+                    return Ok(false);
+                }
+            }
+            return Ok(true);
+        }
+        Ok(false)
+    };
+    check().unwrap_or(false)
 }
 
 impl PyStore {
@@ -69,42 +95,31 @@ impl PyStore {
 
 impl Store for PyStore {
     fn read_states(&mut self, ctx: &Context, parts: &[Part]) -> Result<Vec<Read>, Failure> {
-        Python::attach(|py| {
+        attached(|py| {
             let keys = keys(py, ctx, parts)?;
             let result = self
                 .store
                 .bind(py)
-                .call_method1(
-                    "get_partition_states",
-                    (PyList::new(py, &keys).map_err(|e| failure_from_err(py, &e))?,),
-                )
-                .map_err(|e| failure_from_err(py, &e))?;
-            let (values, errors) = (|| -> PyResult<(Bound<'_, PyDict>, Bound<'_, PyDict>)> {
-                Ok((
-                    result.getattr("values")?.cast_into()?,
-                    result.getattr("errors")?.cast_into()?,
-                ))
-            })()
-            .map_err(|e| failure_from_err(py, &e))?;
+                .call_method1("get_partition_states", (PyList::new(py, &keys)?,))?;
+            let values: Bound<'_, PyDict> = result.getattr("values")?.cast_into()?;
+            let errors: Bound<'_, PyDict> = result.getattr("errors")?.cast_into()?;
             let mut reads = Vec::with_capacity(parts.len());
             for key in &keys {
-                if let Some(value) = values.get_item(key).map_err(|e| failure_from_err(py, &e))? {
-                    reads.push(Read::Found(
-                        lice_from_py(&value).map_err(|e| failure_from_err(py, &e))?,
-                    ));
+                if let Some(value) = values.get_item(key)? {
+                    reads.push(Read::Found(partition_state_from_py(&value)?));
                     continue;
                 }
-                match errors.get_item(key).map_err(|e| failure_from_err(py, &e))? {
+                reads.push(match errors.get_item(key)? {
                     Some(error) => {
                         let failure = failure_from_exception(py, &error);
-                        if failure.kind == crate::store::FailureKind::NoNode {
-                            reads.push(Read::Missing);
+                        if failure.kind == FailureKind::NoNode {
+                            Read::Missing
                         } else {
-                            reads.push(Read::Failed(failure));
+                            Read::Failed(failure)
                         }
                     }
-                    None => reads.push(Read::Missing),
-                }
+                    None => Read::Missing,
+                });
             }
             Ok(reads)
         })
@@ -116,31 +131,21 @@ impl Store for PyStore {
         states: &[(Part, LeaderIsrAndControllerEpoch)],
         fence: i32,
     ) -> Result<Vec<Option<Failure>>, Failure> {
-        Python::attach(|py| {
+        attached(|py| {
             let parts: Vec<Part> = states.iter().map(|(p, _)| *p).collect();
             let keys = keys(py, ctx, &parts)?;
             let mapping = PyDict::new(py);
-            for (key, (_, lice)) in keys.iter().zip(states) {
-                let value = lice_to_py(py, lice).map_err(|e| failure_from_err(py, &e))?;
-                mapping
-                    .set_item(key, value)
-                    .map_err(|e| failure_from_err(py, &e))?;
+            for (key, (_, state)) in keys.iter().zip(states) {
+                mapping.set_item(key, partition_state_to_py(py, state)?)?;
             }
             let responses = self
                 .store
                 .bind(py)
-                .call_method1("create_partition_states", (mapping, fence))
-                .map_err(|e| failure_from_err(py, &e))?;
+                .call_method1("create_partition_states", (mapping, fence))?;
             keys.iter()
                 .map(|key| {
-                    let error = responses
-                        .call_method1("get", (key,))
-                        .map_err(|e| failure_from_err(py, &e))?;
-                    Ok(if error.is_none() {
-                        None
-                    } else {
-                        Some(failure_from_exception(py, &error))
-                    })
+                    let error = responses.call_method1("get", (key,))?;
+                    Ok((!error.is_none()).then(|| failure_from_exception(py, &error)))
                 })
                 .collect()
         })
@@ -153,44 +158,34 @@ impl Store for PyStore {
         controller_epoch: i32,
         fence: i32,
     ) -> Result<Updated, Failure> {
-        Python::attach(|py| {
+        attached(|py| {
             let parts: Vec<Part> = updates.iter().map(|(p, _)| *p).collect();
             let keys = keys(py, ctx, &parts)?;
             let mapping = PyDict::new(py);
             for (key, (_, lai)) in keys.iter().zip(updates) {
-                let value = leader_and_isr_to_py(py, lai).map_err(|e| failure_from_err(py, &e))?;
-                mapping
-                    .set_item(key, value)
-                    .map_err(|e| failure_from_err(py, &e))?;
+                mapping.set_item(key, leader_and_isr_to_py(py, lai)?)?;
             }
-            let outcome = self
-                .store
-                .bind(py)
-                .call_method1(
-                    "update_partition_states",
-                    (mapping, controller_epoch, fence),
-                )
-                .map_err(|e| failure_from_err(py, &e))?;
-            let convert = || -> PyResult<Updated> {
-                let mut updated = Updated::default();
-                let successful: Bound<'_, PyDict> = outcome.getattr("successful")?.cast_into()?;
-                for (key, value) in successful.iter() {
-                    updated
-                        .successful
-                        .push((part_of(ctx, &key)?, leader_and_isr_from_py(&value)?));
-                }
-                for key in outcome.getattr("to_retry")?.try_iter()? {
-                    updated.to_retry.push(part_of(ctx, &key?)?);
-                }
-                let failed: Bound<'_, PyDict> = outcome.getattr("failed")?.cast_into()?;
-                for (key, value) in failed.iter() {
-                    updated
-                        .failed
-                        .push((part_of(ctx, &key)?, failure_from_exception(py, &value)));
-                }
-                Ok(updated)
-            };
-            convert().map_err(|e| failure_from_err(py, &e))
+            let outcome = self.store.bind(py).call_method1(
+                "update_partition_states",
+                (mapping, controller_epoch, fence),
+            )?;
+            let mut updated = Updated::default();
+            let successful: Bound<'_, PyDict> = outcome.getattr("successful")?.cast_into()?;
+            for (key, value) in successful.iter() {
+                updated
+                    .successful
+                    .push((part_of(ctx, &key)?, leader_and_isr_from_py(&value)?));
+            }
+            for key in outcome.getattr("to_retry")?.try_iter()? {
+                updated.to_retry.push(part_of(ctx, &key?)?);
+            }
+            let failed: Bound<'_, PyDict> = outcome.getattr("failed")?.cast_into()?;
+            for (key, value) in failed.iter() {
+                updated
+                    .failed
+                    .push((part_of(ctx, &key)?, failure_from_exception(py, &value)));
+            }
+            Ok(updated)
         })
     }
 
@@ -199,43 +194,40 @@ impl Store for PyStore {
         ctx: &Context,
         topics: &[TopicIdx],
     ) -> Result<Vec<Result<Option<String>, Failure>>, Failure> {
-        Python::attach(|py| {
+        attached(|py| {
             let names: Vec<&str> = topics.iter().map(|t| ctx.topic_name(*t)).collect();
             let read = self
                 .store
                 .bind(py)
-                .call_method1("get_topic_configs", (names.clone(),))
-                .map_err(|e| failure_from_err(py, &e))?;
-            let convert = || -> PyResult<Vec<Result<Option<String>, Failure>>> {
-                let values: Bound<'_, PyDict> = read.getattr("values")?.cast_into()?;
-                let errors: Bound<'_, PyDict> = read.getattr("errors")?.cast_into()?;
-                let mut out = Vec::with_capacity(names.len());
-                for name in &names {
-                    if let Some(error) = errors.get_item(name)? {
-                        out.push(Err(failure_from_exception(py, &error)));
-                        continue;
-                    }
-                    let value = match values.get_item(name)? {
-                        Some(config) => {
-                            config.call_method1("get", ("unclean.leader.election.enable",))?
-                        }
-                        None => py.None().into_bound(py),
-                    };
-                    out.push(Ok(if value.is_none() {
-                        None
-                    } else {
-                        Some(value.str()?.to_string())
-                    }));
+                .call_method1("get_topic_configs", (names.clone(),))?;
+            let values: Bound<'_, PyDict> = read.getattr("values")?.cast_into()?;
+            let errors: Bound<'_, PyDict> = read.getattr("errors")?.cast_into()?;
+            let mut out = Vec::with_capacity(names.len());
+            for name in &names {
+                if let Some(error) = errors.get_item(name)? {
+                    out.push(Err(failure_from_exception(py, &error)));
+                    continue;
                 }
-                Ok(out)
-            };
-            convert().map_err(|e| failure_from_err(py, &e))
+                let value = match values.get_item(name)? {
+                    Some(config) => {
+                        config.call_method1("get", ("unclean.leader.election.enable",))?
+                    }
+                    None => py.None().into_bound(py),
+                };
+                out.push(Ok(if value.is_none() {
+                    None
+                } else {
+                    Some(value.str()?.to_string())
+                }));
+            }
+            Ok(out)
         })
     }
 }
 
-/// The in-memory store's fast path: partition states are read and written directly in its native
-/// table (`MemoryStore.native_begin` / `native_end` lock the tree around each bulk operation),
+/// The in-memory store's fast path (`kctl.stores.base.NativeStateTable`): partition states are read
+/// and written directly in its native table (`native_begin` / `native_end` lock the tree around
+/// each bulk operation),
 /// with no Python object per partition; everything else, and corrupt data, goes through Python.
 pub struct NativeMemory {
     pub inner: PyStore,
@@ -246,72 +238,48 @@ pub struct NativeMemory {
 type Begun = (Py<PyStateTable>, i32, i64, bool);
 
 impl NativeMemory {
-    /// Whether `store` is an in-memory store whose partition-state methods are its own (a subclass
-    /// or wrapper that changes them, as tests' fault injectors do, goes through Python).
+    /// Whether `store` offers the in-memory fast path (`kctl.stores.base.NativeStateTable`).
     pub fn supports(store: &Bound<'_, PyAny>) -> bool {
-        let check = || -> PyResult<bool> {
-            let memory = store
-                .py()
-                .import("kctl.stores.memory")?
-                .getattr("MemoryStore")?;
-            let cls = store.get_type();
-            if !cls.is_subclass(&memory)? {
-                return Ok(false);
-            }
-            for method in ["get_partition_states", "update_partition_states"] {
-                if !cls.getattr(method)?.is(&memory.getattr(method)?) {
-                    return Ok(false);
-                }
-            }
-            Ok(true)
-        };
-        check().unwrap_or(false)
+        offers_fast_path(store, "native_begin")
     }
 
     fn begin(&self) -> Result<Begun, Failure> {
-        Python::attach(|py| {
-            let begun = self
+        let begun = attached(|py| {
+            Ok(self
                 .inner
                 .store
                 .bind(py)
-                .call_method0("native_begin")
-                .map_err(|e| failure_from_err(py, &e))?;
-            begun.extract::<Begun>().map_err(|e| {
-                let failure = failure_from_err(py, &e);
-                self.end(false, Vec::new()).err().unwrap_or(failure)
-            })
-        })
+                .call_method0("native_begin")?
+                .unbind())
+        })?;
+        // Begun: the tree is locked until `native_end`, even when the answer is not understood.
+        attached(|py| begun.bind(py).extract::<Begun>())
+            .map_err(|failure| self.end(false, Vec::new()).err().unwrap_or(failure))
     }
 
     fn end(&self, wrote: bool, written: Vec<(String, i32)>) -> Result<(), Failure> {
-        Python::attach(|py| {
+        attached(|py| {
             self.inner
                 .store
                 .bind(py)
                 .call_method1("native_end", (wrote, written))
                 .map(drop)
-                .map_err(|e| failure_from_err(py, &e))
         })
-    }
-
-    fn key(ctx: &Context, p: Part) -> (&str, i32) {
-        (ctx.topic_name(ctx.partition_topic(p)), ctx.partition_id(p))
     }
 
     fn no_node(&self, ctx: &Context, p: Part) -> Failure {
-        let (topic, partition) = Self::key(ctx, p);
-        let path = format!("/brokers/topics/{topic}/partitions/{partition}/state");
+        let path =
+            partition_state_path(ctx.topic_name(ctx.partition_topic(p)), ctx.partition_id(p));
         let message = format!("{path} does not exist");
-        Python::attach(|py| {
-            match (|| {
-                py.import("kctl.errors")?
-                    .getattr("NoNodeError")?
-                    .call1((message.as_str(), path.as_str()))
-            })() {
-                Ok(error) => failure_from_exception(py, &error),
-                Err(e) => failure_from_err(py, &e),
-            }
+        attached(|py| {
+            let error = classes(py)?
+                .errors
+                .no_node_error
+                .bind(py)
+                .call1((message.as_str(), path.as_str()))?;
+            Ok(failure_from_exception(py, &error))
         })
+        .unwrap_or_else(|failure| failure)
     }
 }
 

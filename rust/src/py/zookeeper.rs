@@ -1,6 +1,7 @@
-//! The ZooKeeper store's native partition-state path: request bodies built and responses decoded
-//! here (`crate::zkwire`, `crate::zkjson`), with the Python `ZooKeeperStore` only moving bytes
-//! over its kazoo connection (`native_exchange`, pipelined, sent again after a reconnect).
+//! The ZooKeeper store's native partition-state path (`kctl.stores.base.NativeZooKeeperCodec`):
+//! request bodies built and responses decoded here (`crate::zkwire`, `crate::zkjson`), with the
+//! Python store only moving bytes over its kazoo connection (`native_exchange`, pipelined, sent
+//! again after a reconnect).
 //!
 //! - [`NativeZooKeeper`]: the engine's store for a plain `ZooKeeperStore`, with no Python object
 //!   per partition (the store's other operations, and documents that are not the usual ones, go
@@ -14,9 +15,9 @@ use pyo3::types::{PyBytes, PyList, PyTuple};
 
 use crate::context::{Context, Part, TopicIdx};
 use crate::model::{LeaderAndIsr, LeaderIsrAndControllerEpoch, LeaderRecoveryState};
-use crate::py::convert::{failure_from_err, failure_from_exception};
-use crate::py::store::PyStore;
-use crate::store::{Failure, Read, Store, Updated};
+use crate::py::convert::{attached, failure_from_exception, or_failure};
+use crate::py::store::{offers_fast_path, PyStore};
+use crate::store::{partition_state_path, Failure, Read, Store, Updated};
 use crate::zkjson;
 use crate::zkwire::{self, BulkError, DataRead, Limits, Request, SetItem, SetOutcome};
 
@@ -50,11 +51,6 @@ impl ZkParams {
             multi_read,
         })
     }
-}
-
-/// `paths.partition_state`, without the chroot.
-fn state_path(topic: &str, partition: i32) -> String {
-    format!("/brokers/topics/{topic}/partitions/{partition}/state")
 }
 
 /// Send the requests through the store, pipelined; the response bodies in order.
@@ -98,12 +94,11 @@ fn bulk_error(
     })
 }
 
-fn item_error(store: &Py<PyAny>, path: &str, code: i32) -> PyResult<Py<PyAny>> {
-    Python::attach(|py| {
-        Ok(store
-            .bind(py)
-            .call_method1("native_error", (path, code))?
-            .unbind())
+/// The store's error for ZooKeeper's error `code` on `path`, as a failure.
+fn item_failure(store: &Py<PyAny>, path: &str, code: i32) -> Result<Failure, Failure> {
+    attached(|py| {
+        let error = store.bind(py).call_method1("native_error", (path, code))?;
+        Ok(failure_from_exception(py, &error))
     })
 }
 
@@ -114,37 +109,13 @@ pub struct NativeZooKeeper {
 }
 
 impl NativeZooKeeper {
-    /// The store's parameters when `store` is a `ZooKeeperStore` whose partition-state methods
-    /// are its own (a subclass or wrapper that changes them, as tests' fault injectors do, goes
-    /// through Python).
+    /// The store's parameters when `store` offers the ZooKeeper codec's fast path
+    /// (`kctl.stores.base.NativeZooKeeperCodec`).
     pub fn supports(store: &Bound<'_, PyAny>) -> Option<ZkParams> {
-        let check = || -> PyResult<Option<ZkParams>> {
-            let py = store.py();
-            let modules = py.import("sys")?.getattr("modules")?;
-            let Some(module) = modules
-                .call_method1("get", ("kctl.stores.zookeeper",))
-                .ok()
-                .filter(|m| !m.is_none())
-            else {
-                return Ok(None); // never imported: not a ZooKeeper store
-            };
-            let zookeeper = module.getattr("ZooKeeperStore")?;
-            let cls = store.get_type();
-            if !cls.is_subclass(&zookeeper)? {
-                return Ok(None);
-            }
-            for method in ["get_partition_states", "update_partition_states"] {
-                if !cls.getattr(method)?.is(&zookeeper.getattr(method)?) {
-                    return Ok(None);
-                }
-            }
-            ZkParams::of(store).map(Some)
-        };
-        check().unwrap_or(None)
-    }
-
-    fn failure(&self, err: &PyErr) -> Failure {
-        Python::attach(|py| failure_from_err(py, err))
+        if !offers_fast_path(store, "native_exchange") {
+            return None;
+        }
+        ZkParams::of(store).ok()
     }
 }
 
@@ -225,10 +196,11 @@ impl Store for NativeZooKeeper {
         }
         let paths: Vec<String> = parts
             .iter()
-            .map(|&p| state_path(ctx.topic_name(ctx.partition_topic(p)), ctx.partition_id(p)))
+            .map(|&p| {
+                partition_state_path(ctx.topic_name(ctx.partition_topic(p)), ctx.partition_id(p))
+            })
             .collect();
-        let raw =
-            read_states(&self.inner.store, &self.params, &paths).map_err(|e| self.failure(&e))?;
+        let raw = or_failure(read_states(&self.inner.store, &self.params, &paths))?;
         let mut reads = Vec::with_capacity(parts.len());
         let mut unusual = Vec::new();
         for (at, read) in raw.into_iter().enumerate() {
@@ -247,11 +219,7 @@ impl Store for NativeZooKeeper {
                 }
                 StateRead::Failed(zkwire::NO_NODE) => Read::Missing,
                 StateRead::Failed(code) => {
-                    let error = item_error(&self.inner.store, &paths[at], code)
-                        .map_err(|e| self.failure(&e))?;
-                    Read::Failed(Python::attach(|py| {
-                        failure_from_exception(py, error.bind(py))
-                    }))
+                    Read::Failed(item_failure(&self.inner.store, &paths[at], code)?)
                 }
                 StateRead::Raw(..) => {
                     unusual.push((at, parts[at]));
@@ -282,7 +250,7 @@ impl Store for NativeZooKeeper {
         let items = set_items(
             &self.params,
             updates.iter().map(|(p, lai)| {
-                let path = state_path(
+                let path = partition_state_path(
                     ctx.topic_name(ctx.partition_topic(*p)),
                     ctx.partition_id(*p),
                 );
@@ -301,8 +269,7 @@ impl Store for NativeZooKeeper {
             .iter()
             .map(|item| item.path[chroot..].to_owned())
             .collect();
-        let outcomes = write_states(&self.inner.store, &self.params, items, fence)
-            .map_err(|e| self.failure(&e))?;
+        let outcomes = or_failure(write_states(&self.inner.store, &self.params, items, fence))?;
         let mut updated = Updated::default();
         for (((p, lai), outcome), path) in updates.iter().zip(outcomes).zip(&paths) {
             match outcome {
@@ -313,9 +280,7 @@ impl Store for NativeZooKeeper {
                 }
                 SetOutcome::Failed(zkwire::BAD_VERSION) => updated.to_retry.push(*p),
                 SetOutcome::Failed(code) => {
-                    let error =
-                        item_error(&self.inner.store, path, code).map_err(|e| self.failure(&e))?;
-                    let failure = Python::attach(|py| failure_from_exception(py, error.bind(py)));
+                    let failure = item_failure(&self.inner.store, path, code)?;
                     updated.failed.push((*p, failure));
                 }
             }
@@ -365,7 +330,11 @@ pub fn zk_write_partition_states(
                         recovery,
                         controller_epoch,
                     ));
-                    (state_path(&topic, partition), data.into_bytes(), version)
+                    (
+                        partition_state_path(&topic, partition),
+                        data.into_bytes(),
+                        version,
+                    )
                 },
             ),
         );
@@ -396,7 +365,10 @@ pub fn zk_read_partition_states<'py>(
         ));
     }
     let unbound = store.unbind();
-    let paths: Vec<String> = partitions.iter().map(|(t, p)| state_path(t, *p)).collect();
+    let paths: Vec<String> = partitions
+        .iter()
+        .map(|(t, p)| partition_state_path(t, *p))
+        .collect();
     let reads = py.detach(|| read_states(&unbound, &params, &paths))?;
     let items = reads
         .into_iter()
