@@ -9,7 +9,7 @@ Importing this package hands the extension the Python classes it builds and reco
 
 from typing import TYPE_CHECKING
 
-from kctl import _engine, errors, model, requests
+from kctl import _engine, errors, messages, model
 
 if TYPE_CHECKING:
     from kctl.stores.base import NativeStateTable, NativeZooKeeperCodec
@@ -25,9 +25,9 @@ _engine.bind(
     leader_and_isr=model.LeaderAndIsr,
     leader_isr_and_controller_epoch=model.LeaderIsrAndControllerEpoch,
     leader_recovery_state=model.LeaderRecoveryState,
-    leader_and_isr_partition_state=requests.LeaderAndIsrPartitionState,
-    update_metadata_partition_state=requests.UpdateMetadataPartitionState,
-    stop_replica_partition_state=requests.StopReplicaPartitionState,
+    leader_and_isr_partition_state=messages.LeaderAndIsrPartitionState,
+    update_metadata_partition_state=messages.UpdateMetadataPartitionState,
+    stop_replica_partition_state=messages.StopReplicaPartitionState,
     kctl_error=errors.KctlError,
     store_error=errors.StoreError,
     no_node_error=errors.NoNodeError,
