@@ -49,6 +49,14 @@ TOOL_TIMEOUT = 120.0
 """Seconds for a Kafka or kctl command-line tool (a JVM start on a busy machine)."""
 
 
+def others(sides: SideBySide) -> list[int]:
+    """The brokers besides Kafka's controller, in id order. Scenarios kill brokers chosen by it: on
+    Kafka a broker's death is also the controller's when it is the controller, on kctl never (its
+    controllers are processes of their own), so only :meth:`SideBySide.crash_controller` kills
+    Kafka's controller broker."""
+    return sorted(broker for broker in sides.kafka.brokers if broker != sides.kafka_controller())
+
+
 def all_led(topic: str, assignment: Mapping[int, Sequence[int]]) -> Callable[[Snapshot], bool]:
     """Every partition of ``topic`` has a state with a leader."""
     return lambda s: sorted(s.leaders(topic)) == sorted(assignment) and all(

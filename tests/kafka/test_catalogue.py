@@ -1,20 +1,17 @@
 """The rest of the differential catalogue (marker ``kafka_full``, run by ``scripts/kafka-diff``):
-controlled shutdown and restart, the controller's crash, a cancelled reassignment, a topic deleted
-while a broker is down, and an unclean election enabled per topic, each compared after every step.
+a cancelled reassignment, a topic deleted while a broker is down, and an unclean election enabled
+per topic, each compared after every step.
 
-Scenarios that kill brokers pick them by Kafka's controller: on Kafka a broker's death is also the
-controller's when it is the controller, on kctl never (its controllers are processes of their own),
-so only :meth:`SideBySide.crash_controller` kills Kafka's controller broker.
+Scenarios that kill brokers pick them among :func:`kafka_harness.others`, never Kafka's controller.
 """
 
 from __future__ import annotations
 
 import pytest
 from kafka_harness import (
-    KCTL_CONTROLLER,
-    KCTL_STANDBY,
     SideBySide,
     all_led,
+    others,
     reassigned,
     rejoined,
     replicas,
@@ -23,48 +20,9 @@ from kafka_harness import (
 )
 
 from kctl.model import TopicPartition
-from kctl.testing.differential import ADMIN_ZNODES, DELETE_TOPICS
+from kctl.testing.differential import DELETE_TOPICS
 
 pytestmark = pytest.mark.kafka_full
-
-ASSIGNMENT = {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]}
-REASSIGN = ADMIN_ZNODES[0]
-
-
-def others(sides: SideBySide) -> list[int]:
-    """The brokers besides Kafka's controller, in id order."""
-    return sorted(broker for broker in sides.kafka.brokers if broker != sides.kafka_controller())
-
-
-def test_a_controlled_shutdown_then_a_restart_move_leaders_and_isrs_alike(sides: SideBySide) -> None:
-    sides.create_topic("shutdown", ASSIGNMENT)
-    sides.compare(all_led("shutdown", ASSIGNMENT), "creating 'shutdown'")
-    broker = others(sides)[0]
-
-    sides.shut_down(broker)
-    kafka = sides.compare(without(broker), f"SIGTERM of broker {broker} (controlled shutdown)")
-    assert all(state.leader_epoch == 1 for tp, state in kafka.partitions.items() if tp.topic == "shutdown")
-
-    sides.restart(broker)
-    sides.compare(rejoined(broker), f"restart of broker {broker}")
-
-
-def test_the_controllers_crash_moves_leaders_and_isrs_alike(sides: SideBySide) -> None:
-    sides.create_topic("failover", ASSIGNMENT)
-    sides.compare(all_led("failover", ASSIGNMENT), "creating 'failover'")
-
-    victim = sides.crash_controller()
-    # the next controller elects new leaders; the leaders drop the dead follower from their ISRs
-    # once it has lagged for replica.lag.time.max.ms
-    kafka = sides.compare(without(victim), f"kill -9 of broker {victim}, Kafka's controller, and of kctl's active controller")
-    assert sides.kafka_controller() != victim and sides.kctl.active_controller() == KCTL_STANDBY
-    led = kafka.partitions[TopicPartition("failover", victim - 1)]
-    assert led.leader in ASSIGNMENT[victim - 1][1:] and led.leader_epoch >= 1
-
-    sides.restart(victim)
-    sides.start_controller(KCTL_CONTROLLER)  # the new standby
-    sides.compare(rejoined(victim), f"restart of broker {victim}")
-    assert sides.kctl.active_controller() == KCTL_STANDBY
 
 
 def test_a_reassignment_cancelled_returns_to_its_replicas_alike(sides: SideBySide) -> None:

@@ -1,6 +1,7 @@
 """Kafka 3.9 and kctl side by side, the set ``./scripts/test`` runs: topic creation (explicit and
 rack-aware assignments), a leader broker's crash and restart, an admin preferred election,
-reassignments with and without overlap, and added partitions.
+reassignments with and without overlap, added partitions, a controlled shutdown and restart, and
+the controller's crash.
 
 Each step runs on three real Kafka brokers and on kctl's controller and brokers (ids 1–3, in the
 same racks, on both sides); after it, both chroots must hold the same topic znodes and partition
@@ -10,7 +11,18 @@ deadlines (:class:`kafka_harness.SideBySide`). The rest of the catalogue is ``te
 
 from __future__ import annotations
 
-from kafka_harness import RACKS, SideBySide, all_led, reassigned, rejoined, replicas, without
+from kafka_harness import (
+    KCTL_CONTROLLER,
+    KCTL_STANDBY,
+    RACKS,
+    SideBySide,
+    all_led,
+    others,
+    reassigned,
+    rejoined,
+    replicas,
+    without,
+)
 
 from kctl.model import TopicPartition
 from kctl.testing.differential import ADMIN_ZNODES
@@ -49,7 +61,7 @@ def test_a_rack_aware_assignment_elects_the_same_leaders(sides: SideBySide) -> N
 def test_a_leader_broker_killed_then_restarted_moves_leaders_and_isrs_alike(sides: SideBySide) -> None:
     sides.create_topic("crashed", ASSIGNMENT)
     sides.compare(all_led("crashed", ASSIGNMENT), "creating 'crashed'")
-    victim = next(broker for broker in sorted(sides.kafka.brokers) if broker != sides.kafka_controller())
+    victim = others(sides)[0]
 
     sides.kill(victim)
     kafka = sides.compare(without(victim), f"kill -9 of broker {victim}, the leader of 'crashed'-{victim - 1}")
@@ -87,3 +99,34 @@ def test_added_partitions_are_led_alike(sides: SideBySide) -> None:
     kafka = sides.compare(all_led("grown", grown), "adding partitions 1 and 2 to 'grown'")
     assert replicas(kafka, "grown")["partitions"] == {str(p): r for p, r in grown.items()}
     assert kafka.leaders("grown") == {0: 1, 1: 2, 2: 3}
+
+
+def test_a_controlled_shutdown_then_a_restart_move_leaders_and_isrs_alike(sides: SideBySide) -> None:
+    sides.create_topic("shutdown", ASSIGNMENT)
+    sides.compare(all_led("shutdown", ASSIGNMENT), "creating 'shutdown'")
+    broker = others(sides)[0]
+
+    sides.shut_down(broker)
+    kafka = sides.compare(without(broker), f"SIGTERM of broker {broker} (controlled shutdown)")
+    assert all(state.leader_epoch == 1 for tp, state in kafka.partitions.items() if tp.topic == "shutdown")
+
+    sides.restart(broker)
+    sides.compare(rejoined(broker), f"restart of broker {broker}")
+
+
+def test_the_controllers_crash_moves_leaders_and_isrs_alike(sides: SideBySide) -> None:
+    sides.create_topic("failover", ASSIGNMENT)
+    sides.compare(all_led("failover", ASSIGNMENT), "creating 'failover'")
+
+    victim = sides.crash_controller()
+    # the next controller (Kafka's among the live brokers, kctl's standby) finds the broker gone:
+    # new leaders for its partitions, and it leaves every ISR
+    kafka = sides.compare(without(victim), f"kill -9 of broker {victim}, Kafka's controller, and of kctl's active controller")
+    assert sides.kafka_controller() != victim and sides.kctl.active_controller() == KCTL_STANDBY
+    led = kafka.partitions[TopicPartition("failover", victim - 1)]
+    assert led.leader in ASSIGNMENT[victim - 1][1:] and led.leader_epoch >= 1
+
+    sides.restart(victim)
+    sides.start_controller(KCTL_CONTROLLER)  # the new standby
+    sides.compare(rejoined(victim), f"restart of broker {victim}")
+    assert sides.kctl.active_controller() == KCTL_STANDBY
