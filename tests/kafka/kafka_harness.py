@@ -42,6 +42,8 @@ KCTL_CONTROLLER_CONFIG = {"zookeeper.session.timeout.ms": "6000"}
 """kctl's controllers keep Kafka's session timeout, longer than kctl's brokers' (2 s): when the
 active controller and a broker are killed together, as Kafka's controller dies with its broker,
 the standby takes over after the broker's registration is gone, as Kafka's next controller does."""
+ASSIGNMENT = {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]}
+"""Each broker the preferred leader of one partition, every partition on every broker."""
 RACKS = {1: "rack-a", 2: "rack-a", 3: "rack-b"}
 """``broker.rack`` of the brokers on both sides: two racks, so a rack-aware assignment is not any
 assignment."""
@@ -145,6 +147,11 @@ class SideBySide:
             racks = {broker: info.rack for broker, (info, _) in store.get_all_brokers().items()}
             admin.create_topic(store, name, broker_racks=racks, assignment=assignment, config=config,
                                topic_id=topic_id)
+
+    def create_and_compare(self, name: str, assignment: Mapping[int, Sequence[int]] = ASSIGNMENT) -> Snapshot:
+        """:meth:`create_topic`, then :meth:`compare` once every partition has a leader."""
+        self.create_topic(name, assignment)
+        return self.compare(all_led(name, assignment), f"creating {name!r}")
 
     def create_rack_aware_topic(self, name: str, partitions: int, replication_factor: int) -> dict[int, list[int]]:
         """A topic placed by the rack-aware algorithm over the racks Kafka's brokers registered

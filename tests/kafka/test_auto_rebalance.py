@@ -9,11 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import pytest
-from kafka_harness import SideBySide, all_led, others, rejoined, without
+from kafka_harness import ASSIGNMENT, SideBySide, others, rejoined, without
 
 pytestmark = pytest.mark.kafka_full
 
-ASSIGNMENT = {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]}
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +22,7 @@ def kafka_overrides() -> Mapping[str, str]:
 
 
 def test_the_automatic_rebalance_gives_a_restarted_broker_its_leaderships_back_alike(sides: SideBySide) -> None:
-    sides.create_topic("rebalanced", ASSIGNMENT)
-    sides.compare(all_led("rebalanced", ASSIGNMENT), "creating 'rebalanced'")
+    sides.create_and_compare("rebalanced")
     victim = others(sides)[0]
 
     sides.kill(victim)

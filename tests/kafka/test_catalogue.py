@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 from kafka_harness import (
     SideBySide,
-    all_led,
     others,
     reassigned,
     rejoined,
@@ -29,8 +28,7 @@ def test_a_reassignment_cancelled_returns_to_its_replicas_alike(sides: SideBySid
     kept, down = others(sides)
     controller = sides.kafka_controller()
     tp, origin, target = TopicPartition("cancelled", 0), [controller, kept], [controller, down]
-    sides.create_topic("cancelled", {0: origin})
-    sides.compare(all_led("cancelled", {0: origin}), "creating 'cancelled'")
+    sides.create_and_compare("cancelled", {0: origin})
     sides.kill(down)
     sides.compare(without(down), f"kill -9 of broker {down}")
 
@@ -53,8 +51,7 @@ def test_a_reassignment_cancelled_returns_to_its_replicas_alike(sides: SideBySid
 def test_a_topic_deleted_while_a_broker_is_down_is_gone_once_it_returns(sides: SideBySide) -> None:
     up, down = others(sides)
     assignment = {0: [sides.kafka_controller(), up], 1: [up, down]}
-    sides.create_topic("deleted", assignment)
-    sides.compare(all_led("deleted", assignment), "creating 'deleted'")
+    sides.create_and_compare("deleted", assignment)
     sides.kill(down)
     sides.compare(without(down), f"kill -9 of broker {down}")
 
@@ -71,8 +68,7 @@ def test_a_topic_deleted_while_a_broker_is_down_is_gone_once_it_returns(sides: S
 def test_an_unclean_election_enabled_on_the_topic_elects_an_out_of_sync_replica_alike(sides: SideBySide) -> None:
     first, second = others(sides)
     tp = TopicPartition("unclean", 0)
-    sides.create_topic("unclean", {0: [first, second]})
-    sides.compare(all_led("unclean", {0: [first, second]}), "creating 'unclean'")
+    sides.create_and_compare("unclean", {0: [first, second]})
     sides.kill(second)
     sides.compare(without(second), f"kill -9 of broker {second}, the follower")
     sides.kill(first)

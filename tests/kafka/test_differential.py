@@ -12,6 +12,7 @@ deadlines (:class:`kafka_harness.SideBySide`). The rest of the catalogue is ``te
 from __future__ import annotations
 
 from kafka_harness import (
+    ASSIGNMENT,
     KCTL_CONTROLLER,
     KCTL_STANDBY,
     RACKS,
@@ -28,14 +29,11 @@ from kctl.model import TopicPartition
 from kctl.testing.differential import ADMIN_ZNODES
 from kctl.testing.ports import listening_ports
 
-ASSIGNMENT = {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]}
-"""Each broker the preferred leader of one partition, every partition on every broker."""
 ELECT = ADMIN_ZNODES[1]
 
 
 def test_creating_a_topic_with_an_explicit_assignment_elects_the_same_leaders(sides: SideBySide) -> None:
-    sides.create_topic("created", ASSIGNMENT)
-    kafka = sides.compare(all_led("created", ASSIGNMENT), "creating 'created'")
+    kafka = sides.create_and_compare("created")
     assert kafka.leaders("created") == {p: replicas[0] for p, replicas in ASSIGNMENT.items()}
     assert {tp.partition: (s.leader_epoch, s.version, s.isr) for tp, s in kafka.partitions.items()} == {
         p: (0, 0, frozenset(replicas)) for p, replicas in ASSIGNMENT.items()}
@@ -59,8 +57,7 @@ def test_a_rack_aware_assignment_elects_the_same_leaders(sides: SideBySide) -> N
 
 
 def test_a_leader_broker_killed_then_restarted_moves_leaders_and_isrs_alike(sides: SideBySide) -> None:
-    sides.create_topic("crashed", ASSIGNMENT)
-    sides.compare(all_led("crashed", ASSIGNMENT), "creating 'crashed'")
+    sides.create_and_compare("crashed")
     victim = others(sides)[0]
 
     sides.kill(victim)
@@ -81,8 +78,7 @@ def test_a_leader_broker_killed_then_restarted_moves_leaders_and_isrs_alike(side
 
 
 def test_reassignments_with_and_without_overlap_end_alike(sides: SideBySide) -> None:
-    sides.create_topic("moved", {0: [1, 2], 1: [1, 2]})
-    sides.compare(all_led("moved", {0: [1, 2], 1: [1, 2]}), "creating 'moved'")
+    sides.create_and_compare("moved", {0: [1, 2], 1: [1, 2]})
 
     for partition, target, kind in ((0, [3], "without overlap"), (1, [2, 3], "with overlap")):
         sides.reassign({TopicPartition("moved", partition): target})
@@ -92,8 +88,7 @@ def test_reassignments_with_and_without_overlap_end_alike(sides: SideBySide) -> 
 
 
 def test_added_partitions_are_led_alike(sides: SideBySide) -> None:
-    sides.create_topic("grown", {0: [1, 2]})
-    sides.compare(all_led("grown", {0: [1, 2]}), "creating 'grown'")
+    sides.create_and_compare("grown", {0: [1, 2]})
     sides.add_partitions("grown", {1: [2, 3], 2: [3, 1]})
     grown = {0: [1, 2], 1: [2, 3], 2: [3, 1]}
     kafka = sides.compare(all_led("grown", grown), "adding partitions 1 and 2 to 'grown'")
@@ -102,8 +97,7 @@ def test_added_partitions_are_led_alike(sides: SideBySide) -> None:
 
 
 def test_a_controlled_shutdown_then_a_restart_move_leaders_and_isrs_alike(sides: SideBySide) -> None:
-    sides.create_topic("shutdown", ASSIGNMENT)
-    sides.compare(all_led("shutdown", ASSIGNMENT), "creating 'shutdown'")
+    sides.create_and_compare("shutdown")
     broker = others(sides)[0]
 
     sides.shut_down(broker)
@@ -115,8 +109,7 @@ def test_a_controlled_shutdown_then_a_restart_move_leaders_and_isrs_alike(sides:
 
 
 def test_the_controllers_crash_moves_leaders_and_isrs_alike(sides: SideBySide) -> None:
-    sides.create_topic("failover", ASSIGNMENT)
-    sides.compare(all_led("failover", ASSIGNMENT), "creating 'failover'")
+    sides.create_and_compare("failover")
 
     victim = sides.crash_controller()
     # the next controller (Kafka's among the live brokers, kctl's standby) finds the broker gone:
