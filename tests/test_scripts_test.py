@@ -1,5 +1,6 @@
 """``scripts/test``: the pytest commands it runs for each way of calling it (``--dry-run`` prints
-them), and the marker ``--quick`` deselects the Spark standalone tests by."""
+them), the marker ``--quick`` deselects the Spark standalone tests by, and the one it always
+deselects the whole differential catalogue by (``scripts/kafka-diff`` runs that)."""
 
 from __future__ import annotations
 
@@ -34,25 +35,30 @@ def pytest_runs(printed: list[list[str]]) -> list[tuple[str, list[str]]]:
 
 def test_everything_runs_both_engines_then_the_benchmarks() -> None:
     runs = pytest_runs(commands())
-    assert runs[:2] == [("KCTL_ENGINE=rust", []), ("KCTL_ENGINE=reference", [])]
+    assert runs[:2] == [("KCTL_ENGINE=rust", ["-m", "not kafka_full"]), ("KCTL_ENGINE=reference", ["-m", "not kafka_full"])]
     assert [env for env, _ in runs[2:]] == ["KCTL_BENCH_SCALE=smoke"] and "--benchmark-disable" in runs[2][1]
 
 
 def test_arguments_go_to_pytest_on_both_engines_and_skip_the_benchmarks() -> None:
     args = ["tests/test_cli.py", "-k", "plugins and not json", "-x"]
-    assert pytest_runs(commands(*args)) == [("KCTL_ENGINE=rust", args), ("KCTL_ENGINE=reference", args)]
+    expected = ["-m", "not kafka_full", *args]
+    assert pytest_runs(commands(*args)) == [("KCTL_ENGINE=rust", expected), ("KCTL_ENGINE=reference", expected)]
+    # a marker expression given joins the deselection, and is still no reason for the benchmarks
+    assert pytest_runs(commands("-m", "kafka", "tests/kafka")) == [
+        (env, ["-m", "(kafka) and not kafka_full", "tests/kafka"]) for env in ("KCTL_ENGINE=rust", "KCTL_ENGINE=reference")]
 
 
 def test_quick_runs_one_engine_without_spark_standalone_or_benchmarks() -> None:
-    assert pytest_runs(commands("--quick")) == [("KCTL_ENGINE=rust", ["-m", "not spark_standalone"])]
+    quick = ["-m", "not spark_standalone and not kafka_full"]
+    assert pytest_runs(commands("--quick")) == [("KCTL_ENGINE=rust", quick)]
     assert pytest_runs(commands("tests/fleet", "--quick", "-x", engine="reference")) == [
-        ("KCTL_ENGINE=reference", ["-m", "not spark_standalone", "tests/fleet", "-x"])]
+        ("KCTL_ENGINE=reference", [*quick, "tests/fleet", "-x"])]
 
 
 @pytest.mark.parametrize("marker", [["-m", "not slow"], ["-mnot slow"]])
 def test_quick_combines_a_marker_expression_given(marker: list[str]) -> None:
     assert pytest_runs(commands("--quick", *marker, "tests/sim")) == [
-        ("KCTL_ENGINE=rust", ["-m", "(not slow) and not spark_standalone", "tests/sim"])]
+        ("KCTL_ENGINE=rust", ["-m", "(not slow) and not spark_standalone and not kafka_full", "tests/sim"])]
 
 
 def collected(*args: str) -> set[str]:
@@ -66,3 +72,10 @@ def test_the_standalone_tests_and_no_others_carry_the_marker_quick_deselects() -
     standalone = collected("-m", "spark_standalone", "tests/fleet")
     assert standalone == collected("tests/fleet/test_standalone.py") != set()
     assert not standalone & collected("-m", "not spark_standalone", "tests/fleet")
+
+
+def test_the_kafka_catalogue_beyond_the_small_set_carries_the_marker_scripts_test_leaves_out() -> None:
+    full = collected("-m", "kafka_full", "tests/kafka")
+    assert full == collected("tests/kafka/test_catalogue.py", "tests/kafka/test_auto_rebalance.py") != set()
+    small = collected("-m", "kafka and not kafka_full", "tests/kafka")
+    assert small and not small & full and small | full == collected("-m", "kafka", "tests/kafka")

@@ -1,28 +1,27 @@
 """Fixtures of the differential tests: real Kafka brokers and kctl's processes on one ZooKeeper server.
 
-Every test here is marked ``kafka`` (``-m kafka`` runs only them, ``-m "not kafka"`` leaves them out).
-A module shares one pair of clusters (starting three Kafka brokers takes seconds of both cores), so
-its tests build on each other's state only through topics of their own.
+Every test here is marked ``kafka`` (``-m kafka`` runs only them, ``-m "not kafka"`` leaves them out);
+the whole catalogue is also marked ``kafka_full``, which ``./scripts/test`` leaves out and
+``scripts/kafka-diff`` runs. A module shares one pair of clusters (starting three Kafka brokers takes
+seconds of both cores), so its tests build on each other's state only through topics of their own.
 """
 
 from __future__ import annotations
 
 import sys
-import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "process"))  # process_harness, shared
 
-from kafka_harness import KCTL_CONTROLLER, SideBySide  # noqa: E402
-from process_harness import ProcessCluster  # noqa: E402
+from kafka_harness import RACKS, SideBySide, side_by_side  # noqa: E402
 
-from kctl.testing.kafka import KafkaCluster, kafka_cluster, kafka_installation  # noqa: E402
+from kctl.testing.kafka import KafkaCluster, KafkaInstallation, kafka_installation  # noqa: E402
 from kctl.testing.zookeeper import ZooKeeperEnsemble, zookeeper_server  # noqa: E402
 
-__all__ = ["kafka_cluster", "kafka_installation", "zookeeper_server"]
+__all__ = ["kafka_installation", "zookeeper_server"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -33,24 +32,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="module")
-def sides(
-    zookeeper_server: ZooKeeperEnsemble, kafka_cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[SideBySide]:
-    """The module's Kafka cluster and a kctl cluster with the same broker ids (1–3) beside it."""
-    import kazoo.client  # type: ignore[import-untyped]
+def kafka_overrides() -> Mapping[str, str]:
+    """Broker properties of a module's clusters on both sides (a module overrides this fixture)."""
+    return {}
 
-    chroot = f"/kctl-{uuid.uuid4().hex}"
-    zk = kazoo.client.KazooClient(hosts=zookeeper_server.hosts, timeout=10.0)
-    zk.start(timeout=30.0)
-    with ProcessCluster(zookeeper_server.hosts + chroot, tmp_path_factory.mktemp("kctl-procs")) as kctl:
-        kctl.start_controller(KCTL_CONTROLLER)
-        for broker in kafka_cluster.brokers:
-            kctl.start_broker(broker)
-        kctl.wait_until(lambda: kctl.active_controller() == KCTL_CONTROLLER, 60, "kctl's controller to be elected")
-        pair = SideBySide(kafka_cluster, kctl, chroot, zk)
-        try:
-            yield pair
-        finally:
-            pair.close()
-            zk.stop()
-            zk.close()
+
+@pytest.fixture(scope="module")
+def kafka_cluster(zookeeper_server: ZooKeeperEnsemble, kafka_installation: KafkaInstallation,
+                  kafka_overrides: Mapping[str, str]) -> Iterator[KafkaCluster]:
+    """Three Kafka brokers in :data:`~kafka_harness.RACKS` on the session's ZooKeeper server, for one module."""
+    with KafkaCluster(zookeeper_server.hosts, 3, installation=kafka_installation, racks=RACKS,
+                      overrides=kafka_overrides) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def sides(
+    zookeeper_server: ZooKeeperEnsemble, kafka_cluster: KafkaCluster, kafka_overrides: Mapping[str, str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[SideBySide]:
+    """The module's Kafka cluster and a kctl cluster beside it: brokers 1–3 in the same racks with
+    the same overrides, an active controller and a standby."""
+    with side_by_side(zookeeper_server.hosts, kafka_cluster, tmp_path_factory.mktemp("kctl-procs"), kafka_overrides,
+                      RACKS) as pair:
+        yield pair

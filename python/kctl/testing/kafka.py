@@ -45,6 +45,8 @@ from kctl.testing.zookeeper import JAVA_ENV, ZooKeeperEnsemble, in_ci
 
 KAFKA = "kafka-3.9.1"
 """The release, as its directory in the cache is named (its coordinates: ``maven.PROGRAMS[KAFKA]``)."""
+KAFKA_TOOLS = "kafka-tools-3.9.1"
+"""Its command-line tools (``kafka-reassign-partitions`` …), fetched apart: the brokers do not need them."""
 LIBS_ENV = "KCTL_KAFKA_LIBS"
 """A directory of Kafka's jars (a distribution's ``libs/``), used instead of the fetched ones."""
 MAIN_CLASS = "kafka.Kafka"
@@ -360,6 +362,6 @@ def kafka_cluster(zookeeper_server: ZooKeeperEnsemble, kafka_installation: Kafka
 
 
 __all__ = [
-    "KAFKA", "LIBS_ENV", "KafkaBroker", "KafkaCluster", "KafkaInstallation", "KafkaNotInstalledError",
+    "KAFKA", "KAFKA_TOOLS", "LIBS_ENV", "KafkaBroker", "KafkaCluster", "KafkaInstallation", "KafkaNotInstalledError",
     "KafkaStartError", "kafka_cluster", "kafka_installation", "properties", "require_kafka",
 ]

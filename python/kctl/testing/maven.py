@@ -41,9 +41,11 @@ PROGRAMS = {
         "ch.qos.reload4j:reload4j:1.2.25",
         "org.slf4j:slf4j-reload4j:1.7.36",
     ),
+    "kafka-tools-3.9.1": ("org.apache.kafka:kafka-tools:3.9.1",),
 }
 """Programs fetched by name alone (``python -m kctl.testing.maven kafka-3.9.1``): Kafka's brokers
-for the differential tests (:mod:`kctl.testing.kafka`)."""
+for the differential tests (:mod:`kctl.testing.kafka`), and Kafka's command-line tools for the
+scenarios only a tool can drive against a broker (a reassignment's cancellation)."""
 _COORDINATES = re.compile(r"[A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+:[A-Za-z0-9_.+-]+")
 
 
