@@ -123,6 +123,21 @@ class KafkaZkClient:
 
     # --- Session and watches -------------------------------------------------------------------
 
+    @property
+    def session_id(self) -> int:
+        """ZooKeeper's id of the current session."""
+        return self._znodes.session_id
+
+    def expire_session(self) -> None:
+        """Expire this session as the server would: its ephemeral znodes go, and its listeners
+        then get ``SESSION``/``EXPIRED``; every call fails until :meth:`reconnect`."""
+        self._znodes.expire_session()
+
+    def reconnect(self) -> None:
+        """After expiry, continue on a new session with the same listeners and watches
+        (``SESSION``/``RECONNECTED``). A live session is left as it is; a closed store cannot reconnect."""
+        self._znodes.reconnect()
+
     def close(self) -> None:
         self._znodes.close()
 
@@ -238,13 +253,8 @@ class KafkaZkClient:
 
     # --- Topics and assignments ----------------------------------------------------------------
 
-    def create_topic(
-        self,
-        topic: str,
-        partitions: Mapping[int, ReplicaAssignment],
-        topic_id: str | None = None,
-        config: Mapping[str, str] | None = None,
-    ) -> None:
+    def create_topic(self, topic: str, partitions: Mapping[int, ReplicaAssignment], topic_id: str | None = None,
+                     config: Mapping[str, str] | None = None) -> None:
         """The config (created or replaced) and the topic znode in one multi, as ``AdminZkClient``."""
         validate_topic_name(topic)
         path = paths.topic(topic)
@@ -265,12 +275,8 @@ class KafkaZkClient:
             topics, paths.topic, lambda path, found: decode(_present(path, found)[0], path), TOPIC_READS_PER_REQUEST
         )
 
-    def set_topic_assignment(
-        self,
-        topic: str,
-        assignment: TopicAssignment,
-        expected_controller_epoch_version: int = MATCH_ANY_VERSION,
-    ) -> None:
+    def set_topic_assignment(self, topic: str, assignment: TopicAssignment,
+                             expected_controller_epoch_version: int = MATCH_ANY_VERSION) -> None:
         self._write(Op("set", paths.topic(topic), self._format.topic.encode(assignment)), expected_controller_epoch_version)
 
     def get_topic_partition_ids(self, topic: str) -> list[int]:
@@ -311,11 +317,8 @@ class KafkaZkClient:
 
         return self._read_many(partitions, paths.partition_state, decoded)
 
-    def create_partition_states(
-        self,
-        states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch],
-        expected_controller_epoch_version: int,
-    ) -> dict[TopicPartition, StoreError | None]:
+    def create_partition_states(self, states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch],
+                                expected_controller_epoch_version: int) -> dict[TopicPartition, StoreError | None]:
         """Kafka's order: ``/partitions`` of each topic, then per partition ``/partitions/<p>`` and
         its state in one multi item; parents that exist already are not created again."""
         fence = expected_controller_epoch_version
@@ -354,12 +357,8 @@ class KafkaZkClient:
             pending = retry
         return {tp: results[tp] for tp in states}
 
-    def update_partition_states(
-        self,
-        updates: Mapping[TopicPartition, LeaderAndIsr],
-        controller_epoch: int,
-        expected_controller_epoch_version: int,
-    ) -> UpdateResult:
+    def update_partition_states(self, updates: Mapping[TopicPartition, LeaderAndIsr], controller_epoch: int,
+                                expected_controller_epoch_version: int) -> UpdateResult:
         """Each state written at the version in its ``partition_epoch``, in fenced multis."""
         encode = self._format.partition_state.encode
         entries = list(updates.items())
@@ -461,6 +460,10 @@ class KafkaZkClient:
         self._znodes.delete_recursive(map(paths.log_dir_event_notification, names), expected_controller_epoch_version)
 
     # --- Helpers -------------------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._znodes!r})"
+
 
     def _get(self, path: str) -> Found:
         found = self._znodes.get_data([path])[0]

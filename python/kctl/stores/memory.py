@@ -14,13 +14,14 @@ type when they are read, so data planted with :meth:`MemoryTree.set_raw` surface
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 import itertools
 import operator
 import reprlib
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from kctl._engine import StateTable
 from kctl.errors import CorruptDataError
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
     from kctl.registry import StateStoreRegistry
 
 T = TypeVar("T")
+In = TypeVar("In")
+Out = TypeVar("Out")
 
 
 # --- Decoding stored objects ---------------------------------------------------------------------
@@ -101,33 +104,30 @@ def _at_version(state: LeaderIsrAndControllerEpoch, version: int) -> LeaderIsrAn
     return LeaderIsrAndControllerEpoch(lai.with_partition_epoch(version), state.controller_epoch)
 
 
-class _Int32:
-    """Kafka's ``Int`` (ids, epochs)."""
+@dataclass(frozen=True)
+class _Held(Generic[In, Out]):
+    """A znode kind held as a Python object: stored as ``hold`` makes it (a copy the caller cannot
+    change behind the store's back), found well-formed by ``check`` when read."""
+
+    check: Callable[[str, object], Out]
+    hold: Callable[[In], object] = lambda value: value
+
+    def encode(self, value: In) -> object:
+        return self.hold(value)
+
+    def decode(self, data: object, path: str) -> Out:
+        return self.check(path, data)
+
+
+class _AsItIs:
+    """A znode kind held as the immutable value it is."""
 
     @staticmethod
-    def encode(value: int) -> object:
+    def encode(value: object) -> object:
         return value
 
-    @staticmethod
-    def decode(data: object, path: str) -> int:
-        return _int32(path, data)
 
-
-class _ClusterId:
-    @staticmethod
-    def encode(cluster_id: str) -> object:
-        return cluster_id
-
-    @staticmethod
-    def decode(data: object, path: str) -> str:
-        return _typed(path, data, str)
-
-
-class _Broker:
-    @staticmethod
-    def encode(info: BrokerInfo) -> object:
-        return info
-
+class _Broker(_AsItIs):
     @staticmethod
     def decode(data: object, path: str, broker_id: int) -> BrokerInfo:
         """The checks :class:`~kctl.stores.zkdata.BrokerIdZNode` makes of the JSON."""
@@ -144,6 +144,14 @@ class _Broker:
         return data
 
 
+class _PartitionState(_AsItIs):
+    @staticmethod
+    def decode(data: object, path: str, zk_version: int) -> LeaderIsrAndControllerEpoch:
+        if _row_of(data) is None:  # what the state table keeps aside: not a state, or not in Kafka's Int
+            raise _corrupt(path, "a LeaderIsrAndControllerEpoch of 32-bit integers", data)
+        return _at_version(data, zk_version)  # type: ignore[arg-type]
+
+
 class _Topic:
     """Topic znodes; the ones whose ids were found in Kafka's Int are remembered by path: stored
     objects never change, and a failover reads every topic, so an unchanged one is checked once."""
@@ -153,7 +161,6 @@ class _Topic:
 
     @staticmethod
     def encode(assignment: TopicAssignment) -> object:
-        """A copy the caller cannot change behind the store's back."""
         return TopicAssignment(MappingProxyType(dict(assignment.partitions)), assignment.topic_id)
 
     def decode(self, data: object, path: str) -> TopicAssignment:
@@ -165,81 +172,50 @@ class _Topic:
         return assignment
 
 
-class _Config:
-    @staticmethod
-    def encode(config: Mapping[str, str]) -> object:
-        return dict(config)
-
-    @staticmethod
-    def decode(data: object, path: str) -> dict[str, str]:
-        if isinstance(data, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
-            return dict(data)
-        raise _corrupt(path, "a mapping of config names to string values", data)
+def _config(path: str, data: object) -> dict[str, str]:
+    if isinstance(data, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        return dict(data)
+    raise _corrupt(path, "a mapping of config names to string values", data)
 
 
-class _PartitionState:
-    @staticmethod
-    def encode(state: LeaderIsrAndControllerEpoch) -> object:
-        return state
-
-    @staticmethod
-    def decode(data: object, path: str, zk_version: int) -> LeaderIsrAndControllerEpoch:
-        if _row_of(data) is None:  # what the state table keeps aside: not a state, or not in Kafka's Int
-            raise _corrupt(path, "a LeaderIsrAndControllerEpoch of 32-bit integers", data)
-        return _at_version(data, zk_version)  # type: ignore[arg-type]
+def _reassignments(path: str, data: object) -> dict[TopicPartition, list[int]]:
+    if isinstance(data, Mapping) and all(
+        _is_partition(tp) and _is_replica_list(replicas) for tp, replicas in data.items()
+    ):
+        return {tp: list(replicas) for tp, replicas in data.items()}
+    raise _corrupt(path, "a mapping of TopicPartition to replica tuples", data)
 
 
-class _Reassignments:
-    @staticmethod
-    def encode(reassignments: Mapping[TopicPartition, Sequence[int]]) -> object:
-        return {tp: tuple(replicas) for tp, replicas in reassignments.items()}
-
-    @staticmethod
-    def decode(data: object, path: str) -> dict[TopicPartition, list[int]]:
-        if isinstance(data, Mapping) and all(
-            _is_partition(tp) and _is_replica_list(replicas) for tp, replicas in data.items()
-        ):
-            return {tp: list(replicas) for tp, replicas in data.items()}
-        raise _corrupt(path, "a mapping of TopicPartition to replica tuples", data)
+def _partition_set(path: str, data: object) -> set[TopicPartition]:
+    if isinstance(data, frozenset) and all(map(_is_partition, data)):
+        return set(data)
+    raise _corrupt(path, "a frozenset of TopicPartition", data)
 
 
-class _PartitionSet:
-    @staticmethod
-    def encode(partitions: Iterable[TopicPartition]) -> object:
-        return frozenset(partitions)
-
-    @staticmethod
-    def decode(data: object, path: str) -> set[TopicPartition]:
-        if isinstance(data, frozenset) and all(map(_is_partition, data)):
-            return set(data)
-        raise _corrupt(path, "a frozenset of TopicPartition", data)
+def _partition_list(path: str, data: object) -> tuple[TopicPartition, ...]:
+    if isinstance(data, tuple) and all(map(_is_partition, data)):
+        return data
+    raise _corrupt(path, "a tuple of TopicPartition", data)
 
 
-class _PartitionList:
-    @staticmethod
-    def encode(partitions: Iterable[TopicPartition]) -> object:
-        return tuple(partitions)
-
-    @staticmethod
-    def decode(data: object, path: str) -> tuple[TopicPartition, ...]:
-        if isinstance(data, tuple) and all(map(_is_partition, data)):
-            return data
-        raise _corrupt(path, "a tuple of TopicPartition", data)
+def _string(path: str, data: object) -> str:
+    return _typed(path, data, str)
 
 
+_INT32: _Held[int, int] = _Held(_int32)
 _OBJECTS = ZnodeFormat(
-    controller=_Int32,
-    controller_epoch=_Int32,
+    controller=_INT32,
+    controller_epoch=_INT32,
     broker=_Broker,
-    cluster_id=_ClusterId,
+    cluster_id=_Held(_string),
     topic=_Topic(),
-    config=_Config,
+    config=_Held(_config, dict),
     partition_state=_PartitionState,
-    reassignments=_Reassignments,
-    preferred_replica_election=_PartitionSet,
-    isr_change_notification=_PartitionList,
-    log_dir_event_notification=_Int32,
-    config_change_notification=_ClusterId,
+    reassignments=_Held(_reassignments, lambda value: {tp: tuple(replicas) for tp, replicas in value.items()}),
+    preferred_replica_election=_Held(_partition_set, frozenset),
+    isr_change_notification=_Held(_partition_list, tuple),
+    log_dir_event_notification=_INT32,
+    config_change_notification=_Held(_string),
 )
 """How the memory tree holds Kafka's znodes (the topic codec's memory is per tree)."""
 _TOPIC_CODECS: weakref.WeakKeyDictionary[MemoryTree, _Topic] = weakref.WeakKeyDictionary()
@@ -261,16 +237,9 @@ class MemoryStore(KafkaZkClient):
         topics = _TOPIC_CODECS.setdefault(tree, _Topic())
         super().__init__(self._client, dataclasses.replace(_OBJECTS, topic=topics), tree.random_bytes)
 
-    def __repr__(self) -> str:
-        return f"MemoryStore({self._client!r})"
-
     @property
     def tree(self) -> MemoryTree:
         return self._client.tree
-
-    @property
-    def session_id(self) -> int:
-        return self._client.session_id
 
     def changes_since(self, zxid: int) -> tuple[int, list[str], list[tuple[str, int]]]:
         """What changed after ``zxid`` (see :meth:`MemoryTree.changes_since`): lets a cluster keep
@@ -280,17 +249,6 @@ class MemoryStore(KafkaZkClient):
     def new_session(self) -> MemoryStore:
         """Another client of the same tree (another broker or controller process)."""
         return MemoryStore(self._client.tree)
-
-    def expire_session(self) -> None:
-        """Expire this session as ZooKeeper would (ephemeral nodes deleted, SESSION/EXPIRED sent)."""
-        self._client.expire()
-
-    def reconnect(self) -> None:
-        """After expiry, open a new session keeping listeners and watches (SESSION/RECONNECTED).
-
-        A live session is left as it is; a closed store cannot reconnect.
-        """
-        self._client.reconnect()
 
     # --- The native engine's fast path ----------------------------------------------------------
 

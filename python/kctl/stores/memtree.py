@@ -838,7 +838,7 @@ class TreeClient:
     def session_id(self) -> int:
         return self._session.id
 
-    def expire(self) -> None:
+    def expire_session(self) -> None:
         """Expire this session as ZooKeeper would (ephemeral nodes deleted, SESSION/EXPIRED sent)."""
         self.tree.expire_session(self._session)
 

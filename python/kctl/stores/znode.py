@@ -64,6 +64,12 @@ class ZnodeClient(Protocol):
     @property
     def session_id(self) -> int: ...
 
+    def expire_session(self) -> None:
+        """Have the session expire (tests and simulations inject ZooKeeper's session expiry)."""
+
+    def reconnect(self) -> None:
+        """After expiry, a new session with the same listeners and watches (none after ``close``)."""
+
     def close(self) -> None: ...
 
     def add_listener(self, listener: WatchListener) -> None: ...

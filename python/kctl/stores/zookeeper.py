@@ -35,7 +35,6 @@ from kctl.model import (
 )
 from kctl.stores.base import MATCH_ANY_VERSION, ReadResult, UpdateResult
 from kctl.stores.kafkazk import KafkaZkClient, ZnodeFormat
-from kctl.stores.zkacl import AclPolicy
 from kctl.stores.zkclient import JUTE_MAXBUFFER, ZooKeeperClient
 from kctl.stores.zkdata import (
     BrokerIdZNode,
@@ -90,9 +89,6 @@ class ZooKeeperStore(KafkaZkClient):
         self._client = ZooKeeperClient(hosts, chroot, **options)
         super().__init__(self._client, JSON, secrets.token_bytes)
 
-    def __repr__(self) -> str:
-        return f"ZooKeeperStore({self._client!r})"
-
     @property
     def client(self) -> ZooKeeperClient:
         """The session's znode client."""
@@ -102,42 +98,19 @@ class ZooKeeperStore(KafkaZkClient):
     def hosts(self) -> str:
         return self._client.hosts
 
-    @property
-    def chroot(self) -> str:
-        return self._client.chroot
-
-    @property
-    def identities(self) -> tuple[str, ...]:
-        """The identities this store's session has, as policies name them (``user:digest`` for the
-        digest scheme, ``sasl:user`` after a SASL login)."""
-        return self._client.identities
-
-    @property
-    def acl_policy(self) -> AclPolicy | None:
-        return self._client.acl_policy
-
     def acl_of(self, path: str) -> list[tuple[int, str, str]]:
         """The ACL of the znode at ``path``: ``(permission bits, scheme, id)`` entries."""
         return self._client.acl_of(path)
 
     @property
-    def session_id(self) -> int:
-        """ZooKeeper's id of the current session."""
-        return self._client.session_id
+    def chroot(self) -> str:
+        return self._client.chroot
 
     # --- Session ---------------------------------------------------------------------------------
 
     def new_session(self) -> ZooKeeperStore:
         """Another client of the same ensemble and chroot (another broker or controller process)."""
         return ZooKeeperStore(self._client.hosts, self._client.chroot, **self._client.options)
-
-    def expire_session(self) -> None:
-        """Have the server expire this session (see :meth:`ZooKeeperClient.expire_session`)."""
-        self._client.expire_session()
-
-    def reconnect(self) -> None:
-        """After expiry, continue on a new session with the same listeners and watches."""
-        self._client.reconnect()
 
     # --- Brokers under an ACL policy -------------------------------------------------------------
 
@@ -191,12 +164,8 @@ class ZooKeeperStore(KafkaZkClient):
                     errors[tp] = exc
         return result
 
-    def update_partition_states(
-        self,
-        updates: Mapping[TopicPartition, LeaderAndIsr],
-        controller_epoch: int,
-        expected_controller_epoch_version: int,
-    ) -> UpdateResult:
+    def update_partition_states(self, updates: Mapping[TopicPartition, LeaderAndIsr], controller_epoch: int,
+                                expected_controller_epoch_version: int) -> UpdateResult:
         """Conditional writes in fenced multis, encoded (JSON and requests) and answered by the
         native codec; the client's chunking and per-item outcomes."""
         entries = list(updates.items())
