@@ -54,8 +54,6 @@ from kctl.stores.base import (
 from kctl.stores.zkdata import corrupt
 from kctl.stores.znode import Failure, Found, Op, OpResult, Stat, ZnodeClient
 
-logger = logging.getLogger(__name__)
-
 K = TypeVar("K")
 V = TypeVar("V")
 In = TypeVar("In", contravariant=True)
@@ -120,6 +118,7 @@ class KafkaZkClient:
         self._znodes = znodes
         self._format = znode_format
         self._random_bytes = random_bytes
+        self._logger = logging.getLogger(type(self).__module__)  # the store's own logger name
 
     # --- Session and watches -------------------------------------------------------------------
 
@@ -236,7 +235,7 @@ class KafkaZkClient:
                     raise corrupt(path, _NAME_FIELD, f"must be a broker id (0 to {INT32_MAX}), found {name!r}")
                 brokers[broker_id] = (self._format.broker.decode(data, path, broker_id), stat.czxid)
             except CorruptDataError as exc:
-                logger.warning("Ignoring undecodable broker registration at %s: %s", path, exc)
+                self._logger.warning("Ignoring undecodable broker registration at %s: %s", path, exc)
         return dict(sorted(brokers.items()))
 
     def get_or_create_cluster_id(self) -> str:
@@ -361,20 +360,17 @@ class KafkaZkClient:
                                 expected_controller_epoch_version: int) -> UpdateResult:
         """Each state written at the version in its ``partition_epoch``, in fenced multis."""
         encode = self._format.partition_state.encode
-        entries = list(updates.items())
+        entries = [(tp, lai.with_partition_epoch(lai.partition_epoch + 1), lai.partition_epoch)
+                   for tp, lai in updates.items()]
         items = [
-            [Op(
-                "set",
-                paths.partition_state(tp),
-                encode(LeaderIsrAndControllerEpoch(lai.with_partition_epoch(lai.partition_epoch + 1), controller_epoch)),
-                lai.partition_epoch,
-            )]
-            for tp, lai in entries
+            [Op("set", paths.partition_state(tp), encode(LeaderIsrAndControllerEpoch(written, controller_epoch)), version)]
+            for tp, written, version in entries
         ]
         result = UpdateResult()
-        for (tp, lai), outcome in zip(entries, self._znodes.multi(items, expected_controller_epoch_version)):
+        for (tp, written, _), outcome in zip(entries, self._znodes.multi(items, expected_controller_epoch_version)):
             if not isinstance(outcome, Failure):
-                result.successful[tp] = lai.with_partition_epoch(_stat(outcome[0]).version)
+                version = outcome[0].version  # type: ignore[union-attr]  # a set's result is its stat
+                result.successful[tp] = written if version == written.partition_epoch else written.with_partition_epoch(version)
             elif isinstance(outcome.error, BadVersionError):
                 result.to_retry.append(tp)
             else:
@@ -509,7 +505,9 @@ class KafkaZkClient:
         result: ReadResult[K, V] = ReadResult()
         for (key, path), found in zip(keyed, self._znodes.get_data([path for _, path in keyed], per_request)):
             try:
-                result.values[key] = decode(path, _found(found) if found is not None else None)
+                if isinstance(found, StoreError):
+                    raise found
+                result.values[key] = decode(path, found)
             except StoreError as exc:
                 result.errors[key] = exc
         return result

@@ -23,7 +23,7 @@ import logging
 import random
 import threading
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, TypeVar, cast
@@ -563,6 +563,10 @@ class Transaction:
 
     def set(self, path: str, data: object, version: int = MATCH_ANY_VERSION) -> int:
         """Replace the node's data, conditional on ``version`` unless -1; returns the new version."""
+        return self.set_and_stat(path, data, version).version
+
+    def set_and_stat(self, path: str, data: object, version: int = MATCH_ANY_VERSION) -> Stat:
+        """:meth:`set`, returning the node's new stat (a multi's answer)."""
         key = _state_key(path)
         if key is not None:
             previous = self._slot(path, key)
@@ -572,13 +576,13 @@ class Transaction:
             _, new_version, seq = self._states.set(key[0], key[1], row, MATCH_ANY_VERSION, self.zxid)
             parent = self._nodes[_split(path)[0]]
             self._wrote(_StateWritten(path, key, previous, corrupt, parent, seq), path, data, ChangeType.DATA_CHANGED)
-            return new_version
+            return Stat(new_version, previous[2], self.zxid, 0)
         node = self._node(path)
         self._check_version(path, node.version, version)
         undo = _Changed(node, node.data, node.version, node.mzxid)
         node.data, node.version, node.mzxid = data, node.version + 1, self.zxid
         self._wrote(undo, path, data, ChangeType.DATA_CHANGED)
-        return node.version
+        return node.stat()
 
     def delete(self, path: str, version: int = MATCH_ANY_VERSION) -> None:
         """Delete a childless node, conditional on ``version`` unless -1."""
@@ -901,13 +905,15 @@ class TreeClient:
         results: list[ItemResult] = []
         with self._fenced(fence) as txn:
             for ops in items:
-                savepoint = txn.savepoint()
+                # one operation applies whole or not at all: only longer items need a savepoint
+                savepoint = txn.savepoint() if len(ops) > 1 else None
                 done: list[OpResult] = []
                 try:
                     for op in ops:
-                        done.append(_apply(txn, op))
+                        done.append(_APPLY[op.kind](txn, op))
                 except StoreError as exc:
-                    txn.rollback_to(savepoint)
+                    if savepoint is not None:
+                        txn.rollback_to(savepoint)
                     results.append(Failure(len(done), exc))
                 else:
                     results.append(done)
@@ -946,18 +952,13 @@ class TreeClient:
         self.tree.native_end(wrote, written)
 
 
-def _apply(txn: Transaction, op: Op) -> OpResult:
-    """One operation of a multi on ``txn``."""
-    if op.kind == "create":
-        return txn.create(op.path, op.data, ephemeral=op.ephemeral, sequential=op.sequential)
-    if op.kind == "set":
-        txn.set(op.path, op.data, op.version)
-        return txn.stat(op.path)
-    if op.kind == "delete":
-        txn.delete(op.path, op.version)
-    else:
-        txn.check(op.path, op.version)
-    return None
+_APPLY: dict[str, Callable[[Transaction, Op], OpResult]] = {
+    "create": lambda txn, op: txn.create(op.path, op.data, ephemeral=op.ephemeral, sequential=op.sequential),
+    "set": lambda txn, op: txn.set_and_stat(op.path, op.data, op.version),
+    "delete": lambda txn, op: txn.delete(op.path, op.version),
+    "check": lambda txn, op: txn.check(op.path, op.version),
+}
+"""How each operation of a multi applies to a transaction."""
 
 
 __all__ = ["MemoryTree", "PartitionSnapshot", "Session", "Stat", "Transaction", "TreeClient"]

@@ -663,6 +663,9 @@ class ZooKeeperClient:
         then pipelined single reads.
 
     :raises StoreUnavailableError: when no server answers within ``connection_timeout``.
+
+    ``hosts`` and ``chroot`` hold the connect string's servers and the chroot, ``identities`` the
+    session's identities as policies name them, ``acl_policy`` the policy (read them only).
     """
 
     def __init__(
@@ -683,8 +686,8 @@ class ZooKeeperClient:
     ) -> None:
         kz = self._kazoo = kazoo_modules()
         servers, chroot = split_connect_string(hosts, chroot)
-        self._chroot = ""  # until it exists: requests carry it, and kazoo's, from then on
-        self._hosts = servers
+        self.chroot = ""  # until it exists: requests carry it, and kazoo's, from then on
+        self.hosts = servers
         self._options: dict[str, Any] = dict(
             session_timeout=session_timeout,
             auth=auth,
@@ -713,8 +716,8 @@ class ZooKeeperClient:
         self._session_id = 0
 
         self._security = ClientSecurity(auth, sasl, tls)
-        self._identities = self._security.identities()
-        self._policy = acl
+        self.identities = self._security.identities()
+        self.acl_policy = acl
         self._creating_chroot = False  # the chroot and its ancestors get the policy's root ACL
         self._acl_wires: dict[tuple[AclEntry, ...], bytes] = {}
         self._creator_acl = acl.acl("") if acl is not None else self._security.creator_acl()
@@ -746,10 +749,10 @@ class ZooKeeperClient:
                     self.ensure_paths([chroot])
                 finally:
                     self._creating_chroot = False
-                self._client.chroot = self._chroot = chroot
-            if acl is not None or self._identities:
+                self._client.chroot = self.chroot = chroot
+            if acl is not None or self.identities:
                 self._warn_if_open_chroot()
-            if acl is None or acl.is_controller(self._identities):
+            if acl is None or acl.is_controller(self.identities):
                 self.ensure_paths(paths.PERSISTENT_PATHS if acl is None else CONTROLLER_CREATED_PATHS)
             else:
                 self._await_paths(CONTROLLER_CREATED_PATHS, connection_timeout)
@@ -759,25 +762,7 @@ class ZooKeeperClient:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "expired" if self._expired.is_set() else "live"
-        return f"{self._hosts}{self._chroot}, session={self._session_id:#x}, {state}"
-
-    @property
-    def hosts(self) -> str:
-        return self._hosts
-
-    @property
-    def chroot(self) -> str:
-        return self._chroot
-
-    @property
-    def identities(self) -> tuple[str, ...]:
-        """The identities this store's session has, as policies name them (``user:digest`` for the
-        digest scheme, ``sasl:user`` after a SASL login)."""
-        return self._identities
-
-    @property
-    def acl_policy(self) -> AclPolicy | None:
-        return self._policy
+        return f"{self.hosts}{self.chroot}, session={self._session_id:#x}, {state}"
 
     def acl_of(self, path: str) -> list[tuple[int, str, str]]:
         """The ACL of the znode at ``path``: ``(permission bits, scheme, id)`` entries."""
@@ -793,17 +778,17 @@ class ZooKeeperClient:
         try:
             acl, _ = self._acl_and_stat("/")
         except StoreError as exc:
-            logger.warning("Cannot read the ACL of %s to check it: %s", self._chroot or "/", exc)
+            logger.warning("Cannot read the ACL of %s to check it: %s", self.chroot or "/", exc)
             return
         allowed = [name for bit, name in _OPEN_PERMISSIONS
                    for e in acl if e.scheme == "world" and e.id == "anyone" and e.perms & bit]
         if allowed:
-            where = f"the chroot {self._chroot}" if self._chroot else "the root znode / (no chroot)"
+            where = f"the chroot {self.chroot}" if self.chroot else "the root znode / (no chroot)"
             logger.warning(
                 "The ACL of %s lets anyone %s its children: any ZooKeeper client can then delete and create "
                 "/controller, /controller_epoch and every top-level znode of the cluster, whatever their own ACLs. "
                 "Give it an ACL like the policy's (setAcl %s %s) or move the cluster to a new chroot.",
-                where, " and ".join(allowed), self._chroot or "/",
+                where, " and ".join(allowed), self.chroot or "/",
                 ",".join(f"{e.scheme}:{e.id}:{_perms(e.perms)}" for e in self._creator_acl),
             )
 
@@ -825,7 +810,7 @@ class ZooKeeperClient:
         while not self._expired.is_set() and not self._closed:
             client_id = self._client.client_id
             if client_id is not None:
-                twin = kazoo_client(self._hosts, self._security, client_id=client_id, timeout=self._session_timeout)
+                twin = kazoo_client(self.hosts, self._security, client_id=client_id, timeout=self._session_timeout)
                 try:
                     twin.start(timeout=self._options["connection_timeout"])
                     twin.stop()
@@ -835,7 +820,7 @@ class ZooKeeperClient:
                     twin.close()
             # The original client may win the session back before the twin closes it: try again.
             if not self._expired.wait(0.5) and time.monotonic() > deadline:
-                raise StoreUnavailableError(f"could not expire session {self._session_id:#x} at {self._hosts}")
+                raise StoreUnavailableError(f"could not expire session {self._session_id:#x} at {self.hosts}")
 
     def reconnect(self) -> None:
         """After expiry, continue on a new session with the same listeners and watches.
@@ -849,12 +834,12 @@ class ZooKeeperClient:
             return
         timeout = self._options["connection_timeout"]
         if not self._connected.wait(timeout):
-            raise StoreUnavailableError(f"cannot connect to ZooKeeper at {self._hosts} within {timeout:g}s")
+            raise StoreUnavailableError(f"cannot connect to ZooKeeper at {self.hosts} within {timeout:g}s")
         self._expired.clear()
         resumed = threading.Event()
         self._dispatch(self._resume, resumed)
         if not resumed.wait(self._response_timeout):
-            raise StoreUnavailableError(f"could not re-arm the watches at {self._hosts}")
+            raise StoreUnavailableError(f"could not re-arm the watches at {self.hosts}")
 
     def close(self) -> None:
         """End the session: the server deletes its ephemeral nodes; listeners hear nothing."""
@@ -963,7 +948,7 @@ class ZooKeeperClient:
     def drop_unproven_registrations(self, brokers: dict[int, tuple[BrokerInfo, int]]) -> None:
         """Remove (with a warning) the registrations of ids with identities of their own that the
         policy cannot trust to be that broker's: another broker identity created them."""
-        policy = self._policy
+        policy = self.acl_policy
         assert policy is not None
         checked = [broker_id for broker_id in brokers if policy.has_own_identities(broker_id)]
         answers = self._gather([functools.partial(self._client.get_acls_async, paths.broker(b)) for b in checked])
@@ -978,7 +963,7 @@ class ZooKeeperClient:
             else:
                 acl = [AclEntry(int(a.perms), str(a.id.scheme), str(a.id.id)) for a in answer[0]]
                 reason = policy.genuine_registration(
-                    broker_id, acl, int(answer[1].version), int(answer[1].aversion), self._identities
+                    broker_id, acl, int(answer[1].version), int(answer[1].aversion), self.identities
                 )
             if reason is not None:
                 del brokers[broker_id]
@@ -989,7 +974,7 @@ class ZooKeeperClient:
     def native_zk(self) -> tuple[str, int, int, int, bool]:
         """What the native codec needs to build requests: the chroot, the ops per multi, the reads
         per multiRead, the bytes of ops per request, and whether the servers have multiRead."""
-        return self._chroot, self._max_multi_ops, self._max_read_ops, self._max_request_bytes, self._multi_read
+        return self.chroot, self._max_multi_ops, self._max_read_ops, self._max_request_bytes, self._multi_read
 
     def native_exchange(self, opcode: int, requests: Sequence[tuple[bytes, str]]) -> list[bytes]:
         """Send complete request bodies of type ``opcode`` (multi or multiRead), pipelined, and
@@ -1013,7 +998,7 @@ class ZooKeeperClient:
 
     def native_wire_error(self, message: str) -> StoreError:
         """A response the native codec could not decode."""
-        return StoreError(f"ZooKeeper at {self._hosts}: {message}")
+        return StoreError(f"ZooKeeper at {self.hosts}: {message}")
 
     def _send_raw(self, opcode: int, body: bytes) -> Any:
         result = self._client.handler.async_result()
@@ -1027,7 +1012,7 @@ class ZooKeeperClient:
             raise StoreUnavailableError("the store was closed")
         if self._expired.is_set():
             raise StoreUnavailableError(
-                f"session {self._session_id:#x} at {self._hosts} has expired; reconnect() opens a new session"
+                f"session {self._session_id:#x} at {self.hosts} has expired; reconnect() opens a new session"
             )
 
     def _gather(self, sends: Iterable[Callable[[], Any]]) -> list[Any]:
@@ -1053,10 +1038,10 @@ class ZooKeeperClient:
                     lost.append(i)
                 except exceptions.SessionExpiredError as exc:  # also ConnectionClosedError
                     self._check_live()
-                    raise StoreUnavailableError(f"the ZooKeeper session at {self._hosts} ended") from exc
+                    raise StoreUnavailableError(f"the ZooKeeper session at {self.hosts} ended") from exc
                 except exceptions.SessionClosedRequireSaslError:
                     raise StoreUnavailableError(
-                        f"ZooKeeper at {self._hosts} closes sessions without a SASL login, and {self._security.describe()} "
+                        f"ZooKeeper at {self.hosts} closes sessions without a SASL login, and {self._security.describe()} "
                         "made none (--zk-sasl)"
                     ) from None
                 except exceptions.AuthFailedError:
@@ -1065,7 +1050,7 @@ class ZooKeeperClient:
                     answers[i] = exc
                 except timeout_error:
                     raise StoreUnavailableError(
-                        f"no answer from ZooKeeper at {self._hosts} within {self._response_timeout:g}s"
+                        f"no answer from ZooKeeper at {self.hosts} within {self._response_timeout:g}s"
                     ) from None
             if not lost:
                 return answers
@@ -1076,7 +1061,7 @@ class ZooKeeperClient:
 
     def _login_refused(self) -> StoreUnavailableError:
         return StoreUnavailableError(
-            f"ZooKeeper at {self._hosts} refused the login of {self._security.describe()} "
+            f"ZooKeeper at {self.hosts} refused the login of {self._security.describe()} "
             "(a wrong SASL user or password, or a server without SASL)" + self._connection_log.last_error()
         )
 
@@ -1087,7 +1072,7 @@ class ZooKeeperClient:
             self._check_live()
             if time.monotonic() > deadline:
                 raise StoreUnavailableError(
-                    f"the connection to ZooKeeper at {self._hosts} was lost and not usable again within "
+                    f"the connection to ZooKeeper at {self.hosts} was lost and not usable again within "
                     f"{self._session_timeout:g}s (a server drops a request larger than its jute.maxbuffer)"
                 )
             if self._connected.wait(0.25):
@@ -1133,7 +1118,7 @@ class ZooKeeperClient:
         else:
             permission, of_parent = needed
             node = path.rpartition("/")[0] if of_parent else path
-            shown = node or ("/" if not self._chroot else f"the chroot {self._chroot}")
+            shown = node or ("/" if not self.chroot else f"the chroot {self.chroot}")
             reason = f"the ACL of {shown} gives {self._security.describe()} no {permission} permission"
         return NoAuthError(f"not authorised to {operation} {path}: {reason}", path)
 
@@ -1153,7 +1138,7 @@ class ZooKeeperClient:
                 ]
             )
         size = min(per_request or self._max_read_ops, self._max_read_ops)
-        chroot = self._chroot
+        chroot = self.chroot
         requests = [[(op, chroot + path) for op, path in reads[i : i + size]] for i in range(0, len(reads), size)]
         answers = self._gather([functools.partial(self._send_multi_read, request) for request in requests])
         results: list[Any] = []
@@ -1287,7 +1272,7 @@ class ZooKeeperClient:
     def _wire(self, op: Op) -> bytes:
         """``op`` as a multi request carries it (ZooKeeper's jute encoding, the path under the
         chroot). Encoding here, once per op, keeps kazoo's connection thread to writing bytes."""
-        path = (self._chroot + op.path).encode()
+        path = (self.chroot + op.path).encode()
         data = cast(bytes, op.data or b"")
         head = _MULTI_HEADER.pack(_OPCODES[op.kind], False, -1) + _INT.pack(len(path)) + path
         if op.kind == "create":
@@ -1299,9 +1284,9 @@ class ZooKeeperClient:
 
     def _acl(self, path: str) -> tuple[AclEntry, ...]:
         """The ACL a znode created at ``path`` (under the chroot) gets."""
-        if self._policy is None or self._creating_chroot:
+        if self.acl_policy is None or self._creating_chroot:
             return self._creator_acl
-        return self._policy.acl(path)
+        return self.acl_policy.acl(path)
 
     def _acl_wire(self, path: str) -> bytes:
         acl = self._acl(path)
@@ -1391,7 +1376,7 @@ class ZooKeeperClient:
                 return
             if time.monotonic() > deadline:
                 raise StoreUnavailableError(
-                    f"the secured cluster at {self._hosts}{self._chroot} has no {missing[0]} yet: its controller "
+                    f"the secured cluster at {self.hosts}{self.chroot} has no {missing[0]} yet: its controller "
                     f"identity creates Kafka's paths, and none did within {timeout:g}s (start a controller first)"
                 )
             time.sleep(0.1)

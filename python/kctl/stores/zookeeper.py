@@ -35,6 +35,7 @@ from kctl.model import (
 )
 from kctl.stores.base import MATCH_ANY_VERSION, ReadResult, UpdateResult
 from kctl.stores.kafkazk import KafkaZkClient, ZnodeFormat
+from kctl.stores.zkacl import AclPolicy
 from kctl.stores.zkclient import JUTE_MAXBUFFER, ZooKeeperClient
 from kctl.stores.zkdata import (
     BrokerIdZNode,
@@ -105,6 +106,16 @@ class ZooKeeperStore(KafkaZkClient):
     @property
     def chroot(self) -> str:
         return self._client.chroot
+
+    @property
+    def identities(self) -> tuple[str, ...]:
+        """The identities this store's session has, as policies name them (``user:digest`` for the
+        digest scheme, ``sasl:user`` after a SASL login)."""
+        return self._client.identities
+
+    @property
+    def acl_policy(self) -> AclPolicy | None:
+        return self._client.acl_policy
 
     # --- Session ---------------------------------------------------------------------------------
 
