@@ -272,6 +272,7 @@ _EPHEMERAL, _SEQUENTIAL = 1, 2  # ZooKeeper's create flags
 _GET_DATA = 4  # ZooKeeper's opcodes inside a multiRead
 _GET_CHILDREN = 8
 _MULTI_READ = 22
+_MULTI = 14
 _MULTI_HEADER = struct.Struct("!iBi")  # op type, done, error
 _MULTI_END = _MULTI_HEADER.pack(-1, True, -1)
 _INT = struct.Struct("!i")
@@ -466,31 +467,6 @@ class _MultiRead:
                 results.append(self._kazoo.exceptions.EXCEPTIONS[code]())
 
 
-class _Multi:
-    """ZooKeeper's multi request (opcode 14) from operations the store encoded already.
-
-    kazoo's own ``Transaction`` is encoded op by op on kazoo's connection thread, where it competes
-    for the GIL with the caller preparing the next multis; this one is a single ``bytes``. Answers
-    are decoded (and unchrooted, by opcode) as kazoo's.
-    """
-
-    __slots__ = ("_body", "_kazoo")
-    type = 14
-
-    def __init__(self, body: bytes, kz: _Kazoo) -> None:
-        self._body = body
-        self._kazoo = kz
-
-    def __repr__(self) -> str:
-        return f"Multi({len(self._body)} bytes)"
-
-    def serialize(self) -> bytes:
-        return self._body + _MULTI_END
-
-    def deserialize(self, buffer: bytes, offset: int) -> list[object]:
-        return self._kazoo.serialization.Transaction.deserialize(buffer, offset)  # type: ignore[no-any-return]
-
-
 class _Raw:
     """A request whose body the native engine encoded (``kctl._engine``'s ZooKeeper codec) and
     whose answer it decodes: kazoo sends the bytes and hands back the response body as it came.
@@ -513,6 +489,27 @@ class _Raw:
 
     def deserialize(self, buffer: bytes, offset: int) -> list[bytes]:
         return [bytes(buffer[offset:])]
+
+
+class _Multi(_Raw):
+    """ZooKeeper's multi request (opcode 14) from operations the client encoded already.
+
+    kazoo's own ``Transaction`` is encoded op by op on kazoo's connection thread, where it competes
+    for the GIL with the caller preparing the next multis; this one is a single ``bytes``. Answers
+    are decoded (and unchrooted, by opcode) as kazoo's.
+    """
+
+    __slots__ = ("_kazoo",)
+
+    def __init__(self, body: bytes, kz: _Kazoo) -> None:
+        super().__init__(_MULTI, body)
+        self._kazoo = kz
+
+    def serialize(self) -> bytes:
+        return self._body + _MULTI_END
+
+    def deserialize(self, buffer: bytes, offset: int) -> list[object]:  # type: ignore[override]
+        return self._kazoo.serialization.Transaction.deserialize(buffer, offset)  # type: ignore[no-any-return]
 
 
 def _string(text: str) -> bytes:
