@@ -24,7 +24,7 @@ from kctl.broker.fetcher import FETCH_API, FetchPartition, FetchRequest, FetchRe
 from kctl.errors import Errors
 from kctl.model import TopicPartition
 from kctl.net import EventLoopThread, FrameClient, Header, Request
-from kctl.stores.zookeeper import _kazoo
+from kctl.stores.zkclient import kazoo_modules
 from kctl.testing.zookeeper import ZooKeeperEnsemble
 from kctl.transports.tcp import broker_address
 from kctl.transports.zkqueue import ITEM_PREFIX, controller_queue_path
@@ -91,7 +91,7 @@ def test_controller_restarted_over_a_poisoned_queue_item_becomes_active_and_move
         epoch = cluster.controller_epoch()
         first.kill()
 
-        client = _kazoo().client.KazooClient(hosts=zk)
+        client = kazoo_modules().client.KazooClient(hosts=zk)
         client.start(timeout=30)
         try:
             queue = controller_queue_path(1)

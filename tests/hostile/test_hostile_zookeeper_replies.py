@@ -11,14 +11,14 @@ from hostile_inputs import fuzz
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kctl.stores.zookeeper import _GET_CHILDREN, _GET_DATA, _MULTI_END, _MULTI_HEADER, _MultiRead, _kazoo
+from kctl.stores.zkclient import _GET_CHILDREN, _GET_DATA, _MULTI_END, _MULTI_HEADER, _MultiRead, kazoo_modules
 
 READS = [(_GET_DATA, "/a"), (_GET_CHILDREN, "/b")]
 STAT = bytes(68)
 
 
 def decode(reply: bytes) -> list[object]:
-    return _MultiRead(READS, _kazoo()).deserialize(reply, 0)
+    return _MultiRead(READS, kazoo_modules()).deserialize(reply, 0)
 
 
 def test_well_formed_reply() -> None:

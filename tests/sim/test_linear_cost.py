@@ -21,7 +21,7 @@ from kctl.controller import KafkaController
 from kctl.controller.events import PartitionModifications
 from kctl.invariants import BrokerAnswerCheck, check_broker_answers
 from kctl.model import ReplicaAssignment, TopicPartition
-from kctl.stores.memory import _changed_partitions
+from kctl.stores.memtree import _changed_partitions
 
 
 @pytest.fixture

@@ -31,6 +31,8 @@ from kctl.stores import (
     WatchKind,
 )
 from kctl.stores import paths
+from kctl.stores.memtree import TreeClient
+from kctl.stores.znode import Failure, Op, Stat
 from kctl.testing.store_contract import ASSIGNMENT, T0, T1, Recorder, StoreContract, broker, state
 
 GARBAGE = b"\x00not an object any reader accepts"
@@ -504,3 +506,26 @@ def test_registered_as_the_memory_store_plugin() -> None:
     assert entry.factory is MemoryStore
     assert entry.plugin == "kctl.stores.memory"
     assert isinstance(entry.factory(), StateStore)
+
+
+def test_a_failed_item_of_a_multi_is_undone_whole_and_the_others_kept() -> None:
+    """The znode client's multi (what Kafka's semantics are written over): each item applies
+    atomically, as one ZooKeeper multi; a failed item leaves nothing behind, a fenced one nothing at all."""
+    tree = MemoryTree()
+    client = TreeClient(tree)
+    items = [
+        [Op("create", "/a", "x")],
+        [Op("create", "/b", "y"), Op("create", "/missing/child")],  # the second op fails
+        [Op("create", "/c"), Op("set", "/c", "z", 0)],
+    ]
+    results = client.multi(items, MATCH_ANY_VERSION)
+    assert results[0] == ["/a"]
+    failure = results[1]
+    assert isinstance(failure, Failure) and failure.op == 1 and isinstance(failure.error, NoNodeError)
+    assert isinstance(results[2], list) and results[2][1] == Stat(1, tree.zxid, tree.zxid, 0)
+    assert client.get_data(["/a", "/b", "/c"]) == [("x", Stat(0, tree.zxid, tree.zxid, 0)), None,
+                                                   ("z", Stat(1, tree.zxid, tree.zxid, 0))]
+    before = tree.zxid
+    with pytest.raises(ControllerMovedError):
+        client.multi([[Op("create", "/d")]], 7)  # no /controller_epoch at version 7
+    assert tree.zxid == before and client.exists("/d") is None

@@ -326,7 +326,7 @@ def test_a_broker_identity_registers_only_its_own_id(connect: Connect, caplog: p
     forged_policy = AclPolicy(OWN_IDS.controllers, broker_ids=((2, digest(*BROKER_1)),))
     rogue = connect(BROKER_1, acl=forged_policy)
     rogue.register_broker(broker(2))
-    caplog.set_level(logging.WARNING, logger="kctl.stores.zookeeper")
+    caplog.set_level(logging.WARNING, logger="kctl.stores.zkclient")
     assert set(controller.get_all_brokers()) == {1} and set(admin.get_all_brokers()) == {1}
     assert "Ignoring the registration of broker 2 at /brokers/ids/2: its ACL [" in caplog.text
     assert "another identity created it" in caplog.text
@@ -377,7 +377,7 @@ def test_an_open_chroot_is_reported(
     connect: Connect, zookeeper_release_server: ZooKeeperEnsemble, zookeeper_chroot: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="kctl.stores.zookeeper")
+    caplog.set_level(logging.WARNING, logger="kctl.stores.zkclient")
     connect(CONTROLLER)  # creates the chroot with the policy's ACL: nothing to report
     assert "lets anyone" not in caplog.text
     raw = KazooClient(zookeeper_release_server.hosts, auth_data=[("digest", "ctl:c-secret")])

@@ -39,7 +39,8 @@ from kctl.model import (
     TopicPartition,
 )
 from kctl.registry import StateStoreRegistry
-from kctl.stores import MATCH_ANY_VERSION, ChangeType, StateStore, WatchEvent, WatchKind, paths
+from kctl.stores import MATCH_ANY_VERSION, ChangeType, StateStore, WatchEvent, WatchKind, paths, zkclient
+from kctl.stores.znode import Op
 from kctl.testing.ports import free_ports
 from kctl.testing.store_contract import ASSIGNMENT, T0, Recorder, StoreContract, broker, state
 from kctl.testing.zookeeper import ZooKeeperEnsemble, four_letter_word, in_ci, require_zookeeper
@@ -275,7 +276,7 @@ def test_a_bulk_write_over_jute_maxbuffer_is_split_into_multis(
     store.create_topic("wide", {p: ReplicaAssignment((1,)) for p in range(2000)})
     tps = [TopicPartition("wide", p) for p in range(2000)]
     sent: list[bytes] = []  # multis' ops (those the native codec encoded end with the end marker)
-    send, send_raw = store._send_multi, store._send_raw
+    send, send_raw = store.client._send_multi, store.client._send_raw
 
     def recording(wires: list[bytes]) -> Any:
         sent.append(b"".join(wires) + END)
@@ -285,8 +286,8 @@ def test_a_bulk_write_over_jute_maxbuffer_is_split_into_multis(
         sent.append(body)
         return send_raw(opcode, body)
 
-    monkeypatch.setattr(store, "_send_multi", recording)
-    monkeypatch.setattr(store, "_send_raw", recording_raw)
+    monkeypatch.setattr(store.client, "_send_multi", recording)
+    monkeypatch.setattr(store.client, "_send_raw", recording_raw)
 
     created = store.create_partition_states({tp: state(1, wide_isr) for tp in tps}, version)
     raw_before = len(sent)
@@ -311,20 +312,20 @@ def test_multi_ops_are_encoded_as_kazoo_encodes_them(connect: Connect, auth: tup
         OPEN_ACL_UNSAFE if auth is None else [make_digest_acl(*auth, all=True), make_acl("world", "anyone", read=True)]
     )
     cases = [
-        (zookeeper._Op("check", "/controller_epoch", version=3), CheckVersion(chroot + "/controller_epoch", 3)),
+        (Op("check", "/controller_epoch", version=3), CheckVersion(chroot + "/controller_epoch", 3)),
         (
-            zookeeper._Op("create", "/isr_change_notification/isr_change_", b"{}", sequential=True),
+            Op("create", "/isr_change_notification/isr_change_", b"{}", sequential=True),
             Create(chroot + "/isr_change_notification/isr_change_", b"{}", acl, 2),
         ),
-        (zookeeper._Op("create", "/controller", b"x", ephemeral=True), Create(chroot + "/controller", b"x", acl, 1)),
+        (Op("create", "/controller", b"x", ephemeral=True), Create(chroot + "/controller", b"x", acl, 1)),
         (
-            zookeeper._Op("set", "/brokers/topics/t/partitions/0/state", b"{}", 7),
+            Op("set", "/brokers/topics/t/partitions/0/state", b"{}", 7),
             SetData(chroot + "/brokers/topics/t/partitions/0/state", b"{}", 7),
         ),
-        (zookeeper._Op("delete", "/admin/delete_topics/t"), Delete(chroot + "/admin/delete_topics/t", -1)),
+        (Op("delete", "/admin/delete_topics/t"), Delete(chroot + "/admin/delete_topics/t", -1)),
     ]
     for op, expected in cases:
-        assert store._wire(op) == MultiHeader(expected.type, False, -1).serialize() + expected.serialize(), op
+        assert store.client._wire(op) == MultiHeader(expected.type, False, -1).serialize() + expected.serialize(), op
 
 
 def test_the_server_refuses_a_multi_over_its_jute_maxbuffer(connect: Connect) -> None:
@@ -599,7 +600,7 @@ def test_a_change_undone_before_the_re_arm_is_reported_whole(store: ZooKeeperSto
     store.add_listener(recorder)
     store.watch(WatchKind.REASSIGN_PARTITIONS)
     blocker = threading.Event()
-    store._dispatch(lambda: blocker.wait(10))  # hold the watch thread while the node comes and goes
+    store.client._dispatch(lambda: blocker.wait(10))  # hold the watch thread while the node comes and goes
     raw.create("/admin/reassign_partitions", b'{"version":1,"partitions":[]}')
     raw.delete("/admin/reassign_partitions")
     blocker.set()
@@ -608,7 +609,7 @@ def test_a_change_undone_before_the_re_arm_is_reported_whole(store: ZooKeeperSto
 
 
 def test_the_polling_handler_selects_like_kazoos() -> None:
-    handler = zookeeper._kazoo().handler()
+    handler = zkclient.kazoo_modules().handler()
     left, right = socket.socketpair()
     with left, right:
         assert handler.select([left], [], [], 0.01) == ([], [], [])
@@ -624,7 +625,7 @@ def test_only_the_stores_own_clients_use_the_polling_handler(store: ZooKeeperSto
     from kazoo.handlers import threading as kazoo_threading
     from kazoo.handlers import utils as kazoo_utils
 
-    handler = store._client.handler
+    handler = store.client._client.handler
     assert isinstance(handler, kazoo_threading.SequentialThreadingHandler)
     assert type(handler).select is not kazoo_threading.SequentialThreadingHandler.select
     assert kazoo_threading.SequentialThreadingHandler.select.__module__ == "kazoo.handlers.threading"
@@ -668,7 +669,7 @@ def test_kctl_works_without_kazoo() -> None:
 
 
 def test_fired_and_missed_changes() -> None:
-    fired, missed = zookeeper._fired_changes, zookeeper._missed_changes
+    fired, missed = zkclient._fired_changes, zkclient._missed_changes
     C, D, M, K = ChangeType.CREATED, ChangeType.DELETED, ChangeType.DATA_CHANGED, ChangeType.CHILDREN_CHANGED
     assert fired(False, "CREATED", (1, 1)) == [C]
     assert fired(False, "CREATED", (1, 4)) == [C, M]  # written between the firing and the re-arming

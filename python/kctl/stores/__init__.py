@@ -20,7 +20,8 @@ from kctl.stores.base import (
     WatchKind,
     WatchListener,
 )
-from kctl.stores.memory import MemoryStore, MemoryTree, PartitionSnapshot
+from kctl.stores.memory import MemoryStore
+from kctl.stores.memtree import MemoryTree, PartitionSnapshot
 from kctl.stores.zookeeper import ZooKeeperStore
 
 __all__ = [

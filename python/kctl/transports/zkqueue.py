@@ -50,7 +50,7 @@ from kctl.scheduler import RealTimeScheduler, Scheduler
 from kctl.stores import paths
 from kctl.stores.zkacl import AclPolicy
 from kctl.stores.zkclient import ClientSecurity, ZooKeeperTls
-from kctl.stores.zookeeper import _kazoo, _kazoo_acl, _kazoo_client, _split_connect_string
+from kctl.stores.zkclient import kazoo_acl, kazoo_client, kazoo_modules, split_connect_string
 from kctl.transports.base import BrokerHandler, ControllerHandler, error_response
 
 if TYPE_CHECKING:
@@ -173,7 +173,7 @@ class StateChangeQueue:
     def names(self) -> list[str]:
         try:
             return sorted(n for n in self.client.get_children(self.path) if n.startswith(ITEM_PREFIX))
-        except _kazoo().exceptions.NoNodeError:
+        except kazoo_modules().exceptions.NoNodeError:
             return []
 
     def size(self) -> int:
@@ -185,7 +185,7 @@ class StateChangeQueue:
     def items(self) -> list[QueueItem]:
         """The queued items, oldest first (an undecodable one is logged and moved aside)."""
         found = []
-        exceptions = _kazoo().exceptions
+        exceptions = kazoo_modules().exceptions
         for name in self.names():
             if name in self._unmovable:
                 continue
@@ -203,13 +203,13 @@ class StateChangeQueue:
         """The names of the items moved aside, oldest first."""
         try:
             return sorted(self.client.get_children(f"{self.path}/{DEAD_LETTER}"))
-        except _kazoo().exceptions.NoNodeError:
+        except kazoo_modules().exceptions.NoNodeError:
             return []
 
     def set_aside(self, name: str, data: bytes | None, version: int, reason: str) -> None:
         """Move an undecodable item to the dead letters, keeping the latest :data:`MAX_DEAD_LETTERS`;
         an item ZooKeeper refuses to move is skipped for as long as this queue object lives."""
-        exceptions = _kazoo().exceptions
+        exceptions = kazoo_modules().exceptions
         dead = f"{self.path}/{DEAD_LETTER}"
         try:
             self.client.ensure_path(dead, acl=self._acl(dead))
@@ -253,7 +253,7 @@ class StateChangeQueue:
 
     def shrink(self) -> int:
         """Apply :func:`shrink_items` in one transaction; returns how many items were removed."""
-        exceptions = _kazoo().exceptions
+        exceptions = kazoo_modules().exceptions
         for _ in range(10):  # the consumer may take items meanwhile: start again
             items = self.items()
             dropped, kept = shrink_items(items)
@@ -276,7 +276,7 @@ class StateChangeQueue:
     def delete(self, name: str) -> None:
         try:
             self.client.delete(f"{self.path}/{name}")
-        except _kazoo().exceptions.NoNodeError:
+        except kazoo_modules().exceptions.NoNodeError:
             pass
 
 
@@ -423,18 +423,18 @@ class ZkQueueTransport:
         tls: ZooKeeperTls | None = None,
         acl: AclPolicy | None = None,
     ) -> None:
-        servers, chroot = _split_connect_string(hosts, chroot)
+        servers, chroot = split_connect_string(hosts, chroot)
         self._owns_scheduler = scheduler is None
         self.scheduler: Scheduler = scheduler if scheduler is not None else RealTimeScheduler(name="zkqueue")
         self.max_queue_size = max_queue_size
         self.retry_backoff = retry_backoff
         self._policy = acl
         security = ClientSecurity(auth, sasl, tls)
-        self.client = _kazoo_client(
+        self.client = kazoo_client(
             servers + chroot,
             security,
             timeout=session_timeout,
-            default_acl=None if acl is not None else _kazoo_acl(security.creator_acl()),  # as the store's
+            default_acl=None if acl is not None else kazoo_acl(security.creator_acl()),  # as the store's
         )
         try:
             self.client.start(timeout=connection_timeout)
@@ -455,7 +455,7 @@ class ZkQueueTransport:
 
     def _acl(self, path: str) -> Any:
         """The kazoo ACL of a znode created at ``path`` under the policy (None: the default)."""
-        return None if self._policy is None else _kazoo_acl(self._policy.acl(path))
+        return None if self._policy is None else kazoo_acl(self._policy.acl(path))
 
     def put(self, queue: StateChangeQueue, sender: int, request: Any, callback: Callback | None) -> None:
         """Queue a request, remembering the callback its answer goes to."""

@@ -1,0 +1,964 @@
+"""The in-memory ZooKeeper: a znode tree with sessions, transactions and history.
+
+:class:`MemoryTree` plays the ZooKeeper server: a znode tree with versions, zxids, ephemeral
+nodes owned by sessions, persistent-sequential children and all-or-nothing transactions, watch
+events routed to sessions, and (optionally) every stored version of each partition.
+:class:`TreeClient` is one client session on it, implementing the
+:class:`~kctl.stores.znode.ZnodeClient` protocol that Kafka's semantics
+(:class:`~kctl.stores.memory.MemoryStore`) are written over.
+
+Znodes hold Python objects instead of JSON (a topic znode holds a ``TopicAssignment``); the
+memory store checks their type when it reads them, so data planted with
+:meth:`MemoryTree.set_raw` surfaces as :class:`~kctl.errors.CorruptDataError` exactly where a
+ZooKeeper store would fail to decode JSON. Partition-state znodes, the bulk of the tree, live in a
+native table (``kctl._engine.StateTable``) with the same versions and zxids, so that the native
+engine reads and writes them without a Python object per partition; :class:`Transaction` routes
+their paths there.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple, TypeVar, cast
+
+from kctl._engine import StateTable
+from kctl.errors import (
+    BadVersionError,
+    IllegalStateError,
+    NodeExistsError,
+    NoNodeError,
+    StoreError,
+    StoreUnavailableError,
+)
+from kctl.model import (
+    INT32_MAX,
+    INT32_MIN,
+    NO_LEADER,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+    LeaderRecoveryState,
+    ReplicaAssignment,
+    TopicPartition,
+)
+from kctl.stores import paths
+from kctl.stores.base import (
+    MATCH_ANY_VERSION,
+    ChangeType,
+    TopicAssignment,
+    WatchEvent,
+    WatchKind,
+    WatchListener,
+    check_watch_key,
+)
+
+if TYPE_CHECKING:
+    pass
+
+logger = logging.getLogger(__name__)
+
+K = TypeVar("K")
+V = TypeVar("V")
+T = TypeVar("T")
+
+from kctl.stores.znode import Failure, Found, ItemResult, Op, OpResult, Stat, controller_moved
+_Delivery = tuple[WatchListener, WatchEvent]
+_DELETED = object()
+"""Marks a deletion in a transaction's record of written data."""
+
+
+class _Node:
+    __slots__ = ("children", "czxid", "data", "ephemeral_owner", "mzxid", "sequence", "version")
+
+    def __init__(self, data: object, zxid: int, ephemeral_owner: int) -> None:
+        self.data = data
+        self.version = 0
+        self.czxid = zxid
+        self.mzxid = zxid
+        self.ephemeral_owner = ephemeral_owner
+        self.children: set[str] = set()
+        self.sequence = 0  # the next persistent-sequential suffix among this node's children
+
+    def stat(self) -> Stat:
+        return Stat(self.version, self.czxid, self.mzxid, self.ephemeral_owner)
+
+
+class Session:
+    """A client session of a :class:`MemoryTree`, an opaque handle for its users: the session's
+    ephemeral nodes, plus the listeners and watches a reconnect carries over."""
+
+    __slots__ = ("ended", "ephemerals", "id", "listeners", "state_watches", "watches")
+
+    def __init__(
+        self, session_id: int, listeners: list[WatchListener], watches: set[tuple[WatchKind, object]]
+    ) -> None:
+        self.id = session_id
+        self.listeners = listeners
+        self.watches = watches
+        # Partition-state watches, counted so that each native bulk write need not scan the watches.
+        self.state_watches = sum(kind is WatchKind.PARTITION_STATE for kind, _ in watches)
+        self.ephemerals: set[str] = set()
+        self.ended: str | None = None  # "expired" or "closed"
+
+    def watch(self, kind: WatchKind, key: object) -> None:
+        if (kind, key) not in self.watches:
+            self.watches.add((kind, key))
+            self.state_watches += kind is WatchKind.PARTITION_STATE
+
+    def unwatch(self, kind: WatchKind, key: object) -> None:
+        if (kind, key) in self.watches:
+            self.watches.discard((kind, key))
+            self.state_watches -= kind is WatchKind.PARTITION_STATE
+
+
+@dataclass(frozen=True)
+class PartitionSnapshot:
+    """One stored version of a partition: its latest assignment and latest state at that moment."""
+
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int = -1
+    """Epoch of the controller that wrote the state (-1 before the state exists)."""
+
+
+_NO_ASSIGNMENT = ReplicaAssignment(())
+
+
+def _changed_partitions(previous: Mapping[int, ReplicaAssignment], current: Mapping[int, ReplicaAssignment]) -> list[int]:
+    """The partitions whose assignment ``current`` changes, in its order.
+
+    A reassignment rewrites its topic's znode once per partition step, with every other
+    partition's assignment the same object as before: the value lists are compared in C (which
+    skips identical objects), halving the ranges that differ, instead of partition by partition.
+    """
+    keys = list(current)
+    if keys != list(previous):
+        return [p for p in keys if previous.get(p) != current[p]]
+    new, old = list(current.values()), list(previous.values())
+    changed: list[int] = []
+
+    def scan(lo: int, hi: int) -> None:
+        if new[lo:hi] == old[lo:hi]:
+            return
+        if hi - lo <= 8:
+            changed.extend(keys[i] for i in range(lo, hi) if new[i] != old[i])
+            return
+        mid = (lo + hi) // 2
+        scan(lo, mid)
+        scan(mid, hi)
+
+    scan(0, len(keys))
+    return changed
+
+
+class _History:
+    """Assignment rows of every committed topic-znode write; the state table keeps the state rows.
+
+    Both draw sequence numbers from the table, so :meth:`MemoryTree.partition_history` merges them
+    in write order.
+    """
+
+    def __init__(self, states: StateTable) -> None:
+        self._states = states
+        self.rows: dict[TopicPartition, list[tuple[int, ReplicaAssignment]]] = {}
+        self._assignments: dict[str, Mapping[int, ReplicaAssignment]] = {}
+
+    def record(self, written: list[tuple[int, str, object]]) -> None:
+        for seq, path, data in written:
+            target = _keyed_node(path)
+            if target is not None and target[0] is WatchKind.TOPIC and isinstance(target[1], str):
+                self._topic_written(seq, target[1], data)
+
+    def _topic_written(self, seq: int, topic: str, data: object) -> None:
+        if data is _DELETED:  # a re-created topic starts a history of its own
+            for partition in self._assignments.pop(topic, {}):
+                self.rows.pop(TopicPartition(topic, partition), None)
+            self._states.forget_history(topic)
+        elif isinstance(data, TopicAssignment):
+            partitions = data.partitions
+            for partition in _changed_partitions(self._assignments.get(topic, {}), partitions):
+                self.rows.setdefault(TopicPartition(topic, partition), []).append((seq, partitions[partition]))
+            self._assignments[topic] = partitions
+
+    def snapshots(self, tp: TopicPartition) -> list[PartitionSnapshot]:
+        """Assignment and state rows merged by sequence: each row shows the latest of the other."""
+        states = self._states.history(tp.topic, tp.partition) or []
+        rows = sorted(
+            [(seq, assignment, None) for seq, assignment in self.rows.get(tp, ())]
+            + [(seq, None, state) for seq, state in states],
+            key=lambda row: row[0],
+        )
+        snapshots = []
+        assignment: ReplicaAssignment = _NO_ASSIGNMENT
+        written: LeaderIsrAndControllerEpoch | None = None
+        for _, new_assignment, state in rows:
+            if new_assignment is not None:
+                assignment = new_assignment
+            elif state is None:  # the state znode was deleted
+                written = None
+                continue
+            else:
+                written = _state_of(state)
+            lai = None if written is None else written.leader_and_isr
+            snapshots.append(
+                PartitionSnapshot(
+                    assignment.replicas,
+                    assignment.adding_replicas,
+                    assignment.removing_replicas,
+                    NO_LEADER if lai is None else lai.leader,
+                    -1 if lai is None else lai.leader_epoch,
+                    () if lai is None else lai.isr,
+                    -1 if written is None else written.controller_epoch,
+                )
+            )
+        return snapshots
+
+
+class MemoryTree:
+    """The shared in-memory "ZooKeeper server" that :class:`MemoryStore` sessions connect to.
+
+    Mutations happen under one lock (sessions may live on different threads). Watch listeners are
+    called after the mutation, outside the lock, in commit order: sessions in creation order,
+    listeners in registration order. With several threads, a listener runs on whichever thread is
+    delivering at the time, which is why listeners must only enqueue work. ``rng`` makes the cluster id reproducible in seeded runs;
+    ``record_history`` keeps every write of topic and partition-state znodes for
+    :meth:`partition_history`.
+    """
+
+    def __init__(self, record_history: bool = False, rng: random.Random | None = None) -> None:
+        self._lock = threading.Lock()
+        self._nodes: dict[str, _Node] = {"/": _Node(None, 0, 0)}
+        self._zxid = 0
+        self._rng = rng if rng is not None else random.Random()
+        self._states = StateTable(record_history)
+        self._corrupt_states: dict[str, object] = {}
+        """What state znodes holding something other than a partition state hold (their slot in the
+        table is marked corrupt)."""
+        self._history = _History(self._states) if record_history else None
+        self._sessions: dict[int, Session] = {}
+        self._session_ids = itertools.count(1)
+        self._pending: deque[_Delivery] = deque()
+        self._delivering = False
+        with self.transaction() as txn:
+            for path in paths.PERSISTENT_PATHS:
+                txn.ensure_path(path)
+
+    def random_bytes(self, count: int) -> bytes:
+        """Bytes from the tree's generator (a seeded run makes the same cluster id)."""
+        return self._rng.randbytes(count)
+
+    @property
+    def zxid(self) -> int:
+        """The zxid of the last committed transaction."""
+        return self._zxid
+
+    @contextmanager
+    def transaction(self, session: Session | None = None) -> Iterator[Transaction]:
+        """An all-or-nothing multi-op (ZooKeeper's ``multi``) run while holding the tree's lock.
+
+        An exception escaping the block undoes every operation; on success the transaction gets
+        the next zxid (if it wrote anything) and watchers are notified after the lock is released.
+        """
+        with self._lock:
+            if session is not None:
+                _check_live(session)
+            txn = Transaction(self, session)
+            try:
+                yield txn
+            except BaseException:
+                txn.rollback_to((0, 0, 0))
+                raise
+            txn._commit()
+        self._drain()
+
+    def set_raw(self, path: str, value: object) -> None:
+        """Store ``value`` at ``path`` as is, creating missing parents (tests plant corrupt data)."""
+        with self.transaction() as txn:
+            if txn.get(path) is None:
+                txn.ensure_path(path, value)
+            else:
+                txn.set(path, value)
+
+    def partition_history(self, tp: TopicPartition) -> list[PartitionSnapshot]:
+        """Every stored version of ``tp`` (assignment or state write), oldest first."""
+        if self._history is None:
+            raise IllegalStateError(
+                "partition history is not recorded: create the tree with MemoryTree(record_history=True)"
+            )
+        with self._lock:
+            return self._history.snapshots(tp)
+
+    def changes_since(self, zxid: int) -> tuple[int, list[str], list[tuple[str, int]]]:
+        """The zxid of the last commit, the topics whose assignment znode was created or changed
+        after ``zxid``, and the ``(topic, partition)`` whose state znode was (both sorted). Deleted znodes are not
+        listed (a deleted topic is missing from :meth:`MemoryStore.get_all_topics`)."""
+        with self._lock:
+            topics = self._nodes[paths.BROKER_TOPICS].children
+            changed = sorted(t for t in topics if self._nodes[paths.topic(t)].mzxid > zxid)
+            return self._zxid, changed, self._states.modified_since(zxid)
+
+    # --- The native engine's access to the state table -----------------------------------------
+
+    def native_begin(self, session: Session) -> tuple[StateTable, int, int, bool]:
+        """Lock the tree for one bulk operation of the native engine on the state table.
+
+        Returns the table, the version of ``/controller_epoch`` (-1 when absent) for fencing, the
+        zxid the operation commits with, and whether any session watches partition states. Every
+        call must be followed by :meth:`native_end`.
+        """
+        self._lock.acquire()
+        try:
+            _check_live(session)
+        except StoreUnavailableError:
+            self._lock.release()
+            raise
+        epoch = self._nodes.get(paths.CONTROLLER_EPOCH)
+        watched = any(s.state_watches and s.listeners for s in self._sessions.values())
+        return self._states, -1 if epoch is None else epoch.version, self._zxid + 1, watched
+
+    def native_end(self, wrote: bool, written: Sequence[tuple[str, int]] = ()) -> None:
+        """Commit the operation begun with :meth:`native_begin` (``written``: the partitions whose
+        state changed, given only when they are watched) and deliver the watch events."""
+        try:
+            if wrote:
+                self._zxid += 1
+                changed = [paths.partition_state(TopicPartition(t, p)) for t, p in written]
+                self._route(changed, [ChangeType.DATA_CHANGED] * len(changed))
+        finally:
+            self._lock.release()
+        self._drain()
+
+    # --- Sessions --------------------------------------------------------------------------------
+
+    def open_session(self, previous: Session | None = None) -> Session:
+        """A new session; given the ``previous`` (ended) one, it inherits its listeners and watches
+        and tells them ``SESSION``/``RECONNECTED``."""
+        with self._lock:
+            if previous is None:
+                session = Session(next(self._session_ids), [], set())
+            else:
+                session = Session(next(self._session_ids), list(previous.listeners), set(previous.watches))
+                reconnected = WatchEvent(WatchKind.SESSION, ChangeType.RECONNECTED)
+                self._pending.extend((listener, reconnected) for listener in session.listeners)
+            self._sessions[session.id] = session
+        self._drain()
+        return session
+
+    def expire_session(self, session: Session) -> None:
+        """Expire ``session``: its ephemeral nodes go (firing other sessions' watches), then its
+        listeners get ``SESSION``/``EXPIRED``, as a client learns of expiry after the server acted."""
+        self._end_session(session, "expired")
+
+    def close_session(self, session: Session) -> None:
+        """Close ``session``: its ephemeral nodes go; its own listeners hear nothing."""
+        self._end_session(session, "closed")
+
+    def _end_session(self, session: Session, how: str) -> None:
+        with self._lock:
+            if session.ended:
+                return
+            session.ended = how
+            del self._sessions[session.id]
+            txn = Transaction(self, None)
+            for path in sorted(session.ephemerals):
+                txn.delete(path)
+            session.ephemerals.clear()
+            txn._commit()
+            if how == "expired":
+                expired = WatchEvent(WatchKind.SESSION, ChangeType.EXPIRED)
+                self._pending.extend((listener, expired) for listener in session.listeners)
+        self._drain()
+
+    # --- Watches ---------------------------------------------------------------------------------
+
+    def _route(self, changed_paths: list[str], changes: list[ChangeType]) -> None:
+        """Queue the events of a committed transaction for the sessions watching them (under the lock).
+
+        Repeated events of one transaction are delivered once, as ZooKeeper fires a watch once.
+        """
+        watching = [s for s in self._sessions.values() if s.watches and s.listeners]
+        if not watching:
+            return
+        events = dict.fromkeys(e for e in map(_watch_event, changed_paths, changes) if e is not None)
+        for session in watching:
+            for event in events:
+                if (event.kind, event.key) in session.watches:
+                    self._pending.extend((listener, event) for listener in session.listeners)
+
+    def _drain(self) -> None:
+        """Call queued listeners outside the lock. One thread drains at a time, so events reach
+        listeners in commit order; a listener that writes to the store has its own events queued
+        behind the current ones instead of being called re-entrantly."""
+        with self._lock:
+            if self._delivering or not self._pending:
+                return
+            self._delivering = True
+        try:
+            while True:
+                with self._lock:
+                    if not self._pending:
+                        self._delivering = False
+                        return
+                    listener, event = self._pending.popleft()
+                try:
+                    listener(event)
+                except Exception:
+                    logger.exception("Watch listener %r failed on %s", listener, event)
+        except BaseException:
+            with self._lock:
+                self._delivering = False
+            raise
+
+
+class _Created(NamedTuple):
+    path: str
+    parent: _Node
+    name: str
+    owner: Session | None
+    sequential: bool
+
+
+class _Changed(NamedTuple):
+    node: _Node
+    data: object
+    version: int
+    mzxid: int
+
+
+class _Deleted(NamedTuple):
+    path: str
+    node: _Node
+    parent: _Node
+    name: str
+    owner: Session | None
+
+
+_StateRow = tuple[int, Sequence[int], int, int, int, int]
+_Slot = tuple[_StateRow | None, int, int, int]
+"""A state-table slot: (state row or None when corrupt, version, czxid, mzxid)."""
+_ABSENT = object()
+
+
+class _StateWritten(NamedTuple):
+    """A write to the state table: what to put back (slot, corrupt data) and the history row to drop."""
+
+    path: str
+    key: tuple[str, int]
+    previous: _Slot | None
+    corrupt: object
+    parent: _Node
+    seq: int
+
+
+
+class Transaction:
+    """The operations of one :meth:`MemoryTree.transaction`: ZooKeeper's check/create/set/delete.
+
+    Each operation either applies completely or raises without effect, so a caller may catch a
+    failed operation and carry on (Kafka's per-partition results); reads see earlier writes.
+    Bookkeeping is one small record per write, so that transactions over 100K nodes stay cheap
+    for Python's garbage collector.
+    """
+
+    def __init__(self, tree: MemoryTree, session: Session | None) -> None:
+        self._tree = tree
+        self._nodes = tree._nodes
+        self._states = tree._states
+        self._session = session
+        self.zxid = tree._zxid + 1
+        """The zxid this transaction commits with (the czxid of the nodes it creates)."""
+        self._undo: list[_Created | _Changed | _Deleted | _StateWritten] = []
+        self._changed_paths: list[str] = []
+        self._changes: list[ChangeType] = []
+        self._recording = tree._history is not None
+        self._written: list[tuple[int, str, object]] = []
+
+    def get(self, path: str) -> tuple[object, Stat] | None:
+        """The node's data and stat, or None when it does not exist."""
+        key = _state_key(path)
+        if key is not None:
+            slot = self._states.get(*key)
+            if slot is None:
+                return None
+            row, version, czxid, mzxid = slot
+            data = self._tree._corrupt_states.get(path) if row is None else _state_of(row)
+            return data, Stat(version, czxid, mzxid, 0)
+        node = self._nodes.get(path)
+        return None if node is None else (node.data, node.stat())
+
+    def stat(self, path: str) -> Stat | None:
+        """The node's stat (without reading its data), or None when it does not exist."""
+        key = _state_key(path)
+        if key is not None:
+            slot = self._states.get(*key)
+            return None if slot is None else Stat(slot[1], slot[2], slot[3], 0)
+        node = self._nodes.get(path)
+        return None if node is None else node.stat()
+
+    def exists(self, path: str) -> bool:
+        key = _state_key(path)
+        return path in self._nodes if key is None else self._states.get(*key) is not None
+
+    def children(self, path: str) -> list[str]:
+        """The names of the node's children, sorted."""
+        if _state_key(path) is not None and self.exists(path):
+            return []  # state znodes have no children
+        return sorted(self._node(path).children)
+
+    def check(self, path: str, version: int) -> None:
+        """Require the node to exist at ``version``."""
+        found = self.get(path)
+        if found is None:
+            raise NoNodeError(f"{path} does not exist", path)
+        self._check_version(path, found[1].version, version)
+
+    def create(
+        self, path: str, data: object = None, *, ephemeral: bool = False, sequential: bool = False
+    ) -> str:
+        """Create a node; a sequential one gets a 10-digit suffix. Returns the created path."""
+        if not path.startswith("/") or path.endswith("/") or "//" in path:
+            raise StoreError(f"invalid path {path!r}", path)
+        parent_path, name = _split(path)
+        parent = self._nodes.get(parent_path)
+        if parent is None:
+            raise NoNodeError(f"cannot create {path}: {parent_path} does not exist", path)
+        if parent.ephemeral_owner:
+            raise StoreError(f"cannot create {path}: ephemeral {parent_path} cannot have children", path)
+        if sequential:
+            name = paths.sequence_name(name, parent.sequence)
+            path = _join(parent_path, name)
+        if self.exists(path):
+            raise NodeExistsError(f"{path} already exists", path)
+        if ephemeral and self._session is None:
+            raise StoreError(f"cannot create ephemeral {path} outside a session", path)
+        key = _state_key(path)
+        if key is not None:
+            if ephemeral:
+                raise StoreError(f"cannot create {path}: partition-state znodes are persistent here", path)
+            row = self._state_row(path, data)
+            _, seq = self._states.create(key[0], key[1], row, self.zxid)
+            parent.children.add(name)
+            self._wrote(_StateWritten(path, key, None, _ABSENT, parent, seq), path, data, ChangeType.CREATED, parent_path)
+            return path
+        owner = self._session if ephemeral else None
+        self._nodes[path] = _Node(data, self.zxid, owner.id if owner else 0)
+        parent.children.add(name)
+        if sequential:
+            parent.sequence += 1
+        if owner:
+            owner.ephemerals.add(path)
+        undo = _Created(path, parent, name, owner, sequential)
+        self._wrote(undo, path, data, ChangeType.CREATED, parent_path)
+        return path
+
+    def set(self, path: str, data: object, version: int = MATCH_ANY_VERSION) -> int:
+        """Replace the node's data, conditional on ``version`` unless -1; returns the new version."""
+        return self.set_and_stat(path, data, version).version
+
+    def set_and_stat(self, path: str, data: object, version: int = MATCH_ANY_VERSION) -> Stat:
+        """:meth:`set`, returning the node's new stat (a multi's answer)."""
+        key = _state_key(path)
+        if key is not None:
+            previous = self._slot(path, key)
+            self._check_version(path, previous[1], version)
+            corrupt = self._tree._corrupt_states.get(path, _ABSENT)
+            row = self._state_row(path, data)
+            _, new_version, seq = self._states.set(key[0], key[1], row, MATCH_ANY_VERSION, self.zxid)
+            parent = self._nodes[_split(path)[0]]
+            self._wrote(_StateWritten(path, key, previous, corrupt, parent, seq), path, data, ChangeType.DATA_CHANGED)
+            return Stat(new_version, previous[2], self.zxid, 0)
+        node = self._node(path)
+        self._check_version(path, node.version, version)
+        undo = _Changed(node, node.data, node.version, node.mzxid)
+        node.data, node.version, node.mzxid = data, node.version + 1, self.zxid
+        self._wrote(undo, path, data, ChangeType.DATA_CHANGED)
+        return node.stat()
+
+    def delete(self, path: str, version: int = MATCH_ANY_VERSION) -> None:
+        """Delete a childless node, conditional on ``version`` unless -1."""
+        parent_path, name = _split(path)
+        key = _state_key(path)
+        if key is not None:
+            previous = self._slot(path, key)
+            self._check_version(path, previous[1], version)
+            corrupt = self._tree._corrupt_states.pop(path, _ABSENT)
+            deleted = self._states.delete(*key)
+            seq = 0 if deleted is None else deleted[1]
+            parent = self._nodes[parent_path]
+            parent.children.discard(name)
+            self._wrote(_StateWritten(path, key, previous, corrupt, parent, seq), path, _DELETED, ChangeType.DELETED, parent_path)
+            return
+        node = self._node(path)
+        self._check_version(path, node.version, version)
+        if node.children:
+            raise StoreError(f"cannot delete {path}: it has children", path)
+        parent = self._nodes[parent_path]
+        owner = self._tree._sessions.get(node.ephemeral_owner)
+        del self._nodes[path]
+        parent.children.discard(name)
+        if owner:
+            owner.ephemerals.discard(path)
+        undo = _Deleted(path, node, parent, name, owner)
+        self._wrote(undo, path, _DELETED, ChangeType.DELETED, parent_path)
+
+    def delete_recursive(self, path: str) -> None:
+        """Delete the node and its descendants, children first; a missing node is fine."""
+        if not self.exists(path):
+            return
+        preorder, stack = [], [path]
+        while stack:
+            current = stack.pop()
+            preorder.append(current)
+            node = self._nodes.get(current)  # None for a state znode, which has no children
+            if node is not None:
+                stack.extend(_join(current, child) for child in node.children)
+        for current in reversed(preorder):
+            self.delete(current)
+
+    def ensure_path(self, path: str, data: object = None) -> None:
+        """Create the node with ``data`` if absent, and its missing ancestors without data."""
+        missing = []
+        while not self.exists(path):
+            missing.append(path)
+            path = _split(path)[0]
+        for i, current in enumerate(reversed(missing)):
+            self.create(current, data if i == len(missing) - 1 else None)
+
+    def savepoint(self) -> tuple[int, int, int]:
+        """A mark that :meth:`rollback_to` undoes the later operations back to."""
+        return len(self._undo), len(self._changed_paths), len(self._written)
+
+    def rollback_to(self, savepoint: tuple[int, int, int]) -> None:
+        """Undo the operations since ``savepoint`` (one item of a multi that failed)."""
+        undo, changed, written = savepoint
+        undone = self._undo[undo:]
+        del self._undo[undo:], self._changed_paths[changed:], self._changes[changed:], self._written[written:]
+        for record in reversed(undone):
+            match record:
+                case _Changed(node, data, version, mzxid):
+                    node.data, node.version, node.mzxid = data, version, mzxid
+                case _Created(path, parent, name, owner, sequential):
+                    del self._nodes[path]
+                    parent.children.discard(name)
+                    if sequential:
+                        parent.sequence -= 1
+                    if owner:
+                        owner.ephemerals.discard(path)
+                case _Deleted(path, node, parent, name, owner):
+                    self._nodes[path] = node
+                    parent.children.add(name)
+                    if owner:
+                        owner.ephemerals.add(path)
+                case _StateWritten(path, (topic, partition), previous, corrupt, parent, seq):
+                    self._states.restore(topic, partition, previous, seq)
+                    if corrupt is _ABSENT:
+                        self._tree._corrupt_states.pop(path, None)
+                    else:
+                        self._tree._corrupt_states[path] = corrupt
+                    if previous is None:
+                        parent.children.discard(_split(path)[1])
+                    else:
+                        parent.children.add(_split(path)[1])
+
+    def _commit(self) -> None:
+        if not self._undo:
+            return
+        tree = self._tree
+        tree._zxid = self.zxid
+        if tree._history is not None:
+            tree._history.record(self._written)
+        tree._route(self._changed_paths, self._changes)
+
+    def _node(self, path: str) -> _Node:
+        node = self._nodes.get(path)
+        if node is None:
+            raise NoNodeError(f"{path} does not exist", path)
+        return node
+
+    def _slot(self, path: str, key: tuple[str, int]) -> _Slot:
+        slot: _Slot | None = self._states.get(*key)
+        if slot is None:
+            raise NoNodeError(f"{path} does not exist", path)
+        return slot
+
+    def _state_row(self, path: str, data: object) -> _StateRow | None:
+        """The table's row for ``data``; anything but a well-formed state is kept aside as corrupt."""
+        row = _row_of(data)
+        if row is None:
+            self._tree._corrupt_states[path] = data
+        else:
+            self._tree._corrupt_states.pop(path, None)
+        return row
+
+    @staticmethod
+    def _check_version(path: str, current: int, version: int) -> None:
+        if version != MATCH_ANY_VERSION and current != version:
+            raise BadVersionError(f"{path} is at version {current}, not {version}", path)
+
+    def _wrote(
+        self,
+        undo: _Created | _Changed | _Deleted | _StateWritten,
+        path: str,
+        data: object,
+        change: ChangeType,
+        parent: str | None = None,
+    ) -> None:
+        self._undo.append(undo)
+        self._changed_paths.append(path)
+        self._changes.append(change)
+        if parent is not None:
+            self._changed_paths.append(parent)
+            self._changes.append(ChangeType.CHILDREN_CHANGED)
+        if self._recording and not isinstance(undo, _StateWritten):  # the table keeps state rows
+            self._written.append((self._states.next_seq(), path, data))
+
+
+def _check_live(session: Session) -> None:
+    if session.ended:
+        reconnect = "; reconnect() opens a new session" if session.ended == "expired" else ""
+        raise StoreUnavailableError(f"session {session.id:#x} has {session.ended}{reconnect}")
+
+
+def _state_key(path: str) -> tuple[str, int] | None:
+    """``(topic, partition)`` when ``path`` is a partition-state znode (kept in the state table)."""
+    if not path.endswith("/state"):
+        return None
+    parts = path.split("/")
+    if len(parts) != 7 or parts[1:3] != ["brokers", "topics"] or parts[4] != "partitions":
+        return None
+    partition = paths.parse_id(parts[5])
+    return None if partition is None else (parts[3], partition)
+
+
+def _row_of(data: object) -> _StateRow | None:
+    """A partition state as the table stores it; None for anything else."""
+    if not isinstance(data, LeaderIsrAndControllerEpoch):
+        return None
+    lai = data.leader_and_isr
+    if not (isinstance(lai, LeaderAndIsr) and isinstance(lai.leader_recovery_state, LeaderRecoveryState)):
+        return None
+    fields = (lai.leader, lai.leader_epoch, lai.partition_epoch, data.controller_epoch, *lai.isr)
+    if not all(type(v) is int and INT32_MIN <= v <= INT32_MAX for v in fields):
+        return None
+    recovery = int(lai.leader_recovery_state)
+    return lai.leader, lai.isr, lai.leader_epoch, lai.partition_epoch, recovery, data.controller_epoch
+
+
+def _state_of(row: _StateRow) -> LeaderIsrAndControllerEpoch:
+    leader, isr, leader_epoch, partition_epoch, recovery, controller_epoch = row
+    lai = LeaderAndIsr(leader, tuple(isr), leader_epoch, partition_epoch, LeaderRecoveryState(recovery))
+    return LeaderIsrAndControllerEpoch(lai, controller_epoch)
+
+
+def _split(path: str) -> tuple[str, str]:
+    parent, _, name = path.rpartition("/")
+    return parent or "/", name
+
+
+def _join(parent: str, name: str) -> str:
+    return f"/{name}" if parent == "/" else f"{parent}/{name}"
+
+
+# --- Which watch a change fires ------------------------------------------------------------------
+
+_CHILD_WATCHES = {
+    paths.BROKER_IDS: WatchKind.BROKER_IDS,
+    paths.BROKER_TOPICS: WatchKind.TOPICS,
+    paths.DELETE_TOPICS: WatchKind.DELETE_TOPICS,
+    paths.ISR_CHANGE_NOTIFICATION: WatchKind.ISR_CHANGE_NOTIFICATION,
+    paths.LOG_DIR_EVENT_NOTIFICATION: WatchKind.LOG_DIR_EVENT_NOTIFICATION,
+}
+_EXISTENCE = frozenset({ChangeType.CREATED, ChangeType.DELETED})
+_NODE_WATCHES = {
+    paths.CONTROLLER: (WatchKind.CONTROLLER, _EXISTENCE | {ChangeType.DATA_CHANGED}),
+    paths.REASSIGN_PARTITIONS: (WatchKind.REASSIGN_PARTITIONS, _EXISTENCE | {ChangeType.DATA_CHANGED}),
+    paths.PREFERRED_REPLICA_ELECTION: (WatchKind.PREFERRED_REPLICA_ELECTION, _EXISTENCE),
+}
+_KEYED_CHANGES = {
+    WatchKind.BROKER: frozenset({ChangeType.DATA_CHANGED}),
+    WatchKind.TOPIC: frozenset({ChangeType.DATA_CHANGED}),
+    WatchKind.PARTITION_STATE: frozenset({ChangeType.DATA_CHANGED}),
+    WatchKind.TOPIC_CONFIG: frozenset({ChangeType.CREATED, ChangeType.DATA_CHANGED}),
+}
+def _keyed_node(path: str) -> tuple[WatchKind, object] | None:
+    """The keyed watch a node belongs to: a broker, topic, partition-state or topic-config znode."""
+    parts = path.split("/")
+    if len(parts) == 4 and parts[1] == "brokers":
+        broker = paths.parse_id(parts[3])
+        if parts[2] == "ids" and broker is not None:
+            return WatchKind.BROKER, broker
+        if parts[2] == "topics":
+            return WatchKind.TOPIC, parts[3]
+    elif len(parts) == 4 and parts[1] == "config" and parts[2] == "topics":
+        return WatchKind.TOPIC_CONFIG, parts[3]
+    elif len(parts) == 7 and parts[6] == "state":
+        state = _state_key(path)
+        if state is not None:
+            return WatchKind.PARTITION_STATE, TopicPartition(*state)
+    return None
+
+
+def _watch_event(path: str, change: ChangeType) -> WatchEvent | None:
+    if change is ChangeType.CHILDREN_CHANGED:
+        kind = _CHILD_WATCHES.get(path)
+        return None if kind is None else WatchEvent(kind, change)
+    fixed = _NODE_WATCHES.get(path)
+    if fixed is not None:
+        kind, changes = fixed
+        return WatchEvent(kind, change) if change in changes else None
+    keyed = _keyed_node(path)
+    if keyed is None or change not in _KEYED_CHANGES[keyed[0]]:
+        return None
+    return WatchEvent(keyed[0], change, keyed[1])
+
+
+
+class TreeClient:
+    """One client session on a :class:`MemoryTree`: the :class:`~kctl.stores.znode.ZnodeClient`.
+
+    After :meth:`expire` every call raises :class:`~kctl.errors.StoreUnavailableError` until
+    :meth:`reconnect` (listener and watch registration still work; they are client-side and carried
+    over to the new session).
+    """
+
+    def __init__(self, tree: MemoryTree) -> None:
+        self.tree = tree
+        self._session = tree.open_session()
+
+    def __repr__(self) -> str:
+        return f"session={self._session.id:#x}, {self._session.ended or 'live'}"
+
+    @property
+    def session_id(self) -> int:
+        return self._session.id
+
+    def expire_session(self) -> None:
+        """Expire this session as ZooKeeper would (ephemeral nodes deleted, SESSION/EXPIRED sent)."""
+        self.tree.expire_session(self._session)
+
+    def reconnect(self) -> None:
+        """After expiry, open a new session keeping listeners and watches (SESSION/RECONNECTED).
+
+        A live session is left as it is; a closed client cannot reconnect.
+        """
+        if self._session.ended == "closed":
+            raise StoreUnavailableError("the store was closed")
+        if self._session.ended:
+            self._session = self.tree.open_session(self._session)
+
+    def close(self) -> None:
+        self.tree.close_session(self._session)
+
+    def add_listener(self, listener: WatchListener) -> None:
+        with self.tree._lock:
+            self._session.listeners.append(listener)
+
+    def remove_listener(self, listener: WatchListener) -> None:
+        with self.tree._lock:
+            if listener in self._session.listeners:
+                self._session.listeners.remove(listener)
+
+    def watch(self, kind: WatchKind, key: object = None) -> None:
+        check_watch_key(kind, key)
+        with self.tree._lock:
+            self._session.watch(kind, key)
+
+    def unwatch(self, kind: WatchKind, key: object = None) -> None:
+        with self.tree._lock:
+            self._session.unwatch(kind, key)
+
+    # --- Znodes ----------------------------------------------------------------------------------
+
+    def transaction(self) -> AbstractContextManager[Transaction]:
+        """A transaction of this session (see :meth:`MemoryTree.transaction`)."""
+        return self.tree.transaction(self._session)
+
+    def get_data(self, paths: Sequence[str], per_request: int | None = None) -> list[Found | StoreError]:
+        with self.transaction() as txn:
+            return [txn.get(path) for path in paths]
+
+    def get_children(self, paths: Sequence[str]) -> list[list[str] | None]:
+        with self.transaction() as txn:
+            return [txn.children(path) if txn.exists(path) else None for path in paths]
+
+    def exists(self, path: str) -> Stat | None:
+        with self.transaction() as txn:
+            return txn.stat(path)
+
+    def create(self, path: str, data: object, *, ephemeral: bool = False) -> Stat:
+        with self.transaction() as txn:
+            txn.create(path, data, ephemeral=ephemeral)
+            return cast(Stat, txn.stat(path))
+
+    def multi(self, items: Iterable[Sequence[Op]], fence: int) -> list[ItemResult]:
+        """All items in one transaction; a failed item's operations are undone, the others kept."""
+        results: list[ItemResult] = []
+        with self._fenced(fence) as txn:
+            for ops in items:
+                # one operation applies whole or not at all: only longer items need a savepoint
+                savepoint = txn.savepoint() if len(ops) > 1 else None
+                done: list[OpResult] = []
+                try:
+                    for op in ops:
+                        done.append(_APPLY[op.kind](txn, op))
+                except StoreError as exc:
+                    if savepoint is not None:
+                        txn.rollback_to(savepoint)
+                    results.append(Failure(len(done), exc))
+                else:
+                    results.append(done)
+        return results
+
+    def delete_recursive(self, paths: Iterable[str], fence: int) -> None:
+        with self._fenced(fence) as txn:
+            for path in paths:
+                txn.delete_recursive(path)
+
+    def ensure_paths(self, paths: Iterable[str]) -> None:
+        with self.transaction() as txn:
+            for path in paths:
+                txn.ensure_path(path)
+
+    @contextmanager
+    def _fenced(self, fence: int) -> Iterator[Transaction]:
+        """A transaction that first checks ``/controller_epoch``'s version, as Kafka wraps every
+        controller write in ``[check(/controller_epoch, version), op]``; -1 means unfenced."""
+        with self.transaction() as txn:
+            if fence != MATCH_ANY_VERSION:
+                try:
+                    txn.check(paths.CONTROLLER_EPOCH, fence)
+                except (BadVersionError, NoNodeError) as exc:
+                    raise controller_moved(fence) from exc
+            yield txn
+
+    # --- The native engine's fast path ----------------------------------------------------------
+
+    def native_begin(self) -> tuple[StateTable, int, int, bool]:
+        """See :meth:`MemoryTree.native_begin`."""
+        return self.tree.native_begin(self._session)
+
+    def native_end(self, wrote: bool, written: Sequence[tuple[str, int]] = ()) -> None:
+        """See :meth:`MemoryTree.native_end`."""
+        self.tree.native_end(wrote, written)
+
+
+_APPLY: dict[str, Callable[[Transaction, Op], OpResult]] = {
+    "create": lambda txn, op: txn.create(op.path, op.data, ephemeral=op.ephemeral, sequential=op.sequential),
+    "set": lambda txn, op: txn.set_and_stat(op.path, op.data, op.version),
+    "delete": lambda txn, op: txn.delete(op.path, op.version),
+    "check": lambda txn, op: txn.check(op.path, op.version),
+}
+"""How each operation of a multi applies to a transaction."""
+
+
+__all__ = ["MemoryTree", "PartitionSnapshot", "Session", "Stat", "Transaction", "TreeClient"]
