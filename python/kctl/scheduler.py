@@ -85,14 +85,34 @@ class SimulatedScheduler:
         self._queue: list[tuple[float, int, _Entry]] = []
         self._seq = itertools.count()
         self.steps = 0
+        self._unwatched = False  # inside run_until, with nothing checked between callbacks of an instant
 
     def now(self) -> float:
         return self._now
 
     def schedule(self, delay: float, fn: Callable[[], None], name: str = "") -> Timer:
-        entry = _Entry(self._now + _delay(delay, name), next(self._seq), fn, name)
-        heapq.heappush(self._queue, (entry.when, entry.seq, entry))
+        if not 0.0 <= delay < math.inf:  # one comparison for the usual delay; NaN fails it too
+            delay = _delay(delay, name)
+        when = self._now + delay
+        entry = _Entry(when, next(self._seq), fn, name)
+        heapq.heappush(self._queue, (when, entry.seq, entry))
         return entry
+
+    def take_turn(self) -> bool:
+        """Whether a callback that would reschedule itself at once may go on instead: true (and
+        counted as a step) when the rescheduled callback would run next with nothing checked
+        before it, i.e. inside :meth:`run_until` with no per-callback condition and nothing else
+        due now. The controller's event loop drains a burst of events this way, one scheduler
+        entry per burst instead of per event, in exactly the order of one entry per event."""
+        if not self._unwatched:
+            return False
+        queue = self._queue
+        while queue and queue[0][2].cancelled:
+            heapq.heappop(queue)
+        if queue and queue[0][0] <= self._now:
+            return False
+        self.steps += 1
+        return True
 
     def pending(self) -> int:
         return sum(1 for _, _, e in self._queue if not e.cancelled)
@@ -126,6 +146,14 @@ class SimulatedScheduler:
         """
         if math.isnan(deadline):
             raise IllegalArgumentError("a simulation cannot run until a NaN deadline")
+        unwatched = self._unwatched
+        self._unwatched = until is None or settled
+        try:
+            return self._run_until(deadline, until, settled)
+        finally:
+            self._unwatched = unwatched
+
+    def _run_until(self, deadline: float, until: Callable[[], bool] | None, settled: bool) -> bool:
         queue, pop = self._queue, heapq.heappop
         first = True
         while True:  # next_time() and step() inlined: this loop runs every callback of a simulation

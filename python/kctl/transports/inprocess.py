@@ -108,7 +108,7 @@ class InProcessControllerChannel:
             if queue.closed:
                 return
             request, callback = queue.requests[0]
-            handler = transport.broker_handler(queue.broker_id)
+            handler = transport._brokers.get(queue.broker_id)
         if handler is None:  # the broker process is down: try again, as the send thread reconnects
             transport.after(transport.retry_backoff, lambda: self._deliver(queue))
             return
@@ -121,17 +121,18 @@ class InProcessControllerChannel:
         transport.after(transport.latency, lambda: self._respond(queue, callback, response))
 
     def _respond(self, queue: _BrokerQueue, callback: Callback | None, response: Any) -> None:
-        with self._transport.lock:
+        transport = self._transport
+        with transport.lock:
             if queue.closed:  # the broker was removed: its connection, and the response, are gone
                 return
             queue.requests.popleft()
         if callback is not None:
             callback(response)
-        with self._transport.lock:
+        with transport.lock:
             if queue.closed:
                 return
             if queue.requests:
-                self._transport.after(self._transport.latency, lambda: self._deliver(queue))
+                transport.after(transport.latency, lambda: self._deliver(queue))
             else:
                 queue.busy = False
 
@@ -149,6 +150,7 @@ class InProcessTransport:
         self.latency = latency
         self.retry_backoff = retry_backoff
         self.lock = threading.RLock()
+        self._schedule = scheduler.schedule
         self._brokers: dict[int, BrokerHandler] = {}
         self._controllers: dict[int, ControllerHandler] = {}
         self._channels: list[InProcessControllerChannel] = []
@@ -218,7 +220,7 @@ class InProcessTransport:
     # --- Used by the channels ----------------------------------------------------------------------
 
     def after(self, delay: float, fn: Callable[[], None]) -> None:
-        self.scheduler.schedule(delay, fn, "inprocess-transport")
+        self._schedule(delay, fn, "inprocess-transport")
 
     def broker_handler(self, broker_id: int) -> BrokerHandler | None:
         with self.lock:
