@@ -9,6 +9,7 @@ topic of ``n`` partitions and one of ``2n`` are moved. Linear work doubles; the 
 
 from __future__ import annotations
 
+import gc
 import random
 from collections import Counter
 from collections.abc import Iterator
@@ -21,6 +22,8 @@ from kctl.controller import KafkaController
 from kctl.controller.events import PartitionModifications
 from kctl.invariants import BrokerAnswerCheck, check_broker_answers
 from kctl.model import ReplicaAssignment, TopicPartition
+from kctl.sim.demo import demo_scenario
+from kctl.sim.runner import run_scenario
 from kctl.stores.memtree import _changed_partitions
 
 
@@ -182,3 +185,15 @@ def test_broker_answers_are_each_judged_once(monkeypatch: pytest.MonkeyPatch) ->
     assert len(record) >= 8 and set(judged.values()) == {1} and len(judged) == len(record)
     monkeypatch.setattr(BrokerAnswerCheck, "_judge", judge)
     assert found == check_broker_answers(3, record)
+
+
+def test_a_run_keeps_the_collector_off_and_gives_it_back() -> None:
+    """The collector would walk what a run builds (every request and answer, kept to the end) again
+    and again; a run makes almost no cyclic garbage, so it plays with automatic collection off,
+    freezing what it built after each slice, and ends with the collector as it was and nothing
+    left frozen."""
+    enabled_during: list[bool] = []
+    assert gc.isenabled()
+    report = run_scenario(demo_scenario(5, 6), on_step=lambda _: enabled_during.append(gc.isenabled()))
+    assert report.ok and enabled_during and not any(enabled_during)
+    assert gc.isenabled() and gc.get_freeze_count() == 0

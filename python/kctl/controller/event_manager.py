@@ -180,7 +180,7 @@ class ControllerEventManager:
                 self._append(event)
         if closed:
             event.preempt()
-        elif not self._threaded:
+        elif not self._threaded and not self._drain_scheduled:
             self._schedule_drain()
         return event
 
@@ -199,8 +199,9 @@ class ControllerEventManager:
 
     def _append(self, event: ControllerEvent) -> None:
         now = self._scheduler.now()
-        self._expire_queue_time(now)
-        self._idle_since = None
+        if self._idle_since is not None:
+            self._expire_queue_time(now)
+            self._idle_since = None
         self._queue.append((event, now))
         if self._threaded:
             self._cond.notify()

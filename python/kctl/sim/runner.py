@@ -325,28 +325,29 @@ def run_scenario(
         return run.play()
 
 
-GC_THRESHOLDS = (20_000, 50, 100)
-"""The garbage collector's thresholds while a scenario plays (Python's default: 700, 10, 10)."""
-
-
 @contextmanager
 def fewer_collections() -> Iterator[None]:
-    """Keep what a simulation has built out of the garbage collector's way while it runs.
+    """Keep the garbage collector out of a simulation's way while it runs.
 
     A run keeps every request it sent and every answer until it ends (for the report and the
-    invariants): millions of objects, which Python's collector would walk again at every full
-    collection, a third of a long run's time. The run freezes what exists (:func:`gc.freeze`, a
-    constant-time move) after every slice of cluster time, so that collections only look at what
-    the slice made; when the run ends everything is unfrozen again (cyclic garbage frozen meanwhile
-    is collected then), and the thresholds, raised meanwhile, restored.
+    invariants): millions of objects, which Python's collector would walk again and again, a
+    third of a long run's time even when only young objects are collected (each slice of cluster
+    time makes hundreds of thousands of them, and large young containers, such as the copies of
+    a topic's assignment, are traversed whole). A run makes almost no cyclic garbage (a few
+    closures per reassigned partition), so the automatic collector is off while it plays; what
+    exists is frozen (:func:`gc.freeze`, a constant-time move) after every slice, so that the
+    collections after the run do not walk it as young objects either. When the run ends
+    everything is unfrozen (the run's cyclic garbage is collected with the next full collection)
+    and the collector is back as it was.
     """
-    saved = gc.get_threshold()
-    gc.set_threshold(*GC_THRESHOLDS)
+    enabled = gc.isenabled()
+    gc.disable()
     try:
         yield
     finally:
         gc.unfreeze()
-        gc.set_threshold(*saved)
+        if enabled:
+            gc.enable()
 
 
 def describe_all(cluster: EmbeddedCluster) -> dict[TopicPartition, PartitionDescription]:
