@@ -34,7 +34,7 @@ from kctl.controller import KafkaController
 from kctl.errors import IllegalArgumentError, IllegalStateError, KctlError, UnknownTopicOrPartitionError
 from kctl.model import NO_LEADER, ReplicaAssignment, TopicPartition, validate_int, validate_partition_id
 from kctl.plugins import PluginHost, get_plugin_host
-from kctl.messages import ControllerRequest
+from kctl.messages import ControllerRequest, fast_init
 from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler, check_duration
 from kctl.stores.base import StateStore
 from kctl.stores.memory import MemoryTree, PartitionSnapshot
@@ -73,6 +73,7 @@ class PartitionDescription:
     state: str
 
 
+@fast_init
 @dataclass(frozen=True)
 class SentRecord:
     """A controller request as it left the controller (at ``time`` on the cluster clock)."""
@@ -87,10 +88,11 @@ class _RecordingChannel:
     """Wraps a controller's channel to keep a log of everything it sends."""
 
     def __init__(self, inner: Any, controller_id: int, cluster: EmbeddedCluster) -> None:
-        self._inner, self._controller_id, self._cluster = inner, controller_id, cluster
+        self._inner, self._controller_id = inner, controller_id
+        self._record, self._now = cluster._sent.append, cluster.scheduler.now  # once per request sent
 
     def send_request(self, broker_id: int, request: ControllerRequest, callback: Any) -> None:
-        self._cluster._sent.append(SentRecord(self._cluster.now(), self._controller_id, broker_id, request))
+        self._record(SentRecord(self._now(), self._controller_id, broker_id, request))
         self._inner.send_request(broker_id, request, callback)
 
     def __getattr__(self, name: str) -> Any:
