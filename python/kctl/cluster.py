@@ -327,7 +327,10 @@ class EmbeddedCluster:
 
     def is_quiet(self) -> bool:
         """A controller is active, and no controller, request or broker has work in progress."""
-        if self.active_controller is None or any(not c.event_manager.is_empty() for c in self.controllers.values()):
+        return self._quiet(self.active_controller)
+
+    def _quiet(self, active: KafkaController | None) -> bool:
+        if active is None or any(not c.event_manager.is_empty() for c in self.controllers.values()):
             return False
         return bool(self.transport.idle()) and all(a.idle() for a in self.brokers.values())
 
@@ -336,7 +339,7 @@ class EmbeddedCluster:
         done (or wait for a dead broker), every live replica that can be in its ISR is, and every
         live broker's metadata matches the store."""
         controller = self.active_controller
-        if controller is None or not self.is_quiet():
+        if controller is None or not self._quiet(controller):
             return False
         return controller.inspect(_nothing_left_to_finish) and self._metadata_converged()
 

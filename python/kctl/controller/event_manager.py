@@ -109,13 +109,17 @@ class EventStats:
     processed: int = 0
     queue_time_ms: Histogram = field(default_factory=Histogram)
     processing_time_ms: dict[ControllerState, Histogram] = field(default_factory=dict)
+    _last: tuple[ControllerState | None, Histogram] = field(default_factory=lambda: (None, Histogram()), repr=False,
+                                                            compare=False)
 
     def record(self, state: ControllerState, queued_for: float, took: float) -> None:
         self.processed += 1
         self.queue_time_ms.update(queued_for * 1000.0)
-        histogram = self.processing_time_ms.get(state)
-        if histogram is None:
-            histogram = self.processing_time_ms[state] = Histogram()
+        last_state, histogram = self._last
+        if state is not last_state:  # events come in runs of one kind; hashing an Enum runs Python code
+            found = self.processing_time_ms.get(state)
+            histogram = self.processing_time_ms[state] = Histogram() if found is None else found
+            self._last = (state, histogram)
         histogram.update(took * 1000.0)
 
 

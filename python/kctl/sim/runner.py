@@ -215,7 +215,7 @@ class _Leadership:
             self._cursor[broker] = len(handled)
             # UpdateMetadata (most of what a broker answers) changes no leadership.
             events += [(h.time, 0, self._answer(broker, h)) for h in handled[start:]
-                       if isinstance(h.request, LeaderAndIsrRequest | StopReplicaRequest)]
+                       if isinstance(h.request, (LeaderAndIsrRequest, StopReplicaRequest))]
         events += [(t, 1, self._stop(t, process, lost)) for t, process, lost in self._stops]
         self._stops.clear()
         for _, _, apply in sorted(events, key=lambda e: e[:2]):
