@@ -6,7 +6,6 @@ assertions on exactly what each broker receives.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,7 +22,6 @@ from kctl.model import (
     ReplicaAssignment,
     TopicPartition,
 )
-from kctl.messages import fast_init
 from kctl.requests import (
     ControllerBrokerRequestBatch,
     LeaderAndIsrRequest,
@@ -525,39 +523,3 @@ def test_no_callbacks_without_on_response(h: Harness) -> None:
     assert len(channel.sent) == 5
     assert all(s.callback is None for s in channel.sent)
 
-
-def test_fast_init_builds_the_same_frozen_records() -> None:
-    """The records a simulation builds per request fill their ``__dict__`` directly: equal, hashed,
-    shown and frozen as the dataclass they are, defaults included; what it cannot build is refused."""
-
-    @dataclasses.dataclass(frozen=True)
-    class Plain:
-        broker: int
-        topic: str
-        epoch: int = -1
-
-    @fast_init
-    @dataclasses.dataclass(frozen=True)
-    class Fast:
-        broker: int
-        topic: str
-        epoch: int = -1
-
-    assert "__setattr__" not in Fast.__init__.__code__.co_names  # the dataclass's own calls it per field
-    fast, plain = Fast(1, "t"), Plain(1, "t")
-    assert (fast.broker, fast.topic, fast.epoch) == (1, "t", -1) and Fast(1, "t", epoch=3).epoch == 3
-    assert fast == Fast(1, "t") and hash(fast) == hash(plain) and repr(fast).replace("Fast", "Plain") == repr(plain)
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        fast.broker = 2  # type: ignore[misc]
-    with pytest.raises(TypeError, match="missing"):
-        Fast()  # type: ignore[call-arg]
-
-    @dataclasses.dataclass(frozen=True)
-    class Factory:
-        errors: dict[str, int] = dataclasses.field(default_factory=dict)
-
-    with pytest.raises(TypeError, match="fast_init cannot build Factory"):
-        fast_init(Factory)
-    request = UpdateMetadataRequest(8, 1, 2, 3, (), (), {})
-    assert "__setattr__" not in type(request).__init__.__code__.co_names
-    assert dataclasses.replace(request, broker_epoch=4) == UpdateMetadataRequest(8, 1, 2, 4, (), (), {})

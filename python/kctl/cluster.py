@@ -34,7 +34,7 @@ from kctl.controller import KafkaController
 from kctl.errors import IllegalArgumentError, IllegalStateError, KctlError, UnknownTopicOrPartitionError
 from kctl.model import NO_LEADER, ReplicaAssignment, TopicPartition, validate_int, validate_partition_id
 from kctl.plugins import PluginHost, get_plugin_host
-from kctl.messages import ControllerRequest, fast_init
+from kctl.messages import ControllerRequest
 from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler, check_duration
 from kctl.stores.base import StateStore
 from kctl.stores.memory import MemoryTree, PartitionSnapshot
@@ -73,7 +73,6 @@ class PartitionDescription:
     state: str
 
 
-@fast_init
 @dataclass(frozen=True)
 class SentRecord:
     """A controller request as it left the controller (at ``time`` on the cluster clock)."""

@@ -9,35 +9,12 @@ only, so anything that speaks to a controller or a broker can import them withou
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, Union, overload
+from typing import Any, Protocol, Union, overload
 
 from kctl.errors import Errors
 from kctl.model import BrokerInfo, LeaderAndIsr, LeaderRecoveryState, TopicPartition
-
-T = TypeVar("T")
-
-
-def fast_init(cls: type[T]) -> type[T]:
-    """Give a frozen dataclass an ``__init__`` that fills the instance's ``__dict__`` directly.
-
-    A frozen dataclass's own ``__init__`` calls ``object.__setattr__`` for each field (to get past
-    the ``__setattr__`` that freezes it), which costs three times as much; a simulated cluster
-    builds several of these records per request, millions per run. Only for plain fields (a
-    default value at most: no factory, no ``init=False``, no ``__post_init__``)."""
-    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    if hasattr(cls, "__post_init__") or any(not f.init or f.default_factory is not dataclasses.MISSING for f in fields):
-        raise TypeError(f"fast_init cannot build {cls.__name__}")
-    defaults = {f"_default_{f.name}": f.default for f in fields if f.default is not dataclasses.MISSING}
-    parameters = ", ".join(f.name if f.default is dataclasses.MISSING else f"{f.name}=_default_{f.name}" for f in fields)
-    assignments = "".join(f"\n    d[{f.name!r}] = {f.name}" for f in fields)
-    exec(f"def __init__(self, {parameters}):\n    d = self.__dict__{assignments}\n", defaults)
-    init = defaults["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    cls.__init__ = init  # type: ignore[method-assign]
-    return cls
 
 
 def _fmt(xs: tuple[int, ...]) -> str:
@@ -108,7 +85,6 @@ class StopReplicaPartitionState:
 # --- Requests ----------------------------------------------------------------------------------------
 
 
-@fast_init
 @dataclass(frozen=True)
 class LeaderAndIsrRequest:
     version: int
@@ -122,7 +98,6 @@ class LeaderAndIsrRequest:
     api = "LeaderAndIsr"
 
 
-@fast_init
 @dataclass(frozen=True)
 class UpdateMetadataRequest:
     version: int
@@ -136,7 +111,6 @@ class UpdateMetadataRequest:
     api = "UpdateMetadata"
 
 
-@fast_init
 @dataclass(frozen=True)
 class StopReplicaRequest:
     """From version 3 one request per broker carries every partition (grouped by topic) with its
@@ -199,21 +173,18 @@ def controller_error_response(request: ControllerRequest, error: Errors) -> Cont
     return StopReplicaResponse(error, errors)
 
 
-@fast_init
 @dataclass(frozen=True)
 class LeaderAndIsrResponseReceived:
     broker: int
     response: LeaderAndIsrResponse
 
 
-@fast_init
 @dataclass(frozen=True)
 class UpdateMetadataResponseReceived:
     broker: int
     response: UpdateMetadataResponse
 
 
-@fast_init
 @dataclass(frozen=True)
 class StopReplicaResponseReceived:
     """``deleted_partitions``: the partitions this request asked the broker to delete."""
@@ -226,7 +197,6 @@ class StopReplicaResponseReceived:
 ResponseReceived = Union[LeaderAndIsrResponseReceived, UpdateMetadataResponseReceived, StopReplicaResponseReceived]
 
 
-@fast_init
 @dataclass(frozen=True)
 class SentRequest:
     broker: int

@@ -187,13 +187,13 @@ def test_broker_answers_are_each_judged_once(monkeypatch: pytest.MonkeyPatch) ->
     assert found == check_broker_answers(3, record)
 
 
-def test_a_run_keeps_the_collector_off_and_gives_it_back() -> None:
-    """The collector would walk what a run builds (every request and answer, kept to the end) again
-    and again; a run makes almost no cyclic garbage, so it plays with automatic collection off,
-    freezing what it built after each slice, and ends with the collector as it was and nothing
-    left frozen."""
-    enabled_during: list[bool] = []
-    assert gc.isenabled()
-    report = run_scenario(demo_scenario(5, 6), on_step=lambda _: enabled_during.append(gc.isenabled()))
-    assert report.ok and enabled_during and not any(enabled_during)
-    assert gc.isenabled() and gc.get_freeze_count() == 0
+
+def test_a_run_collects_only_young_objects_and_restores_the_collector() -> None:
+    """The collector would walk what a run builds (every request and answer, kept to the end) at
+    each collection of the older generations; a run collects only young objects, freezing what it
+    built after each slice, and ends with the thresholds as they were and nothing left frozen."""
+    during: list[tuple[int, int, int]] = []
+    saved = gc.get_threshold()
+    report = run_scenario(demo_scenario(5, 6), on_step=lambda _: during.append(gc.get_threshold()))
+    assert report.ok and during and all(t[1] >= 1_000_000 and t[2] >= 1_000_000 for t in during)
+    assert gc.get_threshold() == saved and gc.get_freeze_count() == 0

@@ -50,7 +50,6 @@ from kctl.messages import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
     controller_error_response,
-    fast_init,
 )
 from kctl.scheduler import Scheduler
 from kctl.stores.base import StateStore
@@ -64,7 +63,6 @@ UNKNOWN_CONTROLLER = -1
 """The controller id a broker sends to when it knows of none (the transport answers NOT_CONTROLLER)."""
 
 
-@fast_init
 @dataclass(frozen=True)
 class HandledRequest:
     """One controller request a broker answered, and when (scheduler seconds); ``broker_epoch`` is
