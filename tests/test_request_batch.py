@@ -522,4 +522,3 @@ def test_no_callbacks_without_on_response(h: Harness) -> None:
     batch.send_requests_to_brokers(1)
     assert len(channel.sent) == 5
     assert all(s.callback is None for s in channel.sent)
-
