@@ -87,10 +87,11 @@ class _RecordingChannel:
     """Wraps a controller's channel to keep a log of everything it sends."""
 
     def __init__(self, inner: Any, controller_id: int, cluster: EmbeddedCluster) -> None:
-        self._inner, self._controller_id, self._cluster = inner, controller_id, cluster
+        self._inner, self._controller_id = inner, controller_id
+        self._record, self._now = cluster._sent.append, cluster.scheduler.now  # once per request sent
 
     def send_request(self, broker_id: int, request: ControllerRequest, callback: Any) -> None:
-        self._cluster._sent.append(SentRecord(self._cluster.now(), self._controller_id, broker_id, request))
+        self._record(SentRecord(self._now(), self._controller_id, broker_id, request))
         self._inner.send_request(broker_id, request, callback)
 
     def __getattr__(self, name: str) -> Any:
@@ -325,7 +326,10 @@ class EmbeddedCluster:
 
     def is_quiet(self) -> bool:
         """A controller is active, and no controller, request or broker has work in progress."""
-        if self.active_controller is None or any(not c.event_manager.is_empty() for c in self.controllers.values()):
+        return self._quiet(self.active_controller)
+
+    def _quiet(self, active: KafkaController | None) -> bool:
+        if active is None or any(not c.event_manager.is_empty() for c in self.controllers.values()):
             return False
         return bool(self.transport.idle()) and all(a.idle() for a in self.brokers.values())
 
@@ -334,7 +338,7 @@ class EmbeddedCluster:
         done (or wait for a dead broker), every live replica that can be in its ISR is, and every
         live broker's metadata matches the store."""
         controller = self.active_controller
-        if controller is None or not self.is_quiet():
+        if controller is None or not self._quiet(controller):
             return False
         return controller.inspect(_nothing_left_to_finish) and self._metadata_converged()
 

@@ -240,7 +240,7 @@ class ControllerConfig:
     def uses_leader_recovery(self) -> bool:
         return self.inter_broker_protocol_version.at_least("3.2-IV0")
 
-    @property
+    @functools.cached_property  # asked per request sent
     def stop_replica_version(self) -> int:
         ibp = self.inter_broker_protocol_version
         if ibp.at_least("3.4-IV0"):
@@ -251,7 +251,7 @@ class ControllerConfig:
             return 2
         return 1 if ibp.at_least("2.2-IV0") else 0
 
-    @property
+    @functools.cached_property  # asked per request sent
     def leader_and_isr_version(self) -> int:
         ibp = self.inter_broker_protocol_version
         for version, at_least in ((7, "3.4-IV0"), (6, "3.2-IV0"), (5, "2.8-IV1"), (4, "2.4-IV1"),
@@ -260,7 +260,7 @@ class ControllerConfig:
                 return version
         return 0
 
-    @property
+    @functools.cached_property  # asked per request sent
     def update_metadata_version(self) -> int:
         ibp = self.inter_broker_protocol_version
         for version, at_least in ((8, "3.4-IV0"), (7, "2.8-IV1"), (6, "2.4-IV1"), (5, "2.2-IV0"),

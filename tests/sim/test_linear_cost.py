@@ -9,6 +9,7 @@ topic of ``n`` partitions and one of ``2n`` are moved. Linear work doubles; the 
 
 from __future__ import annotations
 
+import gc
 import random
 from collections import Counter
 from collections.abc import Iterator
@@ -21,6 +22,8 @@ from kctl.controller import KafkaController
 from kctl.controller.events import PartitionModifications
 from kctl.invariants import BrokerAnswerCheck, check_broker_answers
 from kctl.model import ReplicaAssignment, TopicPartition
+from kctl.sim.demo import demo_scenario
+from kctl.sim.runner import run_scenario
 from kctl.stores.memtree import _changed_partitions
 
 
@@ -182,3 +185,15 @@ def test_broker_answers_are_each_judged_once(monkeypatch: pytest.MonkeyPatch) ->
     assert len(record) >= 8 and set(judged.values()) == {1} and len(judged) == len(record)
     monkeypatch.setattr(BrokerAnswerCheck, "_judge", judge)
     assert found == check_broker_answers(3, record)
+
+
+
+def test_a_run_collects_only_young_objects_and_restores_the_collector() -> None:
+    """The collector would walk what a run builds (every request and answer, kept to the end) at
+    each collection of the older generations; a run collects only young objects, freezing what it
+    built after each slice, and ends with the thresholds as they were and nothing left frozen."""
+    during: list[tuple[int, int, int]] = []
+    saved = gc.get_threshold()
+    report = run_scenario(demo_scenario(5, 6), on_step=lambda _: during.append(gc.get_threshold()))
+    assert report.ok and during and all(t[1] >= 1_000_000 and t[2] >= 1_000_000 for t in during)
+    assert gc.get_threshold() == saved and gc.get_freeze_count() == 0

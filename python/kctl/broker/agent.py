@@ -74,6 +74,10 @@ class HandledRequest:
     broker_epoch: int = UNKNOWN_BROKER_EPOCH
 
 
+UPDATE_METADATA_ACCEPTED = UpdateMetadataResponse(Errors.NONE)
+"""The answer to an accepted UpdateMetadata (immutable, so shared by every broker)."""
+
+
 class BrokerStore(StateStore, Protocol):
     """A store session a broker process can lose and replace (``MemoryStore`` is one)."""
 
@@ -356,10 +360,10 @@ class BrokerAgent:
         with self._lock:
             if not self._running:  # it crashed while the request was on the way: the send fails
                 raise IllegalStateError(f"broker {self.broker_id} is not running")
-            if isinstance(request, LeaderAndIsrRequest):
-                response: ControllerResponse = self._leader_and_isr(request)
-            elif isinstance(request, UpdateMetadataRequest):
-                response = self._update_metadata(request)
+            if isinstance(request, UpdateMetadataRequest):  # most requests: one per partition change and broker
+                response: ControllerResponse = self._update_metadata(request)
+            elif isinstance(request, LeaderAndIsrRequest):
+                response = self._leader_and_isr(request)
             elif isinstance(request, StopReplicaRequest):
                 response = self._stop_replica(request)
             else:
@@ -436,9 +440,10 @@ class BrokerAgent:
 
     def _update_metadata(self, request: UpdateMetadataRequest) -> UpdateMetadataResponse:
         error = self._fenced(request)
-        if error is Errors.NONE:
-            self.metadata_cache.update(request)
-        return UpdateMetadataResponse(error)
+        if error is not Errors.NONE:
+            return UpdateMetadataResponse(error)
+        self.metadata_cache.update(request)
+        return UPDATE_METADATA_ACCEPTED
 
     def _stop_replica(self, request: StopReplicaRequest) -> StopReplicaResponse:
         error = self._fenced(request)

@@ -118,6 +118,9 @@ class BrokerMetadataCache:
         self.controller_id = request.controller_id if request.controller_id >= 0 else None
         self._brokers = _broker_index(request.live_brokers)
         removed = self._partitions.update(request.partition_states)
+        if not removed:  # nearly always: only a deletion removes partitions
+            self.topic_ids.update(request.topic_ids)
+            return []
         for topic in dict.fromkeys(topic for topic, _ in removed):
             if not self._partitions.has_topic(topic):
                 self.topic_ids.pop(topic, None)

@@ -68,7 +68,8 @@ class Histogram:
 
     def update(self, value: float) -> None:
         self.count += 1
-        self.max = max(self.max, value)
+        if value > self.max:
+            self.max = value
         self.total += value
         self._sample.append(value)
 
@@ -108,14 +109,22 @@ class EventStats:
     processed: int = 0
     queue_time_ms: Histogram = field(default_factory=Histogram)
     processing_time_ms: dict[ControllerState, Histogram] = field(default_factory=dict)
+    _last: tuple[ControllerState | None, Histogram] = field(default_factory=lambda: (None, Histogram()), repr=False,
+                                                            compare=False)
 
     def record(self, state: ControllerState, queued_for: float, took: float) -> None:
         self.processed += 1
         self.queue_time_ms.update(queued_for * 1000.0)
-        histogram = self.processing_time_ms.get(state)
-        if histogram is None:
-            histogram = self.processing_time_ms[state] = Histogram()
+        last_state, histogram = self._last
+        if state is not last_state:  # events come in runs of one kind; hashing an Enum runs Python code
+            found = self.processing_time_ms.get(state)
+            histogram = self.processing_time_ms[state] = Histogram() if found is None else found
+            self._last = (state, histogram)
         histogram.update(took * 1000.0)
+
+
+def _no_turn() -> bool:
+    return False
 
 
 class ControllerEventManager:
@@ -129,9 +138,11 @@ class ControllerEventManager:
     ) -> None:
         self._process = process
         self._scheduler = scheduler
+        self._take_turn: Callable[[], bool] = getattr(scheduler, "take_turn", _no_turn)
         self._threaded = threaded
         self._queue: collections.deque[tuple[ControllerEvent, float]] = collections.deque()
-        self._cond = threading.Condition()
+        self._lock = threading.RLock()  # what needs no waiting takes the lock alone: cheaper
+        self._cond = threading.Condition(self._lock)
         self._drain_scheduled = False
         self._running = False
         self._closed = False  # after close(), events are preempted rather than queued
@@ -167,13 +178,13 @@ class ControllerEventManager:
     def put(self, event: ControllerEvent) -> ControllerEvent:
         """Queue ``event``; once the manager is closed, preempt it at once instead (its caller is
         answered, as it would have been had the event been queued before the close)."""
-        with self._cond:
+        with self._lock:
             closed = self._closed
             if not closed:
                 self._append(event)
         if closed:
             event.preempt()
-        elif not self._threaded:
+        elif not self._threaded and not self._drain_scheduled:
             self._schedule_drain()
         return event
 
@@ -192,10 +203,12 @@ class ControllerEventManager:
 
     def _append(self, event: ControllerEvent) -> None:
         now = self._scheduler.now()
-        self._expire_queue_time(now)
-        self._idle_since = None
+        if self._idle_since is not None:
+            self._expire_queue_time(now)
+            self._idle_since = None
         self._queue.append((event, now))
-        self._cond.notify()
+        if self._threaded:
+            self._cond.notify()
 
     def call(self, read: Callable[[], T]) -> T:
         """Run ``read`` on the event thread, between two events, and return its result (or raise
@@ -242,14 +255,18 @@ class ControllerEventManager:
     def _schedule_drain(self) -> None:
         if self._running and not self._drain_scheduled and self._queue:
             self._drain_scheduled = True
-            self._scheduler.schedule(0.0, self._drain_one, name=self._name)
+            self._scheduler.schedule(0.0, self._drain, name=self._name)
 
-    def _drain_one(self) -> None:
+    def _drain(self) -> None:
+        """Process the next event, as one scheduler step; the following ones too while the
+        scheduler says that their own steps would come next (``take_turn``)."""
         self._drain_scheduled = False
-        if not self._queue:
-            return
-        event, enqueued = self._queue.popleft()
-        self._handle(event, enqueued)
+        queue = self._queue
+        while queue:
+            event, enqueued = queue.popleft()
+            self._handle(event, enqueued)
+            if self._drain_scheduled or not (queue and self._running and self._take_turn()):
+                break
         self._schedule_drain()
 
     def _run_thread(self) -> None:
@@ -281,16 +298,17 @@ class ControllerEventManager:
         if isinstance(event, ShutdownEventThread):
             self._running = False
             return
-        self.state = event.state
+        state = self.state = event.state
         started = time.perf_counter()
         try:
             self._process(event)
         except Exception:  # the processor handles its own errors; this guards the thread itself
             log.exception("Uncaught error processing event %s", event.name)
         finally:
+            took = time.perf_counter() - started
             now = self._scheduler.now()
-            with self._cond:
-                self._stats.record(event.state, now - enqueued, time.perf_counter() - started)
+            with self._lock:
+                self._stats.record(state, now - enqueued, took)
                 if not self._queue:
                     self._idle_since = now
             self.state = ControllerState.IDLE

@@ -10,7 +10,7 @@ with everything it is about.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -238,11 +238,7 @@ class BrokerResponseReceived(ControllerEvent):
 
     @staticmethod
     def of(received: ResponseReceived) -> BrokerResponseReceived:
-        if isinstance(received, messages.LeaderAndIsrResponseReceived):
-            return LeaderAndIsrResponseReceived(received=received)
-        if isinstance(received, messages.UpdateMetadataResponseReceived):
-            return UpdateMetadataResponseReceived(received=received)
-        return TopicDeletionStopReplicaResponseReceived(received=received)
+        return _RESPONSE_EVENTS.get(type(received), TopicDeletionStopReplicaResponseReceived)(received=received)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -261,6 +257,13 @@ class UpdateMetadataResponseReceived(BrokerResponseReceived):
 class TopicDeletionStopReplicaResponseReceived(BrokerResponseReceived):
     received: messages.StopReplicaResponseReceived
     state: ClassVar[ControllerState] = ControllerState.TOPIC_DELETION
+
+
+_RESPONSE_EVENTS: dict[type, Callable[..., BrokerResponseReceived]] = {
+    messages.LeaderAndIsrResponseReceived: LeaderAndIsrResponseReceived,
+    messages.UpdateMetadataResponseReceived: UpdateMetadataResponseReceived,
+}
+"""The event of each kind of response (a StopReplica response's is a topic deletion's)."""
 
 
 @dataclass(frozen=True, kw_only=True)

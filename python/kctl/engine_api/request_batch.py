@@ -10,6 +10,7 @@ returns the implementation of the context's engine.
 from __future__ import annotations
 
 import abc
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -51,8 +52,25 @@ class PendingRequests:
     update_metadata_partitions: dict[TopicPartition, UpdateMetadataPartitionState]
 
 
-def _update_metadata_callback(batch: ControllerBrokerRequestBatch, broker: int) -> Callable[[Any], None]:
-    return lambda response: batch._respond(UpdateMetadataResponseReceived(broker, response))
+def _update_metadata_callback(batch: ControllerBrokerRequestBatch, broker: int) -> Callable[[Any], None] | None:
+    on_response = batch.on_response
+    if on_response is None:
+        return None
+    return lambda response: on_response(UpdateMetadataResponseReceived(broker, response))
+
+
+_last_live_brokers: tuple[BrokerInfo, ...] = ()
+
+
+def _shared_live_brokers(brokers: list[BrokerInfo]) -> tuple[BrokerInfo, ...]:
+    """The registered brokers an UpdateMetadata advertises, as the same tuple as the previous
+    send's (of any batch) while they are the same objects: the brokers' caches then index it
+    once (``kctl.broker.metadata_cache._broker_index``), not once per request."""
+    global _last_live_brokers
+    last = _last_live_brokers
+    if len(last) != len(brokers) or not all(map(operator.is_, last, brokers)):
+        last = _last_live_brokers = tuple(brokers)
+    return last
 
 
 Sequence.register(PartitionStates)  # the native engine's lazy payloads
@@ -142,13 +160,13 @@ class ControllerBrokerRequestBatch(abc.ABC):
         states: Sequence[UpdateMetadataPartitionState],
     ) -> None:
         ctx = self.context
-        live_brokers = tuple(ctx.live_or_shutting_down_brokers())
+        live_brokers = _shared_live_brokers(ctx.live_or_shutting_down_brokers())
         known = ctx.topic_ids
         topic_ids = {t: known[t] for t in _topics(states) if t in known}
+        version, epochs = self.config.update_metadata_version, ctx.live_broker_epochs()
         for broker in brokers:
             request = UpdateMetadataRequest(
-                self.config.update_metadata_version, self.controller_id, controller_epoch,
-                self._broker_epoch(broker), states, live_brokers, topic_ids,
+                version, self.controller_id, controller_epoch, epochs.get(broker, -1), states, live_brokers, topic_ids,
             )
             self._deliver(sent, broker, request, _update_metadata_callback(self, broker))
 

@@ -18,6 +18,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from kctl.errors import Errors, IllegalStateError
@@ -94,7 +95,7 @@ class InProcessControllerChannel:
             queue.requests.append((request, callback))
             if not queue.busy:
                 queue.busy = True
-                self._transport.after(self._transport.latency, lambda: self._deliver(queue))
+                self._transport.after(self._transport.latency, partial(self._deliver, queue))
 
     def shutdown(self) -> None:
         with self._transport.lock:
@@ -108,30 +109,31 @@ class InProcessControllerChannel:
             if queue.closed:
                 return
             request, callback = queue.requests[0]
-            handler = transport.broker_handler(queue.broker_id)
+            handler = transport._brokers.get(queue.broker_id)
         if handler is None:  # the broker process is down: try again, as the send thread reconnects
-            transport.after(transport.retry_backoff, lambda: self._deliver(queue))
+            transport.after(transport.retry_backoff, partial(self._deliver, queue))
             return
         try:
             response = handler(request)
         except Exception:  # Kafka closes the connection and retries the same request
             logger.exception("Broker %d failed to handle %s; retrying", queue.broker_id, request.api)
-            transport.after(transport.retry_backoff, lambda: self._deliver(queue))
+            transport.after(transport.retry_backoff, partial(self._deliver, queue))
             return
-        transport.after(transport.latency, lambda: self._respond(queue, callback, response))
+        transport.after(transport.latency, partial(self._respond, queue, callback, response))
 
     def _respond(self, queue: _BrokerQueue, callback: Callback | None, response: Any) -> None:
-        with self._transport.lock:
+        transport = self._transport
+        with transport.lock:
             if queue.closed:  # the broker was removed: its connection, and the response, are gone
                 return
             queue.requests.popleft()
         if callback is not None:
             callback(response)
-        with self._transport.lock:
+        with transport.lock:
             if queue.closed:
                 return
             if queue.requests:
-                self._transport.after(self._transport.latency, lambda: self._deliver(queue))
+                transport.after(transport.latency, partial(self._deliver, queue))
             else:
                 queue.busy = False
 
@@ -149,6 +151,10 @@ class InProcessTransport:
         self.latency = latency
         self.retry_backoff = retry_backoff
         self.lock = threading.RLock()
+        self.after: Callable[[float, Callable[[], None]], Any] = partial(
+            scheduler.schedule, name="inprocess-transport"
+        )
+        """``after(delay, fn)``: run ``fn`` in ``delay`` seconds (a partial: no Python frame per message)."""
         self._brokers: dict[int, BrokerHandler] = {}
         self._controllers: dict[int, ControllerHandler] = {}
         self._channels: list[InProcessControllerChannel] = []
@@ -216,9 +222,6 @@ class InProcessTransport:
             channel.shutdown()
 
     # --- Used by the channels ----------------------------------------------------------------------
-
-    def after(self, delay: float, fn: Callable[[], None]) -> None:
-        self.scheduler.schedule(delay, fn, "inprocess-transport")
 
     def broker_handler(self, broker_id: int) -> BrokerHandler | None:
         with self.lock:

@@ -1,0 +1,58 @@
+"""The simulated scheduler's order: by time, then by submission; cancelled callbacks never run."""
+
+from __future__ import annotations
+
+import pytest
+
+from kctl.errors import IllegalArgumentError
+from kctl.scheduler import SimulatedScheduler
+
+
+def test_callbacks_run_by_time_then_in_submission_order() -> None:
+    scheduler, ran = SimulatedScheduler(), []
+    for name, delay in [("b1", 0.002), ("a1", 0.001), ("b2", 0.002), ("now", 0.0), ("a2", 0.001)]:
+        scheduler.schedule(delay, lambda name=name: ran.append(name))  # type: ignore[misc]
+    scheduler.schedule(0.001, lambda: scheduler.schedule(0.001, lambda: ran.append("a1+0.001")))
+    scheduler.schedule(0.001, lambda: scheduler.schedule(0.0, lambda: ran.append("a+0")))
+    assert scheduler.pending() == 7 and scheduler.next_time() == 0.0
+    scheduler.advance(1.0)
+    assert ran == ["now", "a1", "a2", "a+0", "b1", "b2", "a1+0.001"]
+    assert scheduler.steps == 9 and scheduler.pending() == 0 and scheduler.next_time() is None
+    assert scheduler.now() == 1.0
+
+
+def test_cancelled_callbacks_are_skipped_everywhere() -> None:
+    scheduler, ran = SimulatedScheduler(), []
+    first = scheduler.schedule(0.5, lambda: ran.append("first"))
+    scheduler.schedule(0.5, lambda: ran.append("second"))
+    alone = scheduler.schedule(0.25, lambda: ran.append("alone"))
+    alone.cancel()
+    first.cancel()
+    assert scheduler.pending() == 1 and scheduler.next_time() == 0.5
+    assert scheduler.step() and ran == ["second"] and scheduler.now() == 0.5
+    assert not scheduler.step() and scheduler.steps == 1
+
+
+def test_a_condition_is_checked_between_instants_when_settled() -> None:
+    scheduler, ran = SimulatedScheduler(), []
+    for n in range(3):
+        scheduler.schedule(0.1, lambda n=n: ran.append(n))  # type: ignore[misc]
+    assert scheduler.run_until(1.0, until=lambda: len(ran) == 1)
+    assert ran == [0]
+    assert scheduler.run_until(1.0, until=lambda: len(ran) >= 1, settled=True)  # holds before the first
+    assert not scheduler.run_until(1.0, until=lambda: len(ran) == 2, settled=True)  # never seen mid-instant
+    assert ran == [0, 1, 2] and scheduler.now() == 1.0
+
+
+@pytest.mark.parametrize("delay", [float("nan"), float("inf")])
+def test_a_delay_that_is_not_a_finite_number_is_refused(delay: float) -> None:
+    with pytest.raises(IllegalArgumentError, match="cannot schedule"):
+        SimulatedScheduler().schedule(delay, lambda: None)
+
+
+def test_a_negative_delay_means_now() -> None:
+    scheduler, ran = SimulatedScheduler(), []
+    scheduler.schedule(0.0, lambda: ran.append("first"))
+    scheduler.schedule(-1.0, lambda: ran.append("second"))
+    scheduler.advance(0.0)
+    assert ran == ["first", "second"] and scheduler.now() == 0.0
