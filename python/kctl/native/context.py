@@ -32,7 +32,7 @@ UNLIMITED = 2**63 - 1
 
 CACHED_TOPIC_ASSIGNMENTS = 8
 """Topics whose whole assignment the context keeps as Python objects (see
-:meth:`RustContext.partition_full_replica_assignment_for_topic`)."""
+:meth:`NativeContext.partition_full_replica_assignment_for_topic`)."""
 
 _PARTITION_STATES = {s.state_id: s for s in PartitionState}
 _REPLICA_STATES = {s.state_id: s for s in ReplicaState}
@@ -68,7 +68,7 @@ def native_set(items: Any) -> Any:
     return [(r.tp.topic, r.tp.partition, r.broker) if isinstance(r, PartitionReplica) else r for r in items]
 
 
-class RustContext(ControllerContext):
+class NativeContext(ControllerContext):
     engine = "rust"
 
     def __init__(self, engine: str = "rust") -> None:
@@ -396,4 +396,4 @@ class RustContext(ControllerContext):
         self.native.clear_topics_ineligible_for_deletion(list(topics))
 
     def __repr__(self) -> str:
-        return f"RustContext(epoch={self.epoch}, brokers={sorted(self._broker_infos)}, partitions={self.partition_count})"
+        return f"NativeContext(epoch={self.epoch}, brokers={sorted(self._broker_infos)}, partitions={self.partition_count})"

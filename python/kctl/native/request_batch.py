@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from kctl.errors import IllegalStateError
 from kctl.model import BrokerInfo, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
-from kctl.native.context import RustContext, assignment_tuple, lice_tuple, native_set
+from kctl.native.context import NativeContext, assignment_tuple, lice_tuple, native_set
 from kctl.engine_api.request_batch import ControllerBrokerRequestBatch, PendingRequests
 from kctl.messages import LeaderAndIsrPartitionState, SentRequest, StopReplicaPartitionState
 from kctl.statechange import StateChangeLogger
@@ -25,8 +25,8 @@ def emit(machine: StateChangeLogger, batch: StateChangeLogger, lines: Iterable[t
         (batch if from_batch else machine).log_all((level, line) for level, _, line in run)
 
 
-class RustRequestBatch(ControllerBrokerRequestBatch):
-    context: RustContext
+class NativeRequestBatch(ControllerBrokerRequestBatch):
+    context: NativeContext
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
