@@ -1,16 +1,20 @@
-"""The engines and the message vocabulary sit in no import cycle.
+"""The import graph of ``python/kctl`` follows the layers of docs/architecture.md, without a cycle.
 
 An AST scan of ``python/kctl``: every import a module runs (at the top or inside a function, but not
 under ``if TYPE_CHECKING:``) is an edge; the strongly connected groups of that graph are its cycles.
-The abstract engine API sits below the engines, the engine table above them, and the messages
-depend on the data model only.
+No edge goes from a layer of the documented list to a higher one. The abstract engine API sits below
+the engines, the engine table above them, and the messages depend on the data model only.
 """
 
 from __future__ import annotations
 
 import ast
+import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 import kctl
 
@@ -106,3 +110,64 @@ def test_the_engine_api_imports_no_engine() -> None:
     below = {m for m in MODULES if m.startswith("kctl.engine_api")}
     above = ENGINE_MODULES - below - {"kctl.messages"}
     assert not {m: runtime_imports(m) & above for m in below if runtime_imports(m) & above}
+
+
+ARCHITECTURE = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
+
+
+def documented_layers() -> list[tuple[str, list[str]]]:
+    """The numbered list under ``## Layers`` in docs/architecture.md, lowest first: each layer's
+    name and the module paths (or package paths ending in ``/``) it names."""
+    section = ARCHITECTURE.read_text().split("\n## Layers\n", 1)[1].split("\n## ", 1)[0]
+    items = re.split(r"\n(?=\d+\. )", "\n" + section)
+    layers = []
+    for item in (text.strip().split("\n\n")[0] for text in items):
+        found = re.match(r"\d+\. \*\*(.+?)\*\*", item)
+        if found:
+            layers.append((found.group(1), re.findall(r"`([\w/]+(?:\.py|/))`", item)))
+    return layers
+
+
+def layer_of_each_module() -> dict[str, int]:
+    """Each kctl module's layer (its index in the documented list); a module named twice fails."""
+    paths = {m: p.relative_to(ROOT).as_posix() for m, p in MODULES.items()}
+    layer: dict[str, int] = {}
+    for index, (name, entries) in enumerate(documented_layers()):
+        for entry in entries:
+            named = [m for m, path in paths.items() if path == entry or (entry.endswith("/") and path.startswith(entry))]
+            assert named, f"layer {name!r} names {entry}, which is no module of python/kctl"
+            for module in named:
+                assert module not in layer, f"{module} is in two layers"
+                layer[module] = index
+    return layer
+
+
+def upward_imports() -> list[str]:
+    """Runtime imports from a module to one of a higher layer."""
+    layer = layer_of_each_module()
+    names = [name for name, _ in documented_layers()]
+    return [f"{m} ({names[layer[m]]}) imports {target} ({names[layer[target]]})"
+            for m in sorted(MODULES) for target in sorted(runtime_imports(m)) if layer[target] > layer[m]]
+
+
+def test_the_layer_list_puts_every_module_in_exactly_one_layer() -> None:
+    assert len(documented_layers()) >= 10
+    assert sorted(layer_of_each_module()) == sorted(MODULES)
+
+
+def test_no_runtime_import_goes_up_a_layer() -> None:
+    assert upward_imports() == []
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    assert cycles() == []
+
+
+def test_the_layer_check_sees_an_upward_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The embedded cluster moved down into the foundation: its imports of the controller now go up.
+    doc = ARCHITECTURE.read_text()
+    moved = doc.replace("`cluster.py`, ", "").replace("`__init__.py`, ", "`__init__.py`, `cluster.py`, ", 1)
+    assert moved.count("`cluster.py`") == doc.count("`cluster.py`")
+    (tmp_path / "architecture.md").write_text(moved)
+    monkeypatch.setattr(sys.modules[__name__], "ARCHITECTURE", tmp_path / "architecture.md")
+    assert "kctl.cluster (Foundation) imports kctl.controller (Controller)" in upward_imports()

@@ -635,15 +635,15 @@ def _describe(controller: KafkaController, topic: str) -> list[PartitionDescript
     for tp in ctx.partitions_for_topic(topic):
         assignment = ctx.partition_full_replica_assignment(tp)
         leadership = ctx.partition_leadership(tp)
-        lai = None if leadership is None else leadership.leader_and_isr
+        leader_and_isr = None if leadership is None else leadership.leader_and_isr
         described.append(PartitionDescription(
             tp.partition,
-            NO_LEADER if lai is None else lai.leader,
-            -1 if lai is None else lai.leader_epoch,
+            NO_LEADER if leader_and_isr is None else leader_and_isr.leader,
+            -1 if leader_and_isr is None else leader_and_isr.leader_epoch,
             assignment.replicas,
             assignment.adding_replicas,
             assignment.removing_replicas,
-            () if lai is None else lai.isr,
+            () if leader_and_isr is None else leader_and_isr.isr,
             ctx.partition_state(tp).kafka_name,
         ))
     return described

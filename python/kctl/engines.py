@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from kctl.engine_api import DEFAULT_ENGINE, ENGINES, EngineParts, engine_parts, register
-from kctl.native.context import RustContext
-from kctl.native.request_batch import RustRequestBatch
-from kctl.native.statemachine import RustPartitionStateMachine, RustReplicaStateMachine
+from kctl.native.context import NativeContext
+from kctl.native.request_batch import NativeRequestBatch
+from kctl.native.statemachine import NativePartitionStateMachine, NativeReplicaStateMachine
 from kctl.reference.context import ReferenceContext
 from kctl.reference.partition_state_machine import ReferencePartitionStateMachine
 from kctl.reference.replica_state_machine import ReferenceReplicaStateMachine
@@ -24,7 +24,7 @@ TABLE: Mapping[str, EngineParts] = MappingProxyType({
     "reference": EngineParts(
         "reference", ReferenceContext, ReferencePartitionStateMachine, ReferenceReplicaStateMachine, ReferenceRequestBatch
     ),
-    "rust": EngineParts("rust", RustContext, RustPartitionStateMachine, RustReplicaStateMachine, RustRequestBatch),
+    "rust": EngineParts("rust", NativeContext, NativePartitionStateMachine, NativeReplicaStateMachine, NativeRequestBatch),
 })
 """Every engine by name (the keys are ``ENGINES``)."""
 

@@ -10,8 +10,8 @@ from typing import Any
 from kctl.config import property_docs
 from kctl.errors import IllegalArgumentError
 from kctl.plugins import PluginHost, get_plugin_host
-from kctl.sim.report import markdown_table, table
 from kctl.stores import zkacl
+from kctl.tables import markdown_table, table
 from kctl.topic_config import TOPIC_CONFIGS
 
 # --- kctl plugins --------------------------------------------------------------------------------

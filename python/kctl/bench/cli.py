@@ -17,26 +17,8 @@ import sys
 from pathlib import Path
 
 from kctl.bench.grid import GridError, load_grid
+from kctl.bench.job import run_arguments
 from kctl.limits import DocumentError, load_json, read_file
-
-
-def run_parser() -> argparse.ArgumentParser:
-    """The arguments of ``kctl fleet run`` (also what the job takes under ``spark-submit``)."""
-    parser = argparse.ArgumentParser(prog="kctl fleet run", description="run a benchmark grid on Spark")
-    _run_arguments(parser)
-    return parser
-
-
-def _run_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("grid", metavar="GRID.toml", type=Path, help="the grid file")
-    parser.add_argument("--out", metavar="DIR", type=Path, required=True,
-                        help="where runs.parquet, report.html, summary.md and plots/ go")
-    parser.add_argument("--master", metavar="URL", default=None,
-                        help="Spark master (default: KCTL_SPARK_MASTER, else Spark's own configuration, else local[*])")
-    parser.add_argument("--seeds", metavar="N", type=int, default=None, help="run only the grid's first N seeds")
-    parser.add_argument("--environment", metavar="ARCHIVE", type=Path, default=None,
-                        help="executors' packed virtualenv for a cluster master (default: built and cached)")
-    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
 def fleet_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +26,7 @@ def fleet_arguments(parser: argparse.ArgumentParser) -> None:
     commands = parser.add_subparsers(dest="fleet_command", metavar="SUBCOMMAND", required=True)
     run = commands.add_parser("run", help="run a grid on Spark: parquet, an HTML report, plots",
                               description="run a benchmark grid on Spark")
-    _run_arguments(run)
+    run_arguments(run)
     run.set_defaults(fleet=cmd_fleet_run)
     scenario = commands.add_parser("scenario", help="print the kctl sim scenario of one seed of a grid",
                                    description="print the kctl sim scenario of one seed of a grid")

@@ -33,6 +33,26 @@ from kctl.bench.runner import COLUMNS
 PARQUET_TYPES = {"string": "string", "bigint": "int64", "double": "float64"}
 
 
+def run_parser() -> argparse.ArgumentParser:
+    """The job's arguments under ``spark-submit``, the same as ``kctl fleet run``'s."""
+    parser = argparse.ArgumentParser(prog="kctl fleet run", description="run a benchmark grid on Spark")
+    run_arguments(parser)
+    return parser
+
+
+def run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of a fleet run (registered by :mod:`kctl.bench.cli` for ``kctl fleet run``)."""
+    parser.add_argument("grid", metavar="GRID.toml", type=Path, help="the grid file")
+    parser.add_argument("--out", metavar="DIR", type=Path, required=True,
+                        help="where runs.parquet, report.html, summary.md and plots/ go")
+    parser.add_argument("--master", metavar="URL", default=None,
+                        help="Spark master (default: KCTL_SPARK_MASTER, else Spark's own configuration, else local[*])")
+    parser.add_argument("--seeds", metavar="N", type=int, default=None, help="run only the grid's first N seeds")
+    parser.add_argument("--environment", metavar="ARCHIVE", type=Path, default=None,
+                        help="executors' packed virtualenv for a cluster master (default: built and cached)")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
 @dataclass(frozen=True)
 class Progress:
     """Where a running fleet is: seeds (tasks) done out of ``total``, and rows with an error."""
@@ -178,9 +198,8 @@ def main(spark: Any, args: Sequence[str] | argparse.Namespace, grid: Grid | None
     """Run a grid on ``spark`` and write its outputs; 0 if every run ended without an error or an
     invariant violation, 1 if not (the outputs are written either way). ``grid``: the grid file
     already loaded (``kctl fleet run`` checks it before Spark starts)."""
-    from kctl.bench.cli import run_parser
     from kctl.bench.report import METRICS, summary_table
-    from kctl.sim.report import table
+    from kctl.tables import table
 
     options = args if isinstance(args, argparse.Namespace) else run_parser().parse_args(list(args))
     grid = grid if grid is not None else load_grid(options.grid)

@@ -23,7 +23,7 @@ from kctl.bench import svg
 from kctl.bench.grid import Grid
 from kctl.bench.numbers import fmt
 from kctl.bench.stats import CONFIDENCE, ecdf, paired_difference, percentile
-from kctl.sim.report import markdown_table
+from kctl.tables import markdown_table
 
 Row = Mapping[str, Any]
 

@@ -72,8 +72,9 @@ class MetadataSnapshot:
         states = store.get_partition_states(replicas).values
         partitions = {}
         for tp, state in states.items():
-            lai = state.leader_and_isr
-            partitions[tp] = PartitionMetadata(lai.leader, lai.leader_epoch, lai.isr, lai.partition_epoch, replicas[tp])
+            leader_and_isr = state.leader_and_isr
+            partitions[tp] = PartitionMetadata(leader_and_isr.leader, leader_and_isr.leader_epoch, leader_and_isr.isr,
+                                               leader_and_isr.partition_epoch, replicas[tp])
         return cls(store.get_controller_id(), frozenset(store.get_all_brokers()), partitions)
 
     @property
@@ -225,9 +226,9 @@ class ExpectedMetadata:
             self._digest -= self._digests.pop(tp, 0)
             state = states.get(tp)
             if state is not None:
-                lai = state.leader_and_isr
-                digest = metadata_digest(tp.topic, tp.partition, lai.leader, lai.leader_epoch, lai.isr,
-                                         lai.partition_epoch, replicas[tp])
+                leader_and_isr = state.leader_and_isr
+                digest = metadata_digest(tp.topic, tp.partition, leader_and_isr.leader, leader_and_isr.leader_epoch,
+                                         leader_and_isr.isr, leader_and_isr.partition_epoch, replicas[tp])
                 self._digests[tp] = digest
                 self._digest += digest
         self._digest %= DIGEST_MODULUS

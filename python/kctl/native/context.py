@@ -32,20 +32,20 @@ UNLIMITED = 2**63 - 1
 
 CACHED_TOPIC_ASSIGNMENTS = 8
 """Topics whose whole assignment the context keeps as Python objects (see
-:meth:`RustContext.partition_full_replica_assignment_for_topic`)."""
+:meth:`NativeContext.partition_full_replica_assignment_for_topic`)."""
 
 _PARTITION_STATES = {s.state_id: s for s in PartitionState}
 _REPLICA_STATES = {s.state_id: s for s in ReplicaState}
-LiceTuple = tuple[int, list[int], int, int, int, int]
+LeadershipTuple = tuple[int, list[int], int, int, int, int]
 
 
-def lice_tuple(lice: LeaderIsrAndControllerEpoch) -> LiceTuple:
-    lai = lice.leader_and_isr
-    return (lai.leader, list(lai.isr), lai.leader_epoch, lai.partition_epoch, int(lai.leader_recovery_state),
-            lice.controller_epoch)
+def leadership_tuple(leadership: LeaderIsrAndControllerEpoch) -> LeadershipTuple:
+    state = leadership.leader_and_isr
+    return (state.leader, list(state.isr), state.leader_epoch, state.partition_epoch, int(state.leader_recovery_state),
+            leadership.controller_epoch)
 
 
-def lice_of(t: LiceTuple) -> LeaderIsrAndControllerEpoch:
+def leadership_of(t: LeadershipTuple) -> LeaderIsrAndControllerEpoch:
     leader, isr, leader_epoch, partition_epoch, recovery, controller_epoch = t
     return LeaderIsrAndControllerEpoch(
         LeaderAndIsr(leader, tuple(isr), leader_epoch, partition_epoch, LeaderRecoveryState(recovery)), controller_epoch
@@ -68,7 +68,7 @@ def native_set(items: Any) -> Any:
     return [(r.tp.topic, r.tp.partition, r.broker) if isinstance(r, PartitionReplica) else r for r in items]
 
 
-class RustContext(ControllerContext):
+class NativeContext(ControllerContext):
     engine = "rust"
 
     def __init__(self, engine: str = "rust") -> None:
@@ -275,10 +275,10 @@ class RustContext(ControllerContext):
     # --- Leadership ----------------------------------------------------------------------------
 
     def put_partition_leadership(self, tp: TopicPartition, leadership: LeaderIsrAndControllerEpoch) -> None:
-        self.native.put_leadership(tp.topic, tp.partition, lice_tuple(leadership))
+        self.native.put_leadership(tp.topic, tp.partition, leadership_tuple(leadership))
 
     def put_partition_leaderships(self, leaderships: Mapping[TopicPartition, LeaderIsrAndControllerEpoch]) -> None:
-        self.native.put_leaderships([(tp.topic, tp.partition, lice_tuple(l)) for tp, l in leaderships.items()])
+        self.native.put_leaderships([(tp.topic, tp.partition, leadership_tuple(l)) for tp, l in leaderships.items()])
 
     def load_partition_leaderships(self, store: StateStore, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, KctlError]:
         failed = self.native.load_leaderships(native_set(partitions), store)
@@ -286,7 +286,7 @@ class RustContext(ControllerContext):
 
     def partition_leadership(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch | None:
         t = self.native.leadership(tp.topic, tp.partition)
-        return None if t is None else lice_of(t)
+        return None if t is None else leadership_of(t)
 
     def clear_partition_leadership(self) -> None:
         self.native.clear_leadership()
@@ -396,4 +396,4 @@ class RustContext(ControllerContext):
         self.native.clear_topics_ineligible_for_deletion(list(topics))
 
     def __repr__(self) -> str:
-        return f"RustContext(epoch={self.epoch}, brokers={sorted(self._broker_infos)}, partitions={self.partition_count})"
+        return f"NativeContext(epoch={self.epoch}, brokers={sorted(self._broker_infos)}, partitions={self.partition_count})"

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from kctl.errors import IllegalStateError
 from kctl.model import BrokerInfo, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
-from kctl.native.context import RustContext, assignment_tuple, lice_tuple, native_set
+from kctl.native.context import NativeContext, assignment_tuple, leadership_tuple, native_set
 from kctl.engine_api.request_batch import ControllerBrokerRequestBatch, PendingRequests
 from kctl.messages import LeaderAndIsrPartitionState, SentRequest, StopReplicaPartitionState
 from kctl.statechange import StateChangeLogger
@@ -25,8 +25,8 @@ def emit(machine: StateChangeLogger, batch: StateChangeLogger, lines: Iterable[t
         (batch if from_batch else machine).log_all((level, line) for level, _, line in run)
 
 
-class RustRequestBatch(ControllerBrokerRequestBatch):
-    context: RustContext
+class NativeRequestBatch(ControllerBrokerRequestBatch):
+    context: NativeContext
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -49,7 +49,7 @@ class RustRequestBatch(ControllerBrokerRequestBatch):
         is_new: bool,
     ) -> None:
         self.context.native.batch_add_leader_and_isr(
-            self.slot, list(brokers), tp.topic, tp.partition, lice_tuple(leadership),
+            self.slot, list(brokers), tp.topic, tp.partition, leadership_tuple(leadership),
             assignment_tuple(replica_assignment), is_new,
         )
 

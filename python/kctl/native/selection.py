@@ -16,7 +16,7 @@ from kctl.clusterview import ClusterView, TopicConfigSource, broker_views
 from kctl.columns import IntRows, Partitions, int32_buffer
 from kctl.election import Election
 from kctl.errors import PluginError
-from kctl.native.context import RustContext
+from kctl.native.context import NativeContext
 from kctl.selectors import ElectionBatch
 
 Rows = tuple[bytes, bytes]
@@ -38,7 +38,7 @@ class NativeSelection:
     """An election whose selector is a plugin, with what its view reads besides the engine's data."""
 
     election: Election
-    context: RustContext
+    context: NativeContext
     configs: TopicConfigSource
 
     def select(self, columns: Columns, brokers: Brokers) -> tuple[ElectionBatch, Sequence[object] | PluginError]:

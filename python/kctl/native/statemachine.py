@@ -10,8 +10,8 @@ from kctl.clusterview import TopicConfigSource
 from kctl.election import Election, for_config
 from kctl.errors import IllegalStateError
 from kctl.model import PartitionReplica, PartitionState, ReplicaState, TopicPartition
-from kctl.native.context import RustContext, native_set
-from kctl.native.request_batch import RustRequestBatch, emit
+from kctl.native.context import NativeContext, native_set
+from kctl.native.request_batch import NativeRequestBatch, emit
 from kctl.native.selection import NativeSelection
 from kctl.native.sets import LazyOutcomes, PartitionList
 from kctl.selectors import ElectionKind, KafkaLeaderSelector
@@ -37,7 +37,7 @@ def _options(machine: Any, config: Any) -> dict[str, Any]:
 
 
 def _strategy(
-    machine: RustPartitionStateMachine, election: Election | None
+    machine: NativePartitionStateMachine, election: Election | None
 ) -> tuple[tuple[str, bool] | None, NativeSelection | None]:
     """The engine's strategy spec, and what the engine calls when the election's selector is a
     plugin (Kafka's own run natively)."""
@@ -50,9 +50,9 @@ def _strategy(
     return spec, NativeSelection(election, machine.context, configs)
 
 
-class RustPartitionStateMachine(PartitionStateMachine):
-    context: RustContext
-    batch: RustRequestBatch
+class NativePartitionStateMachine(PartitionStateMachine):
+    context: NativeContext
+    batch: NativeRequestBatch
 
     def _initialize_partition_states(self) -> None:
         self.context.native.initialize_partition_states()
@@ -80,9 +80,9 @@ class RustPartitionStateMachine(PartitionStateMachine):
         return LazyOutcomes(native, results, replicas=False)
 
 
-class RustReplicaStateMachine(ReplicaStateMachine):
-    context: RustContext
-    batch: RustRequestBatch
+class NativeReplicaStateMachine(ReplicaStateMachine):
+    context: NativeContext
+    batch: NativeRequestBatch
 
     def _initialize_replica_states(self) -> None:
         self.context.native.initialize_replica_states()

@@ -232,23 +232,25 @@ class ReferencePartitionStateMachine(PartitionStateMachine):
         unclean elections outright, their topics' ``unclean.leader.election.enable`` decides.
         """
         if not isinstance(election, OfflineElection):
-            return [ElectionInput(tp, lai) for tp, lai in current]
+            return [ElectionInput(tp, leader_and_isr) for tp, leader_and_isr in current]
         ctx = self.context
-        without_live_isr = [(tp, lai) for tp, lai in current if not any(ctx.is_replica_online(r, tp) for r in lai.isr)]
-        with_live_isr = [(tp, lai) for tp, lai in current if any(ctx.is_replica_online(r, tp) for r in lai.isr)]
+        without_live_isr = [(tp, leader_and_isr) for tp, leader_and_isr in current
+                            if not any(ctx.is_replica_online(r, tp) for r in leader_and_isr.isr)]
+        with_live_isr = [(tp, leader_and_isr) for tp, leader_and_isr in current
+                         if any(ctx.is_replica_online(r, tp) for r in leader_and_isr.isr)]
         if election.allow_unclean:
-            unclean = [ElectionInput(tp, lai, True) for tp, lai in without_live_isr]
+            unclean = [ElectionInput(tp, leader_and_isr, True) for tp, leader_and_isr in without_live_isr]
         else:
             enabled = self._unclean_election_enabled(dict.fromkeys(tp.topic for tp, _ in without_live_isr))
             unclean = []
-            for tp, lai in without_live_isr:
+            for tp, leader_and_isr in without_live_isr:
                 flag = enabled[tp.topic]
                 if isinstance(flag, Exception):
                     self._log_failed_state_change(tp, ctx.partition_state(tp), _ONLINE, flag)
-                    unclean.append(ElectionInput(tp, lai, None))
+                    unclean.append(ElectionInput(tp, leader_and_isr, None))
                 else:
-                    unclean.append(ElectionInput(tp, lai, flag))
-        return unclean + [ElectionInput(tp, lai, False) for tp, lai in with_live_isr]
+                    unclean.append(ElectionInput(tp, leader_and_isr, flag))
+        return unclean + [ElectionInput(tp, leader_and_isr, False) for tp, leader_and_isr in with_live_isr]
 
     def _unclean_election_enabled(self, topics: Iterable[str]) -> dict[str, bool | Exception]:
         """Each topic's ``unclean.leader.election.enable``, its override over the broker default."""

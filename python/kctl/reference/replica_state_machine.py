@@ -215,18 +215,19 @@ class ReferenceReplicaStateMachine(ReplicaStateMachine):
                     f"epoch {leadership.controller_epoch}. Aborting state change by this controller"
                 )
                 continue
-            lai = leadership.leader_and_isr
-            if broker not in lai.isr:
-                unchanged[tp] = lai
+            leader_and_isr = leadership.leader_and_isr
+            if broker not in leader_and_isr.isr:
+                unchanged[tp] = leader_and_isr
                 continue
-            leader = NO_LEADER if lai.leader == broker else lai.leader
-            isr = lai.isr if len(lai.isr) == 1 else tuple(r for r in lai.isr if r != broker)
-            adjusted[tp] = lai.new_leader_and_isr(leader, isr)
+            leader = NO_LEADER if leader_and_isr.leader == broker else leader_and_isr.leader
+            isr = leader_and_isr.isr
+            isr = isr if len(isr) == 1 else tuple(r for r in isr if r != broker)
+            adjusted[tp] = leader_and_isr.new_leader_and_isr(leader, isr)
         outcome = self.store.update_partition_states(adjusted, ctx.epoch, ctx.epoch_zk_version)
         failures.update(outcome.failed)
         cached: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
-        for tp, lai in (*unchanged.items(), *outcome.successful.items()):
-            leadership = LeaderIsrAndControllerEpoch(lai, ctx.epoch)
+        for tp, leader_and_isr in (*unchanged.items(), *outcome.successful.items()):
+            leadership = LeaderIsrAndControllerEpoch(leader_and_isr, ctx.epoch)
             ctx.put_partition_leadership(tp, leadership)
             cached[tp] = leadership
         return cached, failures, list(outcome.to_retry)

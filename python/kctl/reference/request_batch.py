@@ -61,7 +61,7 @@ class ReferenceRequestBatch(ControllerBrokerRequestBatch):
         replica_assignment: ReplicaAssignment,
         is_new: bool,
     ) -> None:
-        lai = leadership.leader_and_isr
+        leader_and_isr = leadership.leader_and_isr
         for broker in brokers:
             if broker < 0:
                 continue
@@ -71,15 +71,15 @@ class ReferenceRequestBatch(ControllerBrokerRequestBatch):
                 tp.topic,
                 tp.partition,
                 leadership.controller_epoch,
-                lai.leader,
-                lai.leader_epoch,
-                lai.isr,
-                lai.partition_epoch,
+                leader_and_isr.leader,
+                leader_and_isr.leader_epoch,
+                leader_and_isr.isr,
+                leader_and_isr.partition_epoch,
                 replica_assignment.replicas,
                 replica_assignment.adding_replicas,
                 replica_assignment.removing_replicas,
                 is_new or (previous is not None and previous.is_new),
-                lai.leader_recovery_state,
+                leader_and_isr.leader_recovery_state,
             )
         self.add_update_metadata_request_for_brokers(sorted(self.context.live_or_shutting_down_broker_ids), (tp,))
 
@@ -92,15 +92,16 @@ class ReferenceRequestBatch(ControllerBrokerRequestBatch):
             leadership = ctx.partition_leadership(tp)
             if leadership is None:
                 continue  # no leader yet: nothing to advertise
-            lai = leadership.leader_and_isr
+            leader_and_isr = leadership.leader_and_isr
             replicas = ctx.partition_replica_assignment(tp)
             offline = tuple(r for r in replicas if not ctx.is_replica_online(r, tp))
             if ctx.is_topic_queued_up_for_deletion(tp.topic):
                 leader, leader_epoch, version = LEADER_DURING_DELETE, INITIAL_LEADER_EPOCH, INITIAL_PARTITION_EPOCH
             else:
-                leader, leader_epoch, version = lai.leader, lai.leader_epoch, lai.partition_epoch
+                leader, leader_epoch = leader_and_isr.leader, leader_and_isr.leader_epoch
+                version = leader_and_isr.partition_epoch
             self._update_metadata_partitions[tp] = UpdateMetadataPartitionState(
-                tp.topic, tp.partition, leadership.controller_epoch, leader, leader_epoch, lai.isr, version,
+                tp.topic, tp.partition, leadership.controller_epoch, leader, leader_epoch, leader_and_isr.isr, version,
                 replicas, offline,
             )
 

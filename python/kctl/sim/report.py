@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
 from kctl.sim.runner import Report, StepProgress, StepResult, plural
+from kctl.tables import table
 
 
 class Style:
@@ -41,20 +42,6 @@ class Style:
 def use_color(stream: TextIO, no_color: bool) -> bool:
     """Colour only for a terminal, unless ``--no-color`` or the ``NO_COLOR`` convention says otherwise."""
     return not no_color and "NO_COLOR" not in os.environ and stream.isatty()
-
-
-def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Left-aligned columns under an upper-case header; ``(none)`` when there are no rows."""
-    widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in (header, *rows)]
-    return "\n".join(lines if rows else [*lines, "(none)"])
-
-
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A GitHub-flavoured Markdown table; the first column is code (property and metric names)."""
-    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-    lines += ["| " + " | ".join([f"`{row[0]}`", *row[1:]]) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def duration(value: float | None) -> str:

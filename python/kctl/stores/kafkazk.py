@@ -360,8 +360,8 @@ class KafkaZkClient:
                                 expected_controller_epoch_version: int) -> UpdateResult:
         """Each state written at the version in its ``partition_epoch``, in fenced multis."""
         encode = self._format.partition_state.encode
-        entries = [(tp, lai.with_partition_epoch(lai.partition_epoch + 1), lai.partition_epoch)
-                   for tp, lai in updates.items()]
+        entries = [(tp, state.with_partition_epoch(state.partition_epoch + 1), state.partition_epoch)
+                   for tp, state in updates.items()]
         items = [
             [Op("set", paths.partition_state(tp), encode(LeaderIsrAndControllerEpoch(written, controller_epoch)), version)]
             for tp, written, version in entries

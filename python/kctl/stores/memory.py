@@ -98,10 +98,10 @@ def _decode_assignment(path: str, data: object) -> TopicAssignment:
 
 def _at_version(state: LeaderIsrAndControllerEpoch, version: int) -> LeaderIsrAndControllerEpoch:
     """The state with the znode's version as its partition epoch (stored states already carry it)."""
-    lai = state.leader_and_isr
-    if lai.partition_epoch == version:
+    leader_and_isr = state.leader_and_isr
+    if leader_and_isr.partition_epoch == version:
         return state
-    return LeaderIsrAndControllerEpoch(lai.with_partition_epoch(version), state.controller_epoch)
+    return LeaderIsrAndControllerEpoch(leader_and_isr.with_partition_epoch(version), state.controller_epoch)
 
 
 @dataclass(frozen=True)

@@ -209,15 +209,15 @@ class _History:
                 continue
             else:
                 written = _state_of(state)
-            lai = None if written is None else written.leader_and_isr
+            leader_and_isr = None if written is None else written.leader_and_isr
             snapshots.append(
                 PartitionSnapshot(
                     assignment.replicas,
                     assignment.adding_replicas,
                     assignment.removing_replicas,
-                    NO_LEADER if lai is None else lai.leader,
-                    -1 if lai is None else lai.leader_epoch,
-                    () if lai is None else lai.isr,
+                    NO_LEADER if leader_and_isr is None else leader_and_isr.leader,
+                    -1 if leader_and_isr is None else leader_and_isr.leader_epoch,
+                    () if leader_and_isr is None else leader_and_isr.isr,
                     -1 if written is None else written.controller_epoch,
                 )
             )
@@ -744,20 +744,23 @@ def _row_of(data: object) -> _StateRow | None:
     """A partition state as the table stores it; None for anything else."""
     if not isinstance(data, LeaderIsrAndControllerEpoch):
         return None
-    lai = data.leader_and_isr
-    if not (isinstance(lai, LeaderAndIsr) and isinstance(lai.leader_recovery_state, LeaderRecoveryState)):
+    leader_and_isr = data.leader_and_isr
+    if not (isinstance(leader_and_isr, LeaderAndIsr)
+            and isinstance(leader_and_isr.leader_recovery_state, LeaderRecoveryState)):
         return None
-    fields = (lai.leader, lai.leader_epoch, lai.partition_epoch, data.controller_epoch, *lai.isr)
+    fields = (leader_and_isr.leader, leader_and_isr.leader_epoch, leader_and_isr.partition_epoch, data.controller_epoch,
+              *leader_and_isr.isr)
     if not all(type(v) is int and INT32_MIN <= v <= INT32_MAX for v in fields):
         return None
-    recovery = int(lai.leader_recovery_state)
-    return lai.leader, lai.isr, lai.leader_epoch, lai.partition_epoch, recovery, data.controller_epoch
+    recovery = int(leader_and_isr.leader_recovery_state)
+    return (leader_and_isr.leader, leader_and_isr.isr, leader_and_isr.leader_epoch, leader_and_isr.partition_epoch,
+            recovery, data.controller_epoch)
 
 
 def _state_of(row: _StateRow) -> LeaderIsrAndControllerEpoch:
     leader, isr, leader_epoch, partition_epoch, recovery, controller_epoch = row
-    lai = LeaderAndIsr(leader, tuple(isr), leader_epoch, partition_epoch, LeaderRecoveryState(recovery))
-    return LeaderIsrAndControllerEpoch(lai, controller_epoch)
+    leader_and_isr = LeaderAndIsr(leader, tuple(isr), leader_epoch, partition_epoch, LeaderRecoveryState(recovery))
+    return LeaderIsrAndControllerEpoch(leader_and_isr, controller_epoch)
 
 
 def _split(path: str) -> tuple[str, str]:

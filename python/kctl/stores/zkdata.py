@@ -381,15 +381,15 @@ class TopicPartitionStateZNode:
     @staticmethod
     def encode(state: LeaderIsrAndControllerEpoch) -> bytes:
         """Kafka's key order; ``leader_recovery_state`` only when RECOVERING (3.2+)."""
-        lai = state.leader_and_isr
-        recovering = lai.leader_recovery_state is LeaderRecoveryState.RECOVERING
+        leader_and_isr = state.leader_and_isr
+        recovering = leader_and_isr.leader_recovery_state is LeaderRecoveryState.RECOVERING
         return (
             '{"controller_epoch":%d,"leader":%d,"version":1,"leader_epoch":%d,"isr":[%s]%s}'
             % (
                 state.controller_epoch,
-                lai.leader,
-                lai.leader_epoch,
-                ",".join(map(str, lai.isr)),
+                leader_and_isr.leader,
+                leader_and_isr.leader_epoch,
+                ",".join(map(str, leader_and_isr.isr)),
                 ',"leader_recovery_state":1' if recovering else "",
             )
         ).encode()

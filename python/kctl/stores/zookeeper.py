@@ -184,18 +184,19 @@ class ZooKeeperStore(KafkaZkClient):
         outcomes = zk_write_partition_states(
             self,
             [
-                (tp.topic, tp.partition, lai.leader, lai.isr, lai.leader_epoch,
-                 lai.leader_recovery_state is recovering, lai.partition_epoch)
-                for tp, lai in entries
+                (tp.topic, tp.partition, leader_and_isr.leader, leader_and_isr.isr, leader_and_isr.leader_epoch,
+                 leader_and_isr.leader_recovery_state is recovering, leader_and_isr.partition_epoch)
+                for tp, leader_and_isr in entries
             ],
             controller_epoch,
             expected_controller_epoch_version,
         )
         result = UpdateResult()
         successful = result.successful
-        for (tp, lai), outcome in zip(entries, outcomes):
+        for (tp, leader_and_isr), outcome in zip(entries, outcomes):
             if outcome >= 0:
-                successful[tp] = LeaderAndIsr(lai.leader, lai.isr, lai.leader_epoch, outcome, lai.leader_recovery_state)
+                successful[tp] = LeaderAndIsr(leader_and_isr.leader, leader_and_isr.isr, leader_and_isr.leader_epoch,
+                                              outcome, leader_and_isr.leader_recovery_state)
             elif outcome == _BAD_VERSION:
                 result.to_retry.append(tp)
             else:

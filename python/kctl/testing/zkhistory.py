@@ -278,13 +278,13 @@ class ZooKeeperHistory:
         state = self._states[tp]
         topic = self._assignments.get(tp.topic)
         ra = topic.partitions.get(tp.partition, ReplicaAssignment(())) if topic is not None else ReplicaAssignment(())
-        lai = state.leader_and_isr
+        leader_and_isr = state.leader_and_isr
         rows = self._current.get(tp)
         if rows is None:
             rows = self._current[tp] = []
             self.partitions.append((tp, rows))
-        rows.append(PartitionSnapshot(ra.replicas, ra.adding_replicas, ra.removing_replicas, lai.leader,
-                                      lai.leader_epoch, lai.isr, state.controller_epoch))
+        rows.append(PartitionSnapshot(ra.replicas, ra.adding_replicas, ra.removing_replicas, leader_and_isr.leader,
+                                      leader_and_isr.leader_epoch, leader_and_isr.isr, state.controller_epoch))
 
     def _deleted(self, txn: Transaction, path: str) -> None:
         if (match := _STATE.fullmatch(path)) is not None:

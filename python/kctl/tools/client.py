@@ -270,9 +270,10 @@ class AdminClient:
             partitions = []
             for p, ra in sorted(assignments[topic].partitions.items()):
                 state = states.get(TopicPartition(topic, p))
-                lai = None if state is None else state.leader_and_isr
+                leader_and_isr = None if state is None else state.leader_and_isr
+                leader = NO_LEADER if leader_and_isr is None else leader_and_isr.leader
                 partitions.append(PartitionInfo(
-                    p, NO_LEADER if lai is None else lai.leader, ra.replicas, () if lai is None else lai.isr,
+                    p, leader, ra.replicas, () if leader_and_isr is None else leader_and_isr.isr,
                     ra.adding_replicas, ra.removing_replicas,
                 ))
             config = dict(sorted(configs.get(topic, {}).items()))

@@ -21,8 +21,8 @@ from kctl.config import ControllerConfig
 from kctl.errors import NoNodeError
 from kctl.model import NO_LEADER, ReplicaAssignment, TopicPartition
 from kctl.process import ZooKeeperSecurity, add_zookeeper_arguments, connect, quiet_zookeeper_client
-from kctl.sim.report import table
 from kctl.stores.base import ReadResult, StateStore
+from kctl.tables import table
 
 K = TypeVar("K")
 V = TypeVar("V")
