@@ -53,6 +53,7 @@ from kctl.model import (
     NO_LEADER,
     UNKNOWN_BROKER_EPOCH,
     LeaderAndIsr,
+    LeaderRecoveryState,
     PartitionReplica,
     PartitionState,
     ReplicaAssignment,
@@ -1184,6 +1185,10 @@ class KafkaController:
                 )
             elif proposed.equals_ignoring_partition_epoch(current):
                 responses[tp] = current
+            elif (recovery := _recovery_refusal(current, proposed)) is not None:
+                log.info("Rejecting AlterPartition from node %s for %s because %s: %s", event.broker_id, tp, recovery,
+                         proposed)
+                responses[tp] = InvalidRequestError(f"AlterPartition of {tp} refused: {recovery}")
             elif check_live and any(r not in ctx.live_broker_ids for r in proposed.isr):
                 responses[tp] = IneligibleReplicaError(f"ISR {list(proposed.isr)} of {tp} names brokers that are not live")
             else:
@@ -1305,6 +1310,18 @@ def _check_alter_partition(broker_id: object, broker_epoch: object, changes: Map
         fields = [("leader", proposed.leader), ("leader epoch", proposed.leader_epoch), ("partition epoch", proposed.partition_epoch)]
         for name, value in fields + [("ISR member", b) for b in proposed.isr]:
             validate_int(f"partition {tp}: the {name}", value, error=InvalidRequestError)
+
+
+def _recovery_refusal(current: LeaderAndIsr, proposed: LeaderAndIsr) -> str | None:
+    """Why Kafka (3.2+, KIP-704) refuses an AlterPartition for its leader recovery state, or None:
+    a recovering leader is alone in its ISR, and a recovered partition never goes back."""
+    if proposed.leader_recovery_state is not LeaderRecoveryState.RECOVERING:
+        return None
+    if len(proposed.isr) > 1:
+        return "leader is recovering and ISR is greater than 1"
+    if current.leader_recovery_state is LeaderRecoveryState.RECOVERED:
+        return "the leader recovery state cannot change from RECOVERED to RECOVERING"
+    return None
 
 
 class _ControllerClient:
