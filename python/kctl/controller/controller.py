@@ -26,6 +26,7 @@ from kctl.engine_api.request_batch import ControllerBrokerRequestBatch
 from kctl.engine_api.statemachine import ElectionOutcome
 from kctl.engines import DEFAULT_ENGINE, engine_parts
 from kctl.errors import (
+    CorruptDataError,
     BrokerNotAvailableError,
     ControllerMovedError,
     EligibleLeadersNotAvailableError,
@@ -76,7 +77,16 @@ from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler, Tim
 from kctl.selectors import ElectionKind
 from kctl.statechange import StateChangeLogger
 from kctl.stores import paths
-from kctl.stores.base import ChangeType, StateStore, TopicAssignment, WatchEvent, WatchKind
+from kctl.stores.base import (
+    FEATURE_STATUS_DISABLED,
+    FEATURE_STATUS_ENABLED,
+    ChangeType,
+    FinalizedFeatures,
+    StateStore,
+    TopicAssignment,
+    WatchEvent,
+    WatchKind,
+)
 from kctl.topic_config import UNCLEAN_LEADER_ELECTION_ENABLE, parse_topic_config
 from kctl.transports.base import Transport
 
@@ -616,8 +626,31 @@ class KafkaController:
         self._trigger_controller_move()
         raise error
 
+    def _setup_feature_versioning(self) -> None:
+        """Kafka's ``maybeSetupFeatureVersioning``, the first step of a failover: ``/feature``
+        enabled from IBP 2.7-IV0 (its features kept, none if it was disabled; kctl's brokers
+        finalize none), disabled without features before; format version 2 from IBP 3.3-IV0.
+        Written only when it differs. A ``/feature`` that cannot be read is left as it is."""
+        ibp = self.config.inter_broker_protocol_version
+        try:
+            found = self.store.get_finalized_features()
+        except CorruptDataError as e:
+            log.error("Leaving %s as it is: %s", paths.FEATURE, e)
+            return
+        version = 2 if ibp.at_least("3.3-IV0") else 1
+        if not ibp.at_least("2.7-IV0"):
+            wanted = FinalizedFeatures(version, FEATURE_STATUS_DISABLED, {})
+        elif found is not None and found.status == FEATURE_STATUS_ENABLED:
+            wanted = FinalizedFeatures(version, FEATURE_STATUS_ENABLED, found.features)
+        else:
+            wanted = FinalizedFeatures(version, FEATURE_STATUS_ENABLED, {})
+        if found != wanted:
+            log.info("Setting %s to %s", paths.FEATURE, wanted)
+            self.store.set_finalized_features(wanted)
+
     def _on_controller_failover(self) -> None:
         ctx, store = self.context, self.store
+        self._setup_feature_versioning()
         for kind in (WatchKind.BROKER_IDS, WatchKind.TOPICS, WatchKind.DELETE_TOPICS,
                      WatchKind.LOG_DIR_EVENT_NOTIFICATION, WatchKind.ISR_CHANGE_NOTIFICATION,
                      WatchKind.PREFERRED_REPLICA_ELECTION, WatchKind.REASSIGN_PARTITIONS):
