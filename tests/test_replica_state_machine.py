@@ -23,6 +23,7 @@ from kctl.model import (
     ReplicaState,
     TopicPartition,
 )
+from kctl.reference.replica_state_machine import kafka_broker_order
 from statemachine_helpers import (
     TP,
     ConcurrentWriterStore,
@@ -187,6 +188,31 @@ def test_replicas_are_processed_broker_by_broker() -> None:
     # t-1 has no leadership: nothing to send for it.
     assert set(h.channel.leader_and_isr()) == {2, 3}
     assert all(set(states) == {TP} for states in h.channel.leader_and_isr().values())
+
+
+def test_brokers_are_visited_in_kafkas_order_and_the_last_visit_leaves_the_isr() -> None:
+    # Kafka iterates the replicas grouped by broker in a Scala HashMap: brokers 3, 4, 5 go 5, 3, 4.
+    h = make_harness(brokers=(3, 4, 5), topics={"t": {0: [3, 5, 4]}})
+    h.write_state(TP, 3, [3, 5, 4], leader_epoch=5, version=2)
+    replicas = [PartitionReplica(TP, b) for b in (3, 4, 5)]
+    h.set_replica_states(dict.fromkeys(replicas, ONLINE))
+    assert h.replica_sm.handle_state_changes(replicas, OFFLINE) == dict.fromkeys(replicas, OFFLINE)
+    # 5 leaves the ISR, then 3 (the leader) leaves the partition leaderless, and 4, the last, stays in it
+    assert h.stored(TP) == lice(-1, [4], 8, 5)
+    changes = [line for line in h.log if line.startswith("TRACE")]
+    assert changes == [trace(PartitionReplica(TP, b), ONLINE, OFFLINE) for b in (5, 3, 4)]
+
+
+@pytest.mark.parametrize("brokers, order", [
+    ((1, 2, 3), [1, 2, 3]),
+    ((3, 4, 5), [5, 3, 4]),
+    (range(12), [0, 5, 10, 1, 6, 9, 2, 7, 3, 11, 8, 4]),
+    ((1, 33, 65, 97, 7, 1000, 1001, 1002, 1003), [1001, 1, 33, 1002, 7, 1000, 1003, 65, 97]),  # slots shared
+])
+def test_kafka_broker_order_is_scalas_hash_map_order(brokers: Sequence[int], order: list[int]) -> None:
+    # as scala-library 2.13.15's immutable.HashMap iterates these Int keys (checked on the JVM)
+    assert kafka_broker_order(brokers) == order
+    assert kafka_broker_order(reversed(list(brokers))) == order
 
 
 def test_empty_input_does_nothing() -> None:

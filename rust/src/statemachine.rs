@@ -633,13 +633,19 @@ impl Machine<'_> {
         let mut results = Vec::new();
         let attempt = (|| -> Result<(), Failure> {
             self.new_batch()?;
-            // Grouped by broker in id order, each group keeping the input order (a stable sort).
+            // Grouped by broker (a stable sort keeps the input order in each group), the groups
+            // visited in Kafka's order.
             let mut by_broker = replicas.clone();
             if !by_broker.is_sorted_by_key(|(_, b)| *b) {
                 by_broker.sort_by_key(|(_, b)| *b);
             }
-            for group in by_broker.chunk_by(|x, y| x.1 == y.1) {
-                self.do_replica_state_changes(group[0].1, group, target, &mut results)?;
+            let groups: Vec<&[Replica]> = by_broker.chunk_by(|x, y| x.1 == y.1).collect();
+            let brokers: Vec<BrokerId> = groups.iter().map(|group| group[0].1).collect();
+            for broker in kafka_broker_order(&brokers) {
+                let at = brokers
+                    .binary_search(&broker)
+                    .expect("a broker of the groups");
+                self.do_replica_state_changes(broker, groups[at], target, &mut results)?;
             }
             self.send();
             Ok(())
@@ -1042,6 +1048,42 @@ impl<'a> Positions<'a> {
 
 fn all_failed(parts: &[Part], e: &Failure) -> Vec<(Part, Outcome)> {
     parts.iter().map(|p| (*p, Err(e.clone()))).collect()
+}
+
+/// The order Kafka's replica state machine visits `brokers` in: it groups a transition's replicas
+/// by broker with Scala 2.13's `groupBy`, an immutable HashMap (a CHAMP trie), and iterates it.
+/// At each level of the trie (five bits of the improved hash, lowest first) the keys alone in
+/// their slot come first, in slot order, then the slots holding several keys, each ordered the
+/// same way on the next five bits. The reference engine's `kafka_broker_order` is the same.
+pub fn kafka_broker_order(brokers: &[BrokerId]) -> Vec<BrokerId> {
+    fn improve(key: BrokerId) -> u32 {
+        // scala.collection.Hashing.improve of an Int's hash (the Int itself)
+        let mut h = key as u32;
+        h = h.wrapping_add(!(h << 9));
+        h ^= h >> 14;
+        h = h.wrapping_add(h << 4);
+        h ^ (h >> 10)
+    }
+    fn visit(entries: &mut [(u32, BrokerId)], shift: u32, out: &mut Vec<BrokerId>) {
+        let slot = |h: u32| (h >> shift) & 31;
+        entries.sort_by_key(|&(h, _)| slot(h));
+        for group in entries.chunk_by(|a, b| slot(a.0) == slot(b.0)) {
+            if group.len() == 1 {
+                out.push(group[0].1);
+            }
+        }
+        for group in entries.chunk_by_mut(|a, b| slot(a.0) == slot(b.0)) {
+            if group.len() > 1 {
+                visit(group, shift + 5, out);
+            }
+        }
+    }
+    let mut entries: Vec<(u32, BrokerId)> = brokers.iter().map(|&b| (improve(b), b)).collect();
+    entries.sort_unstable_by_key(|&(_, b)| b);
+    entries.dedup_by_key(|e| e.1);
+    let mut out = Vec::with_capacity(entries.len());
+    visit(&mut entries, 0, &mut out);
+    out
 }
 
 #[cfg(test)]
@@ -1589,5 +1631,20 @@ mod tests {
         cluster.replicas(2, ReplicaState::NonExistent).unwrap();
         assert_eq!(cluster.ctx.replicas(cluster.p), &[1, 3]);
         assert_eq!(cluster.ctx.replica_state(cluster.p, 2), None);
+    }
+
+    #[test]
+    fn brokers_are_visited_in_the_order_of_scalas_hash_map() {
+        // As scala-library 2.13.15 iterates `groupBy`'s map of these Int keys.
+        assert_eq!(kafka_broker_order(&[1, 2, 3]), [1, 2, 3]);
+        assert_eq!(kafka_broker_order(&[3, 4, 5]), [5, 3, 4]);
+        assert_eq!(
+            kafka_broker_order(&(0..12).collect::<Vec<_>>()),
+            [0, 5, 10, 1, 6, 9, 2, 7, 3, 11, 8, 4]
+        );
+        assert_eq!(
+            kafka_broker_order(&[1, 33, 65, 97, 7, 1000, 1001, 1002, 1003]),
+            [1001, 1, 33, 1002, 7, 1000, 1003, 65, 97]
+        );
     }
 }

@@ -17,7 +17,8 @@ from helpers import TP, active, core_metrics, healthy, leaders, partition, store
 
 from kctl.broker import ReplicaRole
 from kctl.cluster import EmbeddedCluster
-from kctl.model import BrokerInfo, EndPoint, TopicPartition
+from kctl.errors import InvalidRequestError
+from kctl.model import BrokerInfo, EndPoint, LeaderAndIsr, LeaderRecoveryState, TopicPartition
 from kctl.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 
 
@@ -251,6 +252,38 @@ def test_isr_expansion_goes_through_alter_partition_by_default() -> None:
         assert cluster.store.get_isr_change_notifications() == []
         assert cluster.run_until_stable()
         assert cluster.brokers[2].metadata_cache.partition_state(TP).isr == stored_state(cluster).isr
+        assert cluster.check_invariants() == []
+
+
+def test_an_unclean_leader_is_recovering_until_its_isr_grows_and_alter_partition_guards_the_recovery() -> None:
+    # Kafka 3.9 (IBP >= 3.2, KIP-704): an unclean election writes RECOVERING; the leader's next
+    # AlterPartition says RECOVERED; a recovering leader alone in its ISR, and never back to RECOVERING
+    config = {"inter.broker.protocol.version": "3.9-IV0", "unclean.leader.election.enable": True,
+              "auto.leader.rebalance.enable": False}
+    with EmbeddedCluster(3, controllers=[3], config=config) as cluster:
+        cluster.create_topic("t", assignment={0: [1, 2]})
+        cluster.kill_broker(2)
+        wait_for_isr(cluster, {1})
+        cluster.kill_broker(1)
+        cluster.start_broker(2)  # out of sync: elected only because unclean election is enabled
+        assert cluster.run_until_stable()
+        recovering = stored_state(cluster)
+        assert (recovering.leader, recovering.isr) == (2, (2,))
+        assert recovering.leader_recovery_state is LeaderRecoveryState.RECOVERING
+
+        controller, epoch = active(cluster), cluster.brokers[2].broker_epoch
+        grown = LeaderAndIsr(2, (2, 1), recovering.leader_epoch, recovering.partition_epoch, LeaderRecoveryState.RECOVERING)
+        refused = cluster.wait(controller.alter_partition(2, epoch, {TP: grown}))
+        assert isinstance(refused[TP], InvalidRequestError) and "ISR is greater than 1" in str(refused[TP])
+
+        cluster.start_broker(1)
+        wait_for_isr(cluster, {1, 2})
+        recovered = stored_state(cluster)
+        assert recovered.leader == 2 and recovered.leader_recovery_state is LeaderRecoveryState.RECOVERED
+        back = LeaderAndIsr(2, (2,), recovered.leader_epoch, recovered.partition_epoch, LeaderRecoveryState.RECOVERING)
+        refused = cluster.wait(controller.alter_partition(2, epoch, {TP: back}))
+        assert isinstance(refused[TP], InvalidRequestError) and "RECOVERED to RECOVERING" in str(refused[TP])
+        assert stored_state(cluster) == recovered
         assert cluster.check_invariants() == []
 
 

@@ -38,10 +38,14 @@ KCTL_CONTROLLER = 100
 """kctl's controller process: a candidate of its own, not one of the brokers."""
 KCTL_STANDBY = 101
 """kctl's second controller process, the standby that takes over when the first dies."""
-KCTL_CONTROLLER_CONFIG = {"zookeeper.session.timeout.ms": "6000"}
+KAFKA_IBP = "3.9-IV0"
+"""Kafka 3.9.1's default ``inter.broker.protocol.version``, which its brokers run with: kctl's
+controllers get it too (kctl's default is 3.0), so that both use leader recovery (KIP-704)."""
+KCTL_CONTROLLER_CONFIG = {"zookeeper.session.timeout.ms": "6000", "inter.broker.protocol.version": KAFKA_IBP}
 """kctl's controllers keep Kafka's session timeout, longer than kctl's brokers' (2 s): when the
 active controller and a broker are killed together, as Kafka's controller dies with its broker,
-the standby takes over after the broker's registration is gone, as Kafka's next controller does."""
+the standby takes over after the broker's registration is gone, as Kafka's next controller does;
+and Kafka 3.9's protocol version."""
 ASSIGNMENT = {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]}
 """Each broker the preferred leader of one partition, every partition on every broker."""
 RACKS = {1: "rack-a", 2: "rack-a", 3: "rack-b"}
@@ -220,13 +224,30 @@ class SideBySide:
         with tempfile.NamedTemporaryFile("w", suffix=".json") as file:
             json.dump(document, file)
             file.flush()
-            kafka = run_tool([self.kafka.installation.java, *JVM_OPTIONS, "-cp", kafka_tools_classpath(),
-                              "org.apache.kafka.tools.reassign.ReassignPartitionsCommand", "--bootstrap-server",
-                              self.kafka_bootstrap(), "--cancel", "--reassignment-json-file", file.name,
+            kafka = run_tool([*self.kafka_tool("org.apache.kafka.tools.reassign.ReassignPartitionsCommand"), "--cancel",
+                              "--reassignment-json-file", file.name,
                               "--preserve-throttles"])  # none set; clearing them would ask every broker, down ones too
             kctl = run_tool([KCTL, "reassign", "--zookeeper", self.kctl.zk, "--cancel", "--reassignment-json-file",
                              file.name])
         return kafka, kctl
+
+    def elect_all_with_tools(self, election_type: str) -> tuple[ToolRun, ToolRun]:
+        """``--all-topic-partitions`` elections with Kafka's own ``kafka-leader-election
+        --bootstrap-server`` and with ``kctl elect-leaders``; both runs (they may fail)."""
+        common = ["--election-type", election_type, "--all-topic-partitions"]
+        return (tool_run([*self.kafka_tool("org.apache.kafka.tools.LeaderElectionCommand"), *common]),
+                tool_run([KCTL, "elect-leaders", "--zookeeper", self.kctl.zk, *common]))
+
+    def delete_with_tools(self, topic: str) -> tuple[ToolRun, ToolRun]:
+        """``kafka-topics --delete --topic`` with Kafka's own tool and ``kctl topics delete``; both
+        runs (they may fail)."""
+        return (tool_run([*self.kafka_tool("org.apache.kafka.tools.TopicCommand"), "--delete", "--topic", topic]),
+                tool_run([KCTL, "topics", "delete", "--zookeeper", self.kctl.zk, "--topic", topic]))
+
+    def kafka_tool(self, main_class: str) -> list[str]:
+        """The command line of one of Kafka 3.9.1's tools, up to ``--bootstrap-server`` and its value."""
+        return [self.kafka.installation.java, *JVM_OPTIONS, "-cp", kafka_tools_classpath(), main_class,
+                "--bootstrap-server", self.kafka_bootstrap()]
 
     def add_partitions(self, topic: str, added: Mapping[int, Sequence[int]]) -> None:
         """Grow the topic with the ``added`` partitions on both sides: the topic znode rewritten, as
@@ -264,19 +285,15 @@ class SideBySide:
         assert controller is not None, "the Kafka cluster has no controller"
         return controller
 
-    def compare(self, condition: Callable[[Snapshot], bool], what: str,
-                known: Callable[[Snapshot], Snapshot] = lambda s: s) -> Snapshot:
+    def compare(self, condition: Callable[[Snapshot], bool], what: str) -> Snapshot:
         """Wait until Kafka's chroot satisfies ``condition`` and is quiet, then until kctl's holds
-        the same znodes; fail with every difference if it does not. Returns Kafka's snapshot.
-
-        ``known`` takes a known difference out of both snapshots before they are compared (such as
-        :func:`without_recovery_state`); the scenario names the difference where it passes it."""
+        the same znodes; fail with every difference if it does not. Returns Kafka's snapshot."""
         expected = settled(self.zk, self.kafka.chroot, condition, SETTLE_TIMEOUT, f"Kafka: {what}")
         try:
-            settled(self.zk, self.kctl_chroot, lambda ours: not differences(known(expected), known(ours)),
+            settled(self.zk, self.kctl_chroot, lambda ours: not differences(expected, ours),
                     SETTLE_TIMEOUT, f"kctl to match Kafka after: {what}")
         except AssertionError:
-            found = differences(known(expected), known(snapshot(self.zk, self.kctl_chroot)))
+            found = differences(expected, snapshot(self.zk, self.kctl_chroot))
             raise AssertionError(f"after {what}, kctl differs from Kafka:\n" + "\n".join(found)
                                  + f"\n{self.kctl.logs()}") from None
         return expected
@@ -285,24 +302,29 @@ class SideBySide:
         return snapshot(self.zk, self.kctl_chroot)
 
 
-def without_recovery_state(tp: TopicPartition) -> Callable[[Snapshot], Snapshot]:
-    """The snapshot with ``tp``'s ``leader_recovery_state`` field left out."""
-    def strip(s: Snapshot) -> Snapshot:
-        if tp not in s.partitions:
-            return s
-        state = s.partitions[tp]
-        other = tuple(field for field in state.other if field[0] != "leader_recovery_state")
-        return dataclasses.replace(s, partitions={**s.partitions, tp: dataclasses.replace(state, other=other)})
-    return strip
-
 def kafka_tools_classpath() -> str:
     """The classpath of Kafka 3.9.1's command-line tools (``org.apache.kafka:kafka-tools``),
     fetched into the cache on first use, as ``scripts/kafka-diff`` does beforehand."""
     return maven.classpath(maven.fetch_jars(maven.PROGRAMS[KAFKA_TOOLS], maven.cached(KAFKA_TOOLS)))
 
 
+@dataclasses.dataclass(frozen=True)
+class ToolRun:
+    """A command-line tool's exit status and what it printed."""
+
+    status: int
+    stdout: str
+    stderr: str
+
+
+def tool_run(command: Sequence[str]) -> ToolRun:
+    """Run a command-line tool to its end."""
+    done = subprocess.run(command, capture_output=True, text=True, timeout=TOOL_TIMEOUT, stdin=subprocess.DEVNULL)
+    return ToolRun(done.returncode, done.stdout, done.stderr)
+
+
 def run_tool(command: Sequence[str]) -> str:
     """Run a command-line tool; its output, or fail with it."""
-    done = subprocess.run(command, capture_output=True, text=True, timeout=TOOL_TIMEOUT, stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, f"{command[0]} … {command[-4:]} exited {done.returncode}:\n{done.stdout}{done.stderr}"
+    done = tool_run(command)
+    assert done.status == 0, f"{command[0]} … {command[-4:]} exited {done.status}:\n{done.stdout}{done.stderr}"
     return done.stdout

@@ -11,6 +11,10 @@ deadlines (:class:`kafka_harness.SideBySide`). The rest of the catalogue is ``te
 
 from __future__ import annotations
 
+import json
+import re
+from typing import Any
+
 from kafka_harness import (
     ASSIGNMENT,
     KCTL_CONTROLLER,
@@ -45,6 +49,26 @@ def test_creating_a_topic_with_an_explicit_assignment_elects_the_same_leaders(si
     assert f"[Controller id={sides.kafka_controller()}] New partition creation callback for created-0" in (
         controller / "controller.log").read_text()
     assert "TRACE [Controller id=" in (controller / "state-change.log").read_text()
+
+
+def test_the_cluster_wide_znodes_are_kafkas(sides: SideBySide) -> None:
+    def read(chroot: str, path: str) -> tuple[Any, int]:
+        data, stat = sides.zk.get(chroot + path)
+        return data, stat.version
+
+    kafka, kctl = ({path: read(chroot, path) for path in ("/feature", "/controller", "/cluster/id")}
+                   for chroot in (sides.kafka.chroot, sides.kctl_chroot))
+    # /feature, written by the controller at failover: the same bytes, as Kafka 3.9.1's IBP says
+    assert kctl["/feature"] == kafka["/feature"]
+    # /controller (version 2) and /cluster/id (the first broker's): the same fields in the same
+    # order, the same values but the controller's id, its timestamp and the cluster's id
+    for path, own in (("/controller", ("brokerid", "timestamp")), ("/cluster/id", ("id",))):
+        theirs, ours = (json.loads(data) for data, _ in (kafka[path], kctl[path]))
+        assert list(ours) == list(theirs), path
+        assert {k: v for k, v in ours.items() if k not in own} == {k: v for k, v in theirs.items() if k not in own}
+    for data, _ in (kafka["/cluster/id"], kctl["/cluster/id"]):
+        assert re.fullmatch(r"[A-Za-z0-9_-]{22}", json.loads(data)["id"])  # a UUID in URL-safe base64
+    assert json.loads(kctl["/controller"][0])["brokerid"] == KCTL_CONTROLLER
 
 
 def test_a_rack_aware_assignment_elects_the_same_leaders(sides: SideBySide) -> None:

@@ -79,9 +79,9 @@ def test_admin_tools_against_controller_and_broker_processes(
                        30, "broker 3 to be gone and orders-0 and orders-1 led by broker 2")
     cluster.start_broker(3)
     cluster.wait_until(lambda: isr(cluster, T0) == (2, 3) and isr(cluster, T1) == (2, 3), 30, "broker 3 to rejoin the ISRs")
+    # over all partitions, as Kafka's: orders-0, already led by its preferred replica, is not listed
     assert kctl(capsys, "elect-leaders", "--zk", zk, "--election-type", "preferred", "--all-topic-partitions") == (
-        0, ["Successfully completed leader election (PREFERRED) for partitions orders-1",
-            "Valid replica already elected for partitions orders-0"])
+        0, ["Successfully completed leader election (PREFERRED) for partitions orders-1"])
     assert cluster.leaders("orders") == {0: 2, 1: 3}
 
     # Kafka's options: --generate a move of orders onto brokers 1 and 3, --execute it with

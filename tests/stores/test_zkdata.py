@@ -54,7 +54,7 @@ STATE = "/brokers/topics/t/partitions/0/state"
 ENCODED: dict[str, tuple[Callable[[], bytes], bytes]] = {
     "controller": (
         lambda: ControllerZNode.encode(1, timestamp_ms=1600000000000),
-        b'{"version":1,"brokerid":1,"timestamp":"1600000000000"}',
+        b'{"version":2,"brokerid":1,"timestamp":"1600000000000","kraftControllerEpoch":-1}',
     ),
     "controller_epoch": (lambda: ControllerEpochZNode.encode(1), b"1"),
     "broker_v5": (
@@ -112,9 +112,13 @@ ENCODED: dict[str, tuple[Callable[[], bytes], bytes]] = {
         lambda: ClusterIdZNode.encode("AAAAAAAAAAAAAAAAAAAAAA"),
         b'{"version":"1","id":"AAAAAAAAAAAAAAAAAAAAAA"}',
     ),
-    "feature": (
-        lambda: FeatureZNode.encode(FinalizedFeatures(1, {})),
-        b'{"version":1,"status":1,"features":{}}',
+    "feature_v2": (  # as Kafka 3.9.1 writes it at IBP 3.9-IV0 (read back from a real cluster)
+        lambda: FeatureZNode.encode(FinalizedFeatures(2, 1, {})),
+        b'{"features":{},"version":2,"status":1}',
+    ),
+    "feature_v1": (
+        lambda: FeatureZNode.encode(FinalizedFeatures(1, 0, {"f": 3})),
+        b'{"features":{"f":{"max_version_level":3,"min_version_level":3}},"version":1,"status":0}',
     ),
     "latest_producer_id_block": (
         lambda: ProducerIdBlockZNode.encode(ProducerIdBlock(0, 0, 999)),
@@ -225,10 +229,20 @@ DECODED: dict[str, tuple[Callable[[bytes], object], bytes, object]] = {
         "topics/orders",
     ),
     "cluster_id": (ClusterIdZNode.decode, ENCODED["cluster_id"][1], "AAAAAAAAAAAAAAAAAAAAAA"),
-    "feature": (
+    "feature_v1": (
         FeatureZNode.decode,
         b'{"version":1,"status":1,"features":{"metadata.version":{"min_version_level":1,"max_version_level":3}}}',
-        FinalizedFeatures(1, {"metadata.version": (1, 3)}),
+        FinalizedFeatures(1, 1, {"metadata.version": 3}),
+    ),
+    "feature_v2": (
+        FeatureZNode.decode,
+        b'{"features":{"metadata.version":{"max_version_level":21}},"version":2,"status":1}',
+        FinalizedFeatures(2, 1, {"metadata.version": 21}),
+    ),
+    "controller_kraft": (  # a KRaft controller's registration during a migration: its id, as Kafka reads it
+        ControllerZNode.decode,
+        b'{"version":2,"brokerid":3000,"timestamp":"1600000000000","kraftControllerEpoch":7}',
+        3000,
     ),
     "latest_producer_id_block": (
         ProducerIdBlockZNode.decode,
@@ -452,6 +466,27 @@ CORRUPT: dict[str, tuple[Callable[[bytes | None, str], object], bytes | None, st
         lambda d, p: FeatureZNode.decode(d, p),
         b'{"version":1,"status":1,"features":{"f":{"min_version_level":1,"max_version_level":"2"}}}',
         "features.f.max_version_level",
+    ),
+    "feature_version": (lambda d, p: FeatureZNode.decode(d, p), b'{"version":3,"status":1,"features":{}}', "version"),
+    "feature_v1_minimum": (
+        lambda d, p: FeatureZNode.decode(d, p),
+        b'{"version":1,"status":1,"features":{"f":{"max_version_level":2}}}',
+        "features.f.min_version_level",
+    ),
+    "feature_levels": (
+        lambda d, p: FeatureZNode.decode(d, p),
+        b'{"version":1,"status":1,"features":{"f":{"min_version_level":3,"max_version_level":2}}}',
+        "features.f.min_version_level",
+    ),
+    "feature_v2_level": (
+        lambda d, p: FeatureZNode.decode(d, p),
+        b'{"version":2,"status":1,"features":{"f":{"max_version_level":0}}}',
+        "features.f.max_version_level",
+    ),
+    "controller_kraft_epoch": (
+        lambda d, p: ControllerZNode.decode(d, p),
+        b'{"version":2,"brokerid":1,"timestamp":"0","kraftControllerEpoch":"7"}',
+        "kraftControllerEpoch",
     ),
     "producer_id_block_bound": (
         lambda d, p: ProducerIdBlockZNode.decode(d, p),

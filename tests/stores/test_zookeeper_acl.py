@@ -155,6 +155,7 @@ def grants(path: str, policy: AclPolicy = POLICY) -> dict[str, int]:
         ("/brokers/state/1/item-", {"ctl": ALL, "brk": ALL, "anyone": READ}),
         ("/controller_state/0", {"ctl": ALL, "brk": ALL, "anyone": READ}),
         ("/consumers", {"anyone": ALL}),  # Kafka keeps the old consumers' path open
+        ("/cluster", {"ctl": ALL, "brk": CREATE | READ, "anyone": READ}),
         ("/cluster/id", {"ctl": ALL, "anyone": READ}),
     ],
 )
@@ -208,6 +209,7 @@ def test_each_role_does_its_part_and_nothing_else(
 
     # What each may do: the cluster works.
     broker_epoch = broker_store.register_broker(broker(1))
+    cluster_id = broker_store.get_or_create_cluster_id()  # the first broker creates /cluster/id
     broker_store.update_broker_info(broker(1, host="elsewhere"))
     admin.create_topic("t", ASSIGNMENT, config={"min.insync.replicas": "2"})
     assert set(controller.create_partition_states({T0: state(1, (1, 2, 3))}, version).values()) == {None}
@@ -254,6 +256,8 @@ def test_each_role_does_its_part_and_nothing_else(
                 raw.set(path, b"1")
         with pytest.raises(KazooNoAuthError):
             raw.create("/brokers/topics/t/partitions/1")
+        with pytest.raises(KazooNoAuthError):
+            raw.set(paths.CLUSTER_ID, b"{}")  # created by a broker, written by none
     finally:
         raw.stop()
         raw.close()
@@ -262,6 +266,7 @@ def test_each_role_does_its_part_and_nothing_else(
     stored = controller.get_partition_states([T0, TopicPartition("t", 1)])
     assert stored.values[T0].leader_and_isr == LeaderAndIsr(2, (2, 3), 1, 1) and len(stored.values) == 1
     assert controller.get_all_topics() == {"t"} and broker_epoch > 0
+    assert controller.get_or_create_cluster_id() == cluster_id
     controller.delete_topic("t", version)  # the controller deletes what admins created
     assert controller.get_all_topics() == set()
 

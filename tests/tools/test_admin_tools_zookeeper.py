@@ -168,6 +168,22 @@ def test_elect_leaders_arguments_and_timeout(
     assert brokers.get_preferred_replica_election() == {T0}
 
 
+def test_elect_leaders_over_all_partitions_prints_nothing_when_none_needed_an_election(
+    zk: str, brokers: ZooKeeperStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Kafka's ElectLeaders over all partitions leaves out those that need none: no line at all
+    brokers.create_topic("orders", {0: ReplicaAssignment((1, 2)), 1: ReplicaAssignment((2, 1))})
+    led = {TopicPartition("orders", p): LeaderIsrAndControllerEpoch(LeaderAndIsr(leader, (1, 2)), 1)
+           for p, leader in ((0, 1), (1, 2))}
+    assert set(brokers.create_partition_states(led, MATCH_ANY_VERSION).values()) == {None}
+    assert kctl(capsys, "elect-leaders", "--zk", zk, "--election-type", "preferred", "--all-topic-partitions") == (
+        0, "", "")
+    status, out, _ = kctl(capsys, "elect-leaders", "--zk", zk, "--election-type", "preferred", "--topic", "orders",
+                          "--partition", "1")
+    assert (status, out) == (0, "Valid replica already elected for partitions orders-1\n")
+    assert brokers.get_preferred_replica_election() is None
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -155,6 +155,8 @@ class BrokerAgent:
     def _reset(self) -> None:
         """What a broker process holds in memory, as a fresh process has it."""
         self.broker_epoch = UNKNOWN_BROKER_EPOCH
+        self.cluster_id: str | None = None
+        """``/cluster/id``, read (or created, by the first broker) at start-up."""
         self.metadata_cache = BrokerMetadataCache()
         self._controller_epoch = -1  # the highest controller epoch seen
         self._leader_epochs: dict[TopicPartition, int] = {}  # hosted partitions
@@ -203,11 +205,14 @@ class BrokerAgent:
     # --- Lifecycle ---------------------------------------------------------------------------------
 
     def startup(self) -> int:
-        """Start the process: serve the controller, start the replica manager, then register the
-        ephemeral broker znode. Returns the broker epoch."""
+        """Start the process: read the cluster id (Kafka's ``getOrGenerateClusterId``: created by
+        the first broker; an unreadable one stops the start-up with its error), serve the
+        controller, start the replica manager, then register the ephemeral broker znode. Returns
+        the broker epoch."""
         with self._lock:
             if self._running:
                 raise IllegalStateError(f"broker {self.broker_id} is already running")
+            self.cluster_id = self._store.get_or_create_cluster_id()
             self._running = True
             self._incarnation += 1
             self._shutdown = None

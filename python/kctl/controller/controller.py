@@ -26,6 +26,7 @@ from kctl.engine_api.request_batch import ControllerBrokerRequestBatch
 from kctl.engine_api.statemachine import ElectionOutcome
 from kctl.engines import DEFAULT_ENGINE, engine_parts
 from kctl.errors import (
+    CorruptDataError,
     BrokerNotAvailableError,
     ControllerMovedError,
     EligibleLeadersNotAvailableError,
@@ -53,6 +54,7 @@ from kctl.model import (
     NO_LEADER,
     UNKNOWN_BROKER_EPOCH,
     LeaderAndIsr,
+    LeaderRecoveryState,
     PartitionReplica,
     PartitionState,
     ReplicaAssignment,
@@ -75,7 +77,16 @@ from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler, Tim
 from kctl.selectors import ElectionKind
 from kctl.statechange import StateChangeLogger
 from kctl.stores import paths
-from kctl.stores.base import ChangeType, StateStore, TopicAssignment, WatchEvent, WatchKind
+from kctl.stores.base import (
+    FEATURE_STATUS_DISABLED,
+    FEATURE_STATUS_ENABLED,
+    ChangeType,
+    FinalizedFeatures,
+    StateStore,
+    TopicAssignment,
+    WatchEvent,
+    WatchKind,
+)
 from kctl.topic_config import UNCLEAN_LEADER_ELECTION_ENABLE, parse_topic_config
 from kctl.transports.base import Transport
 
@@ -615,8 +626,31 @@ class KafkaController:
         self._trigger_controller_move()
         raise error
 
+    def _setup_feature_versioning(self) -> None:
+        """Kafka's ``maybeSetupFeatureVersioning``, the first step of a failover: ``/feature``
+        enabled from IBP 2.7-IV0 (its features kept, none if it was disabled; kctl's brokers
+        finalize none), disabled without features before; format version 2 from IBP 3.3-IV0.
+        Written only when it differs. A ``/feature`` that cannot be read is left as it is."""
+        ibp = self.config.inter_broker_protocol_version
+        try:
+            found = self.store.get_finalized_features()
+        except CorruptDataError as e:
+            log.error("Leaving %s as it is: %s", paths.FEATURE, e)
+            return
+        version = 2 if ibp.at_least("3.3-IV0") else 1
+        if not ibp.at_least("2.7-IV0"):
+            wanted = FinalizedFeatures(version, FEATURE_STATUS_DISABLED, {})
+        elif found is not None and found.status == FEATURE_STATUS_ENABLED:
+            wanted = FinalizedFeatures(version, FEATURE_STATUS_ENABLED, found.features)
+        else:
+            wanted = FinalizedFeatures(version, FEATURE_STATUS_ENABLED, {})
+        if found != wanted:
+            log.info("Setting %s to %s", paths.FEATURE, wanted)
+            self.store.set_finalized_features(wanted)
+
     def _on_controller_failover(self) -> None:
         ctx, store = self.context, self.store
+        self._setup_feature_versioning()
         for kind in (WatchKind.BROKER_IDS, WatchKind.TOPICS, WatchKind.DELETE_TOPICS,
                      WatchKind.LOG_DIR_EVENT_NOTIFICATION, WatchKind.ISR_CHANGE_NOTIFICATION,
                      WatchKind.PREFERRED_REPLICA_ELECTION, WatchKind.REASSIGN_PARTITIONS):
@@ -1184,6 +1218,10 @@ class KafkaController:
                 )
             elif proposed.equals_ignoring_partition_epoch(current):
                 responses[tp] = current
+            elif (recovery := _recovery_refusal(current, proposed)) is not None:
+                log.info("Rejecting AlterPartition from node %s for %s because %s: %s", event.broker_id, tp, recovery,
+                         proposed)
+                responses[tp] = InvalidRequestError(f"AlterPartition of {tp} refused: {recovery}")
             elif check_live and any(r not in ctx.live_broker_ids for r in proposed.isr):
                 responses[tp] = IneligibleReplicaError(f"ISR {list(proposed.isr)} of {tp} names brokers that are not live")
             else:
@@ -1305,6 +1343,18 @@ def _check_alter_partition(broker_id: object, broker_epoch: object, changes: Map
         fields = [("leader", proposed.leader), ("leader epoch", proposed.leader_epoch), ("partition epoch", proposed.partition_epoch)]
         for name, value in fields + [("ISR member", b) for b in proposed.isr]:
             validate_int(f"partition {tp}: the {name}", value, error=InvalidRequestError)
+
+
+def _recovery_refusal(current: LeaderAndIsr, proposed: LeaderAndIsr) -> str | None:
+    """Why Kafka (3.2+, KIP-704) refuses an AlterPartition for its leader recovery state, or None:
+    a recovering leader is alone in its ISR, and a recovered partition never goes back."""
+    if proposed.leader_recovery_state is not LeaderRecoveryState.RECOVERING:
+        return None
+    if len(proposed.isr) > 1:
+        return "leader is recovering and ISR is greater than 1"
+    if current.leader_recovery_state is LeaderRecoveryState.RECOVERED:
+        return "the leader recovery state cannot change from RECOVERED to RECOVERING"
+    return None
 
 
 class _ControllerClient:

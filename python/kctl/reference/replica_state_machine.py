@@ -21,6 +21,33 @@ from kctl.engine_api.statemachine import ReplicaOutcome, ReplicaStateMachine
 log = logging.getLogger(__name__)
 
 _R = ReplicaState
+_INT_MASK = 0xFFFFFFFF
+
+
+def kafka_broker_order(brokers: Iterable[int]) -> list[int]:
+    """The order Kafka's replica state machine visits ``brokers`` in: it groups a transition's
+    replicas by broker with Scala 2.13's ``groupBy``, an immutable HashMap (a CHAMP trie), and
+    iterates that map. The order matters when one partition's replicas on several brokers go
+    offline together (a topic deletion, brokers failing at once): each visit rewrites its ISR, and
+    the last one leaves it. It is deterministic: at each level of the trie (five bits of the key's
+    improved hash, lowest first) the keys alone in their slot come first, in slot order, then the
+    slots holding several keys, each ordered the same way on the next five bits."""
+    def improve(key: int) -> int:  # scala.collection.Hashing.improve of an Int's hash (the Int)
+        h = key & _INT_MASK
+        h = (h + (~(h << 9) & _INT_MASK)) & _INT_MASK
+        h ^= h >> 14
+        h = (h + (h << 4)) & _INT_MASK
+        return h ^ (h >> 10)
+
+    def visit(entries: list[tuple[int, int]], shift: int) -> list[int]:
+        slots: dict[int, list[tuple[int, int]]] = {}
+        for entry in entries:
+            slots.setdefault((entry[0] >> shift) & 31, []).append(entry)
+        ordered = sorted(slots.items())
+        alone = [group[0][1] for _, group in ordered if len(group) == 1]
+        return alone + [b for _, group in ordered if len(group) > 1 for b in visit(group, shift + 5)]
+
+    return visit([(improve(b), b) for b in dict.fromkeys(brokers)], 0)
 
 
 class ReferenceReplicaStateMachine(ReplicaStateMachine):
@@ -44,7 +71,7 @@ class ReferenceReplicaStateMachine(ReplicaStateMachine):
             by_broker: dict[int, list[PartitionReplica]] = {}
             for replica in replicas:
                 by_broker.setdefault(replica.broker, []).append(replica)
-            for broker in sorted(by_broker):
+            for broker in kafka_broker_order(by_broker):
                 results.update(self._do_handle_state_changes(broker, by_broker[broker], target_state))
             self.batch.send_requests_to_brokers(self.context.epoch)
         except ControllerMovedError:

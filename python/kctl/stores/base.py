@@ -70,6 +70,22 @@ class TopicAssignment:
     topic_id: str | None = None
 
 
+FEATURE_STATUS_DISABLED = 0
+FEATURE_STATUS_ENABLED = 1
+"""``/feature``'s ``status``: feature versioning disabled (IBP before 2.7-IV0) or enabled."""
+
+
+@dataclass(frozen=True)
+class FinalizedFeatures:
+    """The content of ``/feature`` (Kafka's ``FeatureZNode``): the znode's format version (1, or
+    2 from IBP 3.3-IV0, without ``min_version_level``), whether feature versioning is enabled
+    (``status`` 1) or not (0), and each feature's finalized (maximum) version level."""
+
+    version: int
+    status: int
+    features: Mapping[str, int]
+
+
 class WatchKind(enum.Enum):
     """What a watch observes; ``key`` of the registration and the event says which instance."""
 
@@ -176,7 +192,15 @@ class StateStore(Protocol):
     def get_all_brokers(self) -> dict[int, tuple[BrokerInfo, int]]:
         """Every registered broker with its epoch; undecodable registrations are logged and left out."""
 
-    def get_or_create_cluster_id(self) -> str: ...
+    def get_or_create_cluster_id(self) -> str:
+        """``/cluster/id``, created with a new random id if absent (Kafka's ``getOrGenerateClusterId``,
+        which every broker runs at start-up)."""
+
+    def get_finalized_features(self) -> FinalizedFeatures | None:
+        """``/feature``, or None when absent."""
+
+    def set_finalized_features(self, features: FinalizedFeatures) -> None:
+        """Create or overwrite ``/feature`` (the controller's, at failover)."""
 
     # --- Topics and assignments ----------------------------------------------------------------
 

@@ -44,6 +44,7 @@ from kctl.model import (
 from kctl.stores import paths
 from kctl.stores.base import (
     MATCH_ANY_VERSION,
+    FinalizedFeatures,
     ReadResult,
     TopicAssignment,
     UpdateResult,
@@ -96,6 +97,7 @@ class ZnodeFormat:
     controller_epoch: Codec[int, int]
     broker: BrokerCodec
     cluster_id: Codec[str, str]
+    feature: Codec[FinalizedFeatures, FinalizedFeatures]
     topic: Codec[TopicAssignment, TopicAssignment]
     config: Codec[Mapping[str, str], dict[str, str]]
     partition_state: StateCodec
@@ -249,6 +251,13 @@ class KafkaZkClient:
         except NodeExistsError:
             return self.get_or_create_cluster_id()
         return cluster_id
+
+    def get_finalized_features(self) -> FinalizedFeatures | None:
+        found = self._get(paths.FEATURE)
+        return None if found is None else self._format.feature.decode(found[0], paths.FEATURE)
+
+    def set_finalized_features(self, features: FinalizedFeatures) -> None:
+        self._put(paths.FEATURE, self._format.feature.encode(features))
 
     # --- Topics and assignments ----------------------------------------------------------------
 

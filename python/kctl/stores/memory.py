@@ -36,7 +36,7 @@ from kctl.model import (
     TopicPartition,
     int_problem,
 )
-from kctl.stores.base import TopicAssignment
+from kctl.stores.base import FinalizedFeatures, TopicAssignment
 from kctl.stores.kafkazk import KafkaZkClient, ZnodeFormat
 from kctl.stores.memtree import MemoryTree, PartitionSnapshot, Session, Transaction, TreeClient, _row_of
 from kctl.stores.znode import Stat
@@ -202,12 +202,21 @@ def _string(path: str, data: object) -> str:
     return _typed(path, data, str)
 
 
+def _features(path: str, data: object) -> FinalizedFeatures:
+    if isinstance(data, FinalizedFeatures) and all(
+        isinstance(name, str) and int_problem(level) is None for name, level in data.features.items()
+    ):
+        return dataclasses.replace(data, features=dict(data.features))
+    raise _corrupt(path, "FinalizedFeatures with a level per feature name", data)
+
+
 _INT32: _Held[int, int] = _Held(_int32)
 _OBJECTS = ZnodeFormat(
     controller=_INT32,
     controller_epoch=_INT32,
     broker=_Broker,
     cluster_id=_Held(_string),
+    feature=_Held(_features, lambda value: dataclasses.replace(value, features=dict(value.features))),
     topic=_Topic(),
     config=_Held(_config, dict),
     partition_state=_PartitionState,

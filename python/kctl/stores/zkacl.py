@@ -67,10 +67,12 @@ ALL = READ | WRITE | CREATE | DELETE | ADMIN
 
 ROLES = ("controller", "broker", "admin")
 
-CONTROLLER_CREATED_PATHS = (*paths.PERSISTENT_PATHS, paths.BROKER_STATE, paths.CONTROLLER_STATE)
+CONTROLLER_CREATED_PATHS = (*paths.PERSISTENT_PATHS, paths.CLUSTER_ID.rpartition("/")[0], paths.BROKER_STATE,
+                            paths.CONTROLLER_STATE)
 """What a secured cluster's controller identity creates at startup, so that no other identity
-ever needs to create a znode at the top of the tree (Kafka's persistent paths, and the parents
-of the ``zkqueue`` transport's queues)."""
+ever needs to create a znode at the top of the tree (Kafka's persistent paths, the parent of
+``/cluster/id``, which the first broker creates, and the parents of the ``zkqueue`` transport's
+queues)."""
 
 
 @dataclass(frozen=True, order=True)
@@ -280,6 +282,8 @@ class AclPolicy:
                 grants.append((admins, ALL))
         elif top == "config" and depth >= 2:
             grants.append((admins, CREATE) if depth == 2 else (admins, ALL))
+        elif top == "cluster" and depth == 1:  # the first broker creates /cluster/id
+            grants.append((brokers, CREATE))
         elif top in ("isr_change_notification", "log_dir_event_notification") and depth >= 1:
             grants.append((brokers, CREATE) if depth == 1 else (brokers, ALL))
         entries = {acl_entry(ALL, identity) for identity in self.controllers}

@@ -40,7 +40,7 @@ from kctl.model import (
     int_problem,
 )
 from kctl.stores import paths
-from kctl.stores.base import TopicAssignment
+from kctl.stores.base import FEATURE_STATUS_DISABLED, FEATURE_STATUS_ENABLED, FinalizedFeatures, TopicAssignment
 
 MAX_ZNODE_BYTES = 4 * 1024 * 1024
 """The largest znode data decoded: the ``jute.maxbuffer`` Kafka's ZooKeeper client is given (ZooKeeper
@@ -52,8 +52,6 @@ DOCUMENT = "<document>"
 LOG_DIR_FAILURE_EVENT = 1
 """The only log-dir event Kafka defines (``LogDirEventNotificationHandler.LogDirFailureEvent``)."""
 
-FEATURE_STATUS_DISABLED = 0
-FEATURE_STATUS_ENABLED = 1
 
 
 def _now_ms() -> int:
@@ -202,14 +200,18 @@ class ControllerZNode:
 
     @staticmethod
     def encode(broker_id: int, timestamp_ms: int | None = None) -> bytes:
-        """Version 1, as Kafka 3.0 writes it."""
+        """Version 2, as Kafka 3.4+ writes it: a ZooKeeper controller's ``kraftControllerEpoch`` is -1."""
         timestamp = _now_ms() if timestamp_ms is None else timestamp_ms
-        return b'{"version":1,"brokerid":%d,"timestamp":"%d"}' % (broker_id, timestamp)
+        return b'{"version":2,"brokerid":%d,"timestamp":"%d","kraftControllerEpoch":-1}' % (broker_id, timestamp)
 
     @staticmethod
     def decode(data: bytes | None, path: str = paths.CONTROLLER) -> int:
-        """The controller's broker id; versions 1 and 2 (3.4+, with ``kraftControllerEpoch``)."""
-        return _Fields.parse(data, path).integer("brokerid")
+        """The controller's id; versions 1 and 2 (3.4+, with ``kraftControllerEpoch``, checked to
+        be an ``Int``). A KRaft controller's registration during a migration (its epoch set) is
+        an active controller like any other, as Kafka's ZooKeeper brokers take it."""
+        doc = _Fields.parse(data, path)
+        doc.integer("kraftControllerEpoch", -1)
+        return doc.integer("brokerid")
 
 
 class ControllerEpochZNode:
@@ -581,14 +583,6 @@ class ClusterIdZNode:
         return _Fields.parse(data, path).string("id")
 
 
-class FinalizedFeatures(NamedTuple):
-    """The content of ``/feature``: whether feature versioning is enabled, and each feature's
-    finalized ``(min_version_level, max_version_level)``."""
-
-    status: int
-    features: dict[str, tuple[int, int]]
-
-
 class FeatureZNode:
     """``/feature`` (2.7+): the cluster's finalized feature versions, written by the controller."""
 
@@ -598,24 +592,35 @@ class FeatureZNode:
 
     @staticmethod
     def encode(finalized: FinalizedFeatures) -> bytes:
+        """Kafka's key order; in version 1 each level is both the minimum and the maximum."""
         features = {
-            name: {"min_version_level": low, "max_version_level": high}
-            for name, (low, high) in finalized.features.items()
+            name: {"max_version_level": level, "min_version_level": level} if finalized.version == 1
+            else {"max_version_level": level}
+            for name, level in finalized.features.items()
         }
-        return _json({"version": 1, "status": finalized.status, "features": features})
+        return _json({"features": features, "version": finalized.version, "status": finalized.status})
 
     @staticmethod
     def decode(data: bytes | None, path: str = paths.FEATURE) -> FinalizedFeatures:
+        """Versions 1 and 2, with Kafka's checks (levels from 1, a version 1 minimum at most its maximum)."""
         doc = _Fields.parse(data, path)
+        version = doc.integer("version")
+        if version not in (1, 2):
+            raise doc.fail("version", f"must be 1 or 2, found {version}")
         status = doc.integer("status")
         if status not in (FEATURE_STATUS_DISABLED, FEATURE_STATUS_ENABLED):
             raise doc.fail("status", f"must be 0 (disabled) or 1 (enabled), found {status}")
-        features = doc.mapping("features", {})
+        features = doc.mapping("features")
         finalized = {}
         for name in features.keys():
             levels = features.mapping(name)
-            finalized[name] = (levels.integer("min_version_level"), levels.integer("max_version_level"))
-        return FinalizedFeatures(status, finalized)
+            high = levels.integer("max_version_level")
+            low = levels.integer("min_version_level") if version == 1 else high
+            if not 1 <= low <= high:
+                raise levels.fail("max_version_level" if version == 2 else "min_version_level",
+                                  f"must be levels from 1 with the minimum at most the maximum, found {low} and {high}")
+            finalized[name] = high
+        return FinalizedFeatures(version, status, finalized)
 
 
 class ProducerIdBlock(NamedTuple):

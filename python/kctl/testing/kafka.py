@@ -184,7 +184,8 @@ def _appender(name: str, file: str) -> str:
 
 
 class KafkaCluster:
-    """``size`` Kafka brokers (ids 1..size) in the chroot ``chroot`` of the ZooKeeper ``hosts``.
+    """``size`` Kafka brokers (ids ``first_id``, ``first_id`` + 1 …; 1..size by default) in the
+    chroot ``chroot`` of the ZooKeeper ``hosts``.
 
     Use as a context manager, or ``start()`` / ``stop()``. ``racks`` gives a ``broker.rack`` per
     broker id, ``overrides`` more broker properties. ``kill(id)``, ``stop_broker(id)`` and
@@ -200,11 +201,13 @@ class KafkaCluster:
         installation: KafkaInstallation | None = None,
         racks: Mapping[int, str] | None = None,
         overrides: Mapping[str, object] | None = None,
+        first_id: int = 1,
     ) -> None:
         if size < 1:
             raise ValueError(f"a cluster needs at least one broker, not {size}")
         self.hosts = hosts
         self.size = size
+        self.first_id = first_id
         self.chroot = chroot or f"/kafka-{uuid.uuid4().hex}"
         self.installation = installation if installation is not None else KafkaInstallation.find()
         self._racks = dict(racks or {})
@@ -229,7 +232,7 @@ class KafkaCluster:
         self._directory = Path(tempfile.mkdtemp(prefix="kctl-kafka-"))
         atexit.register(self.stop)
         self._ports = free_ports(self.size)
-        for broker_id, port in enumerate(self._ports, start=1):
+        for broker_id, port in enumerate(self._ports, start=self.first_id):
             directory = self._directory / f"broker-{broker_id}"
             config = properties(broker_id, port, self.zk, directory / "data", self.size, self._racks.get(broker_id),
                                 self._overrides)

@@ -53,7 +53,17 @@ from kctl.model import (
     ReplicaAssignment,
     TopicPartition,
 )
-from kctl.stores.base import MATCH_ANY_VERSION, ChangeType, StateStore, TopicAssignment, WatchEvent, WatchKind
+from kctl.stores.base import (
+    FEATURE_STATUS_DISABLED,
+    FEATURE_STATUS_ENABLED,
+    MATCH_ANY_VERSION,
+    ChangeType,
+    FinalizedFeatures,
+    StateStore,
+    TopicAssignment,
+    WatchEvent,
+    WatchKind,
+)
 
 Factory = Callable[[], StateStore]
 
@@ -413,6 +423,19 @@ class StoreContract:
         assert isinstance(cluster_id, str) and len(cluster_id) == 22
         assert other.get_or_create_cluster_id() == cluster_id
         assert store.get_or_create_cluster_id() == cluster_id
+
+    def test_a_corrupt_cluster_id_is_an_error_naming_it(self, store: StateStore,
+                                                         corrupt_node: Callable[[str], None]) -> None:
+        corrupt_node("/cluster/id")
+        with pytest.raises(CorruptDataError, match="/cluster/id"):
+            store.get_or_create_cluster_id()
+
+    def test_finalized_features_are_created_then_replaced(self, store: StateStore, other: StateStore) -> None:
+        assert store.get_finalized_features() is None
+        store.set_finalized_features(FinalizedFeatures(2, FEATURE_STATUS_ENABLED, {}))
+        assert other.get_finalized_features() == FinalizedFeatures(2, FEATURE_STATUS_ENABLED, {})
+        other.set_finalized_features(FinalizedFeatures(1, FEATURE_STATUS_DISABLED, {"f": 3}))
+        assert store.get_finalized_features() == FinalizedFeatures(1, FEATURE_STATUS_DISABLED, {"f": 3})
 
     # --- Topics --------------------------------------------------------------------------------
 

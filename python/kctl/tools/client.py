@@ -475,7 +475,8 @@ class AdminClient:
         timeout: float = DEFAULT_TIMEOUT,
     ) -> dict[TopicPartition, int | KctlError]:
         """Elect leaders of ``partitions`` (all partitions when None); per partition the new
-        leader, or the error Kafka's ElectLeaders reports (ELECTION_NOT_NEEDED, …).
+        leader, or the error Kafka's ElectLeaders reports (ELECTION_NOT_NEEDED, …). Over all
+        partitions, as Kafka's, the partitions that needed no election are left out.
 
         A preferred election writes ``/admin/preferred_replica_election`` and waits until the
         controller has processed it (it deletes the znode). ZooKeeper-mode Kafka has no znode for
@@ -513,6 +514,8 @@ class AdminClient:
         if electable:
             elect = self._elect_preferred if kind is ElectionType.PREFERRED else self._elect_unclean
             results.update(elect(electable, assignments, timeout))
+        if partitions is None:  # as Kafka's ElectLeaders over all partitions: only elections and errors
+            return {tp: r for tp, r in results.items() if not isinstance(r, ElectionNotNeededError)}
         return results
 
     def _elect_preferred(

@@ -407,7 +407,8 @@ def cmd_elect_leaders(args: argparse.Namespace) -> int:
     election_type = ElectionType(args.election_type)
     with _client(args) as client:
         results = client.elect_leaders(election_type, partitions, args.timeout)
-    print("\n".join(format_election(election_type, results)))
+    for line in format_election(election_type, results):
+        print(line)
     failures = [r for r in results.values() if isinstance(r, KctlError) and not isinstance(r, ElectionNotNeededError)]
     return 1 if failures else 0
 
