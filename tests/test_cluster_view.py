@@ -22,7 +22,8 @@ from kctl.plugins import PluginHost
 from kctl.registry import LeaderSelectorRegistry
 from kctl.selectors import ElectionBatch, ElectionKind
 from kctl.testing import register_plugin
-from selector_helpers import snapshot
+
+from tests.support.selector_snapshot import snapshot
 
 RACKS = ["a", "a", "b", "b", "c", "c"]
 

@@ -121,6 +121,7 @@ def test_a_controller_is_not_built_with_a_misspelt_selector(plugin_host: PluginH
     assert store.get_controller_id() is None
 
 
+@pytest.mark.usefixtures("engine")
 def test_a_dynamic_config_update_naming_an_unknown_selector_changes_nothing(plugin_host: PluginHost) -> None:
     with EmbeddedCluster(3, plugins=plugin_host) as cluster:
         controller = cluster.active_controller
@@ -150,6 +151,7 @@ def test_an_embedded_cluster_refuses_misspelt_names_before_starting_anything(plu
         EmbeddedCluster(3, transport="inproces", plugins=plugin_host)
 
 
+@pytest.mark.usefixtures("engine")
 def test_an_embedded_cluster_runs_a_plugin_selector(with_plugin: PluginHost) -> None:
     with EmbeddedCluster(3, config={"kctl.leader.selector.offline": "rack-spread"}) as cluster:
         cluster.create_topic("t", assignment={0: [1, 2]})
@@ -202,6 +204,7 @@ def test_a_scenario_naming_an_unknown_selector_is_invalid(
     assert error.value.problems == [f"s.toml: {problem}"]
 
 
+@pytest.mark.usefixtures("engine")
 def test_kctl_sim_exits_2_on_a_misspelt_selector_and_runs_one_from_a_plugin(
     with_plugin: PluginHost, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -63,6 +63,7 @@ def test_controller_states_carry_kafkas_numbers_and_timer_names() -> None:
     assert ours["TopicAdmin"] == (18, "TopicAdminRateAndTimeMs") and ours["ConfigChange"] == (19, "ConfigChangeRateAndTimeMs")
 
 
+@pytest.mark.usefixtures("engine")
 def test_an_embedded_cluster_exposes_every_node_under_kafkas_names() -> None:
     with EmbeddedCluster(3) as cluster:
         cluster.create_topic("orders", assignment={0: [1, 2], 1: [2, 3]})
@@ -87,6 +88,7 @@ def test_an_embedded_cluster_exposes_every_node_under_kafkas_names() -> None:
     assert by_node(found, "kafka_server_replicamanager_underreplicatedpartitions") == {"1": 0, "2": 1}
 
 
+@pytest.mark.usefixtures("engine")
 def test_unclean_elections_and_isr_changes_are_counted() -> None:
     tp = TopicPartition("orders", 0)
     with EmbeddedCluster(3, config={"replica.lag.time.max.ms": 2000}) as cluster:
@@ -111,6 +113,7 @@ def test_unclean_elections_and_isr_changes_are_counted() -> None:
     assert by_node(found, "kafka_server_replicamanager_isrshrinks_total")["2"] == 1
 
 
+@pytest.mark.usefixtures("engine")
 def test_each_cluster_has_its_own_registry_and_the_default_one_is_untouched() -> None:
     with EmbeddedCluster(2, controllers=1) as one, EmbeddedCluster(2, controllers=1) as two:
         one.create_topic("a", 1, 1)
@@ -122,6 +125,7 @@ def test_each_cluster_has_its_own_registry_and_the_default_one_is_untouched() ->
     assert not [m for m in prometheus_client.REGISTRY.collect() if m.name.startswith("kafka_")]
 
 
+@pytest.mark.usefixtures("engine")
 def test_the_metrics_server_serves_a_registry_over_http() -> None:
     with EmbeddedCluster(1, controllers=1) as cluster:
         server = MetricsServer(node_registry(cluster.controllers[1]), f"{LOOPBACK}:{free_ports(1)[0]}")
@@ -138,6 +142,7 @@ def test_the_metrics_server_serves_a_registry_over_http() -> None:
     assert families["kafka_controller_kafkacontroller_activecontrollercount"].samples[0].labels == {}
 
 
+@pytest.mark.usefixtures("engine")
 def test_a_real_time_cluster_is_scraped_while_it_works() -> None:
     """Scrapes from another thread read each controller between two of its events."""
     with EmbeddedCluster(3, simulated=False) as cluster:

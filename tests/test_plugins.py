@@ -118,6 +118,7 @@ class LifecycleRecorder:
         self.calls.append(("resigned", controller.broker_id, controller.epoch))
 
 
+@pytest.mark.usefixtures("engine")
 def test_hook_kctl_controller_started(plugin_host: PluginHost) -> None:
     recorder = LifecycleRecorder()
     with register_plugin(plugin_host, recorder, "lifecycle"), EmbeddedCluster(3, plugins=plugin_host) as cluster:
@@ -128,6 +129,7 @@ def test_hook_kctl_controller_started(plugin_host: PluginHost) -> None:
         assert recorder.calls[-1] == ("started", new, 2)
 
 
+@pytest.mark.usefixtures("engine")
 def test_hook_kctl_controller_resigned(plugin_host: PluginHost) -> None:
     recorder = LifecycleRecorder()
     with register_plugin(plugin_host, recorder, "lifecycle"), EmbeddedCluster(3, plugins=plugin_host) as cluster:
@@ -140,6 +142,7 @@ def test_hook_kctl_controller_resigned(plugin_host: PluginHost) -> None:
         assert [c for c in recorder.calls if c[0] == "started"][-1][2] == 2
 
 
+@pytest.mark.usefixtures("engine")
 def test_a_failing_observer_never_reaches_the_controller(plugin_host: PluginHost) -> None:
     class Broken:
         @hookimpl
@@ -463,6 +466,7 @@ class _LastEligiblePlugin:
         register.add("last-eligible", lambda config: _LastEligible(), kind=ElectionKind.OFFLINE)
 
 
+@pytest.mark.usefixtures("engine")
 def test_a_clusters_own_plugin_host_serves_its_elections(plugin_host: PluginHost) -> None:
     """A selector registered only on the host given to the cluster (not the process-wide one) is
     the one its controllers' elections use."""

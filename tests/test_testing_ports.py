@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from process.process_harness import ProcessCluster
 
 from kctl.transports.tcp import broker_address
 from kctl.testing.ports import (
@@ -27,6 +26,8 @@ from kctl.testing.ports import (
     release_ports,
 )
 from kctl.testing.zookeeper import ZooKeeperEnsemble, require_zookeeper
+
+from tests.support.process_harness import ProcessCluster
 
 
 def free_window(size: int) -> range:

@@ -129,6 +129,7 @@ def cluster() -> Iterator[EmbeddedCluster]:
         yield c
 
 
+@pytest.mark.usefixtures("engine")
 @pytest.mark.parametrize("config", [{"foo.bar": 1}, {"retention.ms": "abc"}, {"cleanup.policy": "archive"}])
 def test_topic_creation_with_an_invalid_config_writes_nothing(cluster: EmbeddedCluster, config: dict[str, object]) -> None:
     with pytest.raises(KctlError) as refused:
@@ -138,6 +139,7 @@ def test_topic_creation_with_an_invalid_config_writes_nothing(cluster: EmbeddedC
     assert cluster.store.get_topic_configs(["v"]).values == {"v": {}}
 
 
+@pytest.mark.usefixtures("engine")
 def test_a_config_change_is_validated_before_it_is_written(cluster: EmbeddedCluster) -> None:
     with pytest.raises(InvalidConfigurationError, match="Not a number of type LONG"):
         cluster.set_topic_config("t", {"retention.ms": "abc"})
@@ -148,6 +150,7 @@ def test_a_config_change_is_validated_before_it_is_written(cluster: EmbeddedClus
     assert cluster.store.get_topic_configs(["t"]).values == {"t": {"retention.ms": "2000", "cleanup.policy": "compact"}}
 
 
+@pytest.mark.usefixtures("engine")
 def test_an_invalid_stored_value_is_logged_and_treated_as_unset(
     cluster: EmbeddedCluster, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -81,6 +81,7 @@ def within(call: Callable[[], T]) -> T:
 # --- Durations ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("engine")
 @pytest.mark.parametrize("seconds", [math.nan, -5, math.inf, 1e300, 86_401])
 def test_advancing_a_cluster_by_a_bad_duration_is_refused_and_time_stands_still(seconds: float) -> None:
     with EmbeddedCluster(3) as cluster:
@@ -95,6 +96,7 @@ def test_advancing_a_cluster_by_a_bad_duration_is_refused_and_time_stands_still(
         assert cluster.now() == now and cluster.live_brokers() == [1, 2, 3]
 
 
+@pytest.mark.usefixtures("engine")
 def test_a_day_of_simulated_time_is_accepted() -> None:
     with EmbeddedCluster(3) as cluster:
         cluster.create_topic("t", partitions=2, replication_factor=2)
@@ -146,6 +148,7 @@ def test_millisecond_timeouts_are_kafka_ints(name: str, least: int) -> None:
     assert done.stderr == f"kctl: error: Invalid value {10**20} for configuration {name}: must be in [{least}, 2147483647]\n"
 
 
+@pytest.mark.usefixtures("engine")
 def test_an_election_with_a_negative_timeout_writes_nothing() -> None:
     with EmbeddedCluster(3) as cluster:
         cluster.create_topic("t", assignment={0: [1, 2]})
@@ -159,6 +162,7 @@ def test_an_election_with_a_negative_timeout_writes_nothing() -> None:
 # --- Sizes ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("engine")
 def test_a_topic_too_large_for_a_znode_is_refused_before_its_replicas_are_placed() -> None:
     with EmbeddedCluster(3) as cluster:
         zxid = cluster.store.tree.zxid  # type: ignore[attr-defined]
@@ -178,6 +182,7 @@ def test_a_topic_too_large_for_a_znode_is_refused_before_its_replicas_are_placed
         assert cluster.store.tree.zxid == zxid and len(cluster.describe("small")) == 1  # type: ignore[attr-defined]
 
 
+@pytest.mark.usefixtures("engine")
 def test_the_largest_topic_that_fits_is_stored_in_full() -> None:
     """The bound is exact for one-digit broker ids: one partition more would not fit."""
     fits = admin.max_partitions(3)
@@ -188,6 +193,7 @@ def test_the_largest_topic_that_fits_is_stored_in_full() -> None:
         assert len(placed) == fits == len(cluster.store.get_topic_assignments(["wide"]).values["wide"].partitions)
 
 
+@pytest.mark.usefixtures("engine")
 def test_an_explicit_assignment_too_large_for_a_znode_is_refused() -> None:
     with EmbeddedCluster(3) as cluster:
         zxid = cluster.store.tree.zxid  # type: ignore[attr-defined]

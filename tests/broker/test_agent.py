@@ -5,15 +5,6 @@ from __future__ import annotations
 import logging
 
 import pytest
-from broker_harness import (
-    LATENCY,
-    SimCluster,
-    lai_state,
-    leader_and_isr,
-    stop_replica,
-    um_state,
-    update_metadata,
-)
 
 from kctl.broker import BrokerAgent, HandledRequest, MetadataSnapshot, ReplicaRole, SimulatedReplicaManager
 from kctl.errors import (
@@ -34,6 +25,16 @@ from kctl.requests import (
     UpdateMetadataResponse,
 )
 from kctl.stores import MemoryStore
+
+from tests.support.broker_harness import (
+    LATENCY,
+    SimCluster,
+    lai_state,
+    leader_and_isr,
+    stop_replica,
+    um_state,
+    update_metadata,
+)
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)

@@ -113,6 +113,7 @@ def test_expected_metadata_follows_the_store_through_every_operation(engine: str
         assert cluster.is_stable() and cluster.metadata_mismatches() == []
 
 
+@pytest.mark.usefixtures("engine")
 def test_a_cache_left_behind_is_not_stable() -> None:
     with EmbeddedCluster(3, seed=5) as cluster:
         cluster.create_topic("t", 2, 3)
@@ -127,6 +128,7 @@ def test_a_cache_left_behind_is_not_stable() -> None:
         assert [m for m in cluster.metadata_mismatches() if m.startswith("broker 2: t-0: cached")]
 
 
+@pytest.mark.usefixtures("engine")
 def test_corrupt_partition_states_are_left_out_as_by_the_snapshot() -> None:
     with EmbeddedCluster(3, seed=2) as cluster:
         cluster.create_topic("t", 2, 3)

@@ -7,7 +7,6 @@ import logging
 from collections.abc import Iterator
 
 import pytest
-from broker_harness import lai_state, leader_and_isr
 
 from kctl.broker import BrokerAgent
 from kctl.broker.fetcher import PRODUCE_API, NetworkReplicaManager, ProduceRequest, ProduceResponse
@@ -21,6 +20,8 @@ from kctl.security.principal import KafkaPrincipal, Peer
 from kctl.stores import MemoryStore, MemoryTree, paths
 from kctl.testing.ports import LOOPBACK, free_ports
 from kctl.transports.inprocess import InProcessTransport
+
+from tests.support.broker_harness import lai_state, leader_and_isr
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from broker_harness import LATENCY, SimCluster, stop_replica
 
 from kctl.broker import DataLossViolation, DataPlaneLedger, ReplicaRole, ReplicaSnapshot, SimulatedReplicaManager
 from kctl.broker.replica_manager import ALTER_PARTITION_RETRY_BACKOFF
 from kctl.errors import Errors, IllegalArgumentError, IllegalStateError
 from kctl.model import LeaderAndIsr, TopicPartition
 from kctl.requests import AlterPartitionRequest
+
+from tests.support.broker_harness import LATENCY, SimCluster, stop_replica
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)

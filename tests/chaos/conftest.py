@@ -1,22 +1,23 @@
 """Fixtures of the fault suite: a ZooKeeper server of its own per test, and the cluster on it.
 
 Each test's verdict (faults injected, losses, what was checked) goes to its ``user_properties``
-under ``chaos``, where the hardening report (:mod:`kctl.testing.hardening`) counts it.
+under ``chaos``, where the hardening report (:mod:`kctl.testing.hardening`) counts it. Every test
+runs on each engine (``on_each_engine``: the controller processes take it from ``KCTL_ENGINE``).
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "process"))  # process_harness, shared
+from kctl.testing.zookeeper import ZooKeeperEnsemble, require_zookeeper
 
-from chaos_harness import ChaosCluster  # noqa: E402
+from tests.support.chaos_harness import ChaosCluster
+from tests.support.engines import on_each_engine
 
-from kctl.testing.zookeeper import ZooKeeperEnsemble, require_zookeeper  # noqa: E402
+__all__ = ["on_each_engine"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -47,13 +47,13 @@ from __future__ import annotations
 import signal
 import time
 
-from chaos_harness import SESSION_TIMEOUT, ChaosCluster, committed_records_lost
-
 from kctl.broker.fetcher import ProduceResponse
 from kctl.errors import Errors
 from kctl.model import TopicPartition
 from kctl.requests import StopReplicaRequest
 from kctl.stores.base import MATCH_ANY_VERSION
+
+from tests.support.chaos_harness import SESSION_TIMEOUT, ChaosCluster, committed_records_lost
 
 ORDERS = {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]}
 """Three partitions, RF 3, one led by each broker."""

@@ -10,13 +10,14 @@ import logging
 from collections.abc import Iterator
 
 import pytest
-from helpers import TP, active, error_names, escaped, leaders, partition, stored_state, unchanged
 
 from kctl import admin
 from kctl.cluster import EmbeddedCluster
 from kctl.errors import KctlError
 from kctl.model import LeaderAndIsr, TopicPartition
 from kctl.stores import paths
+
+from tests.support.controller import TP, active, error_names, escaped, leaders, partition, stored_state, unchanged
 
 T1 = TopicPartition("t", 1)
 U0 = TopicPartition("u", 0)

@@ -6,7 +6,6 @@ it until the broker is back or the reassignment done.
 from __future__ import annotations
 
 import pytest
-from helpers import TP, active, error_names, stored_state
 
 from kctl import admin
 from kctl.cluster import EmbeddedCluster
@@ -14,6 +13,8 @@ from kctl.errors import KctlError
 from kctl.model import EPOCH_DURING_DELETE, LEADER_DURING_DELETE, PartitionReplica, ReplicaAssignment, TopicPartition
 from kctl.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 from kctl.stores.base import TopicAssignment
+
+from tests.support.controller import TP, active, error_names, stored_state
 
 T1 = TopicPartition("t", 1)
 

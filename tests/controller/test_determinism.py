@@ -10,9 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import digest, scripted_run
 
-HERE = Path(__file__).parent
+from tests.support.controller import digest, scripted_run
+
+ROOT = Path(__file__).resolve().parents[2]
+"""The repository: the child process imports the run from :mod:`tests.support.controller`."""
 
 
 def test_the_same_seed_gives_the_same_log_and_requests() -> None:
@@ -27,8 +29,8 @@ def test_the_same_seed_gives_the_same_log_and_requests() -> None:
 @pytest.mark.parametrize("hash_seed", ["0", "1", "4242"])
 def test_the_same_seed_gives_the_same_run_whatever_the_hash_seed(hash_seed: str) -> None:
     expected = digest(scripted_run(seed=42))
-    program = "from helpers import digest, scripted_run; print(*digest(scripted_run(seed=42)))"
-    path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
+    program = "from tests.support.controller import digest, scripted_run; print(*digest(scripted_run(seed=42)))"
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": path}
 
     done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, check=True)

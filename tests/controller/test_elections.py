@@ -7,11 +7,12 @@ threshold and schedule.
 from __future__ import annotations
 
 import pytest
-from helpers import TP, active, error_names, leaders, make_isr_all_dead, partition
 
 from kctl import admin
 from kctl.cluster import EmbeddedCluster
 from kctl.model import TopicPartition
+
+from tests.support.controller import TP, active, error_names, leaders, make_isr_all_dead, partition
 
 T1 = TopicPartition("t", 1)
 U0 = TopicPartition("u", 0)

@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from helpers import active
 
 from kctl.cluster import EmbeddedCluster
 from kctl.controller import events as ev
 from kctl.errors import IllegalStateError
+
+from tests.support.controller import active
 
 
 @dataclass(frozen=True)

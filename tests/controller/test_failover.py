@@ -11,7 +11,17 @@ import logging
 from itertools import count
 
 import pytest
-from helpers import (
+
+from kctl import admin
+from kctl.broker import ReplicaRole
+from kctl.cluster import EmbeddedCluster
+from kctl.controller import events as ev
+from kctl.controller.controller import FAILED_FAILOVER_BACKOFF
+from kctl.errors import IllegalStateError, KctlError
+from kctl.model import ReplicaAssignment, TopicPartition
+from kctl.stores.base import MATCH_ANY_VERSION
+
+from tests.support.controller import (
     SEED_002_ROWS,
     TP,
     FaultySessions,
@@ -26,15 +36,6 @@ from helpers import (
     stored_assignment,
     stored_state,
 )
-
-from kctl import admin
-from kctl.broker import ReplicaRole
-from kctl.cluster import EmbeddedCluster
-from kctl.controller import events as ev
-from kctl.controller.controller import FAILED_FAILOVER_BACKOFF
-from kctl.errors import IllegalStateError, KctlError
-from kctl.model import ReplicaAssignment, TopicPartition
-from kctl.stores.base import MATCH_ANY_VERSION
 
 
 def reassignment_done(cluster: EmbeddedCluster) -> bool:

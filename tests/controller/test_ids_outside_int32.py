@@ -16,7 +16,6 @@ import logging
 from collections.abc import Callable, Iterator
 
 import pytest
-from helpers import active, error_names, escaped, leaders, partition, unchanged
 
 from kctl import admin
 from kctl.broker import BrokerAgent
@@ -35,6 +34,8 @@ from kctl.requests import LeaderAndIsrRequest
 from kctl.stores import paths
 from kctl.stores.base import TopicAssignment
 from kctl.tools.client import AdminClient
+
+from tests.support.controller import active, error_names, escaped, leaders, partition, unchanged
 
 BIG = 99_999_999_999
 T0, U0, U1 = TopicPartition("t", 0), TopicPartition("u", 0), TopicPartition("u", 1)

@@ -13,13 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
-from helpers import TP, active, make_isr_all_dead, stored_state
 
 from kctl.cluster import EmbeddedCluster
 from kctl.election import OfflineElection
 from kctl.errors import Errors
 from kctl.model import LeaderAndIsr, PartitionState, TopicPartition
 from kctl.requests import LeaderAndIsrRequest
+
+from tests.support.controller import TP, active, make_isr_all_dead, stored_state
 
 Violation = Callable[[EmbeddedCluster, pytest.MonkeyPatch], str]
 """Drives the cluster into a violation; returns the line check_invariants() must report."""

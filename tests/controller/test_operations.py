@@ -13,13 +13,14 @@ from collections import Counter
 from dataclasses import replace
 
 import pytest
-from helpers import TP, active, core_metrics, healthy, leaders, partition, stored_state, wait_for_isr
 
 from kctl.broker import ReplicaRole
 from kctl.cluster import EmbeddedCluster
 from kctl.errors import InvalidRequestError
 from kctl.model import BrokerInfo, EndPoint, LeaderAndIsr, LeaderRecoveryState, TopicPartition
 from kctl.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
+
+from tests.support.controller import TP, active, core_metrics, healthy, leaders, partition, stored_state, wait_for_isr
 
 
 # --- Topic and partition creation (§6.7) ----------------------------------------------------------

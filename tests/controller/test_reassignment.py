@@ -6,7 +6,13 @@ arithmetic, cancellation, re-targeting, and a target broker that is down when th
 from __future__ import annotations
 
 import pytest
-from helpers import (
+
+from kctl import admin
+from kctl.cluster import EmbeddedCluster
+from kctl.model import PartitionReplica, ReplicaAssignment, ReplicaState, TopicPartition
+from kctl.requests import LeaderAndIsrRequest, StopReplicaRequest
+
+from tests.support.controller import (
     SEED_000_ROWS,
     SEED_002_ROWS,
     TP,
@@ -20,11 +26,6 @@ from helpers import (
     stored_assignment,
     stored_state,
 )
-
-from kctl import admin
-from kctl.cluster import EmbeddedCluster
-from kctl.model import PartitionReplica, ReplicaAssignment, ReplicaState, TopicPartition
-from kctl.requests import LeaderAndIsrRequest, StopReplicaRequest
 
 def assert_completed(cluster: EmbeddedCluster, target: tuple[int, ...], tp: TopicPartition = TP) -> None:
     assert stored_assignment(cluster, tp) == ReplicaAssignment(target)

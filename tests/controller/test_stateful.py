@@ -25,13 +25,14 @@ import os
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-from helpers import active
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
 
 from kctl.cluster import EmbeddedCluster
 from kctl.config import ControllerConfig
 from kctl.errors import KctlError, UnknownTopicOrPartitionError
 from kctl.model import PartitionState, TopicPartition
+
+from tests.support.controller import active
 
 CI = os.environ.get("CI", "").lower() in ("true", "1")
 EXAMPLES = int(os.environ.get("KCTL_STATEFUL_EXAMPLES", "200" if CI else "100"))
@@ -267,12 +268,14 @@ class ClusterMachine(RuleBasedStateMachine):
         assert (metrics["ActiveControllerCount"], metrics["GlobalTopicCount"]) == (1, len(ctx.all_topics))
 
 
-ClusterMachine.TestCase.settings = settings(
-    max_examples=EXAMPLES,
-    stateful_step_count=40,
-    deadline=None,
-    derandomize=CI,
-    database=None if CI else settings.default.database,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-TestRandomOperationsAndFaults = ClusterMachine.TestCase
+def test_random_operations_and_faults() -> None:
+    """A pytest function rather than ``ClusterMachine.TestCase`` (a unittest case, which pytest does
+    not parametrize): it runs on each engine like the rest of the suite."""
+    run_state_machine_as_test(ClusterMachine, settings=settings(
+        max_examples=EXAMPLES,
+        stateful_step_count=40,
+        deadline=None,
+        derandomize=CI,
+        database=None if CI else settings.default.database,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    ))

@@ -1,6 +1,6 @@
 """docs/security.md says what the code does: every security property is in its table, with the
 code's default. (Its openssl commands and properties files are run by the TLS process tests, see
-tests/process/tls_harness.py.)"""
+tests/support/tls_harness.py.)"""
 
 from __future__ import annotations
 

@@ -16,8 +16,6 @@ import sys
 import textwrap
 
 import pytest
-from hostile_inputs import nested_extensions
-from process.process_harness import ProcessCluster
 
 from kctl import admin, wire
 from kctl.broker.fetcher import FETCH_API, FetchPartition, FetchRequest, FetchResponse
@@ -28,6 +26,10 @@ from kctl.stores.zkclient import kazoo_modules
 from kctl.testing.zookeeper import ZooKeeperEnsemble
 from kctl.transports.tcp import broker_address
 from kctl.transports.zkqueue import ITEM_PREFIX, controller_queue_path
+
+from tests.support.hostile_inputs import nested_extensions
+from tests.support.process_harness import ProcessCluster
+
 
 DEAD_LETTER = "dead-letter"
 """Where a queue's undecodable items go (docs/operations.md)."""
@@ -81,6 +83,7 @@ def test_broker_process_survives_the_nested_extension_frame_and_keeps_serving(
         assert "extension values nested more than" in broker.log()
 
 
+@pytest.mark.usefixtures("engine")
 def test_controller_restarted_over_a_poisoned_queue_item_becomes_active_and_moves_it_aside(
     zookeeper_server: ZooKeeperEnsemble, zookeeper_chroot: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hostile_inputs import deep_json, fuzz, hostile_json, mutated, valid_json_documents, with_a_replaced_value
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -24,6 +23,8 @@ from kctl.errors import AdminCommandFailedError
 from kctl.limits import MAX_FILE_BYTES
 from kctl.sim.scenario import ScenarioError, load_scenario
 from kctl.tools.files import parse_election_partitions, parse_reassignment, parse_topics_to_move, read_json
+
+from tests.support.hostile_inputs import deep_json, fuzz, hostile_json, mutated, valid_json_documents, with_a_replaced_value
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 SCENARIOS = sorted(p.read_bytes() for p in EXAMPLES.glob("*.toml") if "fleet" not in p.name)

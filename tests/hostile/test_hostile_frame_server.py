@@ -8,13 +8,14 @@ import socket
 from collections.abc import Iterator
 
 import pytest
-from hostile_inputs import fuzz, msgpack_values, mutated, nested_extensions, valid_frames
 from hypothesis import given
 from hypothesis import strategies as st
 
 from kctl import wire
 from kctl.net import Address, EventLoopThread, FrameClient, FrameServer, Header, NetworkError, Request
 from kctl.testing.ports import LOOPBACK, free_ports
+
+from tests.support.hostile_inputs import fuzz, msgpack_values, mutated, nested_extensions, valid_frames
 
 
 class Unhandled(logging.Handler):

@@ -7,7 +7,13 @@ from typing import Any
 
 import msgpack  # type: ignore[import-untyped]
 import pytest
-from hostile_inputs import (
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kctl import wire
+from kctl.limits import check_depth
+
+from tests.support.hostile_inputs import (
     fuzz,
     msgpack_values,
     mutated,
@@ -15,11 +21,6 @@ from hostile_inputs import (
     nested_extensions,
     valid_frames,
 )
-from hypothesis import given
-from hypothesis import strategies as st
-
-from kctl import wire
-from kctl.limits import check_depth
 
 
 def decodes_cleanly(data: bytes) -> Any:

@@ -10,10 +10,8 @@ from collections.abc import Iterator
 
 import msgpack  # type: ignore[import-untyped]
 import pytest
-from hostile_inputs import fuzz, msgpack_values, mutated, nested_extensions, valid_frames
 from hypothesis import given
 from hypothesis import strategies as st
-from process.process_harness import wait_until
 
 from kctl import wire
 from kctl.stores.zookeeper import ZooKeeperStore
@@ -25,6 +23,10 @@ from kctl.transports.zkqueue import (
     StateChangeQueue,
     ZkQueueTransport,
 )
+
+from tests.support.hostile_inputs import fuzz, msgpack_values, mutated, nested_extensions, valid_frames
+from tests.support.process_harness import wait_until
+
 
 QUEUE = "/brokers/state/7"
 

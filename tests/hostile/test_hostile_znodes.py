@@ -7,12 +7,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from hostile_inputs import deep_json, fuzz, hostile_json, mutated, valid_json_documents, with_a_replaced_value
 from hypothesis import given
 from hypothesis import strategies as st
 
 from kctl.errors import CorruptDataError
 from kctl.stores import zkdata
+
+from tests.support.hostile_inputs import deep_json, fuzz, hostile_json, mutated, valid_json_documents, with_a_replaced_value
 
 PATH = "/hostile/znode"
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hostile_inputs import fuzz
 from hypothesis import given
 from hypothesis import strategies as st
 
 from kctl.stores.zkclient import _GET_CHILDREN, _GET_DATA, _MULTI_END, _MULTI_HEADER, _MultiRead, kazoo_modules
+
+from tests.support.hostile_inputs import fuzz
 
 READS = [(_GET_DATA, "/a"), (_GET_CHILDREN, "/b")]
 STAT = bytes(68)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import pytest
-from kafka_harness import ASSIGNMENT, SideBySide, others, rejoined, without
+from tests.support.kafka_harness import ASSIGNMENT, SideBySide, others, rejoined, without
 
 pytestmark = pytest.mark.kafka_full
 

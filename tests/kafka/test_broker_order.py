@@ -13,13 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 import pytest
-from kafka_harness import SideBySide, others, without
 
 from kctl.model import TopicPartition
 from kctl.reference.replica_state_machine import kafka_broker_order
 from kctl.testing.differential import DELETE_TOPICS
 from kctl.testing.kafka import KafkaCluster, KafkaInstallation
 from kctl.testing.zookeeper import ZooKeeperEnsemble
+
+from tests.support.kafka_harness import SideBySide, others, without
 
 pytestmark = pytest.mark.kafka_full
 

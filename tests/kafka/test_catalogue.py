@@ -2,13 +2,17 @@
 Kafka's admin tools beside kctl's (an election over all partitions, a deletion), a cancelled reassignment, a topic deleted while a broker is down, and an unclean election enabled
 per topic, each compared after every step.
 
-Scenarios that kill brokers pick them among :func:`kafka_harness.others`, never Kafka's controller.
+Scenarios that kill brokers pick them among :func:`tests.support.kafka_harness.others`, never Kafka's controller.
 """
 
 from __future__ import annotations
 
 import pytest
-from kafka_harness import (
+
+from kctl.model import TopicPartition
+from kctl.testing.differential import DELETE_TOPICS
+
+from tests.support.kafka_harness import (
     ASSIGNMENT,
     SideBySide,
     others,
@@ -17,9 +21,6 @@ from kafka_harness import (
     replicas,
     without,
 )
-
-from kctl.model import TopicPartition
-from kctl.testing.differential import DELETE_TOPICS
 
 pytestmark = pytest.mark.kafka_full
 

@@ -6,7 +6,7 @@ the controller's crash.
 Each step runs on three real Kafka brokers and on kctl's controller and brokers (ids 1–3, in the
 same racks, on both sides); after it, both chroots must hold the same topic znodes and partition
 states (leader, leader epoch, ISR, znode versions) and admin znodes, waited for with generous
-deadlines (:class:`kafka_harness.SideBySide`). The rest of the catalogue is ``test_catalogue.py``.
+deadlines (:class:`tests.support.kafka_harness.SideBySide`). The rest of the catalogue is ``test_catalogue.py``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,12 @@ import json
 import re
 from typing import Any
 
-from kafka_harness import (
+
+from kctl.model import TopicPartition
+from kctl.testing.differential import ADMIN_ZNODES
+from kctl.testing.ports import listening_ports
+
+from tests.support.kafka_harness import (
     ASSIGNMENT,
     KCTL_CONTROLLER,
     KCTL_STANDBY,
@@ -28,10 +33,6 @@ from kafka_harness import (
     replicas,
     without,
 )
-
-from kctl.model import TopicPartition
-from kctl.testing.differential import ADMIN_ZNODES
-from kctl.testing.ports import listening_ports
 
 ELECT = ADMIN_ZNODES[1]
 

@@ -8,11 +8,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from process_harness import KCTL, ProcessCluster
 
 from kctl import admin
 from kctl.cli import main
 from kctl.model import ReplicaAssignment, TopicPartition
+
+from tests.support.process_harness import KCTL, ProcessCluster
 
 T0, T1, U0, U1 = TopicPartition("orders", 0), TopicPartition("orders", 1), TopicPartition("u", 0), TopicPartition("u", 1)
 

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from process_harness import KCTL, ProcessCluster
-
 from kctl import admin
 from kctl.model import BrokerInfo, EndPoint, TopicPartition
 from kctl.stores.zookeeper import ZooKeeperStore
 from kctl.tools import cluster_status
+
+from tests.support.process_harness import KCTL, ProcessCluster
 
 
 def kctl_status(cluster: ProcessCluster, *options: str) -> subprocess.CompletedProcess[str]:

@@ -5,10 +5,10 @@ the cluster; a selector registered by an installed plugin (kctl-least-loaded) is
 
 from __future__ import annotations
 
-from process_harness import ProcessCluster
-
 from kctl import admin
 from kctl.model import TopicPartition
+
+from tests.support.process_harness import ProcessCluster
 
 EXIT_TIMEOUT = 60.0
 """Seconds a refused process gets to exit (a busy machine imports slowly)."""

@@ -14,13 +14,14 @@ import json
 import subprocess
 
 import pytest
-from process_harness import KCTL, ProcessCluster
 
 from kctl import admin
 from kctl.model import BrokerInfo, EndPoint, TopicPartition
 from kctl.stores import paths
 from kctl.stores.zkdata import BrokerIdZNode
 from kctl.testing.zookeeper import in_ci
+
+from tests.support.process_harness import KCTL, ProcessCluster
 
 try:
     from kazoo.client import KazooClient

@@ -19,15 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from process_harness import KctlProcess, ProcessCluster
 
 from kctl import admin
-from kctl.context import DEFAULT_ENGINE
 from kctl.metrics import QUANTILE_LABELS
 from kctl.testing.ports import LOOPBACK, free_ports
 from kctl.testing.zookeeper import ZooKeeperEnsemble
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.engines import module_engine  # noqa: F401  (``engine`` per module: one cluster for all the tests)
+from tests.support.process_harness import KctlProcess, ProcessCluster
 
 SERVING = re.compile(r"Serving metrics at (http://127\.0\.0\.1:\d+/metrics)")
 LOG4J_LINE = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) (.*) \(([^ ()]+)\)")
@@ -64,7 +65,8 @@ def scrape(url: str) -> dict[str, float]:
 
 
 @pytest.fixture(scope="module")
-def running(zookeeper_server: ZooKeeperEnsemble, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+def running(zookeeper_server: ZooKeeperEnsemble, tmp_path_factory: pytest.TempPathFactory, engine: str) -> Iterator[Running]:
+    """A controller (on ``engine``) and a broker for the whole module, which runs once per engine."""
     directory = tmp_path_factory.mktemp("operating")
     log_dir = directory / "controller-1-logs"
     chroot = f"/kctl-tests-{uuid.uuid4().hex}"
@@ -121,11 +123,11 @@ def test_curl_of_the_broker_metrics_shows_its_replicas(running: Running) -> None
     assert samples["kafka_server_replicamanager_offlinereplicacount"] == 0
 
 
-def test_the_controller_says_what_it_runs_with_when_it_starts(running: Running) -> None:
+def test_the_controller_says_what_it_runs_with_when_it_starts(running: Running, engine: str) -> None:
     line = running.cluster.wait_until(lambda: re.search(r"Controller 1 started \(.*\)", running.controller.log()), 30,
                                       "the start-up line")
     assert line.group(0).endswith(
-        f"; engine {DEFAULT_ENGINE}, store zookeeper, transport tcp, leader selectors offline=offline, "
+        f"; engine {engine}, store zookeeper, transport tcp, leader selectors offline=offline, "
         "reassign=reassign, preferred=preferred, controlled_shutdown=controlled_shutdown)"
     )
 

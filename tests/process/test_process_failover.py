@@ -12,7 +12,6 @@ import time
 import pytest
 from kazoo.client import KazooClient
 from kazoo.security import ACL, ANYONE_ID_UNSAFE, OPEN_ACL_UNSAFE, Permissions
-from process_harness import KctlProcess, ProcessCluster
 
 from kctl import admin
 from kctl.controller.controller import FAILED_FAILOVER_BACKOFF
@@ -20,6 +19,10 @@ from kctl.model import TopicPartition
 from kctl.stores import paths
 from kctl.testing.ports import free_ports
 from kctl.testing.zookeeper import ZooKeeperEnsemble
+
+from tests.support.process_harness import KctlProcess, ProcessCluster
+
+pytestmark = pytest.mark.usefixtures("engine")  # every test here runs on each engine
 
 T0, T1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
 

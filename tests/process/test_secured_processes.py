@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from process_harness import KCTL, ProcessCluster
 
 from kctl.model import ReplicaAssignment, TopicPartition
 from kctl.stores import paths
@@ -26,6 +25,10 @@ from kctl.stores.zkacl import ACL_ENV, AUTH_ENV, AclPolicy, digest
 from kctl.stores.zkclient import SASL_ENV, ZooKeeperTls
 from kctl.testing.pki import TestCertificateAuthority, certificate_authority
 from kctl.testing.zookeeper import ServerSecurity, ZooKeeperEnsemble, ZooKeeperInstallation
+
+from tests.support.process_harness import KCTL, ProcessCluster
+
+pytestmark = pytest.mark.usefixtures("engine")  # every test here runs on each engine
 
 try:
     from kazoo.client import KazooClient

@@ -9,7 +9,6 @@ from concurrent.futures import Future
 from typing import Any
 
 import pytest
-from process_harness import leader_and_isr_request, wait_until
 
 from kctl import wire
 from kctl.broker import BrokerAgent
@@ -28,6 +27,8 @@ from kctl.stores import paths
 from kctl.stores.memory import MemoryStore, MemoryTree
 from kctl.testing.ports import LOOPBACK, free_ports
 from kctl.transports.tcp import TcpTransport
+
+from tests.support.process_harness import leader_and_isr_request, wait_until
 
 TP = TopicPartition("t", 0)
 

@@ -1,7 +1,7 @@
 """Real ``kctl controller`` / ``kctl broker`` processes on a real ZooKeeper, over TLS with authorization.
 
 The keys, certificates and properties files are the ones docs/security.md makes (see
-:mod:`tls_harness`). Forged StopReplica(delete), UpdateMetadata(epoch 2^31-1) and
+:mod:`tests.support.tls_harness`). Forged StopReplica(delete), UpdateMetadata(epoch 2^31-1) and
 ControlledShutdown requests from a plaintext peer, from a peer whose certificate another CA signed,
 and from a valid broker certificate are refused and logged, and the cluster then still completes a
 reassignment, a controlled shutdown and a controller failover. Without TLS, the controller epoch
@@ -14,9 +14,6 @@ import os
 import subprocess
 from pathlib import Path
 from typing import Any
-
-from process_harness import KCTL, ProcessCluster
-from tls_harness import Certificates, Outsider
 
 from kctl import admin
 from kctl.errors import Errors
@@ -33,6 +30,9 @@ from kctl.requests import (
 )
 from kctl.testing.ports import free_ports
 from kctl.transports.tcp import broker_address
+
+from tests.support.process_harness import KCTL, ProcessCluster
+from tests.support.tls_harness import Certificates, Outsider
 
 T0, T1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
 FORGED_EPOCH = 2**31 - 1

@@ -1,6 +1,6 @@
 """The ``tcp`` transport over TLS with authorization, in one process: who may send what.
 
-Certificates come from docs/security.md's commands (:mod:`tls_harness`): controller-1 is a super
+Certificates come from docs/security.md's commands (:mod:`tests.support.tls_harness`): controller-1 is a super
 user, broker-N's principal is ``User:broker-N``. A second run of the same commands makes another
 CA, whose certificates carry the very same names.
 """
@@ -14,8 +14,6 @@ from concurrent.futures import Future
 from typing import Any
 
 import pytest
-from process_harness import leader_and_isr_request
-from tls_harness import Certificates, Outsider
 
 from kctl.broker import BrokerAgent
 from kctl.broker.fetcher import FetchPartition, FetchRequest, NetworkReplicaManager
@@ -38,6 +36,9 @@ from kctl.stores import paths
 from kctl.stores.memory import MemoryStore, MemoryTree
 from kctl.testing.ports import LOOPBACK, free_ports
 from kctl.transports.tcp import TcpTransport
+
+from tests.support.process_harness import leader_and_isr_request
+from tests.support.tls_harness import Certificates, Outsider
 
 TP = TopicPartition("t", 0)
 EPOCH = 5

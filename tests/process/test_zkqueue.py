@@ -6,8 +6,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from process_harness import ProcessCluster, wait_until
-from process_harness import leader_and_isr_request as leader_and_isr
 
 from kctl import admin
 from kctl.model import TopicPartition
@@ -21,6 +19,9 @@ from kctl.transports.zkqueue import (
     ZkQueueTransport,
     broker_queue_path,
 )
+
+from tests.support.process_harness import ProcessCluster, wait_until
+from tests.support.process_harness import leader_and_isr_request as leader_and_isr
 
 
 def stop_replica(controller_epoch: int, *states: tuple[str, int, int, bool]) -> StopReplicaRequest:
@@ -89,6 +90,7 @@ def test_channel_keeps_requests_in_order_while_the_queue_is_full(transport: ZkQu
     assert _bodies(queue)[-2:] == [leader_and_isr(1, 0), leader_and_isr(1, 1)]
 
 
+@pytest.mark.usefixtures("engine")
 def test_cluster_on_the_zkqueue_transport(
     zookeeper_server: ZooKeeperEnsemble, zookeeper_chroot: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

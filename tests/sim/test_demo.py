@@ -13,7 +13,7 @@ import pytest
 
 from kctl.cli import main
 from kctl.cluster import EmbeddedCluster
-from kctl.context import DEFAULT_ENGINE, ENGINES
+from kctl.context import ENGINES
 from kctl.sim.report import use_color
 
 KCTL_SCRIPT = Path(sys.executable).with_name("kctl")
@@ -32,12 +32,12 @@ def progress(out: str) -> list[dict[str, str]]:
     return [m.groupdict() for line in out.splitlines() if (m := STEP.fullmatch(line))]
 
 
-def test_the_demo_walks_through_every_operation_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_demo_walks_through_every_operation_and_exits_0(capsys: pytest.CaptureFixture[str], engine: str) -> None:
     status, out = run_demo(capsys)
     assert status == 0
     assert out.splitlines()[0] == "kctl demo: 4 brokers on 3 racks, topics of 4 partitions, seed 0"
     assert out.splitlines()[1] == (
-        f"engine {DEFAULT_ENGINE}, store memory, transport inprocess, leader selectors offline=offline, "
+        f"engine {engine}, store memory, transport inprocess, leader selectors offline=offline, "
         "reassign=reassign, preferred=preferred, controlled_shutdown=controlled_shutdown"
     )
     steps = progress(out)

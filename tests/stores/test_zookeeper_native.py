@@ -16,7 +16,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import pytest
-from statemachine_helpers import Harness, make_harness
 
 from kctl.election import ControlledShutdownElection
 from kctl.errors import ControllerMovedError
@@ -33,6 +32,8 @@ except ImportError:
     pytest.skip("kazoo is not installed: pip install 'kctl[zookeeper]'", allow_module_level=True)
 
 from kctl.stores.zookeeper import ZooKeeperStore
+
+from tests.support.statemachine_harness import Harness, make_harness
 
 PARTITIONS = 40
 UNUSUAL = {

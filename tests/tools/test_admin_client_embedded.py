@@ -32,6 +32,8 @@ from kctl.tools.commands import (
     format_verification,
 )
 
+pytestmark = pytest.mark.usefixtures("engine")  # every test here runs on each engine
+
 T0, T1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
 U0, U1 = TopicPartition("u", 0), TopicPartition("u", 1)
 

@@ -16,6 +16,8 @@ from kctl.model import TopicPartition
 from kctl.tools import AdminClient, ClusterStatus, cluster_status
 from kctl.tools.status import SCHEMA_VERSION, BrokerStatus, ReassignmentInProgress, format_status
 
+pytestmark = pytest.mark.usefixtures("engine")  # every test here runs on each engine
+
 DOCS = Path(__file__).parents[2] / "docs"
 
 ORDERS = {0: [1, 2], 1: [2, 3], 2: [3, 4], 3: [4, 1]}

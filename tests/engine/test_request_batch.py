@@ -35,7 +35,7 @@ from kctl.requests import (
     UpdateMetadataResponse,
     UpdateMetadataResponseReceived,
 )
-from statemachine_helpers import (
+from tests.support.statemachine_harness import (
     CONTROLLER_ID,
     Harness,
     RecordingChannel,
@@ -45,6 +45,8 @@ from statemachine_helpers import (
     topic_id,
     um_state,
 )
+
+pytestmark = pytest.mark.usefixtures("engine")  # every test here runs on each engine
 
 ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
 FOO0, FOO1 = TopicPartition("foo", 0), TopicPartition("foo", 1)

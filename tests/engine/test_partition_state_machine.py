@@ -38,7 +38,8 @@ from kctl.model import (
 )
 from kctl.requests import LeaderAndIsrPartitionState, UpdateMetadataPartitionState
 from kctl.stores.paths import topic_config
-from statemachine_helpers import (
+
+from tests.support.statemachine_harness import (
     TP,
     ConcurrentWriterStore,
     FailingStore,
@@ -48,6 +49,8 @@ from statemachine_helpers import (
     prefix,
     um_state,
 )
+
+pytestmark = pytest.mark.usefixtures("engine")  # every test here runs on each engine
 
 P = PartitionState
 NON_EXISTENT, NEW, ONLINE, OFFLINE = P.NON_EXISTENT, P.NEW, P.ONLINE, P.OFFLINE

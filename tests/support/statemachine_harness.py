@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kctl.config import ControllerConfig
-from kctl.context import DEFAULT_ENGINE, ControllerContext
+from kctl.context import ControllerContext
 from kctl.model import (
     BrokerInfo,
     EndPoint,
@@ -347,7 +347,7 @@ def make_harness(
     *,
     shutting_down: Iterable[int] = (),
     config: ControllerConfig | Mapping[str, Any] | None = None,
-    engine: str = DEFAULT_ENGINE,
+    engine: str | None = None,
     topics: Mapping[str, Mapping[int, Sequence[int] | ReplicaAssignment]] | None = None,
     register_brokers: bool = True,
     store: Any = None,
@@ -356,7 +356,8 @@ def make_harness(
 
     Brokers register their own ephemeral znodes (their broker epochs are the znodes' czxids), as
     they would in a real cluster; ``topics`` maps topic → partition → replicas. ``store`` is
-    another empty store to use instead (a ZooKeeperStore in a fresh chroot).
+    another empty store to use instead (a ZooKeeperStore in a fresh chroot). ``engine``: kctl's
+    default engine when called unless given (the ``engine`` fixture sets it).
     """
     cfg = ControllerConfig.coerce(config)
     store = MemoryStore() if store is None else store
@@ -373,7 +374,7 @@ def make_harness(
     epoch, epoch_version = store.register_controller_and_increment_epoch(CONTROLLER_ID)
     assert (epoch, epoch_version) == (1, 1)
 
-    context = ControllerContext(engine=engine)
+    context = ControllerContext() if engine is None else ControllerContext(engine=engine)
     context.epoch, context.epoch_zk_version = epoch, epoch_version
     context.set_live_brokers(epochs, infos)
     for broker in shutting_down:

@@ -24,7 +24,8 @@ from kctl.model import (
     TopicPartition,
 )
 from kctl.reference.replica_state_machine import kafka_broker_order
-from statemachine_helpers import (
+
+from tests.support.statemachine_harness import (
     TP,
     ConcurrentWriterStore,
     Harness,
@@ -33,6 +34,8 @@ from statemachine_helpers import (
     prefix,
     um_state,
 )
+
+pytestmark = pytest.mark.usefixtures("engine")  # every test here runs on each engine
 
 R = ReplicaState
 NEW, ONLINE, OFFLINE = R.NEW, R.ONLINE, R.OFFLINE

@@ -1,7 +1,7 @@
 """The fault suite's cluster: real processes on a ZooKeeper server of their own, the faults injected
 into it, and the verdict after each scenario.
 
-:class:`ChaosCluster` is a :class:`~process_harness.ProcessCluster` (two ``kctl controller``
+:class:`ChaosCluster` is a :class:`~tests.support.process_harness.ProcessCluster` (two ``kctl controller``
 candidates, three ``kctl broker`` processes, the ``tcp`` transport, FAST properties) on a
 standalone ZooKeeper server that only this test uses, so that the server's transaction log is the
 complete history of this cluster. The recorder is everything observable from outside the
@@ -32,8 +32,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from process_harness import KctlProcess, ProcessCluster
-
 from kctl import admin
 from kctl.broker.agent import HandledRequest
 from kctl.broker.fetcher import PRODUCE_API, ProduceRequest, ProduceResponse
@@ -50,6 +48,8 @@ from kctl.testing.zkhistory import ZooKeeperHistory
 from kctl.testing.zookeeper import ZooKeeperEnsemble
 from kctl.tools.client import AdminClient, TopicDescription
 from kctl.transports.tcp import broker_address
+
+from tests.support.process_harness import KctlProcess, ProcessCluster
 
 CONTROLLERS = (91, 92)
 """The controller candidates' ids (apart from the brokers', so logs and checks cannot confuse them)."""

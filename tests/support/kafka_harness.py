@@ -2,7 +2,7 @@
 
 :class:`SideBySide` holds the two clusters, each in a chroot of one ZooKeeper server: three Kafka
 3.9 brokers (:class:`~kctl.testing.kafka.KafkaCluster`, whose controller is one of them) and a
-``kctl controller`` with three ``kctl broker`` processes (:class:`~process_harness.ProcessCluster`)
+``kctl controller`` with three ``kctl broker`` processes (:class:`~tests.support.process_harness.ProcessCluster`)
 with the same broker ids. A step acts on both (the admin writes are the same znodes, written by
 kctl's admin code into each chroot); :meth:`SideBySide.compare` then waits until Kafka has settled
 in the state the step leads to, waits for kctl to reach the very same znodes, and fails listing
@@ -21,8 +21,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from process_harness import KCTL, ProcessCluster
-
 from kctl import admin
 from kctl.assignment import RackAwareMode, assign_replicas_to_brokers, broker_metadatas
 from kctl.model import TopicPartition
@@ -30,6 +28,8 @@ from kctl.stores.zookeeper import ZooKeeperStore
 from kctl.testing import maven
 from kctl.testing.differential import ADMIN_ZNODES, Snapshot, differences, settled, snapshot
 from kctl.testing.kafka import JVM_OPTIONS, KAFKA_TOOLS, KafkaCluster
+
+from tests.support.process_harness import KCTL, ProcessCluster
 
 SETTLE_TIMEOUT = 120.0
 """Seconds for either cluster to settle after a step: a killed Kafka broker is noticed only when

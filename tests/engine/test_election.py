@@ -38,7 +38,8 @@ from kctl.plugins import PluginHost, get_plugin_host
 from kctl.registry import LeaderSelectorRegistry
 from kctl.selectors import ElectionBatch, ElectionKind, KafkaLeaderSelector
 from kctl.testing import register_plugin
-from statemachine_helpers import TP, make_harness
+
+from tests.support.statemachine_harness import TP, make_harness
 
 RECOVERED, RECOVERING = LeaderRecoveryState.RECOVERED, LeaderRecoveryState.RECOVERING
 TP1 = TopicPartition("t", 1)
@@ -572,6 +573,7 @@ def test_for_config_honours_the_offline_selector_property() -> None:
             for_config(ElectionKind.OFFLINE, wrong_kind)
 
 
+@pytest.mark.usefixtures("engine")
 def test_configured_selector_drives_the_state_machines_offline_elections() -> None:
     """End to end: trigger_online_partition_state_change uses ``kctl.leader.selector.offline``."""
     config = {"kctl.leader.selector.offline": "last-allowed"}
@@ -586,6 +588,7 @@ def test_configured_selector_drives_the_state_machines_offline_elections() -> No
     assert h.context.partition_state(TP) is PartitionState.ONLINE
 
 
+@pytest.mark.usefixtures("engine")
 def test_misbehaving_selector_fails_its_partitions_in_the_state_machine_only() -> None:
     h = make_harness(topics={"t": {0: [1, 2, 3], 1: [2, 3, 1]}})
     for tp in (TP, TP1):

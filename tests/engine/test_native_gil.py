@@ -24,7 +24,8 @@ TOPICS, PER_TOPIC, BROKERS = 1_000, 1_000, 100
 
 
 @pytest.fixture(scope="module")
-def engine() -> Engine:
+def native() -> Engine:
+    """The native engine itself (not the ``engine`` fixture: this suite is about ``kctl._engine``)."""
     engine = Engine()
     engine.set_live_brokers([(b, b) for b in range(BROKERS)])
     for t in range(TOPICS):
@@ -62,16 +63,16 @@ def progress_during(counter: Counter, call: Callable[[], object]) -> int:
     return counter.count - before
 
 
-def test_a_context_scan_lets_other_threads_run(engine: Engine, counter: Counter) -> None:
+def test_a_context_scan_lets_other_threads_run(native: Engine, counter: Counter) -> None:
     brokers = list(range(BROKERS))
-    assert len(engine.replicas_on_brokers(brokers)) == TOPICS * PER_TOPIC * 3
-    assert all(progress_during(counter, lambda: engine.replicas_on_brokers(brokers)) > 0 for _ in range(5))
+    assert len(native.replicas_on_brokers(brokers)) == TOPICS * PER_TOPIC * 3
+    assert all(progress_during(counter, lambda: native.replicas_on_brokers(brokers)) > 0 for _ in range(5))
 
 
-def test_a_store_backed_call_lets_other_threads_run(engine: Engine, counter: Counter) -> None:
+def test_a_store_backed_call_lets_other_threads_run(native: Engine, counter: Counter) -> None:
     """Bulk reads of partition states from the memory store (there are none: each read finds no
     node), the path every state-machine call takes."""
     store = MemoryStore(MemoryTree())
     parts = [(f"t{t}", p) for t in range(TOPICS) for p in range(PER_TOPIC)]
-    assert engine.load_leaderships(parts, store) == []
-    assert all(progress_during(counter, lambda: engine.load_leaderships(parts, store)) > 0 for _ in range(5))
+    assert native.load_leaderships(parts, store) == []
+    assert all(progress_during(counter, lambda: native.load_leaderships(parts, store)) > 0 for _ in range(5))
