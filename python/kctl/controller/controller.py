@@ -1205,46 +1205,91 @@ class KafkaController:
             return
         responses: dict[TopicPartition, LeaderAndIsr | KctlError] = {}
         to_write: dict[TopicPartition, LeaderAndIsr] = {}
-        check_live = self.config.inter_broker_protocol_version.at_least("3.3-IV0")
         for tp, proposed in event.changes.items():
-            leadership = ctx.partition_leadership(tp)
-            if leadership is None:
-                responses[tp] = UnknownTopicOrPartitionError(f"Partition {tp} does not exist")
-                continue
-            current = leadership.leader_and_isr
-            if proposed.leader_epoch < current.leader_epoch:
-                responses[tp] = FencedLeaderEpochError(
-                    f"Leader epoch {proposed.leader_epoch} of {tp} is older than the current {current.leader_epoch}"
-                )
-            elif proposed.equals_ignoring_partition_epoch(current):
-                responses[tp] = current
-            elif (recovery := _recovery_refusal(current, proposed)) is not None:
-                log.info("Rejecting AlterPartition from node %s for %s because %s: %s", event.broker_id, tp, recovery,
-                         proposed)
-                responses[tp] = InvalidRequestError(f"AlterPartition of {tp} refused: {recovery}")
-            elif check_live and any(r not in ctx.live_broker_ids for r in proposed.isr):
-                responses[tp] = IneligibleReplicaError(f"ISR {list(proposed.isr)} of {tp} names brokers that are not live")
-            else:
+            verdict = self._alter_partition_verdict(event.broker_id, tp, proposed)
+            if verdict is None:
                 to_write[tp] = proposed
+            else:
+                responses[tp] = verdict
         try:
             outcome = self.store.update_partition_states(to_write, ctx.epoch, ctx.epoch_zk_version)
         except ControllerMovedError as e:
             event.future.set_exception(e)
             raise
         except KctlError as e:
-            log.error("Error when processing AlterPartition for partitions %s", list(event.changes))
+            log.error("Error when processing AlterPartition for partitions %s: %s", list(event.changes), e)
+            # The writes may have landed with their answers lost: the leader's retry must find them.
+            if resynced := self._resync_leader_and_isr_cache(to_write):
+                self._send_update_metadata_to_all(resynced)
             event.future.set_exception(UnknownServerError(str(e)))
             return
         for tp, state in outcome.successful.items():
             responses[tp] = state
         for tp, error in outcome.failed.items():
             responses[tp] = error
+        # BADVERSION: the state znode moved past the cache, which only a write whose answer was lost
+        # (a connection loss) leaves behind; answer from the stored state as the checks see it.
+        self._resync_leader_and_isr_cache(outcome.to_retry)
         for tp in outcome.to_retry:
-            responses[tp] = InvalidUpdateVersionError(f"Partition epoch of {tp} is stale")
+            log.info("Failed to update ISR to %s for partition %s, bad ZK version.", to_write[tp], tp)
+            verdict = self._alter_partition_verdict(event.broker_id, tp, to_write[tp])
+            responses[tp] = InvalidUpdateVersionError(f"Partition epoch of {tp} is stale") if verdict is None else verdict
         self._update_leader_and_isr_cache(list(outcome.successful))
         self._send_update_metadata_to_all(list(event.changes))
         event.future.set_result(responses)
         self.reassignment_manager.on_isr_change(tp for tp, response in responses.items() if isinstance(response, LeaderAndIsr))
+
+    def _alter_partition_verdict(self, broker_id: int, tp: TopicPartition, proposed: LeaderAndIsr) -> LeaderAndIsr | KctlError | None:
+        """Kafka 3.9's checks of one proposed state, in its order, against the cached state: the
+        answer, or None when the proposal is to be written."""
+        leadership = self.context.partition_leadership(tp)
+        if leadership is None:
+            return UnknownTopicOrPartitionError(f"Partition {tp} does not exist")
+        current = leadership.leader_and_isr
+        if proposed.partition_epoch > current.partition_epoch or proposed.leader_epoch > current.leader_epoch:
+            # The leader knows a newer state than this controller: likely no longer the controller.
+            return NotControllerError(
+                f"{tp} at leader epoch {proposed.leader_epoch}, partition epoch {proposed.partition_epoch} is newer "
+                f"than the controller's {current.leader_epoch}, {current.partition_epoch}"
+            )
+        if proposed.leader_epoch < current.leader_epoch:
+            return FencedLeaderEpochError(
+                f"Leader epoch {proposed.leader_epoch} of {tp} is older than the current {current.leader_epoch}"
+            )
+        if proposed.equals_ignoring_partition_epoch(current):
+            return current  # idempotent: checked before the partition epoch, for a retry of a lost answer
+        if proposed.partition_epoch < current.partition_epoch:
+            return InvalidUpdateVersionError(
+                f"Partition epoch {proposed.partition_epoch} of {tp} is older than the current {current.partition_epoch}"
+            )
+        if (recovery := _recovery_refusal(current, proposed)) is not None:
+            log.info("Rejecting AlterPartition from node %s for %s because %s: %s", broker_id, tp, recovery, proposed)
+            return InvalidRequestError(f"AlterPartition of {tp} refused: {recovery}")
+        if self.config.inter_broker_protocol_version.at_least("3.3-IV0"):
+            ineligible = sorted(set(proposed.isr) - set(self.context.live_broker_ids))
+            if ineligible:
+                log.info("Rejecting AlterPartition request from node %s for %s because it specified ineligible "
+                         "replicas %s in the new ISR %s.", broker_id, tp, ineligible, list(proposed.isr))
+                return IneligibleReplicaError(f"ISR {list(proposed.isr)} of {tp} names brokers that are not live")
+        return None
+
+    def _resync_leader_and_isr_cache(self, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """Read the partitions' states back from the store after writes whose outcome the cache
+        missed, and cache them; the partitions whose cached state changed. A store that cannot
+        answer leaves the cache as it was (the leader retries)."""
+        ctx = self.context
+        partitions = list(partitions)
+        before = {tp: ctx.partition_leadership(tp) for tp in partitions}
+        try:
+            self._update_leader_and_isr_cache(partitions)
+        except KctlError as e:
+            log.error("Cannot read back the states of partitions %s: %s", partitions, e)
+            return []
+        changed = [tp for tp in partitions if ctx.partition_leadership(tp) != before[tp]]
+        if changed:
+            log.info("Partitions %s were stored ahead of the controller's cache (a write whose answer was lost); "
+                     "cached the stored states", changed)
+        return changed
 
     @_active_only
     def _process_IsrChangeNotification(self, event: ev.IsrChangeNotification) -> None:
