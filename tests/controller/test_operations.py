@@ -155,7 +155,12 @@ def test_a_bounced_broker_is_handled_as_a_failure_then_a_startup(caplog: pytest.
         cluster.start_broker(2)
         assert cluster.run_until_stable()
 
-        assert any("bounced brokers: [2]" in r.getMessage() for r in caplog.records)
+        # Kafka's lines, its collections written with mkString(",").
+        messages = [r.getMessage() for r in caplog.records]
+        assert "Newly added brokers: , deleted brokers: , bounced brokers: 2, all live brokers: 1,2,3" in messages
+        assert ["Broker failure callback for 2", "New broker startup callback for 2"] == [
+            m for m in messages if " callback for " in m
+        ][-2:]
         new_epoch = active(cluster).context.live_broker_epoch(2)
         assert new_epoch == cluster.brokers[2].broker_epoch > old_epoch
         # Failure handling moved its leadership away (epoch bump); startup brought it back in the ISR.
@@ -164,6 +169,21 @@ def test_a_bounced_broker_is_handled_as_a_failure_then_a_startup(caplog: pytest.
         # Requests to it now carry its new epoch (the broker would reject older ones).
         assert [r.request for r in cluster.sent_requests if r.broker == 2][-1].broker_epoch == new_epoch
         assert cluster.check_invariants() == []
+
+
+def test_topic_changes_are_logged_with_kafkas_message(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="kctl.controller.controller")
+    with EmbeddedCluster(3, controllers=[3]) as cluster:
+        cluster.create_topic("t", assignment={0: [2, 3, 1], 1: [1, 3, 2]})
+        cluster.delete_topic("t")
+        assert cluster.run_until_stable()
+    assert [r.getMessage() for r in caplog.records if r.getMessage().startswith("New topics:")] == [
+        "New topics: [t], deleted topics: [], new partition replica assignment ["
+        "t-0 -> ReplicaAssignment(replicas=2,3,1, addingReplicas=, removingReplicas=), "
+        "t-1 -> ReplicaAssignment(replicas=1,3,2, addingReplicas=, removingReplicas=)]",
+        # The deletion removed t from the controller's view before its znode went, as in Kafka.
+        "New topics: [], deleted topics: [], new partition replica assignment []",
+    ]
 
 
 def test_a_broker_with_a_new_endpoint_is_announced_to_every_broker() -> None:

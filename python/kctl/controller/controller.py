@@ -773,7 +773,7 @@ class KafkaController:
         dead = sorted(b for b in known if b not in current)
         bounced = sorted(b for b in current if b in known and current[b][1] > (ctx.live_broker_epoch(b) or -1))
         log.info("Newly added brokers: %s, deleted brokers: %s, bounced brokers: %s, all live brokers: %s",
-                 new, dead, bounced, sorted(current))
+                 _joined(new), _joined(dead), _joined(bounced), _joined(sorted(current)))
         for b in new:
             self.channel.add_broker(current[b][0])
         for b in bounced:
@@ -809,7 +809,7 @@ class KafkaController:
 
     def _on_broker_startup(self, new_brokers: list[int]) -> None:
         ctx = self.context
-        log.info("New broker startup callback for %s", new_brokers)
+        log.info("New broker startup callback for %s", _joined(new_brokers))
         ctx.clear_replicas_on_offline_dirs(new_brokers)
         existing = sorted(ctx.live_or_shutting_down_broker_ids - set(new_brokers))
         self._send_update_metadata_request(existing)
@@ -827,7 +827,7 @@ class KafkaController:
 
     def _on_broker_failure(self, dead_brokers: list[int]) -> None:
         ctx = self.context
-        log.info("Broker failure callback for %s", dead_brokers)
+        log.info("Broker failure callback for %s", _joined(dead_brokers))
         ctx.clear_replicas_on_offline_dirs(dead_brokers)
         shutting_down = sorted(set(dead_brokers) & ctx.shutting_down_broker_ids)
         if shutting_down:
@@ -881,9 +881,11 @@ class KafkaController:
             self._unwatch_topic(topic)
             ctx.remove_topic(topic)
         added = [tp for partitions in self._load_topics(new) for tp in partitions]
-        if added:
+        if log.isEnabledFor(logging.INFO):  # the assignment of every new partition, as Kafka prints it
+            assignment = ", ".join(f"{tp} -> {ctx.partition_full_replica_assignment(tp)}" for tp in added)
             log.info("New topics: [%s], deleted topics: [%s], new partition replica assignment [%s]",
-                     new, deleted, len(added))
+                     _joined(new), _joined(deleted), assignment)
+        if added:
             self._on_new_partition_creation(added)
 
     def _process_PartitionModifications(self, event: ev.PartitionModifications) -> None:
@@ -1368,6 +1370,11 @@ class KafkaController:
 def _handler(event_type: type[E], handler: Callable[[E], None]) -> tuple[type[ev.ControllerEvent], Callable[[Any], None]]:
     """One entry of the event table; mypy checks that ``handler`` takes ``event_type``."""
     return event_type, handler
+
+
+def _joined(items: Iterable[object]) -> str:
+    """A collection in a log line as Kafka writes it (``mkString(",")``): ``1,2,3``."""
+    return ",".join(map(str, items))
 
 
 def _check_partitions(partitions: Iterable[TopicPartition]) -> None:
