@@ -195,6 +195,7 @@ class KafkaController:
         self._rebalance_timer: Timer | None = None
         self._election_retry: Timer | None = None
         self._elect_not_before = float("-inf")
+        self._announced = False  # kctl_controller_started fired, kctl_controller_resigned is owed
         self._started = False
 
     # --- Public API ----------------------------------------------------------------------------
@@ -678,6 +679,7 @@ class KafkaController:
         self._on_replica_election(pending, ev.ElectionType.PREFERRED, ev.ElectionTrigger.ZK)
         if self.config.auto_leader_rebalance_enable:
             self._schedule_auto_leader_rebalance(AUTO_REBALANCE_FIRST_DELAY)
+        self._announced = True
         self._host().kctl_controller_started(self)
 
     def _on_controller_resignation(self) -> None:
@@ -695,6 +697,8 @@ class KafkaController:
             batch.clear()
         if was_initialized:
             log.info("Resigned as the controller (broker %s, epoch %s)", self.broker_id, self.context.epoch)
+        if self._announced:  # observers hear of a resignation only after its start (a failed failover: neither)
+            self._announced = False
             self._host().kctl_controller_resigned(self)
         self.context.reset_context()
 
