@@ -1289,12 +1289,12 @@ class KafkaController:
         try:
             self._update_leader_and_isr_cache(partitions)
         except KctlError as e:
-            log.error("Cannot read back the states of partitions %s: %s", partitions, e)
+            log.error("Cannot read back the states of partitions %s: %s", _joined(partitions), e)
             return []
         changed = [tp for tp in partitions if ctx.partition_leadership(tp) != before[tp]]
         if changed:
             log.info("Partitions %s were stored ahead of the controller's cache (a write whose answer was lost); "
-                     "cached the stored states", changed)
+                     "cached the stored states", _joined(changed))
         return changed
 
     @_active_only
