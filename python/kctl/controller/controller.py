@@ -1285,6 +1285,8 @@ class KafkaController:
         answer leaves the cache as it was (the leader retries)."""
         ctx = self.context
         partitions = list(partitions)
+        if not partitions:
+            return []
         before = {tp: ctx.partition_leadership(tp) for tp in partitions}
         try:
             self._update_leader_and_isr_cache(partitions)
