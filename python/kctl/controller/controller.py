@@ -195,6 +195,7 @@ class KafkaController:
         self._rebalance_timer: Timer | None = None
         self._election_retry: Timer | None = None
         self._elect_not_before = float("-inf")
+        self._announced = False  # kctl_controller_started fired, kctl_controller_resigned is owed
         self._started = False
 
     # --- Public API ----------------------------------------------------------------------------
@@ -678,6 +679,7 @@ class KafkaController:
         self._on_replica_election(pending, ev.ElectionType.PREFERRED, ev.ElectionTrigger.ZK)
         if self.config.auto_leader_rebalance_enable:
             self._schedule_auto_leader_rebalance(AUTO_REBALANCE_FIRST_DELAY)
+        self._announced = True
         self._host().kctl_controller_started(self)
 
     def _on_controller_resignation(self) -> None:
@@ -695,6 +697,8 @@ class KafkaController:
             batch.clear()
         if was_initialized:
             log.info("Resigned as the controller (broker %s, epoch %s)", self.broker_id, self.context.epoch)
+        if self._announced:  # observers hear of a resignation only after its start (a failed failover: neither)
+            self._announced = False
             self._host().kctl_controller_resigned(self)
         self.context.reset_context()
 
@@ -773,7 +777,7 @@ class KafkaController:
         dead = sorted(b for b in known if b not in current)
         bounced = sorted(b for b in current if b in known and current[b][1] > (ctx.live_broker_epoch(b) or -1))
         log.info("Newly added brokers: %s, deleted brokers: %s, bounced brokers: %s, all live brokers: %s",
-                 new, dead, bounced, sorted(current))
+                 _joined(new), _joined(dead), _joined(bounced), _joined(sorted(current)))
         for b in new:
             self.channel.add_broker(current[b][0])
         for b in bounced:
@@ -809,7 +813,7 @@ class KafkaController:
 
     def _on_broker_startup(self, new_brokers: list[int]) -> None:
         ctx = self.context
-        log.info("New broker startup callback for %s", new_brokers)
+        log.info("New broker startup callback for %s", _joined(new_brokers))
         ctx.clear_replicas_on_offline_dirs(new_brokers)
         existing = sorted(ctx.live_or_shutting_down_broker_ids - set(new_brokers))
         self._send_update_metadata_request(existing)
@@ -827,7 +831,7 @@ class KafkaController:
 
     def _on_broker_failure(self, dead_brokers: list[int]) -> None:
         ctx = self.context
-        log.info("Broker failure callback for %s", dead_brokers)
+        log.info("Broker failure callback for %s", _joined(dead_brokers))
         ctx.clear_replicas_on_offline_dirs(dead_brokers)
         shutting_down = sorted(set(dead_brokers) & ctx.shutting_down_broker_ids)
         if shutting_down:
@@ -881,9 +885,11 @@ class KafkaController:
             self._unwatch_topic(topic)
             ctx.remove_topic(topic)
         added = [tp for partitions in self._load_topics(new) for tp in partitions]
-        if added:
+        if log.isEnabledFor(logging.INFO):  # the assignment of every new partition, as Kafka prints it
+            assignment = ", ".join(f"{tp} -> {ctx.partition_full_replica_assignment(tp)}" for tp in added)
             log.info("New topics: [%s], deleted topics: [%s], new partition replica assignment [%s]",
-                     new, deleted, len(added))
+                     _joined(new), _joined(deleted), assignment)
+        if added:
             self._on_new_partition_creation(added)
 
     def _process_PartitionModifications(self, event: ev.PartitionModifications) -> None:
@@ -1205,46 +1211,93 @@ class KafkaController:
             return
         responses: dict[TopicPartition, LeaderAndIsr | KctlError] = {}
         to_write: dict[TopicPartition, LeaderAndIsr] = {}
-        check_live = self.config.inter_broker_protocol_version.at_least("3.3-IV0")
         for tp, proposed in event.changes.items():
-            leadership = ctx.partition_leadership(tp)
-            if leadership is None:
-                responses[tp] = UnknownTopicOrPartitionError(f"Partition {tp} does not exist")
-                continue
-            current = leadership.leader_and_isr
-            if proposed.leader_epoch < current.leader_epoch:
-                responses[tp] = FencedLeaderEpochError(
-                    f"Leader epoch {proposed.leader_epoch} of {tp} is older than the current {current.leader_epoch}"
-                )
-            elif proposed.equals_ignoring_partition_epoch(current):
-                responses[tp] = current
-            elif (recovery := _recovery_refusal(current, proposed)) is not None:
-                log.info("Rejecting AlterPartition from node %s for %s because %s: %s", event.broker_id, tp, recovery,
-                         proposed)
-                responses[tp] = InvalidRequestError(f"AlterPartition of {tp} refused: {recovery}")
-            elif check_live and any(r not in ctx.live_broker_ids for r in proposed.isr):
-                responses[tp] = IneligibleReplicaError(f"ISR {list(proposed.isr)} of {tp} names brokers that are not live")
-            else:
+            verdict = self._alter_partition_verdict(event.broker_id, tp, proposed)
+            if verdict is None:
                 to_write[tp] = proposed
+            else:
+                responses[tp] = verdict
         try:
             outcome = self.store.update_partition_states(to_write, ctx.epoch, ctx.epoch_zk_version)
         except ControllerMovedError as e:
             event.future.set_exception(e)
             raise
         except KctlError as e:
-            log.error("Error when processing AlterPartition for partitions %s", list(event.changes))
+            log.error("Error when processing AlterPartition for partitions %s: %s", list(event.changes), e)
+            # The writes may have landed with their answers lost: the leader's retry must find them.
+            if resynced := self._resync_leader_and_isr_cache(to_write):
+                self._send_update_metadata_to_all(resynced)
             event.future.set_exception(UnknownServerError(str(e)))
             return
         for tp, state in outcome.successful.items():
             responses[tp] = state
         for tp, error in outcome.failed.items():
             responses[tp] = error
+        # BADVERSION: the state znode moved past the cache, which only a write whose answer was lost
+        # (a connection loss) leaves behind; answer from the stored state as the checks see it.
+        self._resync_leader_and_isr_cache(outcome.to_retry)
         for tp in outcome.to_retry:
-            responses[tp] = InvalidUpdateVersionError(f"Partition epoch of {tp} is stale")
+            log.info("Failed to update ISR to %s for partition %s, bad ZK version.", to_write[tp], tp)
+            verdict = self._alter_partition_verdict(event.broker_id, tp, to_write[tp])
+            responses[tp] = InvalidUpdateVersionError(f"Partition epoch of {tp} is stale") if verdict is None else verdict
         self._update_leader_and_isr_cache(list(outcome.successful))
         self._send_update_metadata_to_all(list(event.changes))
         event.future.set_result(responses)
         self.reassignment_manager.on_isr_change(tp for tp, response in responses.items() if isinstance(response, LeaderAndIsr))
+
+    def _alter_partition_verdict(self, broker_id: int, tp: TopicPartition, proposed: LeaderAndIsr) -> LeaderAndIsr | KctlError | None:
+        """Kafka 3.9's checks of one proposed state, in its order, against the cached state: the
+        answer, or None when the proposal is to be written."""
+        leadership = self.context.partition_leadership(tp)
+        if leadership is None:
+            return UnknownTopicOrPartitionError(f"Partition {tp} does not exist")
+        current = leadership.leader_and_isr
+        if proposed.partition_epoch > current.partition_epoch or proposed.leader_epoch > current.leader_epoch:
+            # The leader knows a newer state than this controller: likely no longer the controller.
+            return NotControllerError(
+                f"{tp} at leader epoch {proposed.leader_epoch}, partition epoch {proposed.partition_epoch} is newer "
+                f"than the controller's {current.leader_epoch}, {current.partition_epoch}"
+            )
+        if proposed.leader_epoch < current.leader_epoch:
+            return FencedLeaderEpochError(
+                f"Leader epoch {proposed.leader_epoch} of {tp} is older than the current {current.leader_epoch}"
+            )
+        if proposed.equals_ignoring_partition_epoch(current):
+            return current  # idempotent: checked before the partition epoch, for a retry of a lost answer
+        if proposed.partition_epoch < current.partition_epoch:
+            return InvalidUpdateVersionError(
+                f"Partition epoch {proposed.partition_epoch} of {tp} is older than the current {current.partition_epoch}"
+            )
+        if (recovery := _recovery_refusal(current, proposed)) is not None:
+            log.info("Rejecting AlterPartition from node %s for %s because %s: %s", broker_id, tp, recovery, proposed)
+            return InvalidRequestError(f"AlterPartition of {tp} refused: {recovery}")
+        if self.config.inter_broker_protocol_version.at_least("3.3-IV0"):
+            ineligible = sorted(set(proposed.isr) - set(self.context.live_broker_ids))
+            if ineligible:
+                log.info("Rejecting AlterPartition request from node %s for %s because it specified ineligible "
+                         "replicas %s in the new ISR %s.", broker_id, tp, ineligible, list(proposed.isr))
+                return IneligibleReplicaError(f"ISR {list(proposed.isr)} of {tp} names brokers that are not live")
+        return None
+
+    def _resync_leader_and_isr_cache(self, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """Read the partitions' states back from the store after writes whose outcome the cache
+        missed, and cache them; the partitions whose cached state changed. A store that cannot
+        answer leaves the cache as it was (the leader retries)."""
+        ctx = self.context
+        partitions = list(partitions)
+        if not partitions:
+            return []
+        before = {tp: ctx.partition_leadership(tp) for tp in partitions}
+        try:
+            self._update_leader_and_isr_cache(partitions)
+        except KctlError as e:
+            log.error("Cannot read back the states of partitions %s: %s", _joined(partitions), e)
+            return []
+        changed = [tp for tp in partitions if ctx.partition_leadership(tp) != before[tp]]
+        if changed:
+            log.info("Partitions %s were stored ahead of the controller's cache (a write whose answer was lost); "
+                     "cached the stored states", _joined(changed))
+        return changed
 
     @_active_only
     def _process_IsrChangeNotification(self, event: ev.IsrChangeNotification) -> None:
@@ -1323,6 +1376,11 @@ class KafkaController:
 def _handler(event_type: type[E], handler: Callable[[E], None]) -> tuple[type[ev.ControllerEvent], Callable[[Any], None]]:
     """One entry of the event table; mypy checks that ``handler`` takes ``event_type``."""
     return event_type, handler
+
+
+def _joined(items: Iterable[object]) -> str:
+    """A collection in a log line as Kafka writes it (``mkString(",")``): ``1,2,3``."""
+    return ",".join(map(str, items))
 
 
 def _check_partitions(partitions: Iterable[TopicPartition]) -> None:
