@@ -8,9 +8,10 @@ use std::sync::{Arc, OnceLock};
 use pyo3::basic::CompareOp;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyIterator, PyTuple};
+use pyo3::types::{PyBytes, PyIterator, PyTuple};
 
 use crate::context::Context;
+use crate::kafkawire;
 use crate::metadata::{entry_digest, Payload};
 use crate::py::classes::classes;
 use crate::requests::{LeaderAndIsrEntry, StopReplicaEntry, UpdateMetadataEntry};
@@ -217,6 +218,33 @@ impl PartitionStates {
             }
         }
         seen.into_iter().collect()
+    }
+
+    /// Kafka's wire bytes of these states at `version` of their request (the
+    /// `ungrouped_partition_states` or `topic_states` field, length prefix included), written
+    /// without the GIL; `topic_ids` maps topic names to their 16-byte ids (others get zeroes).
+    fn kafka_encode<'py>(
+        &self,
+        py: Python<'py>,
+        version: i16,
+        topic_ids: std::collections::HashMap<String, [u8; 16]>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let ids: crate::hash::HashMap<String, kafkawire::TopicId> = topic_ids.into_iter().collect();
+        let keys = &self.keys;
+        let encoded = py.detach(|| match &self.entries {
+            Entries::LeaderAndIsr(es) => {
+                kafkawire::encode_states(&kafkawire::LEADER_AND_ISR, keys, es, version, &ids)
+            }
+            Entries::UpdateMetadata(es) => {
+                kafkawire::encode_states(&kafkawire::UPDATE_METADATA, keys, es, version, &ids)
+            }
+            Entries::StopReplica(_) => Err(kafkawire::WireError(
+                "StopReplica states are small: kctl.kafka.protocol writes them".to_string(),
+            )),
+        });
+        encoded
+            .map(|bytes| PyBytes::new(py, &bytes))
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.0))
     }
 
     /// The partitions a StopReplica payload deletes (empty for other requests).
