@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use crate::hash::{HashMap, IndexMap};
-use crate::requests::{LeaderAndIsrEntry, UpdateMetadataEntry};
+use crate::requests::{HasHead, Head, LeaderAndIsrEntry, UpdateMetadataEntry};
 
 /// A topic id as Kafka writes it (two big-endian longs); all zeroes when the topic has none.
 pub type TopicId = [u8; 16];
@@ -63,12 +63,7 @@ pub trait WireState {
 
 impl WireState for LeaderAndIsrEntry {
     fn write_fields(&self, w: &mut Writer, version: i16) {
-        w.i32(self.controller_epoch);
-        w.i32(self.leader);
-        w.i32(self.leader_epoch);
-        w.i32_array(&self.isr);
-        w.i32(self.partition_epoch);
-        w.i32_array(&self.replicas);
+        w.head(self.head());
         if version >= 3 {
             w.i32_array(&self.adding);
             w.i32_array(&self.removing);
@@ -84,12 +79,7 @@ impl WireState for LeaderAndIsrEntry {
 
 impl WireState for UpdateMetadataEntry {
     fn write_fields(&self, w: &mut Writer, version: i16) {
-        w.i32(self.controller_epoch);
-        w.i32(self.leader);
-        w.i32(self.leader_epoch);
-        w.i32_array(&self.isr);
-        w.i32(self.partition_epoch);
-        w.i32_array(&self.replicas);
+        w.head(self.head());
         if version >= 4 {
             w.i32_array(&self.offline_replicas);
         }
@@ -105,6 +95,19 @@ pub struct Writer {
 impl Writer {
     fn i32(&mut self, v: i32) {
         self.buf.extend_from_slice(&v.to_be_bytes());
+    }
+
+    /// The fields both requests' partition states start with (after the partition index).
+    fn head(
+        &mut self,
+        (controller_epoch, leader, leader_epoch, isr, partition_epoch, replicas): Head<'_>,
+    ) {
+        self.i32(controller_epoch);
+        self.i32(leader);
+        self.i32(leader_epoch);
+        self.i32_array(isr);
+        self.i32(partition_epoch);
+        self.i32_array(replicas);
     }
 
     fn uvarint(&mut self, mut v: u32) {

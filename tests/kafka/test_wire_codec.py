@@ -195,12 +195,12 @@ def test_controller_requests_at_every_version_match_kafka(kafka_installation: Ka
     cases, requests = [], []
     for ibp in IBPS:
         for request in sent_requests(ibp, engine):
-            body = p.encode(km._api_of(request).request, km.controller_request_body(request),
-                            request.version, km._api_of(request).flexible(request.version))
-            python_body = p.encode(km._api_of(request).request, km.controller_request_body(python_states(request)),
-                                   request.version, km._api_of(request).flexible(request.version))
+            body = p.encode(km.api_of(request).request, km.controller_request_body(request),
+                            request.version, km.api_of(request).flexible(request.version))
+            python_body = p.encode(km.api_of(request).request, km.controller_request_body(python_states(request)),
+                                   request.version, km.api_of(request).flexible(request.version))
             assert body == python_body, f"{request.api} v{request.version}: Rust and Python writers differ"
-            cases.append(Case(km._api_of(request), request.version, "request", body))
+            cases.append(Case(km.api_of(request), request.version, "request", body))
             requests.append(request)
     versions = {(c.api.name, c.version) for c in cases}
     assert versions == ({("LeaderAndIsr", v) for v in range(8)} | {("UpdateMetadata", v) for v in range(9)}

@@ -76,7 +76,7 @@ _ZERO_ID = topic_id_bytes(ZERO_UUID)
 # --- The controller's requests ---------------------------------------------------------------------
 
 
-def _api_of(request: ControllerRequest) -> p.Api:
+def api_of(request: ControllerRequest) -> p.Api:
     if isinstance(request, LeaderAndIsrRequest):
         return p.LEADER_AND_ISR
     if isinstance(request, UpdateMetadataRequest):
@@ -149,7 +149,7 @@ def controller_request_body(request: ControllerRequest, listener: str | None = N
     """The wire body of one of the controller's requests at its own ``version``; ``listener``
     names the inter-broker listener whose endpoints LeaderAndIsr's live leaders carry (None: each
     leader's first)."""
-    a = _api_of(request)
+    a = api_of(request)
     version = request.version
     a.check_version(version)
     body: dict[str, Any] = {"ControllerId": request.controller_id, "ControllerEpoch": request.controller_epoch,
@@ -180,7 +180,7 @@ def controller_request_body(request: ControllerRequest, listener: str | None = N
 def encode_controller_request(request: ControllerRequest, correlation_id: int, client_id: str | None,
                               listener: str | None = None) -> bytes:
     """The request's bytes (header and body; the frame's size prefix is the transport's)."""
-    header = p.RequestHeader(_api_of(request).key, request.version, correlation_id, client_id)
+    header = p.RequestHeader(api_of(request).key, request.version, correlation_id, client_id)
     return p.encode_request(header, controller_request_body(request, listener))
 
 
@@ -278,7 +278,7 @@ def api_versions_response_body(error_code: int = 0) -> dict[str, Any]:
 
 
 __all__ = [
-    "CONTROLLER_API_VERSIONS", "SECURITY_PROTOCOLS", "alter_partition_request", "alter_partition_response_body",
+    "CONTROLLER_API_VERSIONS", "SECURITY_PROTOCOLS", "alter_partition_request", "api_of", "alter_partition_response_body",
     "api_versions_response_body", "controlled_shutdown_request", "controlled_shutdown_response_body",
     "controller_request_body", "controller_response", "encode_controller_request", "error", "topic_id_bytes",
     "topic_id_text",

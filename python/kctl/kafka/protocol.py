@@ -244,12 +244,14 @@ API_VERSIONS = Api(18, "ApiVersions", 3, 3, request=(
     Field("ThrottleTimeMs", "int32", _since(1), default=0),
 ))
 
+_ALTER_PARTITION_TOPIC = (Field("TopicName", "string", _upto(1)), Field("TopicId", "uuid", _since(2)))
+"""AlterPartition names topics by name until v1, by id from v2."""
+
 ALTER_PARTITION = Api(56, "AlterPartition", 3, 0, request=(
     Field("BrokerId", "int32"),
     Field("BrokerEpoch", "int64"),
     Field("Topics", (
-        Field("TopicName", "string", _upto(1)),
-        Field("TopicId", "uuid", _since(2)),
+        *_ALTER_PARTITION_TOPIC,
         Field("Partitions", (
             Field("PartitionIndex", "int32"),
             Field("LeaderEpoch", "int32"),
@@ -266,8 +268,7 @@ ALTER_PARTITION = Api(56, "AlterPartition", 3, 0, request=(
     Field("ThrottleTimeMs", "int32"),
     Field("ErrorCode", "int16"),
     Field("Topics", (
-        Field("TopicName", "string", _upto(1)),
-        Field("TopicId", "uuid", _since(2)),
+        *_ALTER_PARTITION_TOPIC,
         Field("Partitions", (
             Field("PartitionIndex", "int32"),
             Field("ErrorCode", "int16"),

@@ -14,7 +14,7 @@ use crate::context::Context;
 use crate::kafkawire;
 use crate::metadata::{entry_digest, Payload};
 use crate::py::classes::classes;
-use crate::requests::{LeaderAndIsrEntry, StopReplicaEntry, UpdateMetadataEntry};
+use crate::requests::{HasHead, Head, LeaderAndIsrEntry, StopReplicaEntry, UpdateMetadataEntry};
 
 pub type UpdateMetadataView<'a> = (&'a [(Arc<str>, i32)], &'a Payload, &'a [u64]);
 
@@ -117,27 +117,6 @@ impl PartitionStates {
         Ok(out)
     }
 }
-
-/// The fields LeaderAndIsr and UpdateMetadata partition states start with (after the key):
-/// controller epoch, leader, leader epoch, ISR, partition epoch, replicas.
-type Head<'a> = (i32, i32, i32, &'a [i32], i32, &'a [i32]);
-
-trait HasHead {
-    fn head(&self) -> Head<'_>;
-}
-
-macro_rules! has_head {
-    ($($entry:ty),*) => {$(
-        impl HasHead for $entry {
-            fn head(&self) -> Head<'_> {
-                let e = self;
-                (e.controller_epoch, e.leader, e.leader_epoch, &e.isr, e.partition_epoch, &e.replicas)
-            }
-        }
-    )*};
-}
-
-has_head!(LeaderAndIsrEntry, UpdateMetadataEntry);
 
 fn head<'py>(
     py: Python<'py>,
