@@ -110,8 +110,9 @@ class _BrokerSender:
             try:
                 response = self._exchange(request)
             except (OSError, p.KafkaProtocolError) as exc:  # Kafka closes, backs off and sends it again
-                logger.info("Controller %d: %s to broker %d failed (%s); retrying", self.channel.controller_id,
-                            request.api, self.broker_id, exc)
+                level = logging.WARNING if isinstance(exc, p.KafkaProtocolError) else logging.INFO
+                logger.log(level, "Controller %d: %s to broker %d failed (%s); retrying", self.channel.controller_id,
+                           request.api, self.broker_id, exc)
                 self._close()
                 with self.wakeup:
                     self.wakeup.wait_for(lambda: self.stopped, transport.retry_backoff)
