@@ -118,16 +118,16 @@ def test_frame_sizes() -> None:
             p.frame_size(struct.pack(">i", size))
 
 
-def test_mapping_refuses_unknown_topic_ids() -> None:
+def test_mapping_keeps_unknown_topic_ids_apart() -> None:
     _, body = p.decode_request(VALID[2])
-    with pytest.raises(p.KafkaProtocolError, match="AlterPartition names unknown topic id AAECAwQFBgcICQoLDA0ODw"):
-        km.alter_partition_request(body, {})
+    received = km.alter_partition_request(body, {})
+    assert (received.request.changes, received.unknown_topic_ids) == ({}, {bytes(range(16)): (0,)})
     request = LeaderAndIsrRequest(7, 0, 1, 5, (), {"foo": "AAAAAAAAAAAAAAAAAAAAAQ"}, ())
     response = {"ErrorCode": 0, "Topics": [{"TopicId": bytes(range(16)), "PartitionErrors": []}]}
     with pytest.raises(p.KafkaProtocolError, match="which the request did not carry"):
         km.controller_response(request, response)
-    request_body, epochs = km.alter_partition_request(body, {"AAECAwQFBgcICQoLDA0ODw": "foo"})
-    assert epochs == {TopicPartition("foo", 0): (70,)}
+    received = km.alter_partition_request(body, {"AAECAwQFBgcICQoLDA0ODw": "foo"})
+    assert received.isr_broker_epochs == {TopicPartition("foo", 0): (70,)} and received.unknown_topic_ids == {}
 
 
 def test_writer_refuses_values_kafka_cannot_carry() -> None:

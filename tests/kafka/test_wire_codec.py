@@ -312,7 +312,8 @@ def test_broker_requests_from_kafka_map_to_kctl(kafka_installation: KafkaInstall
             request = km.controlled_shutdown_request(body)
             assert (request.broker_id, request.broker_epoch) == (2, 77 if v >= 2 else -1)
         elif a is p.ALTER_PARTITION:
-            request, epochs = km.alter_partition_request(body, {FOO_ID: "foo"})
+            received = km.alter_partition_request(body, {FOO_ID: "foo"})
+            request, epochs = received.request, received.isr_broker_epochs
             tp = TopicPartition("foo", 1)
             assert request.changes == {tp: LeaderAndIsr(2, (2, 3), 5, 9, LeaderRecoveryState.RECOVERING if v >= 1 else
                                                          LeaderRecoveryState.RECOVERED)}

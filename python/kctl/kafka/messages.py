@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kctl.errors import Errors
@@ -44,6 +45,11 @@ CONTROLLER_API_VERSIONS: Mapping[int, tuple[int, int]] = {
     p.ALTER_PARTITION.key: (0, p.ALTER_PARTITION.max_version),
 }
 """What kctl's controller listener answers: api key → (min, max) version."""
+
+UNSUPPORTED_VERSION = 35
+"""Kafka's error code for an api version the receiver lacks (ApiVersions answers with it)."""
+UNKNOWN_TOPIC_ID = 100
+"""Kafka's error code for a topic id the controller does not know."""
 
 SECURITY_PROTOCOLS: Mapping[str, int] = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 """Kafka's ``SecurityProtocol`` ids, as UpdateMetadata carries them."""
@@ -215,19 +221,29 @@ def controlled_shutdown_request(body: Mapping[str, Any]) -> ControlledShutdownRe
     return ControlledShutdownRequest(body["BrokerId"], body["BrokerEpoch"])
 
 
-def alter_partition_request(
-    body: Mapping[str, Any], topic_names: Mapping[str, str]
-) -> tuple[AlterPartitionRequest, dict[TopicPartition, tuple[int, ...]]]:
-    """The request in kctl's terms, and for v3 the broker epochs of each proposed ISR's members
-    (KIP-903; empty before). ``topic_names``: topic id → name, for v2+; an unknown id is an
-    error naming it."""
+@dataclass(frozen=True)
+class AlterPartitionReceived:
+    """An AlterPartition request in kctl's terms (``request``), with what kctl's message does not
+    carry: v3's broker epochs of each proposed ISR's members (KIP-903; empty before) and, from v2,
+    the partitions of topic ids the controller does not know, which Kafka's controller answers
+    ``UNKNOWN_TOPIC_ID`` without acting on them."""
+
+    request: AlterPartitionRequest
+    isr_broker_epochs: Mapping[TopicPartition, tuple[int, ...]]
+    unknown_topic_ids: Mapping[bytes, tuple[int, ...]]
+
+
+def alter_partition_request(body: Mapping[str, Any], topic_names: Mapping[str, str]) -> AlterPartitionReceived:
+    """``topic_names``: topic id (as Kafka prints it) → name, for v2+."""
     changes: dict[TopicPartition, LeaderAndIsr] = {}
     isr_epochs: dict[TopicPartition, tuple[int, ...]] = {}
+    unknown: dict[bytes, tuple[int, ...]] = {}
     for t in body["Topics"]:
         if "TopicId" in t:
             topic = topic_names.get(topic_id_text(t["TopicId"]))
             if topic is None:
-                raise p.KafkaProtocolError(f"AlterPartition names unknown topic id {topic_id_text(t['TopicId'])}")
+                unknown[t["TopicId"]] = tuple(part["PartitionIndex"] for part in t["Partitions"])
+                continue
         else:
             topic = t["TopicName"]
         for part in t["Partitions"]:
@@ -240,7 +256,8 @@ def alter_partition_request(
                 isr = part["NewIsr"]
             recovery = LeaderRecoveryState.RECOVERING if part["LeaderRecoveryState"] == 1 else LeaderRecoveryState.RECOVERED
             changes[tp] = LeaderAndIsr(body["BrokerId"], isr, part["LeaderEpoch"], part["PartitionEpoch"], recovery)
-    return AlterPartitionRequest(body["BrokerId"], body["BrokerEpoch"], changes), isr_epochs
+    return AlterPartitionReceived(AlterPartitionRequest(body["BrokerId"], body["BrokerEpoch"], changes), isr_epochs,
+                                  unknown)
 
 
 def controlled_shutdown_response_body(response: ControlledShutdownResponse) -> dict[str, Any]:
@@ -248,15 +265,20 @@ def controlled_shutdown_response_body(response: ControlledShutdownResponse) -> d
         {"TopicName": tp.topic, "PartitionIndex": tp.partition} for tp in response.remaining_partitions]}
 
 
-def alter_partition_response_body(response: AlterPartitionResponse, version: int,
-                                  topic_ids: Mapping[str, str]) -> dict[str, Any]:
-    """``topic_ids``: name → id, for v2+ (a topic without one gets Kafka's zero id)."""
+def _partition_error(partition: int, code: int) -> dict[str, Any]:
+    return {"PartitionIndex": partition, "ErrorCode": code, "LeaderId": -1, "LeaderEpoch": -1, "Isr": (),
+            "LeaderRecoveryState": 0, "PartitionEpoch": -1}
+
+
+def alter_partition_response_body(response: AlterPartitionResponse, version: int, topic_ids: Mapping[str, str],
+                                  unknown_topic_ids: Mapping[bytes, tuple[int, ...]] | None = None) -> dict[str, Any]:
+    """``topic_ids``: name → id, for v2+ (a topic without one gets Kafka's zero id);
+    ``unknown_topic_ids``: partitions of unknown topic ids, answered ``UNKNOWN_TOPIC_ID``."""
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for tp, outcome in response.partitions.items():
         entry: dict[str, Any]
         if isinstance(outcome, Errors):
-            entry = {"PartitionIndex": tp.partition, "ErrorCode": outcome.value, "LeaderId": -1,
-                     "LeaderEpoch": -1, "Isr": (), "LeaderRecoveryState": 0, "PartitionEpoch": -1}
+            entry = _partition_error(tp.partition, outcome.value)
         else:
             entry = {"PartitionIndex": tp.partition, "ErrorCode": 0, "LeaderId": outcome.leader,
                      "LeaderEpoch": outcome.leader_epoch, "Isr": outcome.isr,
@@ -269,16 +291,19 @@ def alter_partition_response_body(response: AlterPartitionResponse, version: int
         if version >= 2:
             named["TopicId"] = topic_id_bytes(topic_ids.get(topic, ZERO_UUID))
         topics.append(named)
+    for raw_id, indexes in (unknown_topic_ids or {}).items():
+        topics.append({"TopicId": raw_id, "Partitions": [_partition_error(i, UNKNOWN_TOPIC_ID) for i in indexes]})
     return {"ThrottleTimeMs": 0, "ErrorCode": response.error.value, "Topics": topics}
 
 
 def api_versions_response_body(error_code: int = 0) -> dict[str, Any]:
+    """What the controller's listener answers (with ``UNSUPPORTED_VERSION`` to a version it lacks)."""
     return {"ErrorCode": error_code, "ThrottleTimeMs": 0, "ApiKeys": [
         {"ApiKey": key, "MinVersion": lo, "MaxVersion": hi} for key, (lo, hi) in CONTROLLER_API_VERSIONS.items()]}
 
 
 __all__ = [
-    "CONTROLLER_API_VERSIONS", "SECURITY_PROTOCOLS", "alter_partition_request", "api_of", "alter_partition_response_body",
+    "AlterPartitionReceived", "CONTROLLER_API_VERSIONS", "SECURITY_PROTOCOLS", "UNKNOWN_TOPIC_ID", "UNSUPPORTED_VERSION", "alter_partition_request", "api_of", "alter_partition_response_body",
     "api_versions_response_body", "controlled_shutdown_request", "controlled_shutdown_response_body",
     "controller_request_body", "controller_response", "encode_controller_request", "error", "topic_id_bytes",
     "topic_id_text",

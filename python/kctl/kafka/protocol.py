@@ -23,6 +23,7 @@ the message, the field and the offset.
 
 from __future__ import annotations
 
+import socket
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -608,6 +609,22 @@ def frame(payload: bytes) -> bytes:
     return _I32.pack(len(payload)) + payload
 
 
+def read_frame(sock: socket.socket, max_bytes: int = MAX_FRAME_BYTES) -> bytes:
+    """The next frame's payload from ``sock`` (its size checked by :func:`frame_size` before anything
+    is read); a ``ConnectionError`` when the peer closes the connection first."""
+    return _read_exactly(sock, frame_size(_read_exactly(sock, 4), max_bytes))
+
+
+def _read_exactly(sock: socket.socket, n: int) -> bytes:
+    data = bytearray()
+    while len(data) < n:
+        chunk = sock.recv(min(n - len(data), 1 << 20))
+        if not chunk:
+            raise ConnectionError(f"the peer closed the connection with {n - len(data)} bytes of a frame unread")
+        data += chunk
+    return bytes(data)
+
+
 def frame_size(prefix: bytes, max_bytes: int = MAX_FRAME_BYTES) -> int:
     """The size a frame's 4-byte prefix announces, refused when negative or above ``max_bytes``."""
     size: int = _I32.unpack(prefix)[0]
@@ -620,5 +637,5 @@ __all__ = [
     "ALTER_PARTITION", "APIS", "API_VERSIONS", "Api", "CONTROLLED_SHUTDOWN", "Encoded", "Field",
     "KafkaProtocolError", "LEADER_AND_ISR", "MAX_FRAME_BYTES", "RequestHeader", "STOP_REPLICA",
     "UPDATE_METADATA", "UnsupportedApiError", "api", "decode", "decode_request", "decode_response",
-    "encode", "encode_request", "encode_request_header", "encode_response", "frame", "frame_size",
+    "encode", "encode_request", "encode_request_header", "encode_response", "frame", "frame_size", "read_frame",
 ]

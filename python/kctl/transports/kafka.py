@@ -8,9 +8,10 @@ request in flight and, on any failure (no connection, a closed connection, no an
 ``retry_backoff`` seconds and sends the same request again, until it is answered or the broker is
 removed. Responses reach the callback as kctl's messages, on the sender's thread.
 
-Brokers here are real Kafka processes, so this transport binds no kctl broker agent; the listener
-answering what brokers send the controller (ApiVersions, ControlledShutdown, AlterPartition) is
-not part of it yet, so brokers' requests reach no kctl controller through it.
+A bound controller answers brokers on ``listen`` (:class:`kctl.kafka.listener.ControllerListener`:
+ApiVersions, ControlledShutdown, AlterPartition; AlterPartition's topic ids resolved through
+``topic_ids``). Brokers here are real Kafka processes, so this transport binds no kctl broker
+agent and sends nothing to a controller itself.
 """
 
 from __future__ import annotations
@@ -20,17 +21,18 @@ import logging
 import socket
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kctl.errors import BrokerNotAvailableError, IllegalStateError
 from kctl.hookspecs import hookimpl
 from kctl.kafka import messages as km
+from kctl.kafka.listener import ControllerListener
 from kctl.kafka import protocol as p
 from kctl.messages import BrokerToControllerRequest, ControllerRequest
 from kctl.model import BrokerInfo
 from kctl.scheduler import Scheduler
-from kctl.transports.base import BrokerHandler, ControllerHandler
+from kctl.transports.base import BrokerHandler, ControllerHandler, deliver_response
 
 if TYPE_CHECKING:
     from kctl.registry import TransportRegistry
@@ -38,16 +40,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Callback = Callable[[Any], None]
-
-
-def _read_exactly(sock: socket.socket, n: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < n:
-        chunk = sock.recv(min(n - len(chunks), 1 << 20))
-        if not chunk:
-            raise ConnectionError(f"connection closed with {n - len(chunks)} bytes of a frame unread")
-        chunks += chunk
-    return bytes(chunks)
 
 
 class _BrokerSender:
@@ -97,8 +89,8 @@ class _BrokerSender:
         client_id = f"kctl-controller-{self.channel.controller_id}-to-broker-{self.broker_id}"
         data = km.encode_controller_request(request, correlation_id, client_id, transport.listener)
         self.sock.sendall(p.frame(data))
-        size = p.frame_size(_read_exactly(self.sock, 4), transport.max_response_bytes)
-        answered, body = p.decode_response(km.api_of(request), request.version, _read_exactly(self.sock, size))
+        answer = p.read_frame(self.sock, transport.max_response_bytes)
+        answered, body = p.decode_response(km.api_of(request), request.version, answer)
         if answered != correlation_id:
             raise p.KafkaProtocolError(f"answer to correlation id {answered}, expected {correlation_id}")
         return km.controller_response(request, body)
@@ -122,10 +114,7 @@ class _BrokerSender:
                     return
                 self.requests.popleft()
             if callback is not None:
-                try:
-                    callback(response)
-                except Exception:
-                    logger.exception("Controller %d: response callback failed", self.channel.controller_id)
+                deliver_response(callback, response, self.channel.controller_id)
 
 
 class KafkaControllerChannel:
@@ -178,17 +167,27 @@ class KafkaControllerChannel:
 class KafkaTransport:
     """``listener``: the brokers' inter-broker listener name; ``request_timeout`` (Kafka's
     ``controller.socket.timeout.ms``) bounds connecting and each answer; ``max_response_bytes``
-    the largest answer read."""
+    the largest frame read; ``listen``: the bound controller's ``host:port``; ``topic_ids``:
+    name → id of the topics brokers may name by id."""
 
     def __init__(self, scheduler: Scheduler | None = None, listener: str = "PLAINTEXT", request_timeout: float = 30.0,
-                 retry_backoff: float = 0.1, max_response_bytes: int = p.MAX_FRAME_BYTES) -> None:
+                 retry_backoff: float = 0.1, max_response_bytes: int = p.MAX_FRAME_BYTES,
+                 listen: str = "127.0.0.1:0", topic_ids: Callable[[], Mapping[str, str]] = dict) -> None:
         # ``scheduler``: taken as every transport factory is called; real brokers run on wall time,
         # so senders are threads whatever the scheduler.
         self.listener = listener
         self.request_timeout = request_timeout
         self.retry_backoff = retry_backoff
         self.max_response_bytes = max_response_bytes
+        self.listen = listen
+        self.topic_ids = topic_ids
         self._channels: list[KafkaControllerChannel] = []
+        self._controller_listener: ControllerListener | None = None
+
+    @property
+    def listener_address(self) -> tuple[str, int] | None:
+        """Where the bound controller answers brokers (None before :meth:`bind_controller`)."""
+        return None if self._controller_listener is None else self._controller_listener.address
 
     def controller_channel(self, controller_id: int) -> KafkaControllerChannel:
         channel = KafkaControllerChannel(self, controller_id)
@@ -202,10 +201,20 @@ class KafkaTransport:
         raise IllegalStateError("the kafka transport binds no kctl broker")
 
     def bind_controller(self, controller_id: int, handler: ControllerHandler) -> None:
-        """Nothing yet: the listener answering brokers' requests to the controller is to come."""
+        """Answer brokers for this controller on ``listen`` (started on the first bind)."""
+        if self._controller_listener is None:
+            host, _, port = self.listen.rpartition(":")
+            self._controller_listener = ControllerListener(host, int(port), topic_ids=self.topic_ids,
+                                                           max_request_bytes=self.max_response_bytes,
+                                                           answer_timeout=self.request_timeout)
+        elif self._controller_listener.handler is not None:
+            raise IllegalStateError(f"a controller is already bound to this transport (not {controller_id})")
+        self._controller_listener.bind(handler)
 
     def unbind_controller(self, controller_id: int) -> None:
-        """Nothing bound (see :meth:`bind_controller`)."""
+        """Brokers asking from now on are told NOT_CONTROLLER."""
+        if self._controller_listener is not None:
+            self._controller_listener.bind(None)
 
     def send_to_controller(self, controller_id: int, request: BrokerToControllerRequest, callback: Callback) -> None:
         callback(BrokerNotAvailableError(f"controller {controller_id} is not reachable over the kafka transport"))
@@ -214,6 +223,9 @@ class KafkaTransport:
         for channel in self._channels:
             channel.shutdown()
         self._channels.clear()
+        if self._controller_listener is not None:
+            self._controller_listener.close()
+            self._controller_listener = None
 
 
 @hookimpl
