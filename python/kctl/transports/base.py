@@ -9,6 +9,7 @@ step; they must not block.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -23,6 +24,8 @@ from kctl.messages import (
     ControllerRequest,
     ControllerResponse,
 )
+
+logger = logging.getLogger(__name__)
 
 BrokerHandler = Callable[[ControllerRequest], ControllerResponse]
 """A broker's answer to a controller request (computed synchronously)."""
@@ -39,6 +42,15 @@ def error_response(
     if isinstance(request, AlterPartitionRequest):
         return AlterPartitionResponse(error)
     raise TypeError(f"not a broker-to-controller request: {request!r}")
+
+
+def deliver_response(callback: Callable[[Any], None], response: Any, controller_id: int) -> None:
+    """Hand a broker's response to the controller's callback; a failing callback is logged, never
+    allowed to stop the channel's sender."""
+    try:
+        callback(response)
+    except Exception:
+        logger.exception("Controller %d: response callback failed", controller_id)
 
 
 class ControllerChannel(Protocol):
