@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kctl import admin
 from kctl.broker import BrokerAgent, DataPlaneLedger, ExpectedMetadata, MetadataSnapshot, SimulatedReplicaManager
 from kctl.config import ControllerConfig
-from kctl.engine_api import DEFAULT_ENGINE
+from kctl.engine_api import default_engine
 from kctl.controller import KafkaController
 from kctl.errors import IllegalArgumentError, IllegalStateError, KctlError, UnknownTopicOrPartitionError
 from kctl.model import NO_LEADER, ReplicaAssignment, TopicPartition, validate_int, validate_partition_id
@@ -128,7 +128,7 @@ class EmbeddedCluster:
         brokers: int | Sequence[int] = 3,
         racks: Sequence[str] | Mapping[int, str] | None = None,
         config: ControllerConfig | Mapping[str, Any] | None = None,
-        engine: str = DEFAULT_ENGINE,
+        engine: str | None = None,
         store: str = "memory",
         transport: str = "inprocess",
         seed: int = 0,
@@ -155,7 +155,7 @@ class EmbeddedCluster:
             raise IllegalStateError(f"broker ids must be distinct non-negative integers, got {self.broker_ids}")
         self.racks = self._rack_map(racks)
         self.config = ControllerConfig.coerce(config)
-        self.engine = engine
+        self.engine = engine or default_engine()
         self.seed = seed
         self.simulated = simulated
         candidates = self.broker_ids[: controllers] if isinstance(controllers, int) else sorted(controllers)

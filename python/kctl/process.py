@@ -54,7 +54,7 @@ from kctl.broker import BrokerAgent
 from kctl.broker.agent import HandledRequest
 from kctl.broker.fetcher import NetworkReplicaManager
 from kctl.config import ControllerConfig, describe_components
-from kctl.engine_api import DEFAULT_ENGINE, ENGINES
+from kctl.engine_api import ENGINES, default_engine
 from kctl.controller import KafkaController
 from kctl.errors import IllegalArgumentError, KctlError, StoreUnavailableError
 from kctl.model import validate_int
@@ -250,8 +250,8 @@ def add_process_arguments(parser: argparse.ArgumentParser, role: str) -> None:
                              "exporter names Kafka's (port 0: any free port; default: not served)")
     if role == "controller":
         parser.add_argument("--store", choices=("zookeeper",), default="zookeeper", help="state store (zookeeper)")
-        parser.add_argument("--engine", choices=ENGINES, default=DEFAULT_ENGINE,
-                            help=f"controller engine (default: {DEFAULT_ENGINE})")
+        parser.add_argument("--engine", choices=ENGINES, default=default_engine(),
+                            help="controller engine (default: %(default)s)")
     else:
         parser.add_argument("--rack", default=None, help="the broker's rack (broker.rack)")
         parser.add_argument("--fetch-interval", type=seconds_argument, default=0.5, metavar="SECONDS",

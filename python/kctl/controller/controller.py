@@ -24,7 +24,7 @@ from kctl.controller.topic_deletion import TopicDeletionManager
 from kctl.election import Election, for_config
 from kctl.engine_api.request_batch import ControllerBrokerRequestBatch
 from kctl.engine_api.statemachine import ElectionOutcome
-from kctl.engines import DEFAULT_ENGINE, engine_parts
+from kctl.engines import default_engine, engine_parts
 from kctl.errors import (
     CorruptDataError,
     BrokerNotAvailableError,
@@ -140,7 +140,7 @@ class KafkaController:
         store: StateStore,
         transport: Transport,
         config: ControllerConfig | Mapping[str, Any] | None = None,
-        engine: str = DEFAULT_ENGINE,
+        engine: str | None = None,
         clock: Scheduler | None = None,
         *,
         threaded: bool | None = None,
@@ -156,7 +156,7 @@ class KafkaController:
         threaded = not isinstance(self.scheduler, SimulatedScheduler) if threaded is None else threaded
         self.plugins = plugins
         self._host().leader_selectors().check_config(self.config)  # a misspelt selector never wins an election
-        self.engine_parts = engine_parts(engine)
+        self.engine_parts = engine_parts(engine or default_engine())
         """The engine's classes: the context, state machines and request batches are built from them."""
         self.context = self.engine_parts.context()
         self.state_change_logger = StateChangeLogger(broker_id, lambda: self.context.epoch, state_change_log)
