@@ -8,7 +8,7 @@ broker's partitions are led again by kctl; when the broker comes back, its leade
 ISR through AlterPartition to kctl's listener (Kafka logs the ISR it was answered); a SIGTERM'd
 broker's ControlledShutdown is answered there too; kill -9 of kctl
 hands the cluster to a Kafka broker's controller, which creates the next topic; kctl restarted
-stands by. It takes 25–45 s here, so it runs with the small set (marker ``kafka``).
+stands by. It takes 25–50 s here, so it runs with the small set (marker ``kafka``).
 """
 
 from __future__ import annotations
