@@ -53,6 +53,7 @@ from kctl.model import (
     INT64_MIN,
     NO_LEADER,
     UNKNOWN_BROKER_EPOCH,
+    BrokerInfo,
     LeaderAndIsr,
     LeaderRecoveryState,
     PartitionReplica,
@@ -88,7 +89,7 @@ from kctl.stores.base import (
     WatchKind,
 )
 from kctl.topic_config import UNCLEAN_LEADER_ELECTION_ENABLE, parse_topic_config
-from kctl.transports.base import Transport
+from kctl.transports.base import AdvertisedController, Transport
 
 log = logging.getLogger(__name__)
 
@@ -195,6 +196,7 @@ class KafkaController:
         self._rebalance_timer: Timer | None = None
         self._election_retry: Timer | None = None
         self._elect_not_before = float("-inf")
+        self._entry_registered = False  # the transport's controller entry is in the store
         self._announced = False  # kctl_controller_started fired, kctl_controller_resigned is owed
         self._started = False
 
@@ -649,9 +651,36 @@ class KafkaController:
             log.info("Setting %s to %s", paths.FEATURE, wanted)
             self.store.set_finalized_features(wanted)
 
+    def _register_controller_entry(self) -> None:
+        """Register the broker entry brokers find this controller by, when the transport has one
+        (:class:`~kctl.transports.base.AdvertisedController`): registered while active, in the
+        session that holds ``/controller``, so both go together when it ends."""
+        if not isinstance(self.transport, AdvertisedController):
+            return
+        entry = self.transport.controller_registration(self.broker_id)
+        if entry is not None:
+            self.store.register_broker(entry)
+            self._entry_registered = True
+            log.info("Registered the controller's entry %s", ",".join(map(str, entry.endpoints)))
+
+    def _deregister_controller_entry(self) -> None:
+        if not self._entry_registered:
+            return
+        self._entry_registered = False
+        try:
+            self.store.deregister_broker(self.broker_id)
+        except KctlError as e:  # an ended session took it with it
+            log.warning("Controller %s could not delete its broker entry: %s", self.broker_id, e)
+
+    def _live_brokers(self) -> dict[int, tuple[BrokerInfo, int]]:
+        """The registered brokers with their epochs, without controllers' entries: those never
+        lead, host replicas or receive requests."""
+        return {b: found for b, found in self.store.get_all_brokers().items() if not found[0].controller_only}
+
     def _on_controller_failover(self) -> None:
         ctx, store = self.context, self.store
         self._setup_feature_versioning()
+        self._register_controller_entry()
         for kind in (WatchKind.BROKER_IDS, WatchKind.TOPICS, WatchKind.DELETE_TOPICS,
                      WatchKind.LOG_DIR_EVENT_NOTIFICATION, WatchKind.ISR_CHANGE_NOTIFICATION,
                      WatchKind.PREFERRED_REPLICA_ELECTION, WatchKind.REASSIGN_PARTITIONS):
@@ -695,6 +724,7 @@ class KafkaController:
             self.channel.remove_broker(broker)
         for batch in (self.batch, self.partition_state_machine.batch, self.replica_state_machine.batch):
             batch.clear()
+        self._deregister_controller_entry()
         if was_initialized:
             log.info("Resigned as the controller (broker %s, epoch %s)", self.broker_id, self.context.epoch)
         if self._announced:  # observers hear of a resignation only after its start (a failed failover: neither)
@@ -707,7 +737,7 @@ class KafkaController:
 
     def _initialize_controller_context(self) -> None:
         ctx, store = self.context, self.store
-        brokers = store.get_all_brokers()
+        brokers = self._live_brokers()
         ctx.set_live_brokers({b: epoch for b, (_, epoch) in brokers.items()}, {b: info for b, (info, _) in brokers.items()})
         topics = sorted(store.get_all_topics())
         for topic in topics:
@@ -771,7 +801,7 @@ class KafkaController:
     @_active_only
     def _process_BrokerChange(self, event: ev.BrokerChange) -> None:
         ctx = self.context
-        current = self.store.get_all_brokers()
+        current = self._live_brokers()
         known = ctx.live_or_shutting_down_broker_ids
         new = sorted(b for b in current if b not in known)
         dead = sorted(b for b in known if b not in current)
@@ -799,7 +829,7 @@ class KafkaController:
 
     @_active_only
     def _process_BrokerModifications(self, event: ev.BrokerModifications) -> None:
-        current = self.store.get_all_brokers().get(event.broker_id)
+        current = self._live_brokers().get(event.broker_id)
         known = {b.id: b for b in self.context.live_or_shutting_down_brokers()}.get(event.broker_id)
         if current is None or known is None:
             return

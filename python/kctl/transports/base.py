@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from kctl.errors import Errors
 from kctl.model import BrokerInfo
@@ -65,6 +65,17 @@ class ControllerChannel(Protocol):
         """Queue a request; requests to a broker without a queue are dropped with a warning."""
 
     def shutdown(self) -> None: ...
+
+
+@runtime_checkable
+class AdvertisedController(Protocol):
+    """A transport whose brokers find their controller as a broker entry (the ``kafka`` transport:
+    Kafka's brokers look the controller id up among live brokers); the controller registers the
+    entry while it is active and deletes it when it resigns."""
+
+    def controller_registration(self, controller_id: int) -> BrokerInfo | None:
+        """The entry (controller-only, :attr:`~kctl.model.BrokerInfo.controller_only`), or None
+        when the controller is not reachable yet."""
 
 
 class Transport(Protocol):

@@ -9,13 +9,20 @@ request in flight and, on any failure (no connection, a closed connection, no an
 removed. Responses reach the callback as kctl's messages, on the sender's thread.
 
 A bound controller answers brokers on ``listen`` (:class:`kctl.kafka.listener.ControllerListener`:
-ApiVersions, ControlledShutdown, AlterPartition; AlterPartition's topic ids resolved through
-``topic_ids``). Brokers here are real Kafka processes, so this transport binds no kctl broker
-agent and sends nothing to a controller itself.
+ApiVersions, ControlledShutdown, AlterPartition). AlterPartition v2+ names topics by id: the ids
+resolved are those the controller's own LeaderAndIsr (v5+) and UpdateMetadata (v7+) requests
+carried (a broker can only propose the ISR of a partition it was told it leads), plus ``topic_ids``.
+A ZooKeeper-mode broker finds its controller only among the live brokers of UpdateMetadata, on the
+inter-broker listener: so the bound controller is advertised as a broker entry of its own
+(:meth:`KafkaTransport.controller_registration`, marked controller-only), added to every
+UpdateMetadata's live brokers here and registered in the store by the controller while it is
+active. Brokers here are real Kafka processes, so this transport binds no kctl broker agent and
+sends nothing to a controller itself.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import socket
@@ -29,8 +36,14 @@ from kctl.hookspecs import hookimpl
 from kctl.kafka import messages as km
 from kctl.kafka.listener import ControllerListener
 from kctl.kafka import protocol as p
-from kctl.messages import BrokerToControllerRequest, ControllerRequest
-from kctl.model import BrokerInfo
+from kctl.messages import (
+    ZERO_UUID,
+    BrokerToControllerRequest,
+    ControllerRequest,
+    LeaderAndIsrRequest,
+    UpdateMetadataRequest,
+)
+from kctl.model import CONTROLLER_ONLY_FEATURE, BrokerInfo, EndPoint
 from kctl.scheduler import Scheduler
 from kctl.transports.base import BrokerHandler, ControllerHandler, deliver_response
 
@@ -143,6 +156,10 @@ class KafkaControllerChannel:
             sender.stop()
 
     def send_request(self, broker_id: int, request: ControllerRequest, callback: Callback | None) -> None:
+        if isinstance(request, (LeaderAndIsrRequest, UpdateMetadataRequest)):
+            self.transport.learn_topic_ids(request.topic_ids)
+        if isinstance(request, UpdateMetadataRequest):
+            request = self.transport.with_controller_entry(self.controller_id, request)
         with self._lock:
             sender = self._senders.get(broker_id)
         if sender is None:
@@ -168,7 +185,7 @@ class KafkaTransport:
     """``listener``: the brokers' inter-broker listener name; ``request_timeout`` (Kafka's
     ``controller.socket.timeout.ms``) bounds connecting and each answer; ``max_response_bytes``
     the largest frame read; ``listen``: the bound controller's ``host:port``; ``topic_ids``:
-    name → id of the topics brokers may name by id."""
+    name → id of topics brokers may name by id besides those the controller's requests carried."""
 
     def __init__(self, scheduler: Scheduler | None = None, listener: str = "PLAINTEXT", request_timeout: float = 30.0,
                  retry_backoff: float = 0.1, max_response_bytes: int = p.MAX_FRAME_BYTES,
@@ -181,6 +198,8 @@ class KafkaTransport:
         self.max_response_bytes = max_response_bytes
         self.listen = listen
         self.topic_ids = topic_ids
+        self._sent_topic_ids: dict[str, str] = {}
+        self._topic_ids_lock = threading.Lock()
         self._channels: list[KafkaControllerChannel] = []
         self._controller_listener: ControllerListener | None = None
 
@@ -188,6 +207,35 @@ class KafkaTransport:
     def listener_address(self) -> tuple[str, int] | None:
         """Where the bound controller answers brokers (None before :meth:`bind_controller`)."""
         return None if self._controller_listener is None else self._controller_listener.address
+
+    def learn_topic_ids(self, topic_ids: Mapping[str, str]) -> None:
+        """Remember the ids a request to brokers carried (Kafka's zero id is no id)."""
+        known = {topic: tid for topic, tid in topic_ids.items() if tid != ZERO_UUID}
+        if known:
+            with self._topic_ids_lock:
+                self._sent_topic_ids.update(known)
+
+    def known_topic_ids(self) -> dict[str, str]:
+        """name → id of every topic brokers may name by id: ``topic_ids`` and those sent."""
+        with self._topic_ids_lock:
+            return {**self.topic_ids(), **self._sent_topic_ids}
+
+    def controller_registration(self, controller_id: int) -> BrokerInfo | None:
+        """The broker entry brokers find the bound controller by: one endpoint, on the
+        inter-broker ``listener``, at the controller listener's address, and the controller-only
+        mark (None before :meth:`bind_controller`)."""
+        address = self.listener_address
+        if address is None:
+            return None
+        return BrokerInfo(controller_id, (EndPoint(address[0], address[1], self.listener),),
+                          features=((CONTROLLER_ONLY_FEATURE, (1, 1)),))
+
+    def with_controller_entry(self, controller_id: int, request: UpdateMetadataRequest) -> UpdateMetadataRequest:
+        """``request`` with the bound controller's entry among its live brokers."""
+        entry = self.controller_registration(controller_id)
+        if entry is None or any(b.id == controller_id for b in request.live_brokers):
+            return request
+        return dataclasses.replace(request, live_brokers=(*request.live_brokers, entry))
 
     def controller_channel(self, controller_id: int) -> KafkaControllerChannel:
         channel = KafkaControllerChannel(self, controller_id)
@@ -204,7 +252,7 @@ class KafkaTransport:
         """Answer brokers for this controller on ``listen`` (started on the first bind)."""
         if self._controller_listener is None:
             host, _, port = self.listen.rpartition(":")
-            self._controller_listener = ControllerListener(host, int(port), topic_ids=self.topic_ids,
+            self._controller_listener = ControllerListener(host, int(port), topic_ids=self.known_topic_ids,
                                                            max_request_bytes=self.max_response_bytes,
                                                            answer_timeout=self.request_timeout)
         elif self._controller_listener.handler is not None:
