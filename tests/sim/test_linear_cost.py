@@ -161,8 +161,9 @@ def test_changed_partitions_are_those_a_write_changes() -> None:
 
 
 def test_broker_answers_are_each_judged_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """I5 is checked after every step of a simulation: each answer is judged once, and checking
-    a growing record piece by piece finds what checking it whole does."""
+    """I5 is checked after every step of a simulation: no answer is judged twice (an accepted
+    UpdateMetadata of the newest controller epoch is judged without a call), and checking a
+    growing record piece by piece finds what checking it whole does."""
     judged: Counter[int] = Counter()
     judge = BrokerAnswerCheck._judge
 
@@ -182,7 +183,7 @@ def test_broker_answers_are_each_judged_once(monkeypatch: pytest.MonkeyPatch) ->
         found = check.feed(record[:end])
     found = check.feed(record)
 
-    assert len(record) >= 8 and set(judged.values()) == {1} and len(judged) == len(record)
+    assert len(record) >= 8 and set(judged.values()) == {1} and 0 < len(judged) < len(record)
     monkeypatch.setattr(BrokerAnswerCheck, "_judge", judge)
     assert found == check_broker_answers(3, record)
 
