@@ -23,6 +23,7 @@ from kctl.messages import (
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     LeaderAndIsrResponseReceived,
+    Outgoing,
     RequestChannel,
     ResponseReceived,
     SentRequest,
@@ -32,6 +33,7 @@ from kctl.messages import (
     UpdateMetadataPartitionState,
     UpdateMetadataRequest,
     UpdateMetadataResponseReceived,
+    send_all,
 )
 from kctl.model import BrokerInfo, TopicPartition
 
@@ -177,17 +179,19 @@ class ControllerBrokerRequestBatch(abc.ABC):
         known = ctx.topic_ids
         topic_ids = {t: known[t] for t in _topics(states) if t in known}
         version, epochs = self.config.update_metadata_version, ctx.live_broker_epochs()
-        controller_id, channel, callbacks = self.controller_id, self.channel, self._metadata_callbacks
-        for broker in brokers:  # _deliver inlined: a fan-out is a request per broker
+        controller_id, callbacks = self.controller_id, self._metadata_callbacks
+        outgoing: list[Outgoing] = []
+        for broker in brokers:  # _deliver for the whole fan-out: it is a request per broker
             request = UpdateMetadataRequest(
                 version, controller_id, controller_epoch, epochs.get(broker, -1), states, live_brokers, topic_ids,
             )
             sent.append(SentRequest(broker, request))
-            if channel is not None:
-                callback = callbacks.get(broker)
-                if callback is None:
-                    callback = callbacks[broker] = _update_metadata_callback(self, broker)
-                channel.send_request(broker, request, callback)
+            callback = callbacks.get(broker)
+            if callback is None and broker not in callbacks:
+                callback = callbacks[broker] = _update_metadata_callback(self, broker)
+            outgoing.append((broker, request, callback))
+        if self.channel is not None:
+            send_all(self.channel, outgoing)
 
     def _deliver_stop_replica(
         self, sent: list[SentRequest], controller_epoch: int, broker: int, delete_partitions: bool,

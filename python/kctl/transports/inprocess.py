@@ -100,6 +100,20 @@ class InProcessControllerChannel:
                 queue.busy = True
                 self._deliver_after(self._transport.latency, queue)
 
+    def send_requests(self, outgoing: list[tuple[int, ControllerRequest, Callback | None]]) -> None:
+        """:meth:`send_request` for each, in order (a fan-out, under one hold of the lock)."""
+        with self._transport.lock:
+            queues, latency, deliver_after = self._queues, self._transport.latency, self._deliver_after
+            for broker_id, request, callback in outgoing:
+                queue = queues.get(broker_id)
+                if queue is None:
+                    self.send_request(broker_id, request, callback)  # dropped, with its warning
+                    continue
+                queue.requests.append((request, callback))
+                if not queue.busy:
+                    queue.busy = True
+                    deliver_after(latency, queue)
+
     def shutdown(self) -> None:
         with self._transport.lock:
             for broker_id in list(self._queues):
