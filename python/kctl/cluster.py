@@ -32,7 +32,6 @@ from kctl.config import ControllerConfig
 from kctl.engine_api import default_engine
 from kctl.controller import KafkaController
 from kctl.errors import IllegalArgumentError, IllegalStateError, KctlError, UnknownTopicOrPartitionError
-from kctl.frozen import direct_init
 from kctl.model import NO_LEADER, ReplicaAssignment, TopicPartition, validate_int, validate_partition_id
 from kctl.plugins import PluginHost, get_plugin_host
 from kctl.messages import ControllerRequest, Outgoing, send_all
@@ -74,7 +73,6 @@ class PartitionDescription:
     state: str
 
 
-@direct_init
 @dataclass(frozen=True)
 class SentRecord:
     """A controller request as it left the controller (at ``time`` on the cluster clock)."""

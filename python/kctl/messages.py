@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, Union, overload
 
 from kctl.errors import Errors
-from kctl.frozen import direct_init
 from kctl.model import BrokerInfo, LeaderAndIsr, LeaderRecoveryState, TopicPartition
 
 
@@ -86,7 +85,6 @@ class StopReplicaPartitionState:
 # --- Requests ----------------------------------------------------------------------------------------
 
 
-@direct_init
 @dataclass(frozen=True)
 class LeaderAndIsrRequest:
     version: int
@@ -100,7 +98,6 @@ class LeaderAndIsrRequest:
     api = "LeaderAndIsr"
 
 
-@direct_init
 @dataclass(frozen=True)
 class UpdateMetadataRequest:
     version: int
@@ -114,7 +111,6 @@ class UpdateMetadataRequest:
     api = "UpdateMetadata"
 
 
-@direct_init
 @dataclass(frozen=True)
 class StopReplicaRequest:
     """From version 3 one request per broker carries every partition (grouped by topic) with its
@@ -201,7 +197,6 @@ class StopReplicaResponseReceived:
 ResponseReceived = Union[LeaderAndIsrResponseReceived, UpdateMetadataResponseReceived, StopReplicaResponseReceived]
 
 
-@direct_init
 @dataclass(frozen=True)
 class SentRequest:
     broker: int

@@ -24,7 +24,6 @@ from typing import Any, Protocol, TypeVar
 from kctl.broker.metadata_cache import BrokerMetadataCache
 from kctl.broker.replica_manager import Ledger, ReplicaManager, SimulatedReplicaManager
 from kctl.config import ControllerConfig
-from kctl.frozen import direct_init
 from kctl.errors import Errors, IllegalArgumentError, IllegalStateError, StaleControllerEpochError, StoreError
 from kctl.model import (
     EPOCH_DURING_DELETE,
@@ -64,7 +63,6 @@ UNKNOWN_CONTROLLER = -1
 """The controller id a broker sends to when it knows of none (the transport answers NOT_CONTROLLER)."""
 
 
-@direct_init
 @dataclass(frozen=True)
 class HandledRequest:
     """One controller request a broker answered, and when (scheduler seconds); ``broker_epoch`` is
