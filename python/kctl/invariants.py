@@ -224,8 +224,9 @@ class BrokerAnswerCheck:
         return list(self.violations)
 
     def feed_from(self, agent: BrokerAgent) -> list[str]:
-        """:meth:`feed` with the agent's record (call it under the agent's lock)."""
-        return self.feed(agent.handled)
+        """:meth:`feed` with the agent's notable answers (call it under the agent's lock): the
+        others are the UpdateMetadata answers :meth:`feed` passes over."""
+        return self.feed(agent.notable)
 
     def _judge(self, answer: HandledRequest) -> None:
         request, response, process = answer.request, answer.response, answer.broker_epoch
