@@ -73,6 +73,7 @@ from kctl.messages import (
     LeaderAndIsrResponse,
     ResponseReceived,
     StopReplicaResponseReceived,
+    UpdateMetadataResponseReceived,
 )
 from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler, Timer
 from kctl.selectors import ElectionKind
@@ -191,6 +192,9 @@ class KafkaController:
             self._process, self.scheduler, threaded=threaded, name=f"controller-{broker_id}-event-thread"
         )
         self.active_controller_id = -1
+        self._metadata_responses: dict[int, ev.UpdateMetadataResponseReceived] = {}
+        """Each broker's last UpdateMetadata response event, queued again for the same (immutable)
+        response object: a simulated broker answers every UpdateMetadata it accepts with one."""
         self._watches: set[tuple[WatchKind, object]] = set()
         self._fired_topic_watches: set[str] = set()
         self._rebalance_timer: Timer | None = None
@@ -374,7 +378,13 @@ class KafkaController:
         return future
 
     def _on_response(self, received: ResponseReceived) -> None:
-        self.event_manager.put(ev.BrokerResponseReceived.of(received))
+        if type(received) is UpdateMetadataResponseReceived:  # the same answer again: the same event
+            event = self._metadata_responses.get(received.broker)
+            if event is None or event.received.response is not received.response:
+                event = self._metadata_responses[received.broker] = ev.UpdateMetadataResponseReceived(received=received)
+            self.event_manager.put(event)
+        else:
+            self.event_manager.put(ev.BrokerResponseReceived.of(received))
 
     def _on_watch(self, event: WatchEvent) -> None:
         """Store watches become controller events (the store calls this; it must not block)."""

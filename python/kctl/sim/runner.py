@@ -210,7 +210,7 @@ class _Leadership:
         # answers keep their order, and a process's answers come before its stop at the same time.
         events: list[tuple[float, int, Callable[[], None]]] = []
         for broker, agent in sorted(self._cluster.brokers.items()):
-            handled = agent.handled
+            handled = agent.notable  # the answers that can change leadership among them
             start = self._cursor.get(broker, 0)
             self._cursor[broker] = len(handled)
             # UpdateMetadata (most of what a broker answers) changes no leadership.
