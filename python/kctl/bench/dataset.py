@@ -153,6 +153,17 @@ class HadoopFiles:
             stream.close()
 
 
+def write_files(spark: Any, out: str | Path, files: Mapping[str, str]) -> list[str]:
+    """Write ``files`` (relative name → text) under ``out`` through its Hadoop file system;
+    returns their locations."""
+    writer, base = HadoopFiles(spark), uri(out)
+    written = []
+    for name, text in files.items():
+        writer.write(f"{base}/{name}", text)
+        written.append(f"{base}/{name}")
+    return written
+
+
 def read_runs(spark: Any, out: str | Path) -> Any:
     """The dataset under ``out`` as a DataFrame with :func:`schema`, one row per (grid, seed,
     variant): a pair written twice (two fleets writing at once) counts once."""

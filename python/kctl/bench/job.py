@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import kctl
-from kctl.bench.dataset import PARTITION_COLUMNS, STALE_COMMIT, FleetPathError, HadoopFiles, runs_uri, schema, uri
+from kctl.bench.dataset import (PARTITION_COLUMNS, STALE_COMMIT, FleetPathError, HadoopFiles, runs_uri, schema,
+                                write_files)
 from kctl.bench.grid import Grid, Variant, load_grid
 from kctl.bench.numbers import duration, fmt
 from kctl.errors import KctlError
@@ -205,17 +206,6 @@ def run_fleet(spark: Any, grid: Grid, out: str | Path, progress: Callable[[Progr
     if progress is not None:
         progress(Progress(executed.value, total, 0, errors.value, clock() - started))
     return FleetResult(run_id, executed.value, len(grid.seeds) * len(variants) - total, errors.value)
-
-
-def write_files(spark: Any, out: str | Path, files: Mapping[str, str]) -> list[str]:
-    """Write ``files`` (relative name → text) under ``out`` through its Hadoop file system;
-    returns their locations."""
-    writer, base = HadoopFiles(spark), uri(out)
-    written = []
-    for name, text in files.items():
-        writer.write(f"{base}/{name}", text)
-        written.append(f"{base}/{name}")
-    return written
 
 
 class ProgressLine:

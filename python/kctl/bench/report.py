@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kctl.bench import queries, svg
+from kctl.bench.dataset import write_files
 from kctl.bench.grid import Grid
 from kctl.bench.numbers import fmt
 from kctl.bench.queries import Aggregates, Bins
@@ -199,8 +200,6 @@ def write_report(frame: Any, grid: Grid, out: str | Path, meta: Mapping[str, str
                  agg: Aggregates | None = None) -> list[str]:
     """``report.html``, ``summary.md`` and ``plots/*.svg`` under ``out`` (any Hadoop path) from
     ``frame``'s aggregates (``agg`` when already computed); returns the locations written."""
-    from kctl.bench.job import write_files
-
     agg = agg if agg is not None else aggregate(frame, grid)
     plots = charts(agg)
     files = {"report.html": html(agg, grid, meta, plots), "summary.md": markdown(agg, grid)}
