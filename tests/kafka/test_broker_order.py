@@ -29,8 +29,9 @@ BROKERS = (3, 4, 5)
 
 @pytest.fixture(scope="module")
 def kafka_cluster(zookeeper_server: ZooKeeperEnsemble, kafka_installation: KafkaInstallation,
-                  kafka_overrides: Mapping[str, str]) -> Iterator[KafkaCluster]:
-    """Three Kafka brokers with ids 3, 4 and 5 (kctl's side takes the same ids)."""
+                  kafka_overrides: Mapping[str, str], engine: str) -> Iterator[KafkaCluster]:
+    """Three Kafka brokers with ids 3, 4 and 5 (kctl's side takes the same ids), for one engine: each
+    engine's run creates the same topic beside brokers of its own."""
     with KafkaCluster(zookeeper_server.hosts, len(BROKERS), installation=kafka_installation, first_id=BROKERS[0],
                       overrides=kafka_overrides) as cluster:
         yield cluster
