@@ -82,9 +82,12 @@ class Log4jFormatter(logging.Formatter):
         super().__init__()
         self._loggers = loggers
         self._node_id = node_id
+        self._kafka: dict[str, KafkaLogger] = {}  # by kctl logger name: a state-change burst is 100Ks of lines
 
     def format(self, record: logging.LogRecord) -> str:
-        kafka = find_logger(self._loggers, record.name) or KafkaLogger(record.name)
+        kafka = self._kafka.get(record.name)
+        if kafka is None:
+            kafka = self._kafka[record.name] = find_logger(self._loggers, record.name) or KafkaLogger(record.name)
         level = LOG4J_LEVELS.get(record.levelno, record.levelname)
         message = kafka.ident.format(id=self._node_id) + record.getMessage()
         line = f"[{self.formatTime(record)}] {level} {message} ({kafka.name})"
@@ -108,10 +111,45 @@ class _ToFile(logging.Filter):
     def __init__(self, loggers: Mapping[str, KafkaLogger], file: LogFile) -> None:
         super().__init__()
         self._loggers, self._file = loggers, file
+        self._passes: dict[str, bool] = {}  # by logger name
 
     def filter(self, record: logging.LogRecord) -> bool:
-        kafka = find_logger(self._loggers, record.name)
-        return (kafka.file if kafka is not None else LogFile.SERVER) is self._file
+        passes = self._passes.get(record.name)
+        if passes is None:
+            kafka = find_logger(self._loggers, record.name)
+            passes = self._passes[record.name] = (kafka.file if kafka is not None else LogFile.SERVER) is self._file
+        return passes
+
+
+class _RollingFile(logging.handlers.RotatingFileHandler):
+    """log4j's ``RollingFileAppender``. Python's handler formats every record twice and looks the
+    file up twice (two stats) to decide whether to roll over, most of a line's cost when a bulk
+    transition logs a line per partition; this one formats a record once and counts the bytes it
+    wrote. Every line is still flushed as it is written, as log4j's ``immediateFlush``."""
+
+    def __init__(self, path: Path, max_bytes: int, backup_count: int) -> None:
+        super().__init__(path, maxBytes=max_bytes, backupCount=backup_count, encoding="utf-8")
+        self._size = path.stat().st_size  # appended to, as log4j does
+
+    def doRollover(self) -> None:
+        super().doRollover()
+        self._size = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record) + self.terminator
+            size = len(line.encode("utf-8", "replace"))
+            if 0 < self.maxBytes < self._size + size and self._size:
+                self.doRollover()
+            if self.stream is None:  # closed meanwhile: reopened, as FileHandler does
+                self.stream = self._open()
+            self.stream.write(line)
+            self.stream.flush()
+            self._size += size
+        except RecursionError:
+            raise
+        except Exception:
+            self.handleError(record)
 
 
 @dataclass(frozen=True)
@@ -135,9 +173,7 @@ class LogFiles:
         for file in LogFile:
             path = self.directory / file.value
             try:
-                handler = logging.handlers.RotatingFileHandler(
-                    path, maxBytes=self.max_file_size, backupCount=self.max_backup_index, encoding="utf-8"
-                )
+                handler = _RollingFile(path, self.max_file_size, self.max_backup_index)
             except OSError as exc:
                 raise IllegalArgumentError(f"cannot write the log file {path}: {exc.strerror}") from None
             handler.setFormatter(formatter)

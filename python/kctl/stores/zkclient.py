@@ -933,13 +933,21 @@ class ZooKeeperClient:
         return _stat(self._result(answer, path, "create")[1])
 
     def multi(self, items: Iterable[Sequence[Op]], fence: int) -> list[ItemResult]:
-        """See :meth:`_multi`; results and errors as kctl's."""
-        listed = [list(ops) for ops in items]
+        """See :meth:`_multi`; results and errors as kctl's. ``items`` is consumed as the multis
+        fill (a generator's first multis are on their way while it makes the rest)."""
+        listed: list[Sequence[Op]] = []
+
+        def consumed() -> Iterator[Sequence[Op]]:
+            for ops in items:
+                listed.append(ops)
+                yield ops
+
+        outcomes = self._multi(consumed(), fence)
         return [
             Failure(outcome.op, self._op_error(ops[outcome.op], outcome.error)) if isinstance(outcome, _Failure)
             else [_stat(r) if isinstance(r, self._kazoo.states.ZnodeStat) else r if isinstance(r, str) else None
                   for r in outcome]
-            for ops, outcome in zip(listed, self._multi(listed, fence))
+            for ops, outcome in zip(listed, outcomes)
         ]
 
     def drop_unproven_registrations(self, brokers: dict[int, tuple[BrokerInfo, int]]) -> None:

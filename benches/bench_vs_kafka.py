@@ -1,0 +1,304 @@
+"""Side by side with Apache Kafka 3.9.1's controller: the same operations on three real Kafka
+brokers and on kctl's processes, on one ZooKeeper server, in one sitting.
+
+Each size (``KCTL_BENCH_KAFKA_PARTITIONS``, default 1K, 10K and 20K partitions) gets fresh
+clusters: three Kafka brokers (``kctl.testing.kafka``) and a ``kctl controller`` pair with three
+``kctl broker`` processes (``tests/kafka/kafka_harness.py``), each in a chroot of its own. One
+topic of that many partitions, RF 2, each broker the preferred leader of a third. Every figure is
+the controller's own work, measured from ZooKeeper's znode timestamps and the controllers'
+``controller.log`` lines (both sides write Kafka's layout; one host, one clock):
+
+- ``creation``: the topic znode's ctime to the last partition state znode's ctime (every
+  partition has a leader: the controller writes each state with its leader);
+- ``failover``: ``/controller`` deleted with every broker up; the new controller's "successfully
+  elected as the controller. Epoch incremented to E" line to its "Ready to serve as the new
+  controller with epoch E" line (Kafka's ``onControllerFailover`` up to the point it serves);
+- ``controlled-shutdown``: a broker that is not Kafka's controller, leading a third of the
+  partitions, stopped with SIGTERM; the controller's "Shutting down broker N" line to the last
+  state znode write that moved a leadership or shrank an ISR away from it;
+- ``controller-crash``: kill -9 of Kafka's controller broker (on kctl the active controller and the
+  broker of the same id); the next controller's "successfully elected" line to the last state znode
+  write giving a partition the dead broker led its new leader. The wait for the session to expire
+  is not counted.
+
+The two sides take turns, never at once, and each waits until the other's cluster is quiet. The
+test of a size runs the whole sitting once (``benchmark.pedantic``); the figures, their medians and
+Kafka's median over kctl's are in the result's ``extra_info``, which ``benches/table.py`` prints.
+Marked ``kafka_bench``: ``scripts/kafka-diff --bench`` runs it, nothing else does (a run at 20K
+partitions takes most of an hour).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+import pytest
+
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent / "tests" / name) for name in ("kafka", "process")]
+
+from kafka_harness import SideBySide, side_by_side  # noqa: E402
+
+from kctl import admin  # noqa: E402
+from kctl.testing.kafka import KafkaCluster, KafkaInstallation, kafka_installation  # noqa: E402
+from kctl.testing.zookeeper import ZooKeeperEnsemble, zookeeper_server  # noqa: E402
+
+__all__ = ["kafka_installation", "zookeeper_server"]
+
+pytestmark = pytest.mark.kafka_bench
+
+SIZES = tuple(int(n) for n in os.environ.get("KCTL_BENCH_KAFKA_PARTITIONS", "1000,10000,20000").split(","))
+ROUNDS = int(os.environ.get("KCTL_BENCH_KAFKA_ROUNDS", "3"))
+"""Failovers per size and side (the other measures change the cluster, so they run once a size)."""
+BROKERS = (1, 2, 3)
+TOPIC = "bench"
+CONFIG = {"auto.leader.rebalance.enable": "false"}
+"""Both sides' broker properties: no leader moves but those measured. The ZooKeeper sessions keep
+the harness's timeouts: Kafka's brokers and kctl's controllers 6 s, kctl's brokers 2 s, so that a
+killed kctl broker is gone before the standby controller takes over, as the dead controller's broker
+is on Kafka (one session for both)."""
+MEASURES = ("creation", "failover", "controlled-shutdown", "controller-crash")
+LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] \w+ (.*)$")
+
+
+def assignment(partitions: int) -> dict[int, list[int]]:
+    """RF 2 over brokers 1–3, each the preferred leader of a third of the partitions."""
+    return {p: [BROKERS[p % 3], BROKERS[(p + 1) % 3]] for p in range(partitions)}
+
+
+@dataclass(frozen=True)
+class State:
+    """A partition state znode: leader, ISR and the znode's ctime and mtime (seconds)."""
+
+    leader: int
+    isr: frozenset[int]
+    ctime: float
+    mtime: float
+
+
+def read_states(zk: Any, chroot: str, partitions: int) -> dict[int, State]:
+    """The topic's partition states that exist (pipelined reads)."""
+    import json
+
+    from kazoo.exceptions import NoNodeError  # type: ignore[import-untyped]
+
+    base = f"{chroot}/brokers/topics/{TOPIC}/partitions"
+    pending = [(p, zk.get_async(f"{base}/{p}/state")) for p in range(partitions)]
+    found = {}
+    for p, result in pending:
+        try:
+            data, stat = result.get()
+        except NoNodeError:
+            continue
+        state = json.loads(data)
+        found[p] = State(state["leader"], frozenset(state["isr"]), stat.ctime / 1e3, stat.mtime / 1e3)
+    return found
+
+
+def log_lines(files: Sequence[Path]) -> Iterator[tuple[float, str]]:
+    """(time, message) of every line of Kafka-layout log files (log4j's ``[%d] %p %m (%c)``)."""
+    for file in files:
+        if not file.exists():
+            continue
+        for line in file.read_text(errors="replace").splitlines():
+            match = LINE.match(line)
+            if match:
+                yield datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S,%f").timestamp(), match[2]
+
+
+def wait_for(what: str, timeout: float, probe: Callable[[], Any], interval: float = 0.5) -> Any:
+    """Poll ``probe`` until it returns something truthy; fail naming ``what`` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while not (found := probe()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+    return found
+
+
+class Side:
+    """One cluster of the pair as the benchmark sees it: its chroot, its controllers' logs and how
+    to stop, kill and restart its brokers."""
+
+    def __init__(self, name: str, pair: SideBySide, partitions: int) -> None:
+        self.name = name
+        self.pair = pair
+        self.partitions = partitions
+        self.timeout = 180.0 + partitions / 50
+        kafka = name == "kafka"
+        self.chroot = pair.kafka.chroot if kafka else pair.kctl_chroot
+        self.store = pair.stores[0 if kafka else 1]
+
+    def controller_logs(self) -> list[Path]:
+        if self.name == "kafka":
+            return [broker.logs_dir / "controller.log" for broker in self.pair.kafka.brokers.values()]
+        return [self.pair.controller_log_dir(c) / "controller.log" for c in self.pair.kctl.controllers]
+
+    def logged(self, pattern: str, since: float) -> float | None:
+        """When a controller first logged a line matching ``pattern`` at or after ``since``."""
+        found = re.compile(pattern)
+        times = [t for t, message in log_lines(self.controller_logs()) if t >= since - 1e-3 and found.search(message)]
+        return min(times) if times else None
+
+    def wait_logged(self, pattern: str, since: float) -> float:
+        return float(wait_for(f"{self.name}: a controller to log {pattern!r}", self.timeout,
+                              lambda: self.logged(pattern, since)))
+
+    def states(self) -> dict[int, State]:
+        return read_states(self.pair.zk, self.chroot, self.partitions)
+
+    def wait_states(self, what: str, condition: Callable[[dict[int, State]], bool]) -> dict[int, State]:
+        """The states once every partition has one and ``condition`` holds (reads every 2 s: a
+        full read of 20K znodes costs the machine)."""
+        def probe() -> dict[int, State] | None:
+            states = self.states()
+            return states if len(states) == self.partitions and condition(states) else None
+        return dict(wait_for(f"{self.name}: {what}", self.timeout, probe, interval=2.0))
+
+    def epoch(self) -> int:
+        found = self.store.get_controller_epoch()
+        assert found is not None, f"{self.name} has no controller epoch"
+        return found[0]
+
+    def settle(self) -> None:
+        """Let the brokers finish what the last step handed them before the other side is timed."""
+        time.sleep(2.0 + self.partitions / 2_000)
+
+
+def create(side: Side) -> float:
+    """Topic znode written (with its topic id, as Kafka's CreateTopics writes it) → every
+    partition state written (with its leader)."""
+    admin.create_topic(side.store, TOPIC, broker_racks=dict.fromkeys(BROKERS), assignment=assignment(side.partitions),
+                       topic_id=admin.generate_topic_id(random.Random()))
+    stat = side.pair.zk.exists(f"{side.chroot}/brokers/topics/{TOPIC}")
+    states = side.wait_states("every partition to have a leader", lambda s: all(st.leader > 0 for st in s.values()))
+    return max(st.ctime for st in states.values()) - stat.ctime / 1e3
+
+
+def fail_over(side: Side) -> float:
+    """``/controller`` deleted → the new controller's elected → ready lines."""
+    epoch = side.epoch() + 1
+    since = time.time()
+    side.pair.zk.delete(f"{side.chroot}/controller")
+    elected = side.wait_logged(rf"successfully elected as the controller\. Epoch incremented to {epoch} ", since)
+    ready = side.wait_logged(rf"Ready to serve as the new controller with epoch {epoch}\b", since)
+    return ready - elected
+
+
+def shut_down(side: Side, broker: int) -> float:
+    """SIGTERM to ``broker`` → the last state write moving its leaderships or dropping it from an ISR."""
+    before = side.states()
+    involved = [p for p, st in before.items() if st.leader == broker or broker in st.isr]
+    since = time.time()
+    if side.name == "kafka":
+        side.pair.kafka.stop_broker(broker)
+    else:
+        assert side.pair.kctl.brokers[broker].terminate() == 0, side.pair.kctl.brokers[broker].log()[-3000:]
+    start = side.wait_logged(rf"Shutting down broker {broker}\b", since)
+    after = side.wait_states(f"broker {broker} out of every leadership and ISR",
+                             lambda s: all(st.leader != broker and broker not in st.isr for st in s.values()))
+    return max(after[p].mtime for p in involved) - start
+
+
+def restart(side: Side, broker: int) -> None:
+    """Start ``broker`` again and wait until it is back in every ISR it belongs to."""
+    if side.name == "kafka":
+        side.pair.kafka.restart(broker)
+    else:
+        side.pair.kctl.wait_until(lambda: broker not in side.store.get_all_brokers(), side.timeout,
+                                  f"broker {broker}'s registration to expire")
+        side.pair.start_broker(broker)
+    replicas = assignment(side.partitions)
+    side.wait_states(f"broker {broker} to rejoin its ISRs",
+                     lambda s: all(broker in s[p].isr for p, r in replicas.items() if broker in r))
+
+
+def crash_controller(side: Side, victim: int) -> float:
+    """kill -9 of the controller's broker → the next controller's elected line → the last new
+    leadership of a partition the victim led."""
+    before = side.states()
+    led = [p for p, st in before.items() if st.leader == victim]
+    epoch = side.epoch() + 1
+    since = time.time()
+    if side.name == "kafka":
+        side.pair.kafka.kill(victim)
+    else:
+        active = side.pair.kctl.active_controller()
+        assert active is not None, "kctl has no active controller"
+        side.pair.kctl.controllers[active].kill()
+        side.pair.kctl.brokers[victim].kill()
+    elected = side.wait_logged(rf"successfully elected as the controller\. Epoch incremented to {epoch} ", since)
+    after = side.wait_states("every partition led by a live broker",
+                             lambda s: all(st.leader not in (victim, -1) for st in s.values()))
+    return max(after[p].mtime for p in led) - elected
+
+
+def turns(round_: int, sides: Mapping[str, Side]) -> list[Side]:
+    """Kafka first in even rounds, kctl first in odd ones."""
+    order = [sides["kafka"], sides["kctl"]]
+    return order if round_ % 2 == 0 else order[::-1]
+
+
+def sitting(pair: SideBySide, partitions: int, offset: int) -> dict[str, dict[str, list[float]]]:
+    """Every measure on both sides, taking turns; seconds per measure and side."""
+    sides = {name: Side(name, pair, partitions) for name in ("kafka", "kctl")}
+    times: dict[str, dict[str, list[float]]] = {name: {m: [] for m in MEASURES} for name in sides}
+
+    def run(measure: str, round_: int, step: Callable[[Side], float]) -> None:
+        for side in turns(round_ + offset, sides):
+            times[side.name][measure].append(step(side))
+            side.settle()
+
+    run("creation", 0, create)
+    for round_ in range(ROUNDS):
+        run("failover", round_, fail_over)
+    # kctl's controllers are processes of their own: the brokers are chosen by Kafka's controller
+    broker = min(b for b in BROKERS if b != pair.kafka_controller())
+    run("controlled-shutdown", 0, lambda side: shut_down(side, broker))
+    for side in sides.values():
+        restart(side, broker)
+    victim = pair.kafka_controller()
+    run("controller-crash", 0, lambda side: crash_controller(side, victim))
+    return times
+
+
+def summary(times: Mapping[str, Mapping[str, list[float]]]) -> dict[str, dict[str, float]]:
+    """Per measure: each side's median and Kafka's over kctl's."""
+    found = {}
+    for measure in MEASURES:
+        kafka, kctl = median(times["kafka"][measure]), median(times["kctl"][measure])
+        found[measure] = {"kafka": kafka, "kctl": kctl, "kafka_over_kctl": kafka / kctl}
+    return found
+
+
+@pytest.mark.parametrize("partitions", SIZES)
+def test_vs_kafka(benchmark: Any, partitions: int, zookeeper_server: ZooKeeperEnsemble,
+                  kafka_installation: KafkaInstallation, tmp_path: Path) -> None:
+    """One sitting at ``partitions`` partitions; kctl's controller must win every measure."""
+    times: dict[str, dict[str, list[float]]] = {}
+    load = [os.getloadavg()[0]]
+
+    def once() -> None:
+        with KafkaCluster(zookeeper_server.hosts, len(BROKERS), installation=kafka_installation,
+                          overrides=CONFIG) as kafka, \
+                side_by_side(zookeeper_server.hosts, kafka, tmp_path / "kctl", CONFIG, log_dir=tmp_path / "logs") as pair:
+            times.update(sitting(pair, partitions, SIZES.index(partitions)))
+        load.append(os.getloadavg()[0])
+
+    (tmp_path / "kctl").mkdir()
+    benchmark.group = "kafka:side-by-side"
+    benchmark.pedantic(once, rounds=1, iterations=1)
+    medians = summary(times)
+    benchmark.extra_info.update(vs_kafka=True, partitions=partitions, brokers=len(BROKERS), rf=2, rounds=ROUNDS,
+                                times=times, medians=medians, load_average=load)
+    slower = [m for m, found in medians.items() if found["kafka_over_kctl"] <= 1]
+    assert not slower, f"kctl's controller was not faster than Kafka's on {slower}: {medians}"
