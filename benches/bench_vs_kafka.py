@@ -30,6 +30,7 @@ partitions takes most of an hour).
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -87,8 +88,6 @@ class State:
 
 def read_states(zk: Any, chroot: str, partitions: int) -> dict[int, State]:
     """The topic's partition states that exist (pipelined reads)."""
-    import json
-
     from kazoo.exceptions import NoNodeError  # type: ignore[import-untyped]
 
     base = f"{chroot}/brokers/topics/{TOPIC}/partitions"
@@ -203,7 +202,9 @@ def shut_down(side: Side, broker: int) -> float:
         side.pair.kafka.stop_broker(broker)
     else:
         assert side.pair.kctl.brokers[broker].terminate() == 0, side.pair.kctl.brokers[broker].log()[-3000:]
-    start = side.wait_logged(rf"Shutting down broker {broker}\b", since)
+    # the broker has exited: its controlled shutdown was answered, unless it gave up on it
+    start = side.logged(rf"Shutting down broker {broker}\b", since)
+    assert start is not None, f"{side.name}: broker {broker} stopped without a controlled shutdown"
     after = side.wait_states(f"broker {broker} out of every leadership and ISR",
                              lambda s: all(st.leader != broker and broker not in st.isr for st in s.values()))
     return max(after[p].mtime for p in involved) - start
@@ -248,24 +249,30 @@ def turns(round_: int, sides: Mapping[str, Side]) -> list[Side]:
     return order if round_ % 2 == 0 else order[::-1]
 
 
-def sitting(pair: SideBySide, partitions: int, offset: int) -> dict[str, dict[str, list[float]]]:
-    """Every measure on both sides, taking turns; seconds per measure and side."""
+def sitting(pair: SideBySide, partitions: int, offset: int, progress: Path | None = None) -> dict[str, dict[str, list[float]]]:
+    """Every measure on both sides, taking turns; seconds per measure and side, also written to
+    ``progress`` as they come (a sitting at 20K partitions takes most of an hour)."""
     sides = {name: Side(name, pair, partitions) for name in ("kafka", "kctl")}
     times: dict[str, dict[str, list[float]]] = {name: {m: [] for m in MEASURES} for name in sides}
 
     def run(measure: str, round_: int, step: Callable[[Side], float]) -> None:
         for side in turns(round_ + offset, sides):
             times[side.name][measure].append(step(side))
+            if progress is not None:
+                progress.write_text(json.dumps(times, indent=1))
             side.settle()
 
     run("creation", 0, create)
-    for round_ in range(ROUNDS):
-        run("failover", round_, fail_over)
-    # kctl's controllers are processes of their own: the brokers are chosen by Kafka's controller
+    # kctl's controllers are processes of their own: the brokers are chosen by Kafka's controller.
+    # The controlled shutdown comes before the failovers: a Kafka broker that saw the controller
+    # move several times within seconds may send its ControlledShutdown to a former controller,
+    # be refused (STALE_CONTROLLER_EPOCH) and give up on it.
     broker = min(b for b in BROKERS if b != pair.kafka_controller())
     run("controlled-shutdown", 0, lambda side: shut_down(side, broker))
     for side in sides.values():
         restart(side, broker)
+    for round_ in range(ROUNDS):
+        run("failover", round_, fail_over)
     victim = pair.kafka_controller()
     run("controller-crash", 0, lambda side: crash_controller(side, victim))
     return times
@@ -291,7 +298,7 @@ def test_vs_kafka(benchmark: Any, partitions: int, zookeeper_server: ZooKeeperEn
         with KafkaCluster(zookeeper_server.hosts, len(BROKERS), installation=kafka_installation,
                           overrides=CONFIG) as kafka, \
                 side_by_side(zookeeper_server.hosts, kafka, tmp_path / "kctl", CONFIG, log_dir=tmp_path / "logs") as pair:
-            times.update(sitting(pair, partitions, SIZES.index(partitions)))
+            times.update(sitting(pair, partitions, SIZES.index(partitions), tmp_path / "times.json"))
         load.append(os.getloadavg()[0])
 
     (tmp_path / "kctl").mkdir()
