@@ -168,9 +168,34 @@ class Side:
         assert found is not None, f"{self.name} has no controller epoch"
         return found[0]
 
-    def settle(self) -> None:
-        """Let the brokers finish what the last step handed them before the other side is timed."""
-        time.sleep(2.0 + self.partitions / 2_000)
+    def pids(self) -> list[int]:
+        if self.name == "kafka":
+            return [b.pid for b in self.pair.kafka.brokers.values() if b.pid is not None]
+        return [p.pid for p in self.pair.kctl.processes if p.running()]
+
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def settle(sides: Mapping[str, Side], timeout: float = 180.0, window: float = 3.0, busy: float = 0.35) -> None:
+    """Wait until no process of either cluster uses more than ``busy`` of a core over ``window``
+    seconds (Kafka's brokers create the logs a step handed them for tens of seconds after the
+    controller is done; a Kafka broker whose request threads are still busy with that may send its
+    ControlledShutdown to a controller it no longer has), at most ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    pids = [pid for side in sides.values() for pid in side.pids()]
+    while time.monotonic() < deadline:
+        before = {pid: cpu_seconds(pid) for pid in pids}
+        time.sleep(window)
+        if all(cpu_seconds(pid) - used < busy * window for pid, used in before.items()):
+            return
 
 
 def create(side: Side) -> float:
@@ -204,7 +229,11 @@ def shut_down(side: Side, broker: int) -> float:
         assert side.pair.kctl.brokers[broker].terminate() == 0, side.pair.kctl.brokers[broker].log()[-3000:]
     # the broker has exited: its controlled shutdown was answered, unless it gave up on it
     start = side.logged(rf"Shutting down broker {broker}\b", since)
-    assert start is not None, f"{side.name}: broker {broker} stopped without a controlled shutdown"
+    if start is None and side.name == "kafka":
+        log = side.pair.kafka.brokers[broker].logs_dir / "server.log"
+        raise AssertionError(f"Kafka's broker {broker} stopped without a controlled shutdown:\n" + "\n".join(
+            line for line in log.read_text(errors="replace").splitlines() if "ontrolled shutdown" in line))
+    assert start is not None, f"kctl's broker {broker} stopped without a controlled shutdown"
     after = side.wait_states(f"broker {broker} out of every leadership and ISR",
                              lambda s: all(st.leader != broker and broker not in st.isr for st in s.values()))
     return max(after[p].mtime for p in involved) - start
@@ -260,8 +289,9 @@ def sitting(pair: SideBySide, partitions: int, offset: int, progress: Path | Non
             times[side.name][measure].append(step(side))
             if progress is not None:
                 progress.write_text(json.dumps(times, indent=1))
-            side.settle()
+            settle(sides)
 
+    settle(sides)
     run("creation", 0, create)
     # kctl's controllers are processes of their own: the brokers are chosen by Kafka's controller.
     # The controlled shutdown comes before the failovers: a Kafka broker that saw the controller
@@ -271,6 +301,7 @@ def sitting(pair: SideBySide, partitions: int, offset: int, progress: Path | Non
     run("controlled-shutdown", 0, lambda side: shut_down(side, broker))
     for side in sides.values():
         restart(side, broker)
+    settle(sides)
     for round_ in range(ROUNDS):
         run("failover", round_, fail_over)
     victim = pair.kafka_controller()
