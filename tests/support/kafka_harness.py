@@ -102,7 +102,8 @@ def side_by_side(zk_hosts: str, kafka: KafkaCluster, directory: Path, kctl_confi
     """A kctl cluster beside the running ``kafka``: controller :data:`KCTL_CONTROLLER` (active) and
     :data:`KCTL_STANDBY`, brokers with Kafka's ids and ``racks``, in a chroot of their own;
     ``kctl_config`` as the properties Kafka's brokers were given on top of the defaults; with
-    ``log_dir``, each controller writes Kafka's log files to ``log_dir/controller-<id>``."""
+    ``log_dir``, each controller writes Kafka's log files to ``log_dir/controller-<id>``, its
+    state-change log at TRACE as the Kafka brokers'."""
     import uuid
 
     import kazoo.client  # type: ignore[import-untyped]
@@ -199,7 +200,8 @@ class SideBySide:
 
     def start_controller(self, controller: int) -> None:
         """Start (or start again) a kctl controller process, a candidate for ``/controller``."""
-        logs = [] if self.log_dir is None else ["--log-dir", str(self.controller_log_dir(controller))]
+        logs = [] if self.log_dir is None else ["--log-dir", str(self.controller_log_dir(controller)),
+                                                "--state-change-log-level", "TRACE"]  # as the Kafka brokers
         self.kctl.start_controller(controller, [arg for name, value in KCTL_CONTROLLER_CONFIG.items()
                                                 for arg in ("--config", f"{name}={value}")] + logs)
 
