@@ -18,6 +18,7 @@ import enum
 import logging
 import logging.handlers
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +84,16 @@ class Log4jFormatter(logging.Formatter):
         self._loggers = loggers
         self._node_id = node_id
         self._kafka: dict[str, KafkaLogger] = {}  # by kctl logger name: a state-change burst is 100Ks of lines
+        self._second: tuple[int, str] = (-1, "")  # the last second formatted, and its text
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        """log4j's ISO8601 local time with milliseconds; the date and time of day formatted once
+        per second (a bulk transition logs thousands of lines within one)."""
+        second = int(record.created)
+        cached = self._second
+        if cached[0] != second:
+            cached = self._second = (second, time.strftime("%Y-%m-%d %H:%M:%S", self.converter(second)))
+        return f"{cached[1]},{int(record.msecs):03d}"
 
     def format(self, record: logging.LogRecord) -> str:
         kafka = self._kafka.get(record.name)
@@ -136,6 +147,19 @@ class _RollingFile(logging.handlers.RotatingFileHandler):
         self._size = 0
 
     def emit(self, record: logging.LogRecord) -> None:
+        self._write(record)
+        self._flush()
+
+    def handle_all(self, records: list[logging.LogRecord]) -> None:
+        """:meth:`handle` for each record under one lock, flushed once at the end (a bulk
+        transition's lines are made at once: they appear at once)."""
+        with self.lock:  # type: ignore[union-attr]
+            for record in records:
+                if self.filter(record):
+                    self._write(record)
+            self._flush()
+
+    def _write(self, record: logging.LogRecord) -> None:
         try:
             line = self.format(record) + self.terminator
             size = len(line.encode("utf-8", "replace"))
@@ -144,12 +168,15 @@ class _RollingFile(logging.handlers.RotatingFileHandler):
             if self.stream is None:  # closed meanwhile: reopened, as FileHandler does
                 self.stream = self._open()
             self.stream.write(line)
-            self.stream.flush()
             self._size += size
         except RecursionError:
             raise
         except Exception:
             self.handleError(record)
+
+    def _flush(self) -> None:
+        if self.stream is not None:
+            self.stream.flush()
 
 
 @dataclass(frozen=True)
