@@ -13,7 +13,7 @@ import pytest
 
 from kctl.errors import IllegalArgumentError
 from kctl.logfiles import LogFiles, Log4jFormatter, kafka_loggers, parse_file_size
-from kctl.statechange import TRACE
+from kctl.statechange import TRACE, StateChangeLogger
 
 
 def record(name: str, level: int, message: str, created: float = 1_795_000_000.123) -> logging.LogRecord:
@@ -133,6 +133,33 @@ def test_a_line_is_formatted_once(tmp_path: Path, root_handlers: logging.Logger)
     assert formatted == ["[Controller id=1 epoch=1] Changed partition t-0"]
     assert (tmp_path / "state-change.log").read_text().endswith(
         "INFO [Controller id=1 epoch=1] Changed partition t-0 (state.change.logger)\n")
+
+
+@pytest.mark.parametrize("level", [TRACE, logging.INFO])
+def test_a_bulk_transitions_lines_reach_every_handler_in_order(
+    tmp_path: Path, root_handlers: logging.Logger, level: int
+) -> None:
+    """Kafka's files take a batch at once, any other handler record by record; levels hold for both."""
+    seen: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(f"{record.levelname} {record.getMessage()}")
+
+    state_change = logging.getLogger("kctl.state_change")
+    saved = state_change.level
+    root_handlers.handlers[:] = LogFiles(tmp_path).handlers(logging.NullHandler(), "controller", 1) + [Collect()]
+    state_change.setLevel(level)
+    try:
+        StateChangeLogger(1, lambda: 4).log_all([(logging.INFO, "first"), (TRACE, "second"), (logging.INFO, "third")])
+    finally:
+        state_change.setLevel(saved)
+    expected = [("INFO", "first"), ("TRACE", "second"), ("INFO", "third")]
+    expected = [(name, message) for name, message in expected if level == TRACE or name == "INFO"]
+    assert seen == [f"{name} [Controller id=1 epoch=4] {message}" for name, message in expected]
+    lines = (tmp_path / "state-change.log").read_text().splitlines()
+    assert [line.split("] ", 1)[1] for line in lines] == [
+        f"{name} [Controller id=1 epoch=4] {message} (state.change.logger)" for name, message in expected]
 
 
 @pytest.mark.parametrize(("text", "size"), [("100MB", 100 * 1024**2), ("512kb", 512 * 1024), ("1GB", 1024**3),
