@@ -21,11 +21,11 @@ the controller's own work, measured from ZooKeeper's znode timestamps and the co
   write giving a partition the dead broker led its new leader. The wait for the session to expire
   is not counted.
 
-The two sides take turns, never at once, and each waits until the other's cluster is quiet. The
-test of a size runs the whole sitting once (``benchmark.pedantic``); the figures, their medians and
-Kafka's median over kctl's are in the result's ``extra_info``, which ``benches/table.py`` prints.
-Marked ``kafka_bench``: ``scripts/kafka-diff --bench`` runs it, nothing else does (a run at 20K
-partitions takes most of an hour).
+The two sides take turns, never at once, and each step starts once no process of either cluster
+is busy (:func:`settle`). The test of a size runs the whole sitting once (``benchmark.pedantic``);
+the figures, their medians and Kafka's median over kctl's are in the result's ``extra_info``, which
+``benches/table.py`` prints. Marked ``kafka_bench``: ``scripts/kafka-diff --bench`` runs it,
+nothing else does (1K, 10K and 20K take about half an hour).
 """
 
 from __future__ import annotations
