@@ -36,7 +36,7 @@ import random
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -68,7 +68,7 @@ the harness's timeouts: Kafka's brokers and kctl's controllers 6 s, kctl's broke
 killed kctl broker is gone before the standby controller takes over, as the dead controller's broker
 is on Kafka (one session for both)."""
 MEASURES = ("creation", "failover", "controlled-shutdown", "controller-crash")
-LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] \w+ (.*)$")
+LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] ")
 
 
 def assignment(partitions: int) -> dict[int, list[int]]:
@@ -103,15 +103,20 @@ def read_states(zk: Any, chroot: str, partitions: int) -> dict[int, State]:
     return found
 
 
-def log_lines(files: Sequence[Path]) -> Iterator[tuple[float, str]]:
-    """(time, message) of every line of Kafka-layout log files (log4j's ``[%d] %p %m (%c)``)."""
-    for file in files:
-        if not file.exists():
+def logged_at(files: Mapping[Path, int], pattern: re.Pattern[str]) -> Iterator[float]:
+    """When each line matching ``pattern`` was logged in Kafka-layout log files (log4j's ``[%d] %p
+    %m (%c)``), each read from the given offset on: these files are polled while a controller
+    works, so only what a step added is read and only the matching lines are parsed."""
+    for file, offset in files.items():
+        try:
+            with file.open("rb") as log:
+                log.seek(offset)
+                text = log.read().decode(errors="replace")
+        except FileNotFoundError:
             continue
-        for line in file.read_text(errors="replace").splitlines():
-            match = LINE.match(line)
-            if match:
-                yield datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S,%f").timestamp(), match[2]
+        for line in text.splitlines():
+            if pattern.search(line) and (match := LINE.match(line)):
+                yield datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
 
 
 def wait_for(what: str, timeout: float, probe: Callable[[], Any], interval: float = 0.5) -> Any:
@@ -142,13 +147,16 @@ class Side:
             return [broker.logs_dir / "controller.log" for broker in self.pair.kafka.brokers.values()]
         return [self.pair.controller_log_dir(c) / "controller.log" for c in self.pair.kctl.controllers]
 
-    def logged(self, pattern: str, since: float) -> float | None:
-        """When a controller first logged a line matching ``pattern`` at or after ``since``."""
-        found = re.compile(pattern)
-        times = [t for t, message in log_lines(self.controller_logs()) if t >= since - 1e-3 and found.search(message)]
+    def log_marks(self) -> dict[Path, int]:
+        """Where the controllers' logs end now (a step's lines come after)."""
+        return {log: log.stat().st_size if log.exists() else 0 for log in self.controller_logs()}
+
+    def logged(self, pattern: str, since: Mapping[Path, int]) -> float | None:
+        """When a controller first logged a line matching ``pattern`` after the marks ``since``."""
+        times = list(logged_at(since, re.compile(pattern)))
         return min(times) if times else None
 
-    def wait_logged(self, pattern: str, since: float) -> float:
+    def wait_logged(self, pattern: str, since: Mapping[Path, int]) -> float:
         return float(wait_for(f"{self.name}: a controller to log {pattern!r}", self.timeout,
                               lambda: self.logged(pattern, since)))
 
@@ -211,7 +219,7 @@ def create(side: Side) -> float:
 def fail_over(side: Side) -> float:
     """``/controller`` deleted → the new controller's elected → ready lines."""
     epoch = side.epoch() + 1
-    since = time.time()
+    since = side.log_marks()
     side.pair.zk.delete(f"{side.chroot}/controller")
     elected = side.wait_logged(rf"successfully elected as the controller\. Epoch incremented to {epoch} ", since)
     ready = side.wait_logged(rf"Ready to serve as the new controller with epoch {epoch}\b", since)
@@ -222,7 +230,7 @@ def shut_down(side: Side, broker: int) -> float:
     """SIGTERM to ``broker`` → the last state write moving its leaderships or dropping it from an ISR."""
     before = side.states()
     involved = [p for p, st in before.items() if st.leader == broker or broker in st.isr]
-    since = time.time()
+    since = side.log_marks()
     if side.name == "kafka":
         side.pair.kafka.stop_broker(broker)
     else:
@@ -258,7 +266,7 @@ def crash_controller(side: Side, victim: int) -> float:
     before = side.states()
     led = [p for p, st in before.items() if st.leader == victim]
     epoch = side.epoch() + 1
-    since = time.time()
+    since = side.log_marks()
     if side.name == "kafka":
         side.pair.kafka.kill(victim)
     else:
