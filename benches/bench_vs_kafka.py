@@ -36,7 +36,7 @@ import random
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -103,20 +103,40 @@ def read_states(zk: Any, chroot: str, partitions: int) -> dict[int, State]:
     return found
 
 
-def logged_at(files: Mapping[Path, int], pattern: re.Pattern[str]) -> Iterator[float]:
-    """When each line matching ``pattern`` was logged in Kafka-layout log files (log4j's ``[%d] %p
-    %m (%c)``), each read from the given offset on: these files are polled while a controller
-    works, so only what a step added is read and only the matching lines are parsed."""
-    for file, offset in files.items():
-        try:
-            with file.open("rb") as log:
-                log.seek(offset)
-                text = log.read().decode(errors="replace")
-        except FileNotFoundError:
-            continue
-        for line in text.splitlines():
-            if pattern.search(line) and (match := LINE.match(line)):
-                yield datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+class LogTail:
+    """The lines Kafka-layout log files (log4j's ``[%d] %p %m (%c)``) get from now on, read as they
+    come: these files are polled while a controller works, so each poll reads only what was added
+    and each line is searched once per pattern."""
+
+    def __init__(self, files: Sequence[Path]) -> None:
+        self._offsets = {file: file.stat().st_size if file.exists() else 0 for file in files}
+        self._lines: list[str] = []
+        self._searched: dict[str, int] = {}
+        self._found: dict[str, float] = {}
+
+    def first(self, pattern: str) -> float | None:
+        """When the first line matching ``pattern`` was logged, if one has been."""
+        if pattern not in self._found:
+            self._read()
+            start, self._searched[pattern] = self._searched.get(pattern, 0), len(self._lines)
+            regex = re.compile(pattern)
+            times = [datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S,%f").timestamp() for line in self._lines[start:]
+                     if regex.search(line) and (match := LINE.match(line))]
+            if times:
+                self._found[pattern] = min(times)
+        return self._found.get(pattern)
+
+    def _read(self) -> None:
+        for file, offset in self._offsets.items():
+            try:
+                with file.open("rb") as log:
+                    log.seek(offset)
+                    data = log.read()
+            except FileNotFoundError:
+                continue
+            end = data.rfind(b"\n") + 1  # complete lines only
+            self._offsets[file] = offset + end
+            self._lines += data[:end].decode(errors="replace").splitlines()
 
 
 def wait_for(what: str, timeout: float, probe: Callable[[], Any], interval: float = 0.5) -> Any:
@@ -142,23 +162,18 @@ class Side:
         self.chroot = pair.kafka.chroot if kafka else pair.kctl_chroot
         self.store = pair.stores[0 if kafka else 1]
 
-    def controller_logs(self) -> list[Path]:
+    def controller_logs(self, name: str) -> list[Path]:
         if self.name == "kafka":
-            return [broker.logs_dir / "controller.log" for broker in self.pair.kafka.brokers.values()]
-        return [self.pair.controller_log_dir(c) / "controller.log" for c in self.pair.kctl.controllers]
+            return [broker.logs_dir / name for broker in self.pair.kafka.brokers.values()]
+        return [self.pair.controller_log_dir(c) / name for c in self.pair.kctl.controllers]
 
-    def log_marks(self) -> dict[Path, int]:
-        """Where the controllers' logs end now (a step's lines come after)."""
-        return {log: log.stat().st_size if log.exists() else 0 for log in self.controller_logs()}
+    def tail(self, name: str = "controller.log") -> LogTail:
+        """The controllers' log ``name`` from now on."""
+        return LogTail(self.controller_logs(name))
 
-    def logged(self, pattern: str, since: Mapping[Path, int]) -> float | None:
-        """When a controller first logged a line matching ``pattern`` after the marks ``since``."""
-        times = list(logged_at(since, re.compile(pattern)))
-        return min(times) if times else None
-
-    def wait_logged(self, pattern: str, since: Mapping[Path, int]) -> float:
+    def wait_logged(self, tail: LogTail, pattern: str) -> float:
         return float(wait_for(f"{self.name}: a controller to log {pattern!r}", self.timeout,
-                              lambda: self.logged(pattern, since)))
+                              lambda: tail.first(pattern)))
 
     def states(self) -> dict[int, State]:
         return read_states(self.pair.zk, self.chroot, self.partitions)
@@ -209,9 +224,12 @@ def settle(sides: Mapping[str, Side], timeout: float = 180.0, window: float = 3.
 def create(side: Side) -> float:
     """Topic znode written (with its topic id, as Kafka's CreateTopics writes it) → every
     partition state written (with its leader)."""
+    tail = side.tail("state-change.log")
     admin.create_topic(side.store, TOPIC, broker_racks=dict.fromkeys(BROKERS), assignment=assignment(side.partitions),
                        topic_id=admin.generate_topic_id(random.Random()))
     stat = side.pair.zk.exists(f"{side.chroot}/brokers/topics/{TOPIC}")
+    # the requests go out once every state is written: reading 20K states meanwhile would load the machine
+    side.wait_logged(tail, r"Sending LeaderAndIsr request to broker \d+ with \d+ become-leader")
     states = side.wait_states("every partition to have a leader", lambda s: all(st.leader > 0 for st in s.values()))
     return max(st.ctime for st in states.values()) - stat.ctime / 1e3
 
@@ -219,10 +237,10 @@ def create(side: Side) -> float:
 def fail_over(side: Side) -> float:
     """``/controller`` deleted → the new controller's elected → ready lines."""
     epoch = side.epoch() + 1
-    since = side.log_marks()
+    tail = side.tail()
     side.pair.zk.delete(f"{side.chroot}/controller")
-    elected = side.wait_logged(rf"successfully elected as the controller\. Epoch incremented to {epoch} ", since)
-    ready = side.wait_logged(rf"Ready to serve as the new controller with epoch {epoch}\b", since)
+    elected = side.wait_logged(tail, rf"successfully elected as the controller\. Epoch incremented to {epoch} ")
+    ready = side.wait_logged(tail, rf"Ready to serve as the new controller with epoch {epoch}\b")
     return ready - elected
 
 
@@ -230,13 +248,13 @@ def shut_down(side: Side, broker: int) -> float:
     """SIGTERM to ``broker`` → the last state write moving its leaderships or dropping it from an ISR."""
     before = side.states()
     involved = [p for p, st in before.items() if st.leader == broker or broker in st.isr]
-    since = side.log_marks()
+    tail = side.tail()
     if side.name == "kafka":
         side.pair.kafka.stop_broker(broker)
     else:
         assert side.pair.kctl.brokers[broker].terminate() == 0, side.pair.kctl.brokers[broker].log()[-3000:]
     # the broker has exited: its controlled shutdown was answered, unless it gave up on it
-    start = side.logged(rf"Shutting down broker {broker}\b", since)
+    start = tail.first(rf"Shutting down broker {broker}\b")
     if start is None and side.name == "kafka":
         log = side.pair.kafka.brokers[broker].logs_dir / "server.log"
         raise AssertionError(f"Kafka's broker {broker} stopped without a controlled shutdown:\n" + "\n".join(
@@ -266,7 +284,7 @@ def crash_controller(side: Side, victim: int) -> float:
     before = side.states()
     led = [p for p, st in before.items() if st.leader == victim]
     epoch = side.epoch() + 1
-    since = side.log_marks()
+    tail = side.tail()
     if side.name == "kafka":
         side.pair.kafka.kill(victim)
     else:
@@ -274,7 +292,8 @@ def crash_controller(side: Side, victim: int) -> float:
         assert active is not None, "kctl has no active controller"
         side.pair.kctl.controllers[active].kill()
         side.pair.kctl.brokers[victim].kill()
-    elected = side.wait_logged(rf"successfully elected as the controller\. Epoch incremented to {epoch} ", since)
+    elected = side.wait_logged(tail, rf"successfully elected as the controller\. Epoch incremented to {epoch} ")
+    side.wait_logged(tail, rf"Ready to serve as the new controller with epoch {epoch}\b")  # then read the states
     after = side.wait_states("every partition led by a live broker",
                              lambda s: all(st.leader not in (victim, -1) for st in s.values()))
     return max(after[p].mtime for p in led) - elected
