@@ -3,7 +3,7 @@ brokers and on kctl's processes, on one ZooKeeper server, in one sitting.
 
 Each size (``KCTL_BENCH_KAFKA_PARTITIONS``, default 1K, 10K and 20K partitions) gets fresh
 clusters: three Kafka brokers (``kctl.testing.kafka``) and a ``kctl controller`` pair with three
-``kctl broker`` processes (``tests/kafka/kafka_harness.py``), each in a chroot of its own. One
+``kctl broker`` processes (``tests/support/kafka_harness.py``), each in a chroot of its own. One
 topic of that many partitions, RF 2, each broker the preferred leader of a third. Every figure is
 the controller's own work, measured from ZooKeeper's znode timestamps and the controllers'
 ``controller.log`` lines (both sides write Kafka's layout; one host, one clock):
@@ -34,7 +34,6 @@ import json
 import os
 import random
 import re
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,13 +44,10 @@ from typing import Any
 
 import pytest
 
-sys.path[:0] = [str(Path(__file__).resolve().parent.parent / "tests" / name) for name in ("kafka", "process")]
-
-from kafka_harness import SideBySide, side_by_side  # noqa: E402
-
-from kctl import admin  # noqa: E402
-from kctl.testing.kafka import KafkaCluster, KafkaInstallation, kafka_installation  # noqa: E402
-from kctl.testing.zookeeper import ZooKeeperEnsemble, zookeeper_server  # noqa: E402
+from kctl import admin
+from kctl.testing.kafka import KafkaCluster, KafkaInstallation, kafka_installation
+from kctl.testing.zookeeper import ZooKeeperEnsemble, zookeeper_server
+from tests.support.kafka_harness import SideBySide, side_by_side
 
 __all__ = ["kafka_installation", "zookeeper_server"]
 
