@@ -25,7 +25,7 @@ from kctl.context import DEFAULT_ENGINE
 from kctl.controller import KafkaController
 from kctl.model import BrokerInfo, EndPoint, LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
 from kctl.scheduler import RealTimeScheduler
-from kctl.stores import paths, zookeeper
+from kctl.stores import paths, zkclient
 from kctl.stores.base import MATCH_ANY_VERSION
 from kctl.stores.zkdata import TopicPartitionStateZNode
 from kctl.stores.zookeeper import ZooKeeperStore
@@ -75,7 +75,7 @@ def cluster(server: ZooKeeperEnsemble) -> Iterator[tuple[ZooKeeperStore, int, li
 
 
 def raw_client(server: ZooKeeperEnsemble, handler: str) -> KazooClient:
-    chosen = zookeeper._kazoo().handler() if handler == "polling" else SequentialThreadingHandler()
+    chosen = zkclient.kazoo_modules().handler() if handler == "polling" else SequentialThreadingHandler()
     client = KazooClient(server.hosts + "/bench-raw", handler=chosen)
     client.start()
     return client

@@ -192,16 +192,13 @@ class ControllerBrokerRequestBatch(abc.ABC):
             self.on_response(event)
 
     @abc.abstractmethod
-    @abc.abstractmethod
     def new_batch(self) -> None:
         """Start a batch; :class:`IllegalStateError` if the previous one was not sent."""
 
     @abc.abstractmethod
-    @abc.abstractmethod
     def clear(self) -> None:
         ...
 
-    @abc.abstractmethod
     @abc.abstractmethod
     def add_leader_and_isr_request_for_brokers(
         self,
@@ -214,13 +211,11 @@ class ControllerBrokerRequestBatch(abc.ABC):
         """Queue a partition state for each broker (is_new is sticky) and UpdateMetadata for it."""
 
     @abc.abstractmethod
-    @abc.abstractmethod
     def add_update_metadata_request_for_brokers(
         self, brokers: Iterable[int], partitions: Iterable[TopicPartition] = ()
     ) -> None:
         ...
 
-    @abc.abstractmethod
     @abc.abstractmethod
     def add_stop_replica_request_for_brokers(
         self, brokers: Iterable[int], tp: TopicPartition, delete_partition: bool
@@ -236,11 +231,9 @@ class ControllerBrokerRequestBatch(abc.ABC):
             self.add_stop_replica_request_for_brokers(brokers, tp, delete_partition)
 
     @abc.abstractmethod
-    @abc.abstractmethod
     def pending(self) -> PendingRequests:
         ...
 
-    @abc.abstractmethod
     @abc.abstractmethod
     def send_requests_to_brokers(self, controller_epoch: int) -> list[SentRequest]:
         """Send everything queued (LeaderAndIsr, then UpdateMetadata, then StopReplica) to brokers
