@@ -45,7 +45,7 @@ from typing import Any
 import pytest
 
 from kctl import admin
-from kctl.testing.kafka import KafkaCluster, KafkaInstallation, kafka_installation
+from kctl.testing.kafka import SHIPPED_JVM_OPTIONS, KafkaCluster, KafkaInstallation, kafka_installation
 from kctl.testing.zookeeper import ZooKeeperEnsemble, zookeeper_server
 from tests.support.kafka_harness import SideBySide, side_by_side
 
@@ -58,11 +58,17 @@ ROUNDS = int(os.environ.get("KCTL_BENCH_KAFKA_ROUNDS", "3"))
 """Failovers per size and side (the other measures change the cluster, so they run once a size)."""
 BROKERS = (1, 2, 3)
 TOPIC = "bench"
-CONFIG = {"auto.leader.rebalance.enable": "false"}
-"""Both sides' broker properties: no leader moves but those measured. The ZooKeeper sessions keep
-the harness's timeouts: Kafka's brokers and kctl's controllers 6 s, kctl's brokers 2 s, so that a
-killed kctl broker is gone before the standby controller takes over, as the dead controller's broker
-is on Kafka (one session for both)."""
+CONFIG = {"auto.leader.rebalance.enable": "false", "replica.lag.time.max.ms": "3600000"}
+"""Both sides' broker properties: no leader moves but those measured, and no ISR shrinks but those
+measured: at 20K partitions on a loaded two-core machine Kafka's followers (still creating 13K
+logs) did not fetch within the default 30 s, their leaders shrank thousands of ISRs to themselves,
+and the partitions the crashed controller's broker led were left without a leader. The ZooKeeper
+sessions keep the harness's timeouts on kctl's side: its controllers 6 s, its brokers 2 s, so that
+a killed kctl broker is gone before the standby controller takes over, as the dead controller's
+broker is on Kafka (one session for both)."""
+KAFKA_CONFIG = {**CONFIG, "zookeeper.session.timeout.ms": "18000"}
+"""Kafka's brokers as they ship (18 s, the default session): with the tests' 6 s they lost their
+sessions under this load and bounced, moving the controller between the measured steps."""
 MEASURES = ("creation", "failover", "controlled-shutdown", "controller-crash")
 LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] ")
 
@@ -157,6 +163,8 @@ class Side:
         kafka = name == "kafka"
         self.chroot = pair.kafka.chroot if kafka else pair.kctl_chroot
         self.store = pair.stores[0 if kafka else 1]
+        self.leaderless = 0
+        """Partitions the crashed controller's broker led that were left without a leader."""
 
     def controller_logs(self, name: str) -> list[Path]:
         if self.name == "kafka":
@@ -275,8 +283,9 @@ def restart(side: Side, broker: int) -> None:
 
 
 def crash_controller(side: Side, victim: int) -> float:
-    """kill -9 of the controller's broker → the next controller's elected line → the last new
-    leadership of a partition the victim led."""
+    """kill -9 of the controller's broker → the next controller's elected line → the last state
+    write taking a partition the victim led away from it (to a live ISR member, or to no leader
+    when none is left: both controllers write that, and waiting for a leader there waits forever)."""
     before = side.states()
     led = [p for p, st in before.items() if st.leader == victim]
     epoch = side.epoch() + 1
@@ -290,8 +299,9 @@ def crash_controller(side: Side, victim: int) -> float:
         side.pair.kctl.brokers[victim].kill()
     elected = side.wait_logged(tail, rf"successfully elected as the controller\. Epoch incremented to {epoch} ")
     side.wait_logged(tail, rf"Ready to serve as the new controller with epoch {epoch}\b")  # then read the states
-    after = side.wait_states("every partition led by a live broker",
-                             lambda s: all(st.leader not in (victim, -1) for st in s.values()))
+    after = side.wait_states(f"no partition led by the dead broker {victim}",
+                             lambda s: all(st.leader != victim for st in s.values()))
+    side.leaderless = sum(1 for p in led if after[p].leader == -1)
     return max(after[p].mtime for p in led) - elected
 
 
@@ -302,14 +312,17 @@ def turns(round_: int, sides: Mapping[str, Side]) -> list[Side]:
 
 
 def sitting(pair: SideBySide, partitions: int, offset: int, progress: Path | None = None) -> dict[str, dict[str, list[float]]]:
-    """Every measure on both sides, taking turns; seconds per measure and side, also written to
-    ``progress`` as they come (a sitting at 20K partitions takes most of an hour)."""
+    """Every measure on both sides, taking turns; seconds per measure and side (with the load
+    average at the end of each step, and how many partitions the controller crash left without a
+    leader), also written to ``progress`` as they come (a sitting at 20K partitions takes most of
+    an hour)."""
     sides = {name: Side(name, pair, partitions) for name in ("kafka", "kctl")}
     times: dict[str, dict[str, list[float]]] = {name: {m: [] for m in MEASURES} for name in sides}
 
     def run(measure: str, round_: int, step: Callable[[Side], float]) -> None:
         for side in turns(round_ + offset, sides):
             times[side.name][measure].append(step(side))
+            times[side.name].setdefault(f"{measure} load", []).append(os.getloadavg()[0])
             if progress is not None:
                 progress.write_text(json.dumps(times, indent=1))
             settle(sides)
@@ -329,6 +342,8 @@ def sitting(pair: SideBySide, partitions: int, offset: int, progress: Path | Non
         run("failover", round_, fail_over)
     victim = pair.kafka_controller()
     run("controller-crash", 0, lambda side: crash_controller(side, victim))
+    for side in sides.values():
+        times[side.name]["controller-crash leaderless"] = [float(side.leaderless)]
     return times
 
 
@@ -350,7 +365,7 @@ def test_vs_kafka(benchmark: Any, partitions: int, zookeeper_server: ZooKeeperEn
 
     def once() -> None:
         with KafkaCluster(zookeeper_server.hosts, len(BROKERS), installation=kafka_installation,
-                          overrides=CONFIG) as kafka, \
+                          overrides=KAFKA_CONFIG, jvm_options=SHIPPED_JVM_OPTIONS) as kafka, \
                 side_by_side(zookeeper_server.hosts, kafka, tmp_path / "kctl", CONFIG, log_dir=tmp_path / "logs") as pair:
             times.update(sitting(pair, partitions, SIZES.index(partitions), tmp_path / "times.json"))
         load.append(os.getloadavg()[0])
