@@ -35,6 +35,7 @@ import os
 import random
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -66,9 +67,11 @@ and the partitions the crashed controller's broker led were left without a leade
 sessions keep the harness's timeouts on kctl's side: its controllers 6 s, its brokers 2 s, so that
 a killed kctl broker is gone before the standby controller takes over, as the dead controller's
 broker is on Kafka (one session for both)."""
-KAFKA_CONFIG = {**CONFIG, "zookeeper.session.timeout.ms": "18000"}
+KAFKA_CONFIG = {**CONFIG, "zookeeper.session.timeout.ms": "18000", "controller.socket.timeout.ms": "300000"}
 """Kafka's brokers as they ship (18 s, the default session): with the tests' 6 s they lost their
-sessions under this load and bounced, moving the controller between the measured steps."""
+sessions under this load and bounced, moving the controller between the measured steps. A broker
+waits up to 5 minutes for the answer to its ControlledShutdown (30 s by default: a busy controller
+answered later, and the broker gave up and retried)."""
 MEASURES = ("creation", "failover", "controlled-shutdown", "controller-crash")
 LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] ")
 
@@ -195,6 +198,20 @@ class Side:
         assert found is not None, f"{self.name} has no controller epoch"
         return found[0]
 
+    def logs_created(self) -> bool:
+        """Every running Kafka broker has a log directory for each partition of the topic it hosts
+        (kctl's brokers keep no logs)."""
+        if self.name != "kafka":
+            return True
+        hosted = Counter(broker for replicas in assignment(self.partitions).values() for broker in replicas)
+        for broker_id, broker in self.pair.kafka.brokers.items():
+            data = Path(broker.config["log.dirs"])
+            if broker.running and data.is_dir():
+                found = sum(1 for entry in os.scandir(data) if entry.name.startswith(f"{TOPIC}-"))
+                if found < hosted[broker_id]:
+                    return False
+        return True
+
     def pids(self) -> list[int]:
         if self.name == "kafka":
             return [b.pid for b in self.pair.kafka.brokers.values() if b.pid is not None]
@@ -212,10 +229,14 @@ def cpu_seconds(pid: int) -> float:
 
 
 def settle(sides: Mapping[str, Side], timeout: float = 180.0, window: float = 3.0, busy: float = 0.35) -> None:
-    """Wait until no process of either cluster uses more than ``busy`` of a core over ``window``
-    seconds (Kafka's brokers create the logs a step handed them for tens of seconds after the
-    controller is done; a Kafka broker whose request threads are still busy with that may send its
-    ControlledShutdown to a controller it no longer has), at most ``timeout`` seconds."""
+    """Wait until every live broker of either cluster holds a log for each partition it hosts and
+    no process of either cluster uses more than ``busy`` of a core over ``window`` seconds, at most
+    ``timeout`` seconds for the quiet (Kafka's brokers create the logs a step handed them for tens
+    of seconds after the controller is done; a Kafka broker whose request threads are still busy
+    with that may send its ControlledShutdown to a controller it no longer has; on a machine loaded
+    by others a busy process gets too little of a core to look busy, hence the logs are counted)."""
+    for side in sides.values():
+        wait_for(f"{side.name}: the brokers to create their logs", side.timeout, side.logs_created, interval=2.0)
     deadline = time.monotonic() + timeout
     pids = [pid for side in sides.values() for pid in side.pids()]
     while time.monotonic() < deadline:
@@ -254,7 +275,7 @@ def shut_down(side: Side, broker: int) -> float:
     involved = [p for p, st in before.items() if st.leader == broker or broker in st.isr]
     tail = side.tail()
     if side.name == "kafka":
-        side.pair.kafka.stop_broker(broker)
+        side.pair.kafka.stop_broker(broker, side.timeout)
     else:
         assert side.pair.kctl.brokers[broker].terminate() == 0, side.pair.kctl.brokers[broker].log()[-3000:]
     # the broker has exited: its controlled shutdown was answered, unless it gave up on it
