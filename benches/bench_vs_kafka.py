@@ -199,9 +199,9 @@ class Side:
         return found[0]
 
     def logs_created(self) -> bool:
-        """Every running Kafka broker has a log directory for each partition of the topic it hosts
-        (kctl's brokers keep no logs)."""
-        if self.name != "kafka":
+        """Every running Kafka broker has a log directory for each partition of the topic it hosts,
+        once the topic exists (kctl's brokers keep no logs)."""
+        if self.name != "kafka" or self.pair.zk.exists(f"{self.chroot}/brokers/topics/{TOPIC}") is None:
             return True
         hosted = Counter(broker for replicas in assignment(self.partitions).values() for broker in replicas)
         for broker_id, broker in self.pair.kafka.brokers.items():
