@@ -21,7 +21,9 @@ the controller's own work, measured from ZooKeeper's znode timestamps and the co
   write giving a partition the dead broker led its new leader. The wait for the session to expire
   is not counted.
 
-The two sides take turns, never at once, and each step starts once no process of either cluster
+After the controlled shutdown the broker is started again and, before the failovers, a preferred
+replica election gives every partition back to its first replica (not measured), so that the
+broker whose crash is measured leads a third of the partitions. The two sides take turns, never at once, and each step starts once no process of either cluster
 is busy (:func:`settle`). The test of a size runs the whole sitting once (``benchmark.pedantic``);
 the figures, their medians and Kafka's median over kctl's are in the result's ``extra_info``, which
 ``benches/table.py`` prints. Marked ``kafka_bench``: ``scripts/kafka-diff --bench`` runs it,
@@ -46,6 +48,7 @@ from typing import Any
 import pytest
 
 from kctl import admin
+from kctl.model import TopicPartition
 from kctl.testing.kafka import SHIPPED_JVM_OPTIONS, KafkaCluster, KafkaInstallation, kafka_installation
 from kctl.testing.zookeeper import ZooKeeperEnsemble, zookeeper_server
 from tests.support.kafka_harness import SideBySide, side_by_side
@@ -303,12 +306,24 @@ def restart(side: Side, broker: int) -> None:
                      lambda s: all(broker in s[p].isr for p, r in replicas.items() if broker in r))
 
 
+def elect_preferred(side: Side) -> None:
+    """A preferred replica election of every partition not led by its first replica (the admin
+    znode, as kafka-leader-election through ZooKeeper), until each is."""
+    replicas = assignment(side.partitions)
+    moved = [TopicPartition(TOPIC, p) for p, st in side.states().items() if st.leader != replicas[p][0]]
+    if moved:
+        admin.request_preferred_replica_election(side.store, moved)
+        side.wait_states("every partition led by its preferred leader",
+                         lambda s: all(st.leader == replicas[p][0] for p, st in s.items()))
+
+
 def crash_controller(side: Side, victim: int) -> float:
     """kill -9 of the controller's broker → the next controller's elected line → the last state
     write taking a partition the victim led away from it (to a live ISR member, or to no leader
     when none is left: both controllers write that, and waiting for a leader there waits forever)."""
     before = side.states()
     led = [p for p, st in before.items() if st.leader == victim]
+    assert led, f"{side.name}: broker {victim}, the controller's, leads no partition"
     epoch = side.epoch() + 1
     tail = side.tail()
     if side.name == "kafka":
@@ -358,6 +373,10 @@ def sitting(pair: SideBySide, partitions: int, offset: int, progress: Path | Non
     run("controlled-shutdown", 0, lambda side: shut_down(side, broker))
     for side in sides.values():
         restart(side, broker)
+    settle(sides)
+    # leadership back to the preferred leaders, so that whichever broker's crash comes last, it leads a third
+    for side in sides.values():
+        elect_preferred(side)
     settle(sides)
     for round_ in range(ROUNDS):
         run("failover", round_, fail_over)
