@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from kctl.cluster import EmbeddedCluster
-from kctl.context import DEFAULT_ENGINE
+from kctl.context import default_engine
 from kctl.sim.demo import demo_scenario
 from kctl.sim.runner import Report, StepResult, run_scenario
 
@@ -161,13 +161,13 @@ def test_demo(benchmark: Any, bench_scale: Scale, share: float) -> None:
         clock["last"] = time.perf_counter()
         started = time.process_time()
         try:
-            return run_scenario(demo_scenario(brokers, partitions), engine=DEFAULT_ENGINE, on_step=record)
+            return run_scenario(demo_scenario(brokers, partitions), engine=default_engine(), on_step=record)
         finally:
             cpu_seconds.append(round(time.process_time() - started, 3))
 
     report = benchmark.pedantic(play, rounds=DEMO_ROUNDS, iterations=1)
     benchmark.extra_info.update(
-        engine=DEFAULT_ENGINE, brokers=brokers, partitions=partitions, scale=bench_scale.name,
+        engine=default_engine(), brokers=brokers, partitions=partitions, scale=bench_scale.name,
         requests=sum(s["requests"] for s in steps), steps=steps, cpu_seconds=cpu_seconds,
     )
     assert report.ok, report.failures + report.violations

@@ -21,7 +21,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import SequentialThreadingHandler
 
-from kctl.context import DEFAULT_ENGINE
+from kctl.context import default_engine
 from kctl.controller import KafkaController
 from kctl.model import BrokerInfo, EndPoint, LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
 from kctl.scheduler import RealTimeScheduler
@@ -275,7 +275,7 @@ class ControllerSetup:
         """A controller on its own session, returned once its failover is complete."""
         store = ZooKeeperStore(self.hosts)
         config = {"auto.leader.rebalance.enable": False}
-        controller = KafkaController(1, store, NullTransport(), config, DEFAULT_ENGINE, RealTimeScheduler(name="bench"))
+        controller = KafkaController(1, store, NullTransport(), config, default_engine(), RealTimeScheduler(name="bench"))
         controller.startup()
         controller.list_partition_reassignments().result(timeout=600)  # queued after the failover
         assert controller.is_active
@@ -329,7 +329,7 @@ def test_controlled_shutdown(benchmark: Any, shutdown_cluster: ControllerSetup) 
         return controller.controlled_shutdown(1, -1 if epoch is None else epoch).result(timeout=600)
 
     benchmark.group = "zookeeper:controlled-shutdown"
-    benchmark.extra_info.update(engine=DEFAULT_ENGINE, store="zookeeper", partitions=len(setup.tps), brokers=BROKERS,
+    benchmark.extra_info.update(engine=default_engine(), store="zookeeper", partitions=len(setup.tps), brokers=BROKERS,
                                 rf=RF, seed=0, led_by_broker=led)
     remaining = benchmark.pedantic(shut_down, setup=fresh_controller, rounds=3, iterations=1)
     try:
@@ -356,7 +356,7 @@ def test_controller_failover(benchmark: Any, failover_cluster: ControllerSetup) 
         return controllers[-1]
 
     benchmark.group = "zookeeper:failover"
-    benchmark.extra_info.update(engine=DEFAULT_ENGINE, store="zookeeper", partitions=len(setup.tps), brokers=BROKERS,
+    benchmark.extra_info.update(engine=default_engine(), store="zookeeper", partitions=len(setup.tps), brokers=BROKERS,
                                 rf=RF, seed=0)
     try:
         controller = benchmark.pedantic(fail_over, setup=stop_previous, rounds=3, iterations=1)

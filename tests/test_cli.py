@@ -61,6 +61,7 @@ def test_plugins_lists_plugins_then_what_they_registered(capsys: pytest.CaptureF
         "kctl.transports.inprocess  built-in  kctl_register_transports",
         "kctl.transports.tcp        built-in  kctl_register_transports",
         "kctl.transports.zkqueue    built-in  kctl_register_transports",
+        "kctl.transports.kafka      built-in  kctl_register_transports",
     ]
     assert sections[1].splitlines() == [
         "LEADER SELECTOR      KIND                 PLUGIN",
@@ -73,7 +74,8 @@ def test_plugins_lists_plugins_then_what_they_registered(capsys: pytest.CaptureF
     assert "memory" in sections[2].splitlines()[1].split()
     assert sections[3].splitlines()[0].split() == ["TRANSPORT", "PLUGIN"]
     assert [line.split() for line in sections[3].splitlines()[1:]] == [
-        ["inprocess", "kctl.transports.inprocess"], ["tcp", "kctl.transports.tcp"], ["zkqueue", "kctl.transports.zkqueue"],
+        ["inprocess", "kctl.transports.inprocess"], ["kafka", "kctl.transports.kafka"], ["tcp", "kctl.transports.tcp"],
+        ["zkqueue", "kctl.transports.zkqueue"],
     ]
 
 
@@ -105,6 +107,8 @@ def test_plugins_json(capsys: pytest.CaptureFixture[str]) -> None:
          "hooks": ["kctl_register_transports"]},
         {"name": "kctl.transports.zkqueue", "distribution": None, "version": None,
          "hooks": ["kctl_register_transports"]},
+        {"name": "kctl.transports.kafka", "distribution": None, "version": None,
+         "hooks": ["kctl_register_transports"]},
         {"name": "extra", "distribution": None, "version": None,
          "hooks": ["kctl_register_leader_selectors", "kctl_register_transports"]},
     ]
@@ -113,6 +117,7 @@ def test_plugins_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert {"name": "memory", "plugin": "kctl.stores.memory"} in report["state_stores"]
     assert report["transports"] == [
         {"name": "inprocess", "plugin": "kctl.transports.inprocess"},
+        {"name": "kafka", "plugin": "kctl.transports.kafka"},
         {"name": "loopback", "plugin": "extra"},
         {"name": "tcp", "plugin": "kctl.transports.tcp"},
         {"name": "zkqueue", "plugin": "kctl.transports.zkqueue"},

@@ -66,7 +66,7 @@ def with_plugin() -> Iterator[PluginHost]:
 
 def test_an_unknown_name_suggests_the_closest_registered_one(plugin_host: PluginHost) -> None:
     with pytest.raises(PluginError, match=r"^unknown transport 'inproces' \(did you mean 'inprocess'\?\); "
-                                          r"registered: inprocess, tcp, zkqueue$"):
+                                          r"registered: inprocess, kafka, tcp, zkqueue$"):
         plugin_host.transports().get("inproces")
     with pytest.raises(PluginError, match=r"^unknown state store 'memroy' \(did you mean 'memory'\?\); "
                                           r"registered: memory, zookeeper$"):

@@ -271,3 +271,37 @@ def test_threads_sending_concurrently_on_a_real_clock() -> None:
             assert [n for _, n in handler.handled] == list(range(50))
     finally:
         scheduler.shutdown()
+
+
+def fan_out(bulk: bool) -> tuple[list[tuple[int, float, int]], list[tuple[float, Any]]]:
+    """Two fan-outs to brokers 1–3 and one to broker 9, which has no queue; what the brokers
+    handled (broker, time, request) and the responses, with ``send_requests`` or one by one."""
+    scheduler = SimulatedScheduler()
+    transport = InProcessTransport(scheduler, latency=0.001)
+    handled: list[tuple[int, float, int]] = []
+    for broker_id in (1, 2, 3):
+        def handle(req: Any, broker_id: int = broker_id) -> StopReplicaResponse:
+            handled.append((broker_id, round(scheduler.now(), 6), req.controller_epoch))
+            return StopReplicaResponse()
+        transport.bind_broker(broker_id, handle)
+    channel = transport.controller_channel(0)
+    for broker_id in (1, 2, 3):
+        channel.add_broker(BrokerInfo(broker_id))
+    responses: list[tuple[float, Any]] = []
+    for n in (1, 2):
+        outgoing = [(b, request(10 * n + b), collect(scheduler, responses, 10 * n + b)) for b in (1, 9, 2, 3)]
+        if bulk:
+            channel.send_requests(outgoing)
+        else:
+            for broker_id, req, callback in outgoing:
+                channel.send_request(broker_id, req, callback)
+    scheduler.advance(1)
+    return handled, responses
+
+
+def test_a_fan_out_sent_in_one_call_is_delivered_as_one_by_one() -> None:
+    handled, responses = fan_out(bulk=True)
+
+    assert (handled, responses) == fan_out(bulk=False)
+    assert handled[:3] == [(1, 0.001, 11), (2, 0.001, 12), (3, 0.001, 13)]
+    assert len(handled) == len(responses) == 6  # broker 9's requests are dropped

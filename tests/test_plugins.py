@@ -18,6 +18,8 @@ from kctl.registry import LeaderSelectorRegistry, StateStoreRegistry, TransportR
 from kctl.selectors import ElectionKind, KafkaLeaderSelector
 from kctl.testing import register_plugin
 
+from tests.support.controller import FaultySessions
+
 THIRD_PARTY = "kctl-least-loaded"  # installed from plugins/kctl-least-loaded
 
 
@@ -140,6 +142,23 @@ def test_hook_kctl_controller_resigned(plugin_host: PluginHost) -> None:
         # Observers hear of the resignation while the ended epoch is still readable.
         assert ("resigned", first.broker_id, 1) in recorder.calls
         assert [c for c in recorder.calls if c[0] == "started"][-1][2] == 2
+
+
+@pytest.mark.usefixtures("engine")
+def test_lifecycle_hooks_come_in_pairs_even_around_a_failed_failover(plugin_host: PluginHost) -> None:
+    # Candidate 1 wins epoch 1 but cannot read the topics: its failover fails and it moves the
+    # controller away. It never started, so observers hear neither start nor resignation of epoch 1.
+    recorder = LifecycleRecorder()
+    sessions = FaultySessions(failing={1: {"get_all_topics"}})
+    with (
+        register_plugin(plugin_host, recorder, "lifecycle"),
+        EmbeddedCluster(3, controllers=[1, 2], controller_session=sessions, plugins=plugin_host) as cluster,
+    ):
+        assert recorder.calls == [("started", 2, 2)]
+        sessions[1].failing.clear()
+        assert cluster.kill_controller() == 1
+        assert cluster.run_until_stable()
+    assert recorder.calls == [("started", 2, 2), ("resigned", 2, 2), ("started", 1, 3), ("resigned", 1, 3)]
 
 
 @pytest.mark.usefixtures("engine")

@@ -56,3 +56,55 @@ def test_a_negative_delay_means_now() -> None:
     scheduler.schedule(-1.0, lambda: ran.append("second"))
     scheduler.advance(0.0)
     assert ran == ["first", "second"] and scheduler.now() == 0.0
+
+
+def batched_run(scheduler: SimulatedScheduler, ran: list[str]) -> None:
+    """A fan-out of batched callbacks at 0.1 (one of them scheduling another now), a plain
+    callback between two runs of them, and a batched one of another kind."""
+    def deliver(item: str) -> None:
+        ran.append(item)
+        if item == "d2":
+            scheduler.schedule_batched(deliver, 0.0, "d2+0")
+
+    def other(item: str) -> None:
+        ran.append(item)
+
+    for item in ("d1", "d2", "d3"):
+        scheduler.schedule_batched(deliver, 0.1, item)
+    scheduler.schedule(0.1, lambda: ran.append("plain"))
+    scheduler.schedule_batched(deliver, 0.1, "d4")
+    scheduler.schedule_batched(other, 0.1, "o1")
+    scheduler.schedule_batched(deliver, 0.2, "d5")
+
+
+def test_batched_callbacks_run_as_callbacks_of_their_own_would() -> None:
+    scheduler, ran = SimulatedScheduler(), []
+    batched_run(scheduler, ran)
+    assert scheduler.pending() == 7
+
+    scheduler.advance(1.0)
+
+    assert ran == ["d1", "d2", "d3", "plain", "d4", "o1", "d2+0", "d5"]
+    assert scheduler.steps == 8 and scheduler.pending() == 0
+
+
+@pytest.mark.parametrize("stop_after", range(1, 8))
+def test_a_condition_checked_between_callbacks_stops_inside_a_batch(stop_after: int) -> None:
+    scheduler, ran = SimulatedScheduler(), []
+    batched_run(scheduler, ran)
+
+    assert scheduler.run_until(1.0, until=lambda: len(ran) == stop_after)
+
+    expected = ["d1", "d2", "d3", "plain", "d4", "o1", "d2+0", "d5"]
+    assert ran == expected[:stop_after] and scheduler.steps == stop_after
+    assert scheduler.pending() == len(expected) - stop_after - (stop_after < 2)  # d2+0 is not scheduled before d2 runs
+    scheduler.advance(1.0)
+    assert ran == expected
+
+
+def test_one_step_runs_one_batched_callback() -> None:
+    scheduler, ran = SimulatedScheduler(), []
+    batched_run(scheduler, ran)
+    while scheduler.step():
+        pass
+    assert ran == ["d1", "d2", "d3", "plain", "d4", "o1", "d2+0", "d5"] and scheduler.steps == 8

@@ -6,7 +6,7 @@ broker)``, assignments as ``(replicas, adding, removing)`` and cached states as 
 leader_epoch, partition_epoch, leader_recovery_state, controller_epoch)``.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, final, overload
 
 __all__ = ["__version__", "build_profile", "Engine", "MetadataCache", "Outcomes", "PartitionStates", "Parts", "Replicas", "StateTable", "bind", "encode_partition_states", "metadata_digest", "zk_read_partition_states", "zk_write_partition_states"]
@@ -192,6 +192,11 @@ class PartitionStates(Sequence[Any]):
     def __hash__(self) -> int: ...
     def topics(self) -> list[str]: ...
     def deleted(self) -> list[tuple[str, int]]: ...
+    def kafka_encode(self, version: int, topic_ids: Mapping[str, bytes]) -> bytes:
+        """Kafka's wire bytes of a LeaderAndIsr or UpdateMetadata payload's states at ``version``
+        (the whole ``topic_states`` or ``ungrouped_partition_states`` field), written without the
+        GIL; ``topic_ids`` maps topics to their 16-byte ids. A ``ValueError`` for StopReplica
+        states or a version outside Kafka's."""
 
 def bind(
     topic_partition: type,

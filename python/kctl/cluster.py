@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kctl import admin
 from kctl.broker import BrokerAgent, DataPlaneLedger, ExpectedMetadata, MetadataSnapshot, SimulatedReplicaManager
 from kctl.config import ControllerConfig
-from kctl.engine_api import DEFAULT_ENGINE
+from kctl.engine_api import default_engine
 from kctl.controller import KafkaController
 from kctl.errors import IllegalArgumentError, IllegalStateError, KctlError, UnknownTopicOrPartitionError
 from kctl.model import NO_LEADER, ReplicaAssignment, TopicPartition, validate_int, validate_partition_id
 from kctl.plugins import PluginHost, get_plugin_host
-from kctl.messages import ControllerRequest
+from kctl.messages import ControllerRequest, Outgoing, send_all
 from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler, check_duration
 from kctl.stores.base import StateStore
 from kctl.stores.memory import MemoryTree, PartitionSnapshot
@@ -89,10 +89,16 @@ class _RecordingChannel:
     def __init__(self, inner: Any, controller_id: int, cluster: EmbeddedCluster) -> None:
         self._inner, self._controller_id = inner, controller_id
         self._record, self._now = cluster._sent.append, cluster.scheduler.now  # once per request sent
+        self._extend = cluster._sent.extend
 
     def send_request(self, broker_id: int, request: ControllerRequest, callback: Any) -> None:
         self._record(SentRecord(self._now(), self._controller_id, broker_id, request))
         self._inner.send_request(broker_id, request, callback)
+
+    def send_requests(self, outgoing: list[Outgoing]) -> None:
+        now, controller_id = self._now(), self._controller_id
+        self._extend([SentRecord(now, controller_id, broker_id, request) for broker_id, request, _ in outgoing])
+        send_all(self._inner, outgoing)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -128,7 +134,7 @@ class EmbeddedCluster:
         brokers: int | Sequence[int] = 3,
         racks: Sequence[str] | Mapping[int, str] | None = None,
         config: ControllerConfig | Mapping[str, Any] | None = None,
-        engine: str = DEFAULT_ENGINE,
+        engine: str | None = None,
         store: str = "memory",
         transport: str = "inprocess",
         seed: int = 0,
@@ -155,7 +161,7 @@ class EmbeddedCluster:
             raise IllegalStateError(f"broker ids must be distinct non-negative integers, got {self.broker_ids}")
         self.racks = self._rack_map(racks)
         self.config = ControllerConfig.coerce(config)
-        self.engine = engine
+        self.engine = engine or default_engine()
         self.seed = seed
         self.simulated = simulated
         candidates = self.broker_ids[: controllers] if isinstance(controllers, int) else sorted(controllers)

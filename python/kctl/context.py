@@ -9,6 +9,6 @@ finds every engine of ``ENGINES``.
 from __future__ import annotations
 
 from kctl.engine_api.context import ControllerContext
-from kctl.engines import DEFAULT_ENGINE, ENGINES
+from kctl.engines import ENGINES, default_engine
 
-__all__ = ["DEFAULT_ENGINE", "ENGINES", "ControllerContext"]
+__all__ = ["ENGINES", "ControllerContext", "default_engine"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from kctl.engine_api import DEFAULT_ENGINE, ENGINES, EngineParts, engine_parts, register
+from kctl.engine_api import ENGINES, EngineParts, default_engine, engine_parts, register
 from kctl.native.context import NativeContext
 from kctl.native.request_batch import NativeRequestBatch
 from kctl.native.statemachine import NativePartitionStateMachine, NativeReplicaStateMachine
@@ -31,4 +31,4 @@ TABLE: Mapping[str, EngineParts] = MappingProxyType({
 for _parts in TABLE.values():
     register(_parts)
 
-__all__ = ["DEFAULT_ENGINE", "ENGINES", "TABLE", "EngineParts", "engine_parts"]
+__all__ = ["ENGINES", "TABLE", "EngineParts", "default_engine", "engine_parts"]

@@ -128,6 +128,12 @@ def kctl_controller_started(controller: KafkaController) -> None:
     the context is loaded, the state machines are started and the brokers have been sent their
     state. Every implementation is called (a broadcast).
 
+    The two lifecycle hooks come in pairs: each ``kctl_controller_started`` is followed by exactly
+    one :func:`kctl_controller_resigned` for the same controller and epoch, before that controller
+    starts again, and no resignation is reported without a start. A failover that fails (the
+    controller won the election but could not take over, and moved the controller away) fires
+    neither.
+
     :param controller: The :class:`~kctl.controller.KafkaController` now active; read
         ``controller.epoch``, ``controller.context`` or ``controller.metrics()``, but do not block.
 
@@ -144,7 +150,8 @@ def kctl_controller_resigned(controller: KafkaController) -> None:
 
     Called on the controller's event thread as it resigns, just before its in-memory state is
     reset, so ``controller.epoch`` is still the epoch that ended. Every implementation is called
-    (a broadcast).
+    (a broadcast). Fires only for a controller whose :func:`kctl_controller_started` fired, once
+    per start: a failover that failed before finishing is not reported at all.
 
     :param controller: The :class:`~kctl.controller.KafkaController` that resigned.
 

@@ -212,6 +212,22 @@ class RequestChannel(Protocol):
     ) -> None: ...
 
 
+Outgoing = tuple[int, ControllerRequest, Callable[[Any], None] | None]
+"""A request for a broker and the callback of its response, as a fan-out hands them over in bulk
+(``send_requests(outgoing)``, which a channel may offer besides ``send_request``)."""
+
+
+def send_all(channel: RequestChannel, outgoing: list[Outgoing]) -> None:
+    """``channel.send_request`` for each request in order: in one call where the channel has
+    ``send_requests`` (an UpdateMetadata fan-out is a request per broker)."""
+    send_requests = getattr(channel, "send_requests", None)
+    if send_requests is not None:
+        send_requests(outgoing)
+        return
+    for broker_id, request, callback in outgoing:
+        channel.send_request(broker_id, request, callback)
+
+
 ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
 """Kafka's Uuid.ZERO_UUID in its base64 form: the topic id sent when a topic has none."""
 

@@ -28,6 +28,10 @@ INITIAL_CONTROLLER_EPOCH = 0
 INITIAL_CONTROLLER_EPOCH_VERSION = 0
 UNKNOWN_BROKER_EPOCH = -1
 """A sender that predates broker epochs (KIP-380); never rejected."""
+CONTROLLER_ONLY_FEATURE = "kctl.controller.only"
+"""The supported feature that marks a broker entry as a kctl controller's, not a broker's: Kafka's
+ZooKeeper-mode brokers find their controller only among live brokers, so a controller of real
+Kafka brokers registers one (:attr:`BrokerInfo.controller_only`); it leads and hosts nothing."""
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 """Kafka's ``Int``: broker, partition and controller ids, every epoch but the broker's, ports."""
@@ -325,6 +329,11 @@ class BrokerInfo:
     rack: str | None = None
     features: tuple[tuple[str, tuple[int, int]], ...] = ()
     jmx_port: int = -1
+
+    @property
+    def controller_only(self) -> bool:
+        """A controller's entry (:data:`CONTROLLER_ONLY_FEATURE`): never a replica's broker."""
+        return any(name == CONTROLLER_ONLY_FEATURE for name, _ in self.features)
 
 
 def int_problem(value: object, minimum: int = INT32_MIN, maximum: int = INT32_MAX) -> str | None:

@@ -47,6 +47,7 @@ DEFAULT_PLUGINS = (
     "kctl.transports.inprocess",
     "kctl.transports.tcp",
     "kctl.transports.zkqueue",
+    "kctl.transports.kafka",
 )
 """Built-in plugin modules, registered under their module path before any entry point."""
 

@@ -55,7 +55,7 @@ from kctl.broker import BrokerAgent
 from kctl.broker.agent import HandledRequest
 from kctl.broker.fetcher import NetworkReplicaManager
 from kctl.config import ControllerConfig, describe_components
-from kctl.engine_api import DEFAULT_ENGINE, ENGINES
+from kctl.engine_api import ENGINES, default_engine
 from kctl.controller import KafkaController
 from kctl.errors import IllegalArgumentError, KctlError, StoreUnavailableError
 from kctl.model import validate_int
@@ -150,6 +150,14 @@ def _address(text: str) -> str:
     return text
 
 
+def _kafka_listener(text: str) -> tuple[str, str]:
+    """``NAME://HOST:PORT``, as an entry of Kafka's ``listeners``: (name, address)."""
+    name, separator, address = text.partition("://")
+    if not separator or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME://HOST:PORT, got {text!r}")
+    return name, _address(address)
+
+
 def add_zookeeper_arguments(parser: argparse.ArgumentParser) -> None:
     """``--zk`` (or Kafka's ``--zookeeper``), ``--zk-timeout``, ``--zk-auth`` and ``--zk-acl``, shared
     with the admin tools."""
@@ -231,7 +239,9 @@ def add_process_arguments(parser: argparse.ArgumentParser, role: str) -> None:
     add_zookeeper_arguments(parser)
     parser.add_argument("--listen", type=_address, default="127.0.0.1:0", metavar="HOST:PORT",
                         help="where to accept connections (port 0: any free port; default 127.0.0.1:0)")
-    parser.add_argument("--transport", default="tcp", help="controller-broker transport: tcp (default) or zkqueue")
+    parser.add_argument("--transport", default="tcp",
+                        help="controller-broker transport: tcp (default), zkqueue, or (for a controller of real Kafka "
+                             "brokers) kafka")
     parser.add_argument("--config", type=_property, action="append", default=[], metavar="NAME=VALUE",
                         help="a broker property by its Kafka name (repeatable), e.g. zookeeper.session.timeout.ms=6000, "
                              "or one of Kafka's ZooKeeper TLS client properties (zookeeper.ssl.*)")
@@ -256,8 +266,13 @@ def add_process_arguments(parser: argparse.ArgumentParser, role: str) -> None:
                              "exporter names Kafka's (port 0: any free port; default: not served)")
     if role == "controller":
         parser.add_argument("--store", choices=("zookeeper",), default="zookeeper", help="state store (zookeeper)")
-        parser.add_argument("--engine", choices=ENGINES, default=DEFAULT_ENGINE,
-                            help=f"controller engine (default: {DEFAULT_ENGINE})")
+        parser.add_argument("--engine", choices=ENGINES, default=default_engine(),
+                            help="controller engine (default: %(default)s)")
+        parser.add_argument("--kafka-listener", type=_kafka_listener, default=("PLAINTEXT", "127.0.0.1:0"),
+                            metavar="NAME://HOST:PORT",
+                            help="with --transport kafka: the brokers' inter-broker listener name and where the "
+                                 "controller answers them on it (port 0: any free port; default "
+                                 "PLAINTEXT://127.0.0.1:0); see docs/kafka-protocol.md")
     else:
         parser.add_argument("--rack", default=None, help="the broker's rack (broker.rack)")
         parser.add_argument("--fetch-interval", type=seconds_argument, default=0.5, metavar="SECONDS",
@@ -382,13 +397,17 @@ class _Network:
 
 
 def _transport(
-    name: str, scheduler: RealTimeScheduler, network: _Network, zk: str, config: ControllerConfig,
+    args: argparse.Namespace, scheduler: RealTimeScheduler, network: _Network, config: ControllerConfig,
     security: ZooKeeperSecurity,
 ) -> Any:
     """The named transport plugin, given what the built-ins need (others get the scheduler only)."""
+    name, zk = args.transport, args.zk
     factory = get_plugin_host().transports().get(name).factory
     options: Mapping[str, Any] = {}
-    if name == "tcp":
+    if name == "kafka":
+        listener, listen = getattr(args, "kafka_listener", ("PLAINTEXT", "127.0.0.1:0"))
+        options = {"listener": listener, "listen": listen, "request_timeout": config.request_timeout_ms / 1000}
+    elif name == "tcp":
         options = {"server": network.server, "request_timeout": config.request_timeout_ms / 1000}
     elif name == "zkqueue":
         options = {"hosts": zk, "session_timeout": config.zookeeper_session_timeout_ms / 1000,
@@ -455,7 +474,7 @@ def _runtime(args: argparse.Namespace, role: str) -> Iterator[_Runtime]:
         stack.callback(network.close)
         scheduler = RealTimeScheduler(name=f"{role}-{args.id}-timer")
         stack.callback(scheduler.shutdown)
-        transport = _transport(args.transport, scheduler, network, args.zk, config, security)
+        transport = _transport(args, scheduler, network, config, security)
         stack.callback(transport.close)
         yield _Runtime(config, stopping, store, network, scheduler, transport)
 

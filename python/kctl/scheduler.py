@@ -22,7 +22,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from kctl.errors import IllegalArgumentError
 
@@ -83,6 +83,22 @@ class _Scheduled(list):  # type: ignore[type-arg]
         self[0] = None
 
 
+class _Batch:
+    """Callbacks ``run(item)`` due at one instant, scheduled one after another with nothing
+    between them (:meth:`SimulatedScheduler.schedule_batched`): one entry of the scheduler for a
+    fan-out of messages instead of one per message."""
+
+    __slots__ = ("items", "run")
+
+    def __init__(self, run: Callable[[Any], None], items: list[Any]) -> None:
+        self.run, self.items = run, items
+
+    def __call__(self) -> None:
+        run = self.run
+        for item in self.items:
+            run(item)
+
+
 class SimulatedScheduler:
     """A virtual clock; nothing happens until :meth:`run_until` / :meth:`run_until_idle` is called.
 
@@ -115,6 +131,26 @@ class SimulatedScheduler:
         due.append(entry)
         return entry
 
+    def schedule_batched(self, run: Callable[[Any], None], delay: float, item: Any) -> None:
+        """Run ``run(item)`` after ``delay`` seconds, exactly as ``schedule(delay, lambda:
+        run(item))`` would, but sharing the entry of the callback scheduled just before when that
+        one is ``run`` of another item due at the same instant (and not cancellable). A transport
+        delivering a fan-out to every broker schedules one entry, not one per broker, and the
+        callbacks still run in submission order: the items of an entry are consecutive callbacks."""
+        if not 0.0 <= delay < math.inf:
+            delay = _delay(delay, "a batched callback")
+        when = self._now + delay
+        due = self._at.get(when)
+        if due is None:
+            due = self._at[when] = deque()
+            heapq.heappush(self._times, when)
+        elif due:
+            last = due[-1][0]
+            if type(last) is _Batch and last.run == run:
+                last.items.append(item)
+                return
+        due.append(_Scheduled((_Batch(run, [item]),)))
+
     def take_turn(self) -> bool:
         """Whether a callback that would reschedule itself at once may go on instead: true (and
         counted as a step) when the rescheduled callback would run next with nothing checked
@@ -132,7 +168,7 @@ class SimulatedScheduler:
         return True
 
     def pending(self) -> int:
-        return sum(1 for due in self._at.values() for entry in due if entry[0] is not None)
+        return sum(_count(entry[0]) for due in self._at.values() for entry in due)
 
     def next_time(self) -> float | None:
         """When the next callback is due (cancelled ones and spent instants are dropped on the way)."""
@@ -153,10 +189,15 @@ class SimulatedScheduler:
         when = self.next_time()
         if when is None:
             return False
-        fn = self._at[when].popleft()[0]
+        due = self._at[when]
+        fn = due[0][0]
         self._now = max(self._now, when)
         self.steps += 1
-        fn()
+        if type(fn) is _Batch and len(fn.items) > 1:  # one step is one callback: the batch's first
+            fn.run(fn.items.pop(0))
+        else:
+            due.popleft()
+            fn()
         return True
 
     def run_until(self, deadline: float, until: Callable[[], bool] | None = None, settled: bool = False) -> bool:
@@ -200,10 +241,29 @@ class SimulatedScheduler:
             fn = due.popleft()[0]
             if when > self._now:
                 self._now = when
-            self.steps += 1
+            if type(fn) is _Batch:
+                self.steps += len(fn.items)
+                if until is not None and not settled:  # checked between the batch's callbacks too
+                    if self._run_watched(fn, due, until):
+                        return True
+                    continue
+            else:
+                self.steps += 1
             fn()
         self._now = max(self._now, deadline)
         return until() if until is not None else False
+
+    def _run_watched(self, batch: _Batch, due: deque[_Scheduled], until: Callable[[], bool]) -> bool:
+        """Run ``batch`` checking ``until`` before each callback after the first, as if each were
+        an entry of its own; when it holds, the rest of the batch stays first in line."""
+        run, items = batch.run, batch.items
+        for i, item in enumerate(items):
+            if i and until():
+                due.appendleft(_Scheduled((_Batch(run, items[i:]),)))
+                self.steps -= len(items) - i
+                return True
+            run(item)
+        return False
 
     def advance(self, seconds: float) -> None:
         self.run_until(self._now + check_duration(seconds, "seconds"))
@@ -257,6 +317,13 @@ class RealTimeScheduler:
             self._cond.notify()
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout=5)
+
+
+def _count(fn: Callable[[], None] | None) -> int:
+    """Callbacks an entry of the simulated scheduler holds (0 once cancelled)."""
+    if fn is None:
+        return 0
+    return len(fn.items) if type(fn) is _Batch else 1
 
 
 def _delay(delay: float, name: str) -> float:

@@ -65,6 +65,27 @@ pub struct StopReplicaEntry {
     pub delete: bool,
 }
 
+/// The fields LeaderAndIsr and UpdateMetadata partition states start with (after the key):
+/// controller epoch, leader, leader epoch, ISR, partition epoch, replicas.
+pub type Head<'a> = (i32, i32, i32, &'a [i32], i32, &'a [i32]);
+
+pub trait HasHead {
+    fn head(&self) -> Head<'_>;
+}
+
+macro_rules! has_head {
+    ($($entry:ty),*) => {$(
+        impl HasHead for $entry {
+            fn head(&self) -> Head<'_> {
+                let e = self;
+                (e.controller_epoch, e.leader, e.leader_epoch, &e.isr, e.partition_epoch, &e.replicas)
+            }
+        }
+    )*};
+}
+
+has_head!(LeaderAndIsrEntry, UpdateMetadataEntry);
+
 /// One request as sent (payloads are snapshots taken when the entries were added).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Sent {

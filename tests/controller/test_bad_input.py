@@ -14,7 +14,7 @@ import pytest
 from kctl import admin
 from kctl.cluster import EmbeddedCluster
 from kctl.errors import KctlError
-from kctl.model import LeaderAndIsr, TopicPartition
+from kctl.model import LeaderAndIsr, LeaderRecoveryState, TopicPartition
 from kctl.stores import paths
 
 from tests.support.controller import TP, active, error_names, escaped, leaders, partition, stored_state, unchanged
@@ -255,7 +255,7 @@ def test_alter_partition_with_stale_epochs_is_refused(cluster: EmbeddedCluster, 
         per_partition = controller.alter_partition(1, epoch, {
             UNKNOWN: LeaderAndIsr(1, (1,), 0, 0),
             TP: LeaderAndIsr(1, (1, 2), current.leader_epoch - 1, current.partition_epoch),
-            TopicPartition("t", 1): LeaderAndIsr(2, (2, 3), 0, 7),
+            TopicPartition("t", 1): LeaderAndIsr(2, (2, 3), 0, 7),  # a partition epoch the controller never wrote
         })
         cluster.run_until(lambda: all(f.done() for f in (stale_broker, unknown_broker, per_partition)),
                           what="the answers")
@@ -264,12 +264,68 @@ def test_alter_partition_with_stale_epochs_is_refused(cluster: EmbeddedCluster, 
         assert error_names(per_partition.result()) == {
             UNKNOWN: "UNKNOWN_TOPIC_OR_PARTITION",
             TP: "FENCED_LEADER_EPOCH",
-            TopicPartition("t", 1): "INVALID_UPDATE_VERSION",
+            TopicPartition("t", 1): "NOT_CONTROLLER",
         }
     # The same request with the current epochs is applied.
     applied = cluster.wait(controller.alter_partition(1, epoch, {TP: shrink}))
     assert applied[TP].isr == (1, 2) == stored_state(cluster).isr
     assert escaped(logs) == []
+
+
+def test_alter_partition_checks_run_in_kafkas_order(logs: pytest.LogCaptureFixture) -> None:
+    # Kafka 3.9: an epoch newer than the controller's -> NOT_CONTROLLER (KAFKA-14154); an older leader
+    # epoch -> FENCED_LEADER_EPOCH; the current state at any older partition epoch is answered as it
+    # is (KAFKA-14144); an older partition epoch -> INVALID_UPDATE_VERSION, before the recovery-state
+    # and eligibility checks; only then INVALID_REQUEST and INELIGIBLE_REPLICA (broker 6 is dead).
+    config = {"inter.broker.protocol.version": "3.9-IV0", "auto.leader.rebalance.enable": False}
+    with EmbeddedCluster(6, controllers=[4, 5], config=config) as cluster:
+        cluster.create_topic("t", assignment={0: [1, 2, 3]})
+        cluster.kill_broker(6)
+        cluster.kill_broker(3)  # t-0: ISR [1, 2] (the controller) and back to [1, 2, 3] (AlterPartition)
+        cluster.start_broker(3)
+        assert cluster.run_until_stable()
+        answers = _alter_partition_answers(cluster)
+    assert answers == {
+        "newer partition epoch": "NOT_CONTROLLER",
+        "newer leader epoch": "NOT_CONTROLLER",
+        "newer partition epoch, dead broker": "NOT_CONTROLLER",
+        "older leader epoch": "FENCED_LEADER_EPOCH",
+        "current state, older partition epoch": "NONE",
+        "older partition epoch": "INVALID_UPDATE_VERSION",
+        "older partition epoch, dead broker": "INVALID_UPDATE_VERSION",
+        "older partition epoch, recovering": "INVALID_UPDATE_VERSION",
+        "recovering": "INVALID_REQUEST",
+        "dead broker": "INELIGIBLE_REPLICA",
+    }
+    assert escaped(logs) == []
+
+
+def _alter_partition_answers(cluster: EmbeddedCluster) -> dict[str, str]:
+    """The answers to leader 1's proposals for t-0 (each changing nothing), by what is wrong with them."""
+    controller = active(cluster)
+    epoch = cluster.brokers[1].broker_epoch
+    current = stored_state(cluster)
+    assert set(current.isr) == {1, 2, 3} and current.leader_epoch > 0
+    stale = current.partition_epoch - 1
+    recovering = LeaderRecoveryState.RECOVERING
+
+    def answer(proposed: LeaderAndIsr) -> str:
+        with unchanged(cluster):
+            result = cluster.wait(controller.alter_partition(1, epoch, {TP: proposed}))[TP]
+        return "NONE" if result == current else failure(result)
+
+    return {
+        "newer partition epoch": answer(LeaderAndIsr(1, (1, 2, 3), current.leader_epoch, current.partition_epoch + 1)),
+        "newer leader epoch": answer(LeaderAndIsr(1, (1, 2, 3), current.leader_epoch + 1, current.partition_epoch)),
+        "newer partition epoch, dead broker": answer(LeaderAndIsr(1, (1, 6), current.leader_epoch, current.partition_epoch + 1)),
+        "older leader epoch": answer(LeaderAndIsr(1, (1, 2, 3), current.leader_epoch - 1, current.partition_epoch)),
+        "current state, older partition epoch": answer(LeaderAndIsr(1, current.isr, current.leader_epoch, stale)),
+        "older partition epoch": answer(LeaderAndIsr(1, (1, 2), current.leader_epoch, stale)),
+        "older partition epoch, dead broker": answer(LeaderAndIsr(1, (1, 6), current.leader_epoch, stale)),
+        "older partition epoch, recovering": answer(LeaderAndIsr(1, (1, 2), current.leader_epoch, stale, recovering)),
+        "recovering": answer(LeaderAndIsr(1, (1, 2), current.leader_epoch, current.partition_epoch, recovering)),
+        "dead broker": answer(LeaderAndIsr(1, (1, 6), current.leader_epoch, current.partition_epoch)),
+    }
 
 
 def test_calls_to_a_controller_that_is_not_active_are_refused(

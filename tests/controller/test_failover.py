@@ -307,6 +307,7 @@ def test_a_controller_that_cannot_send_its_own_requests_resigns(caplog: pytest.L
             raise ConnectionError("the network is down")
 
         failing.channel.send_request = refuse  # type: ignore[method-assign]
+        failing.channel.send_requests = lambda outgoing: refuse(*outgoing[0])  # a fan-out, in one call
         cluster.kill_broker(3)
         cluster.start_broker(3)  # the new controller's UpdateMetadata to brokers 1 and 2 fails
         cluster.run_until(lambda: cluster.active_controller not in (None, failing), what="another controller")

@@ -20,7 +20,7 @@ from kctl.errors import InvalidRequestError
 from kctl.model import BrokerInfo, EndPoint, LeaderAndIsr, LeaderRecoveryState, TopicPartition
 from kctl.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 
-from tests.support.controller import TP, active, core_metrics, healthy, leaders, partition, stored_state, wait_for_isr
+from tests.support.controller import TP, FaultySessions, active, core_metrics, healthy, leaders, partition, stored_state, wait_for_isr
 
 
 # --- Topic and partition creation (§6.7) ----------------------------------------------------------
@@ -155,7 +155,12 @@ def test_a_bounced_broker_is_handled_as_a_failure_then_a_startup(caplog: pytest.
         cluster.start_broker(2)
         assert cluster.run_until_stable()
 
-        assert any("bounced brokers: [2]" in r.getMessage() for r in caplog.records)
+        # Kafka's lines, its collections written with mkString(",").
+        messages = [r.getMessage() for r in caplog.records]
+        assert "Newly added brokers: , deleted brokers: , bounced brokers: 2, all live brokers: 1,2,3" in messages
+        assert ["Broker failure callback for 2", "New broker startup callback for 2"] == [
+            m for m in messages if " callback for " in m
+        ][-2:]
         new_epoch = active(cluster).context.live_broker_epoch(2)
         assert new_epoch == cluster.brokers[2].broker_epoch > old_epoch
         # Failure handling moved its leadership away (epoch bump); startup brought it back in the ISR.
@@ -164,6 +169,21 @@ def test_a_bounced_broker_is_handled_as_a_failure_then_a_startup(caplog: pytest.
         # Requests to it now carry its new epoch (the broker would reject older ones).
         assert [r.request for r in cluster.sent_requests if r.broker == 2][-1].broker_epoch == new_epoch
         assert cluster.check_invariants() == []
+
+
+def test_topic_changes_are_logged_with_kafkas_message(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="kctl.controller.controller")
+    with EmbeddedCluster(3, controllers=[3]) as cluster:
+        cluster.create_topic("t", assignment={0: [2, 3, 1], 1: [1, 3, 2]})
+        cluster.delete_topic("t")
+        assert cluster.run_until_stable()
+    assert [r.getMessage() for r in caplog.records if r.getMessage().startswith("New topics:")] == [
+        "New topics: [t], deleted topics: [], new partition replica assignment ["
+        "t-0 -> ReplicaAssignment(replicas=2,3,1, addingReplicas=, removingReplicas=), "
+        "t-1 -> ReplicaAssignment(replicas=1,3,2, addingReplicas=, removingReplicas=)]",
+        # The deletion removed t from the controller's view before its znode went, as in Kafka.
+        "New topics: [], deleted topics: [], new partition replica assignment []",
+    ]
 
 
 def test_a_broker_with_a_new_endpoint_is_announced_to_every_broker() -> None:
@@ -253,6 +273,34 @@ def test_isr_expansion_goes_through_alter_partition_by_default() -> None:
         assert cluster.store.get_isr_change_notifications() == []
         assert cluster.run_until_stable()
         assert cluster.brokers[2].metadata_cache.partition_state(TP).isr == stored_state(cluster).isr
+        assert cluster.check_invariants() == []
+
+
+@pytest.mark.parametrize("resent", [True, False], ids=["resent-after-reconnect", "given-up"])
+def test_an_isr_expansion_whose_store_answer_was_lost_still_reaches_the_leader_and_every_broker(resent: bool) -> None:
+    # The controller's write of the expanded ISR lands, but the answer is lost with the connection:
+    # the client either sends the write again once reconnected (BADVERSION: it landed already) or
+    # gives up. Either way the controller's cache is behind the store; it reads the state znode
+    # back, answers the leader's (retried) proposal with the stored state and tells every broker.
+    sessions = FaultySessions()
+    with EmbeddedCluster(3, controllers=[1], controller_session=sessions) as cluster:
+        cluster.create_topic("t", assignment={0: [1, 2, 3]})
+        cluster.kill_broker(3)
+        cluster.run_until_stable()
+        sessions[1].lose_answer("update_partition_states", resent)
+        cluster.start_broker(3)
+
+        wait_for_isr(cluster, {1, 2, 3})
+        [((written, *_), _)] = sessions[1].lost
+        assert written[TP].isr == (1, 2, 3)  # the lost answer was the ISR expansion's
+        stored = stored_state(cluster)
+        assert cluster.run_until_stable(), cluster.metadata_mismatches()
+        leader = cluster.brokers[1].inspect(lambda a: a.replica_manager.replica_state(TP))
+        assert (leader.isr, leader.pending_isr, leader.partition_epoch) == ((1, 2, 3), None, stored.partition_epoch)
+        assert stored_state(cluster) == stored  # answered from the store, not written twice
+        cached = active(cluster).context.partition_leadership(TP)
+        assert cached is not None and cached.leader_and_isr == stored
+        assert {b: cluster.brokers[b].metadata_cache.partition_state(TP).isr for b in (1, 2, 3)} == dict.fromkeys((1, 2, 3), (1, 2, 3))
         assert cluster.check_invariants() == []
 
 

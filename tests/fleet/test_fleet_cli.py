@@ -1,18 +1,25 @@
-"""``kctl fleet``: bad input fails before any Spark work; one seed replays alone with ``kctl sim``."""
+"""``kctl fleet``: bad input fails before any Spark work; one seed replays alone with ``kctl sim``;
+``kctl fleet report`` reports a dataset again."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from kctl.bench import job
 from kctl.bench.grid import load_grid
 from kctl.bench.runner import run_one
 from kctl.cli import main
 from kctl.plugins import PluginHost
 from kctl.testing.ports import free_ports
+from kctl.testing.spark import driver_conf, submit_args
 
 
 def test_fleet_is_a_kctl_command(capsys: pytest.CaptureFixture[str]) -> None:
@@ -70,3 +77,22 @@ def test_a_seed_replays_alone_with_kctl_sim(small_grid: Path, installed_plugins:
     assert report["leader_moves"] == row["leader_moves"] and report["unclean_elections"] == row["unclean_elections"]
     assert main(["fleet", "scenario", str(small_grid), "--seed", "4", "--variant", "2"]) == 2
     assert "--variant must be 0-1: 0: offline; 1: least-loaded" in capsys.readouterr().err
+
+
+def test_fleet_report_writes_the_report_again_from_the_dataset(spark_local: Any, small_grid: Path,
+                                                               installed_plugins: PluginHost, tmp_path: Path) -> None:
+    """In a process of its own (its own Spark session), as a user runs it after a fleet."""
+    out = tmp_path / "out"
+    assert job.main(spark_local, [str(small_grid), "--out", str(out), "--seeds", "2", "--quiet"]) in (0, 1)
+    (out / "report.html").unlink()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KCTL_", "PYSPARK_"))}
+    env |= {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_SUBMIT_ARGS": submit_args(driver_conf())}
+    kctl = [str(Path(sys.executable).with_name("kctl")), "fleet", "report", "--master", "local[1]"]
+    done = subprocess.run([*kctl, str(out)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"{out.as_uri()}/report.html" in done.stdout.splitlines()
+    assert "seeds</th><td>0-1 (2)" in (out / "report.html").read_text()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = subprocess.run([*kctl, str(empty)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and f"kctl fleet: {empty.as_uri()}/grid.toml: no such file" in done.stderr

@@ -1,4 +1,4 @@
-"""One fleet run measured as a row, and what the driver makes of the rows (no Spark needed)."""
+"""One fleet run measured as a row, a task's rows, the progress line, and the report of a few rows."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ import io
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 import pytest
 
+from kctl.bench.dataset import COLUMN_TYPES, record, schema
 from kctl.bench.grid import Grid, load_grid
-from kctl.bench.job import Progress, ProgressLine, run_partition, write_outputs
+from kctl.bench.job import Progress, ProgressLine, run_pairs
+from kctl.bench.report import write_report
 from kctl.bench.runner import COLUMNS, NONDETERMINISTIC, run_one, time_weighted_mean
 from kctl.bench.scenarios import generate
 from kctl.plugins import PluginHost
@@ -19,7 +20,7 @@ from kctl.sim import parse_scenario, run_scenario
 
 
 class Counter:
-    """Stands in for a Spark accumulator."""
+    """Counts as a Spark accumulator does, for a task run here."""
 
     def __init__(self) -> None:
         self.value = 0
@@ -69,10 +70,13 @@ def test_the_selectors_differ_only_where_an_offline_election_chose(small_grid: P
 def test_a_scenario_that_raises_becomes_a_row_with_its_error(small_grid: Path, installed_plugins: PluginHost) -> None:
     grid = load_grid(small_grid, installed_plugins)
     broken = dataclasses.replace(grid, faults=dataclasses.replace(grid.faults, kinds=("kill_broker", "meteor")))
-    errors = Counter()
-    rows = list(run_partition(broken, broken.variants(), errors, 3, broken.seeds))
+    executed, errors = Counter(), Counter()
+    pairs = [(seed, k) for seed in reversed(broken.seeds) for k in range(len(broken.variants()))]
+    stamp = {"run_id": "r", "kctl_version": "0"}
+    rows = [dict(zip(COLUMN_TYPES, r)) for r in run_pairs(broken, broken.variants(), stamp, executed, errors, 3, pairs)]
+    assert [(r["seed"], r["variant"]) for r in rows] == [(s, v.label) for s in broken.seeds for v in broken.variants()]
     failed = [r for r in rows if r["error"] is not None]
-    assert failed and len(failed) < len(rows) and errors.value == len(failed)
+    assert failed and len(failed) < len(rows) and errors.value == len(failed) and executed.value == len(rows)
     assert all(r["error"].startswith("ScenarioError: ") and "unknown action 'meteor'" in r["error"] for r in failed)
     assert all(r["fleet_partition"] == 3 and r["wall_time_s"] > 0 for r in rows)
     assert all(r["unavailable_partition_seconds"] is not None for r in rows if r["error"] is None)
@@ -83,18 +87,17 @@ def test_time_weighted_mean() -> None:
     assert time_weighted_mean([5], [3]) == 3.0 and time_weighted_mean([], []) == 0.0
 
 
-def test_the_outputs_hold_every_row_and_a_self_contained_report(tmp_path: Path, small_grid: Path,
-                                                                installed_plugins: PluginHost) -> None:
+def test_the_report_counts_error_rows_and_is_self_contained(spark_local: Any, tmp_path: Path, small_grid: Path,
+                                                            installed_plugins: PluginHost) -> None:
     grid = load_grid(small_grid, installed_plugins).with_seeds(range(4))
-    rows = rows_of(grid)
-    rows[3] = dict.fromkeys(COLUMNS) | {k: rows[3][k] for k in ("grid", "seed", "variant", "selector", "engine")} | {
-        "error": "ValueError: boom", "wall_time_s": 0.1}
-    written = write_outputs(rows, grid, tmp_path / "out", {"Spark master": "local[2]"})
-    assert {p.name for p in written} >= {"runs.parquet", "grid.toml", "report.html", "summary.md",
-                                         "leader-skew-over-time.svg", "leader-skew-difference-1-least-loaded.svg"}
-    table = pq.read_table(tmp_path / "out" / "runs.parquet")
-    assert table.column_names == list(COLUMNS) and table.num_rows == len(rows)
-    assert table.to_pylist() == rows
+    stamp = {"run_id": "r", "kctl_version": "0"}
+    rows = [row | stamp for row in rows_of(grid)]
+    rows[3] = dict.fromkeys(COLUMN_TYPES) | {k: rows[3][k] for k in ("grid", "seed", "variant", "selector", "engine")} | {
+        "error": "ValueError: boom", "wall_time_s": 0.1} | stamp
+    frame = spark_local.createDataFrame([record(r) for r in rows], schema())
+    written = write_report(frame, grid, tmp_path / "out", {"Spark master": "local[2]"})
+    assert {w.rsplit("/", 1)[1] for w in written} >= {
+        "report.html", "summary.md", "leader-skew-over-time.svg", "leader-skew-difference-1-least-loaded.svg"}
     html = (tmp_path / "out" / "report.html").read_text()
     assert html.count("<svg") == 6 and "<script" not in html and "local[2]" in html
     assert "<td>offline</td><td>4</td><td>0</td>" in html and "<td>least-loaded</td><td>4</td><td>1</td>" in html
@@ -106,24 +109,24 @@ def test_the_outputs_hold_every_row_and_a_self_contained_report(tmp_path: Path, 
 def test_progress_is_a_line_per_tenth_in_a_log_with_an_eta_from_the_rate_so_far() -> None:
     stream = io.StringIO()
     show = ProgressLine(stream)
-    for done in (0, 1, 2, 5, 10, 10):  # a seed every 12 s
+    for done in (0, 1, 2, 5, 10, 10):  # a run every 12 s
         show(Progress(done, 10, 0 if done == 10 else 2, 1, 12.0 * done))
     assert stream.getvalue().splitlines() == [
-        "kctl fleet: 0/10 seeds (0%), 2 running, 1 errors, 0 s, ETA unknown",
-        "kctl fleet: 1/10 seeds (10%), 2 running, 1 errors, 12 s, ETA 1 min 48 s",
-        "kctl fleet: 2/10 seeds (20%), 2 running, 1 errors, 24 s, ETA 1 min 36 s",
-        "kctl fleet: 5/10 seeds (50%), 2 running, 1 errors, 1 min 00 s, ETA 1 min 00 s",
-        "kctl fleet: 10/10 seeds (100%), 0 running, 1 errors, 2 min 00 s",
+        "kctl fleet: 0/10 runs (0%), 2 running, 1 errors, 0 s, ETA unknown",
+        "kctl fleet: 1/10 runs (10%), 2 running, 1 errors, 12 s, ETA 1 min 48 s",
+        "kctl fleet: 2/10 runs (20%), 2 running, 1 errors, 24 s, ETA 1 min 36 s",
+        "kctl fleet: 5/10 runs (50%), 2 running, 1 errors, 1 min 00 s, ETA 1 min 00 s",
+        "kctl fleet: 10/10 runs (100%), 0 running, 1 errors, 2 min 00 s",
     ]
 
 
-def test_the_eta_follows_the_rate_so_far_in_seeds_per_second() -> None:
+def test_the_eta_follows_the_rate_so_far_in_runs_per_second() -> None:
     assert Progress(0, 100, 2, 0, 30.0).remaining is None
-    assert Progress(25, 100, 2, 0, 50.0).remaining == 150.0  # 0.5 seeds/s, 75 to go
+    assert Progress(25, 100, 2, 0, 50.0).remaining == 150.0  # 0.5 runs/s, 75 to go
     assert Progress(1000, 4000, 2, 0, 1800.0).remaining == 5400.0
     stream = io.StringIO()
     ProgressLine(stream)(Progress(1000, 4000, 2, 0, 1800.0))
-    assert stream.getvalue() == "kctl fleet: 1,000/4,000 seeds (25%), 2 running, 0 errors, 30 min 00 s, ETA 1 h 30 min\n"
+    assert stream.getvalue() == "kctl fleet: 1,000/4,000 runs (25%), 2 running, 0 errors, 30 min 00 s, ETA 1 h 30 min\n"
 
 
 def test_rows_do_not_depend_on_anything_but_grid_seed_and_variant(small_grid: Path,

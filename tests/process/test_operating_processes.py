@@ -141,7 +141,7 @@ def lines(path: Path) -> list[re.Match[str]]:
 
 def test_log_dir_holds_kafkas_controller_and_state_change_logs(running: Running) -> None:
     controller_log = running.log_dir / "controller.log"
-    running.cluster.wait_until(lambda: "Broker failure callback for [2]" in controller_log.read_text(), 60,
+    running.cluster.wait_until(lambda: "Broker failure callback for 2" in controller_log.read_text(), 60,
                                "the broker failure in controller.log")
     controller = lines(controller_log)
     assert {m.group(4) for m in controller} <= {
@@ -150,7 +150,7 @@ def test_log_dir_holds_kafkas_controller_and_state_change_logs(running: Running)
         "kafka.controller.ZkReplicaStateMachine", "kafka.controller.ControllerChannelManager",
     }
     messages = [(m.group(2), m.group(3), m.group(4)) for m in controller]
-    assert ("INFO", "[Controller id=1] Broker failure callback for [2]", "kafka.controller.KafkaController") in messages
+    assert ("INFO", "[Controller id=1] Broker failure callback for 2", "kafka.controller.KafkaController") in messages
     assert any(level == "INFO" and re.fullmatch(r"\[Controller id=1\] 1 successfully elected as the controller\. "
                                                 r"Epoch incremented to \d+ and epoch zk version is now \d+", text)
                for level, text, _ in messages)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from kctl import admin
+from kctl.errors import Errors, StaleControllerEpochError
+from kctl.messages import controller_error_response
 from kctl.model import TopicPartition
 from kctl.requests import StopReplicaPartitionState, StopReplicaRequest, UpdateMetadataRequest
 from kctl.stores.zookeeper import ZooKeeperStore
@@ -88,6 +91,30 @@ def test_channel_keeps_requests_in_order_while_the_queue_is_full(transport: ZkQu
 
     wait_until(lambda: channel.backlog(6) == 0, 10, "the backlog to drain")
     assert _bodies(queue)[-2:] == [leader_and_isr(1, 0), leader_and_isr(1, 1)]
+
+
+def test_a_request_refused_for_its_controller_epoch_is_answered_with_the_error(
+    transport: ZkQueueTransport, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A broker agent refuses, by raising, a controller epoch ahead of /controller_epoch; the item is
+    # consumed all the same, so the controller gets Kafka's STALE_CONTROLLER_EPOCH, not silence.
+    def refuse(request: Any) -> Any:
+        raise StaleControllerEpochError("its controller epoch 7 is ahead of /controller_epoch (1)")
+
+    caplog.set_level(logging.WARNING, logger="kctl.transports.zkqueue")
+    transport.bind_broker(6, refuse)
+    transport.bind_controller(9, lambda request, respond: None)  # consumes the answers to controller 9
+    channel = transport.controller_channel(9)
+    channel.add_broker(BrokerInfo(6))
+    answers: list[Any] = []
+    request = leader_and_isr(7, 0)
+    channel.send_request(6, request, answers.append)
+
+    wait_until(lambda: answers, 30, "the broker's answer")
+    assert answers == [controller_error_response(request, Errors.STALE_CONTROLLER_EPOCH)]
+    assert transport.queue(broker_queue_path(6)).size() == 0
+    assert ("Broker 6: answering STALE_CONTROLLER_EPOCH to LeaderAndIsr from controller 9: its controller epoch 7 "
+            "is ahead of /controller_epoch (1)") in caplog.messages
 
 
 @pytest.mark.usefixtures("engine")

@@ -6,7 +6,8 @@ cluster exposes (its store, the active controller's context, ``describe``) or in
 the ``controller_session`` affordance of the cluster: a :class:`FaultySession` wraps a controller
 candidate's store session so that a test can expire it right after the controller's k-th write
 (a crash at an exact step of an operation), hide watch events from it (a controller that does not
-learn it was deposed) or make some of its reads fail (data it cannot read).
+learn it was deposed), make some of its reads fail (data it cannot read) or lose the answer of a
+write that landed (a connection lost while the answer was on its way).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pytest
 
 from kctl.cluster import EmbeddedCluster, PartitionDescription
 from kctl.controller import KafkaController
-from kctl.errors import KctlError, StoreError
+from kctl.errors import KctlError, StoreError, StoreUnavailableError
 from kctl.model import LeaderAndIsr, ReplicaAssignment, TopicPartition
 from kctl.stores.base import WatchEvent, WatchListener
 from kctl.stores.memory import MemoryStore
@@ -43,7 +44,9 @@ class FaultySession:
     ``/controller`` is gone and the other candidates elect a successor — a crash between two store
     writes. With ``deaf`` set, watch events are not delivered (the controller misses the news, as a
     partitioned or paused process would). A store method named in ``failing`` raises
-    :class:`StoreError` instead of answering (a znode this controller cannot read).
+    :class:`StoreError` instead of answering (a znode this controller cannot read). After
+    :meth:`lose_answer` ``(name)``, the next call of that store method is carried out but its answer
+    is lost with the connection (kept in ``lost``, with the call's arguments).
     """
 
     def __init__(self, session: MemoryStore, failing: Iterable[str] = ()) -> None:
@@ -55,6 +58,17 @@ class FaultySession:
         self.expired = False
         self.deaf = False
         self.failing = set(failing)
+        self._lose: tuple[str, bool] | None = None
+        self.lost: list[tuple[tuple[Any, ...], Any]] = []
+        """``(arguments, answer)`` of each call whose answer was lost."""
+
+    def lose_answer(self, name: str, resent: bool) -> None:
+        """Lose the answer of the next call of store method ``name``, which the store carries out.
+        ``resent``: the client sends the call again once reconnected and answers what the store
+        says to the repeat (kctl's ZooKeeper client, like Kafka's ``retryRequestsUntilConnected``);
+        otherwise it gives up (no reconnection within the session timeout) and raises
+        :class:`StoreUnavailableError`."""
+        self._lose = (name, resent)
 
     def expire_after(self, writes: int) -> None:
         self.writes, self._expire_at = 0, writes
@@ -82,6 +96,12 @@ class FaultySession:
                 raise StoreError(f"injected fault: {name} failed")
             before = self._session.tree.zxid
             try:
+                if self._lose is not None and self._lose[0] == name:
+                    resent = self._lose[1]
+                    self._lose = None
+                    self.lost.append((args, attribute(*args, **kwargs)))
+                    if not resent:
+                        raise StoreUnavailableError(f"injected fault: the connection was lost before {name} was answered")
                 return attribute(*args, **kwargs)
             finally:
                 if self._session.tree.zxid != before:

@@ -3,8 +3,9 @@
 A grid (:mod:`kctl.bench.grid`) describes a family of random scenarios and the variants compared
 on them; :mod:`kctl.bench.scenarios` draws one ``kctl sim`` scenario per seed;
 :mod:`kctl.bench.runner` plays it and measures one row; :mod:`kctl.bench.job` is the PySpark job
-that runs a whole grid, one seed per task, and writes parquet and an HTML report
-(:mod:`kctl.bench.report`). Nothing here imports pyspark at module level: executors import kctl
+that runs the missing (seed, variant) pairs of a grid, seed ranges per task, into a parquet
+dataset (:mod:`kctl.bench.dataset`), and the HTML report (:mod:`kctl.bench.report`) computed from
+it with Spark SQL (:mod:`kctl.bench.queries`). Nothing here imports pyspark at module level: executors import kctl
 inside their tasks, and the rest of kctl never needs Spark.
 """
 

@@ -6,8 +6,9 @@
   invalid grid (nothing is started).
 - ``kctl fleet scenario GRID.toml --seed N [--variant K]``: print that seed's scenario as a
   ``kctl sim`` file, to replay one row alone.
-- ``kctl fleet report DIR``: write the report of a finished fleet again from its rows (after an
-  upgrade of kctl's report, without running anything).
+- ``kctl fleet report DIR``: write the report again from the dataset under ``DIR`` (after an
+  upgrade of kctl's report, or after several runs wrote to it), with Spark SQL, without playing
+  anything.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from kctl.bench.grid import GridError, load_grid
 from kctl.bench.job import run_arguments
-from kctl.limits import DocumentError, load_json, read_file
+from kctl.limits import DocumentError, load_json, load_toml
 
 
 def fleet_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,9 +35,11 @@ def fleet_arguments(parser: argparse.ArgumentParser) -> None:
     scenario.add_argument("--seed", type=int, required=True, help="the seed")
     scenario.add_argument("--variant", type=int, default=0, help="which variant's properties (0-based, grid order)")
     scenario.set_defaults(fleet=cmd_fleet_scenario)
-    report = commands.add_parser("report", help="write a fleet's report again from its runs.parquet",
-                                 description="write report.html, summary.md and plots/ again from DIR/runs.parquet")
-    report.add_argument("out", metavar="DIR", type=Path, help="the output directory of a kctl fleet run")
+    report = commands.add_parser("report", help="write a fleet's report again from its runs/ dataset",
+                                 description="write report.html, summary.md and plots/ again from DIR/runs/")
+    report.add_argument("out", metavar="DIR", help="the output of kctl fleet run (a path or a Hadoop URI)")
+    report.add_argument("--master", metavar="URL", default=None,
+                        help="Spark master (default: KCTL_SPARK_MASTER, else Spark's own configuration, else local[*])")
     report.set_defaults(fleet=cmd_fleet_report)
 
 
@@ -96,20 +99,31 @@ def cmd_fleet_scenario(args: argparse.Namespace) -> int:
 
 
 def cmd_fleet_report(args: argparse.Namespace) -> int:
-    from kctl.bench.job import read_parquet
-    from kctl.bench.report import write_report
+    """The report of every run of the output's grid in its dataset, computed by Spark SQL."""
+    from kctl.bench import job, session
+    from kctl.bench.dataset import FleetPathError, HadoopFiles, uri
+    from kctl.bench.grid import parse_grid
 
+    session.require_spark()
+    master, chosen = session.resolve_master(args.master)
+    session.check_master(master)
+    spark = session.build_session(master, chosen, app_name="kctl fleet report")
     try:
-        grid = load_grid(args.out / "grid.toml")
-    except GridError as e:
-        return _invalid(args.out / "grid.toml", e)
-    rows = read_parquet(args.out / "runs.parquet")
-    meta_path = args.out / "meta.json"
-    try:
-        meta = load_json(read_file(meta_path)) if meta_path.is_file() else {}
-    except DocumentError as e:
-        print(f"kctl fleet: {meta_path}: {e}", file=sys.stderr)
-        return 2
-    for path in write_report(rows, grid, args.out, meta):
-        print(path)
+        files, base = HadoopFiles(spark), uri(args.out)
+        try:
+            grid = parse_grid(load_toml(files.read(f"{base}/grid.toml")), f"{base}/grid.toml")
+            meta = load_json(files.read(f"{base}/meta.json")) if files.exists(f"{base}/meta.json") else {}
+            if not isinstance(meta, dict):
+                raise DocumentError(f"{base}/meta.json: not a JSON object")
+            _, written = job.report(spark, grid, args.out, {k: str(v) for k, v in meta.items()
+                                                             if k not in ("seeds", "runs", "fleet runs")})
+        except GridError as e:
+            return _invalid(Path(f"{base}/grid.toml"), e)
+        except (DocumentError, FleetPathError) as e:
+            print(f"kctl fleet: {e}", file=sys.stderr)
+            return 2
+    finally:
+        spark.stop()
+    for location in written:
+        print(location)
     return 0

@@ -24,7 +24,7 @@ from random import Random
 from typing import Any
 
 from kctl.config import ControllerConfig, property_docs
-from kctl.engine_api import DEFAULT_ENGINE, ENGINES
+from kctl.engine_api import ENGINES, default_engine
 from kctl.errors import KctlError, did_you_mean
 from kctl.limits import DocumentError, load_toml, read_file
 from kctl.plugins import PluginHost, get_plugin_host
@@ -139,7 +139,7 @@ class Grid:
         for values in itertools.product(*(self.axes[n] for n in names)):
             chosen = dict(zip(names, values))
             label = ", ".join(_text(v) if n in AXES else f"{n}={_text(v)}" for n, v in chosen.items()) or "default"
-            engine = chosen.pop("engine", DEFAULT_ENGINE)
+            engine = chosen.pop("engine", None) or default_engine()
             selector = chosen.pop("selector", ControllerConfig().leader_selector_offline)
             variants.append(Variant(engine, selector, {SELECTOR_PROPERTY: selector} | chosen, label))
         return variants

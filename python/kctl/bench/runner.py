@@ -52,8 +52,9 @@ COLUMNS: dict[str, str] = {
 }
 """Every column of a fleet row and its Spark SQL type (the parquet schema)."""
 
-NONDETERMINISTIC = ("wall_time_s",)
-"""Columns that may differ between two runs of the same grid and seeds."""
+NONDETERMINISTIC = ("wall_time_s", "fleet_partition")
+"""Columns that may differ between two runs of the same grid and seeds (the Spark task depends on
+the batch and on which pairs were missing)."""
 
 
 def run_one(grid: Grid, seed: int, variant: Variant, *, fleet_partition: int = -1) -> dict[str, Any]:

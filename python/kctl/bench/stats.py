@@ -23,15 +23,10 @@ expansion in 1/df (Abramowitz & Stegun 26.7.5) is correct to far more digits tha
 
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (``q`` in 0…100) of a non-empty sequence."""
+    """Nearest-rank percentile (``q`` in 0…100) of a non-empty sequence: the value of rank
+    ⌈q·n/100⌉ (what Spark's ``percentile_approx`` returns at full accuracy)."""
     ordered = sorted(values)
-    return ordered[max(0, min(len(ordered) - 1, int(round(q / 100 * len(ordered) + 0.5)) - 1))]
-
-
-def ecdf(values: Sequence[float]) -> tuple[list[float], list[float]]:
-    """The empirical distribution function: sorted values and the fraction at or below each."""
-    ordered = sorted(values)
-    return ordered, [(i + 1) / len(ordered) for i in range(len(ordered))]
+    return ordered[max(0, min(len(ordered) - 1, math.ceil(q * len(ordered) / 100) - 1))]
 
 
 def t_central_probability(t: float, df: int) -> float:

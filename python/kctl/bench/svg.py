@@ -202,18 +202,12 @@ def bar_chart(title: str, ylabel: str, categories: Sequence[str], series: Mappin
     return frame.svg()
 
 
-def histogram(title: str, xlabel: str, values: Sequence[float], bins: int = 30,
+def histogram(title: str, xlabel: str, low: float, high: float, counts: Sequence[int],
               mean: float | None = None, interval: tuple[float, float] | None = None) -> str:
-    """Counts of ``values`` in ``bins`` equal-width bins, with a dashed line at zero; ``mean`` is
-    drawn as a line and its confidence ``interval`` as a band. The count axis is logarithmic when
-    the counts are :func:`skewed` (one bin holding most runs)."""
-    low, high = min(values, default=0.0), max(values, default=1.0)
-    if high <= low:
-        low, high = low - 0.5, high + 0.5
-    width = (high - low) / bins
-    counts = [0] * bins
-    for v in values:
-        counts[min(bins - 1, int((v - low) / width))] += 1
+    """Runs counted in ``len(counts)`` equal-width bins from ``low`` to ``high``, with a dashed
+    line at zero; ``mean`` is drawn as a line and its confidence ``interval`` as a band. The count
+    axis is logarithmic when the counts are :func:`skewed` (one bin holding most runs)."""
+    width = (high - low) / len(counts)
     filled = [float(c) for c in counts if c]  # empty bins draw nothing, on either scale
     yaxis = Axis(filled, log=skewed(filled), from_zero=True)
     frame = _Frame(title, xlabel, "runs", Axis([low, high]), yaxis)

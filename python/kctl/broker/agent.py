@@ -142,6 +142,13 @@ class BrokerAgent:
             replica_manager if replica_manager is not None else SimulatedReplicaManager(ledger)
         )
         self.handled: list[HandledRequest] = []
+        self.notable: list[HandledRequest] = []
+        """The answers in ``handled`` other than an UpdateMetadata accepted from the controller
+        epoch that the answering process last accepted a request of (from an older one on): the
+        ones that can change what a broker leads or break invariant I5, which the leadership
+        replay of ``kctl sim`` and the I5 check read (a reassignment's fan-outs are answered
+        millions of times with the others)."""
+        self._accepted: tuple[int, int] = (UNKNOWN_BROKER_EPOCH, -1)  # (process, controller epoch) for notable
         self._on_answer = on_answer
         self._keep_answers = keep_answers
         self._store = store
@@ -376,9 +383,20 @@ class BrokerAgent:
             handled = HandledRequest(self.scheduler.now(), request, response, self.broker_epoch)
             if self._keep_answers:
                 self.handled.append(handled)
+                self._note(handled)
             if self._on_answer is not None:
                 self._on_answer(handled)
             return response
+
+    def _note(self, handled: HandledRequest) -> None:
+        """Keep ``handled`` in :attr:`notable` unless it is an UpdateMetadata accepted from the
+        controller epoch the process last accepted (tracked as the I5 check tracks it)."""
+        request, accepted = handled.request, handled.response.error is Errors.NONE
+        process, epoch = handled.broker_epoch, request.controller_epoch
+        if not (accepted and type(request) is UpdateMetadataRequest and self._accepted == (process, epoch)):
+            self.notable.append(handled)
+        if accepted and (self._accepted[0] != process or epoch >= self._accepted[1]):
+            self._accepted = (process, epoch)
 
     def _fenced(self, request: ControllerRequest) -> Errors:
         """KafkaApis' checks, in its order: a stale broker epoch (-1 always passes), then a

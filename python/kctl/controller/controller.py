@@ -24,7 +24,7 @@ from kctl.controller.topic_deletion import TopicDeletionManager
 from kctl.election import Election, for_config
 from kctl.engine_api.request_batch import ControllerBrokerRequestBatch
 from kctl.engine_api.statemachine import ElectionOutcome
-from kctl.engines import DEFAULT_ENGINE, engine_parts
+from kctl.engines import default_engine, engine_parts
 from kctl.errors import (
     CorruptDataError,
     BrokerNotAvailableError,
@@ -53,6 +53,7 @@ from kctl.model import (
     INT64_MIN,
     NO_LEADER,
     UNKNOWN_BROKER_EPOCH,
+    BrokerInfo,
     LeaderAndIsr,
     LeaderRecoveryState,
     PartitionReplica,
@@ -72,6 +73,7 @@ from kctl.messages import (
     LeaderAndIsrResponse,
     ResponseReceived,
     StopReplicaResponseReceived,
+    UpdateMetadataResponseReceived,
 )
 from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler, Timer
 from kctl.selectors import ElectionKind
@@ -88,7 +90,7 @@ from kctl.stores.base import (
     WatchKind,
 )
 from kctl.topic_config import UNCLEAN_LEADER_ELECTION_ENABLE, parse_topic_config
-from kctl.transports.base import Transport
+from kctl.transports.base import AdvertisedController, Transport
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +142,7 @@ class KafkaController:
         store: StateStore,
         transport: Transport,
         config: ControllerConfig | Mapping[str, Any] | None = None,
-        engine: str = DEFAULT_ENGINE,
+        engine: str | None = None,
         clock: Scheduler | None = None,
         *,
         threaded: bool | None = None,
@@ -156,7 +158,7 @@ class KafkaController:
         threaded = not isinstance(self.scheduler, SimulatedScheduler) if threaded is None else threaded
         self.plugins = plugins
         self._host().leader_selectors().check_config(self.config)  # a misspelt selector never wins an election
-        self.engine_parts = engine_parts(engine)
+        self.engine_parts = engine_parts(engine or default_engine())
         """The engine's classes: the context, state machines and request batches are built from them."""
         self.context = self.engine_parts.context()
         self.state_change_logger = StateChangeLogger(broker_id, lambda: self.context.epoch, state_change_log)
@@ -190,11 +192,16 @@ class KafkaController:
             self._process, self.scheduler, threaded=threaded, name=f"controller-{broker_id}-event-thread"
         )
         self.active_controller_id = -1
+        self._metadata_responses: dict[int, ev.UpdateMetadataResponseReceived] = {}
+        """Each broker's last UpdateMetadata response event, queued again for the same (immutable)
+        response object: a simulated broker answers every UpdateMetadata it accepts with one."""
         self._watches: set[tuple[WatchKind, object]] = set()
         self._fired_topic_watches: set[str] = set()
         self._rebalance_timer: Timer | None = None
         self._election_retry: Timer | None = None
         self._elect_not_before = float("-inf")
+        self._entry_registered = False  # the transport's controller entry is in the store
+        self._announced = False  # kctl_controller_started fired, kctl_controller_resigned is owed
         self._started = False
 
     # --- Public API ----------------------------------------------------------------------------
@@ -371,7 +378,13 @@ class KafkaController:
         return future
 
     def _on_response(self, received: ResponseReceived) -> None:
-        self.event_manager.put(ev.BrokerResponseReceived.of(received))
+        if type(received) is UpdateMetadataResponseReceived:  # the same answer again: the same event
+            event = self._metadata_responses.get(received.broker)
+            if event is None or event.received.response is not received.response:
+                event = self._metadata_responses[received.broker] = ev.UpdateMetadataResponseReceived(received=received)
+            self.event_manager.put(event)
+        else:
+            self.event_manager.put(ev.BrokerResponseReceived.of(received))
 
     def _on_watch(self, event: WatchEvent) -> None:
         """Store watches become controller events (the store calls this; it must not block)."""
@@ -648,9 +661,36 @@ class KafkaController:
             log.info("Setting %s to %s", paths.FEATURE, wanted)
             self.store.set_finalized_features(wanted)
 
+    def _register_controller_entry(self) -> None:
+        """Register the broker entry brokers find this controller by, when the transport has one
+        (:class:`~kctl.transports.base.AdvertisedController`): registered while active, in the
+        session that holds ``/controller``, so both go together when it ends."""
+        if not isinstance(self.transport, AdvertisedController):
+            return
+        entry = self.transport.controller_registration(self.broker_id)
+        if entry is not None:
+            self.store.register_broker(entry)
+            self._entry_registered = True
+            log.info("Registered the controller's entry %s", ",".join(map(str, entry.endpoints)))
+
+    def _deregister_controller_entry(self) -> None:
+        if not self._entry_registered:
+            return
+        self._entry_registered = False
+        try:
+            self.store.deregister_broker(self.broker_id)
+        except KctlError as e:  # an ended session took it with it
+            log.warning("Controller %s could not delete its broker entry: %s", self.broker_id, e)
+
+    def _live_brokers(self) -> dict[int, tuple[BrokerInfo, int]]:
+        """The registered brokers with their epochs, without controllers' entries: those never
+        lead, host replicas or receive requests."""
+        return {b: found for b, found in self.store.get_all_brokers().items() if not found[0].controller_only}
+
     def _on_controller_failover(self) -> None:
         ctx, store = self.context, self.store
         self._setup_feature_versioning()
+        self._register_controller_entry()
         for kind in (WatchKind.BROKER_IDS, WatchKind.TOPICS, WatchKind.DELETE_TOPICS,
                      WatchKind.LOG_DIR_EVENT_NOTIFICATION, WatchKind.ISR_CHANGE_NOTIFICATION,
                      WatchKind.PREFERRED_REPLICA_ELECTION, WatchKind.REASSIGN_PARTITIONS):
@@ -678,6 +718,7 @@ class KafkaController:
         self._on_replica_election(pending, ev.ElectionType.PREFERRED, ev.ElectionTrigger.ZK)
         if self.config.auto_leader_rebalance_enable:
             self._schedule_auto_leader_rebalance(AUTO_REBALANCE_FIRST_DELAY)
+        self._announced = True
         self._host().kctl_controller_started(self)
 
     def _on_controller_resignation(self) -> None:
@@ -693,8 +734,11 @@ class KafkaController:
             self.channel.remove_broker(broker)
         for batch in (self.batch, self.partition_state_machine.batch, self.replica_state_machine.batch):
             batch.clear()
+        self._deregister_controller_entry()
         if was_initialized:
             log.info("Resigned as the controller (broker %s, epoch %s)", self.broker_id, self.context.epoch)
+        if self._announced:  # observers hear of a resignation only after its start (a failed failover: neither)
+            self._announced = False
             self._host().kctl_controller_resigned(self)
         self.context.reset_context()
 
@@ -703,7 +747,7 @@ class KafkaController:
 
     def _initialize_controller_context(self) -> None:
         ctx, store = self.context, self.store
-        brokers = store.get_all_brokers()
+        brokers = self._live_brokers()
         ctx.set_live_brokers({b: epoch for b, (_, epoch) in brokers.items()}, {b: info for b, (info, _) in brokers.items()})
         topics = sorted(store.get_all_topics())
         for topic in topics:
@@ -767,13 +811,13 @@ class KafkaController:
     @_active_only
     def _process_BrokerChange(self, event: ev.BrokerChange) -> None:
         ctx = self.context
-        current = self.store.get_all_brokers()
+        current = self._live_brokers()
         known = ctx.live_or_shutting_down_broker_ids
         new = sorted(b for b in current if b not in known)
         dead = sorted(b for b in known if b not in current)
         bounced = sorted(b for b in current if b in known and current[b][1] > (ctx.live_broker_epoch(b) or -1))
         log.info("Newly added brokers: %s, deleted brokers: %s, bounced brokers: %s, all live brokers: %s",
-                 new, dead, bounced, sorted(current))
+                 _joined(new), _joined(dead), _joined(bounced), _joined(sorted(current)))
         for b in new:
             self.channel.add_broker(current[b][0])
         for b in bounced:
@@ -795,7 +839,7 @@ class KafkaController:
 
     @_active_only
     def _process_BrokerModifications(self, event: ev.BrokerModifications) -> None:
-        current = self.store.get_all_brokers().get(event.broker_id)
+        current = self._live_brokers().get(event.broker_id)
         known = {b.id: b for b in self.context.live_or_shutting_down_brokers()}.get(event.broker_id)
         if current is None or known is None:
             return
@@ -809,7 +853,7 @@ class KafkaController:
 
     def _on_broker_startup(self, new_brokers: list[int]) -> None:
         ctx = self.context
-        log.info("New broker startup callback for %s", new_brokers)
+        log.info("New broker startup callback for %s", _joined(new_brokers))
         ctx.clear_replicas_on_offline_dirs(new_brokers)
         existing = sorted(ctx.live_or_shutting_down_broker_ids - set(new_brokers))
         self._send_update_metadata_request(existing)
@@ -827,7 +871,7 @@ class KafkaController:
 
     def _on_broker_failure(self, dead_brokers: list[int]) -> None:
         ctx = self.context
-        log.info("Broker failure callback for %s", dead_brokers)
+        log.info("Broker failure callback for %s", _joined(dead_brokers))
         ctx.clear_replicas_on_offline_dirs(dead_brokers)
         shutting_down = sorted(set(dead_brokers) & ctx.shutting_down_broker_ids)
         if shutting_down:
@@ -881,9 +925,11 @@ class KafkaController:
             self._unwatch_topic(topic)
             ctx.remove_topic(topic)
         added = [tp for partitions in self._load_topics(new) for tp in partitions]
-        if added:
+        if log.isEnabledFor(logging.INFO):  # the assignment of every new partition, as Kafka prints it
+            assignment = ", ".join(f"{tp} -> {ctx.partition_full_replica_assignment(tp)}" for tp in added)
             log.info("New topics: [%s], deleted topics: [%s], new partition replica assignment [%s]",
-                     new, deleted, len(added))
+                     _joined(new), _joined(deleted), assignment)
+        if added:
             self._on_new_partition_creation(added)
 
     def _process_PartitionModifications(self, event: ev.PartitionModifications) -> None:
@@ -1205,46 +1251,93 @@ class KafkaController:
             return
         responses: dict[TopicPartition, LeaderAndIsr | KctlError] = {}
         to_write: dict[TopicPartition, LeaderAndIsr] = {}
-        check_live = self.config.inter_broker_protocol_version.at_least("3.3-IV0")
         for tp, proposed in event.changes.items():
-            leadership = ctx.partition_leadership(tp)
-            if leadership is None:
-                responses[tp] = UnknownTopicOrPartitionError(f"Partition {tp} does not exist")
-                continue
-            current = leadership.leader_and_isr
-            if proposed.leader_epoch < current.leader_epoch:
-                responses[tp] = FencedLeaderEpochError(
-                    f"Leader epoch {proposed.leader_epoch} of {tp} is older than the current {current.leader_epoch}"
-                )
-            elif proposed.equals_ignoring_partition_epoch(current):
-                responses[tp] = current
-            elif (recovery := _recovery_refusal(current, proposed)) is not None:
-                log.info("Rejecting AlterPartition from node %s for %s because %s: %s", event.broker_id, tp, recovery,
-                         proposed)
-                responses[tp] = InvalidRequestError(f"AlterPartition of {tp} refused: {recovery}")
-            elif check_live and any(r not in ctx.live_broker_ids for r in proposed.isr):
-                responses[tp] = IneligibleReplicaError(f"ISR {list(proposed.isr)} of {tp} names brokers that are not live")
-            else:
+            verdict = self._alter_partition_verdict(event.broker_id, tp, proposed)
+            if verdict is None:
                 to_write[tp] = proposed
+            else:
+                responses[tp] = verdict
         try:
             outcome = self.store.update_partition_states(to_write, ctx.epoch, ctx.epoch_zk_version)
         except ControllerMovedError as e:
             event.future.set_exception(e)
             raise
         except KctlError as e:
-            log.error("Error when processing AlterPartition for partitions %s", list(event.changes))
+            log.error("Error when processing AlterPartition for partitions %s: %s", list(event.changes), e)
+            # The writes may have landed with their answers lost: the leader's retry must find them.
+            if resynced := self._resync_leader_and_isr_cache(to_write):
+                self._send_update_metadata_to_all(resynced)
             event.future.set_exception(UnknownServerError(str(e)))
             return
         for tp, state in outcome.successful.items():
             responses[tp] = state
         for tp, error in outcome.failed.items():
             responses[tp] = error
+        # BADVERSION: the state znode moved past the cache, which only a write whose answer was lost
+        # (a connection loss) leaves behind; answer from the stored state as the checks see it.
+        self._resync_leader_and_isr_cache(outcome.to_retry)
         for tp in outcome.to_retry:
-            responses[tp] = InvalidUpdateVersionError(f"Partition epoch of {tp} is stale")
+            log.info("Failed to update ISR to %s for partition %s, bad ZK version.", to_write[tp], tp)
+            verdict = self._alter_partition_verdict(event.broker_id, tp, to_write[tp])
+            responses[tp] = InvalidUpdateVersionError(f"Partition epoch of {tp} is stale") if verdict is None else verdict
         self._update_leader_and_isr_cache(list(outcome.successful))
         self._send_update_metadata_to_all(list(event.changes))
         event.future.set_result(responses)
         self.reassignment_manager.on_isr_change(tp for tp, response in responses.items() if isinstance(response, LeaderAndIsr))
+
+    def _alter_partition_verdict(self, broker_id: int, tp: TopicPartition, proposed: LeaderAndIsr) -> LeaderAndIsr | KctlError | None:
+        """Kafka 3.9's checks of one proposed state, in its order, against the cached state: the
+        answer, or None when the proposal is to be written."""
+        leadership = self.context.partition_leadership(tp)
+        if leadership is None:
+            return UnknownTopicOrPartitionError(f"Partition {tp} does not exist")
+        current = leadership.leader_and_isr
+        if proposed.partition_epoch > current.partition_epoch or proposed.leader_epoch > current.leader_epoch:
+            # The leader knows a newer state than this controller: likely no longer the controller.
+            return NotControllerError(
+                f"{tp} at leader epoch {proposed.leader_epoch}, partition epoch {proposed.partition_epoch} is newer "
+                f"than the controller's {current.leader_epoch}, {current.partition_epoch}"
+            )
+        if proposed.leader_epoch < current.leader_epoch:
+            return FencedLeaderEpochError(
+                f"Leader epoch {proposed.leader_epoch} of {tp} is older than the current {current.leader_epoch}"
+            )
+        if proposed.equals_ignoring_partition_epoch(current):
+            return current  # idempotent: checked before the partition epoch, for a retry of a lost answer
+        if proposed.partition_epoch < current.partition_epoch:
+            return InvalidUpdateVersionError(
+                f"Partition epoch {proposed.partition_epoch} of {tp} is older than the current {current.partition_epoch}"
+            )
+        if (recovery := _recovery_refusal(current, proposed)) is not None:
+            log.info("Rejecting AlterPartition from node %s for %s because %s: %s", broker_id, tp, recovery, proposed)
+            return InvalidRequestError(f"AlterPartition of {tp} refused: {recovery}")
+        if self.config.inter_broker_protocol_version.at_least("3.3-IV0"):
+            ineligible = sorted(set(proposed.isr) - set(self.context.live_broker_ids))
+            if ineligible:
+                log.info("Rejecting AlterPartition request from node %s for %s because it specified ineligible "
+                         "replicas %s in the new ISR %s.", broker_id, tp, ineligible, list(proposed.isr))
+                return IneligibleReplicaError(f"ISR {list(proposed.isr)} of {tp} names brokers that are not live")
+        return None
+
+    def _resync_leader_and_isr_cache(self, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """Read the partitions' states back from the store after writes whose outcome the cache
+        missed, and cache them; the partitions whose cached state changed. A store that cannot
+        answer leaves the cache as it was (the leader retries)."""
+        ctx = self.context
+        partitions = list(partitions)
+        if not partitions:
+            return []
+        before = {tp: ctx.partition_leadership(tp) for tp in partitions}
+        try:
+            self._update_leader_and_isr_cache(partitions)
+        except KctlError as e:
+            log.error("Cannot read back the states of partitions %s: %s", _joined(partitions), e)
+            return []
+        changed = [tp for tp in partitions if ctx.partition_leadership(tp) != before[tp]]
+        if changed:
+            log.info("Partitions %s were stored ahead of the controller's cache (a write whose answer was lost); "
+                     "cached the stored states", _joined(changed))
+        return changed
 
     @_active_only
     def _process_IsrChangeNotification(self, event: ev.IsrChangeNotification) -> None:
@@ -1323,6 +1416,11 @@ class KafkaController:
 def _handler(event_type: type[E], handler: Callable[[E], None]) -> tuple[type[ev.ControllerEvent], Callable[[Any], None]]:
     """One entry of the event table; mypy checks that ``handler`` takes ``event_type``."""
     return event_type, handler
+
+
+def _joined(items: Iterable[object]) -> str:
+    """A collection in a log line as Kafka writes it (``mkString(",")``): ``1,2,3``."""
+    return ",".join(map(str, items))
 
 
 def _check_partitions(partitions: Iterable[TopicPartition]) -> None:

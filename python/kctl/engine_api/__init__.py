@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kctl.errors import InvalidConfigurationError
+
 if TYPE_CHECKING:
     from kctl.engine_api.context import ControllerContext
     from kctl.engine_api.request_batch import ControllerBrokerRequestBatch
@@ -20,10 +22,16 @@ if TYPE_CHECKING:
 
 ENGINES = ("reference", "rust")
 """Engines this build provides; ``ControllerContext(engine=...)`` accepts these names."""
-DEFAULT_ENGINE = os.environ.get("KCTL_ENGINE", "rust")
-"""The native engine, unless ``KCTL_ENGINE`` names another (the test suite runs on each)."""
-if DEFAULT_ENGINE not in ENGINES:
-    raise ImportError(f"KCTL_ENGINE={DEFAULT_ENGINE!r} is not an engine; choose one of {', '.join(ENGINES)}")
+
+
+def default_engine() -> str:
+    """The engine of a caller that names none: ``KCTL_ENGINE``, else the native one. Read at each
+    call, not at import, so that setting the variable switches a running process (the test suite
+    runs each engine in turn this way) and the processes it starts."""
+    name = os.environ.get("KCTL_ENGINE") or "rust"
+    if name not in ENGINES:
+        raise InvalidConfigurationError(f"KCTL_ENGINE={name!r} is not an engine; choose one of {', '.join(ENGINES)}")
+    return name
 
 
 @dataclass(frozen=True)

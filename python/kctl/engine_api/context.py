@@ -17,7 +17,7 @@ import abc
 from collections.abc import Collection, Iterable, Mapping, Sequence, Set
 from typing import TYPE_CHECKING, Any
 
-from kctl.engine_api import DEFAULT_ENGINE, engine_parts
+from kctl.engine_api import default_engine, engine_parts
 from kctl.errors import KctlError
 from kctl.model import (
     BrokerInfo,
@@ -40,7 +40,7 @@ class ControllerContext(abc.ABC):
 
     def __new__(cls, *args: Any, **kwargs: Any) -> ControllerContext:
         if cls is ControllerContext:
-            engine = kwargs.get("engine", args[0] if args else DEFAULT_ENGINE)
+            engine = kwargs.get("engine", args[0] if args else None) or default_engine()
             return super().__new__(engine_parts(engine).context)
         return super().__new__(cls)
 

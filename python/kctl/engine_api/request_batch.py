@@ -23,6 +23,7 @@ from kctl.messages import (
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     LeaderAndIsrResponseReceived,
+    Outgoing,
     RequestChannel,
     ResponseReceived,
     SentRequest,
@@ -32,6 +33,7 @@ from kctl.messages import (
     UpdateMetadataPartitionState,
     UpdateMetadataRequest,
     UpdateMetadataResponseReceived,
+    send_all,
 )
 from kctl.model import BrokerInfo, TopicPartition
 
@@ -53,10 +55,21 @@ class PendingRequests:
 
 
 def _update_metadata_callback(batch: ControllerBrokerRequestBatch, broker: int) -> Callable[[Any], None] | None:
+    """What hears the broker's UpdateMetadata responses: ``on_response`` with the same report
+    while the broker answers with the same (immutable) response object, as a simulated broker
+    answers every accepted request (a fan-out is answered by every broker, often)."""
     on_response = batch.on_response
     if on_response is None:
         return None
-    return lambda response: on_response(UpdateMetadataResponseReceived(broker, response))
+    last: object = None
+    received: UpdateMetadataResponseReceived | None = None
+
+    def answered(response: Any) -> None:
+        nonlocal last, received
+        if response is not last or received is None:
+            last, received = response, UpdateMetadataResponseReceived(broker, response)
+        on_response(received)
+    return answered
 
 
 _last_live_brokers: tuple[BrokerInfo, ...] = ()
@@ -119,6 +132,8 @@ class ControllerBrokerRequestBatch(abc.ABC):
         self.channel = channel
         self.on_response = on_response
         self.state_change_logger = state_change_logger or StateChangeLogger(controller_id, lambda: context.epoch)
+        self._metadata_callbacks: dict[int, Callable[[Any], None] | None] = {}
+        """Each broker's UpdateMetadata callback (:func:`_update_metadata_callback`), made once."""
 
     # --- Building and delivering requests (shared by every engine) -------------------------------
 
@@ -164,11 +179,19 @@ class ControllerBrokerRequestBatch(abc.ABC):
         known = ctx.topic_ids
         topic_ids = {t: known[t] for t in _topics(states) if t in known}
         version, epochs = self.config.update_metadata_version, ctx.live_broker_epochs()
-        for broker in brokers:
+        controller_id, callbacks = self.controller_id, self._metadata_callbacks
+        outgoing: list[Outgoing] = []
+        for broker in brokers:  # _deliver for the whole fan-out: it is a request per broker
             request = UpdateMetadataRequest(
-                version, self.controller_id, controller_epoch, epochs.get(broker, -1), states, live_brokers, topic_ids,
+                version, controller_id, controller_epoch, epochs.get(broker, -1), states, live_brokers, topic_ids,
             )
-            self._deliver(sent, broker, request, _update_metadata_callback(self, broker))
+            sent.append(SentRequest(broker, request))
+            callback = callbacks.get(broker)
+            if callback is None and broker not in callbacks:
+                callback = callbacks[broker] = _update_metadata_callback(self, broker)
+            outgoing.append((broker, request, callback))
+        if self.channel is not None:
+            send_all(self.channel, outgoing)
 
     def _deliver_stop_replica(
         self, sent: list[SentRequest], controller_epoch: int, broker: int, delete_partitions: bool,

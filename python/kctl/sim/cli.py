@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 from kctl.cluster import MAX_BROKERS
-from kctl.engine_api import DEFAULT_ENGINE, ENGINES
+from kctl.engine_api import ENGINES, default_engine
 from kctl.sim import ScenarioError, load_scenario, run_scenario
 from kctl.sim.demo import MAX_DEMO_PARTITIONS, MIN_BROKERS, run_demo
 from kctl.sim.report import STEP_HEADER, ProgressDisplay, Style, step_lines, summary, use_color, write_json
@@ -37,8 +37,8 @@ def _at_least(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
 
 
 def _simulation_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--engine", choices=ENGINES, default=DEFAULT_ENGINE,
-                        help=f"controller engine (default: {DEFAULT_ENGINE})")
+    parser.add_argument("--engine", choices=ENGINES, default=default_engine(),
+                        help="controller engine (default: %(default)s)")
     parser.add_argument("--no-color", action="store_true", help="no ANSI colours, even on a terminal")
     parser.add_argument("--log-level", choices=("TRACE", "DEBUG", "INFO", "WARNING", "ERROR"), default=None,
                         help="print kctl's logs to stderr (the state-change log: INFO for partitions, TRACE for replicas)")

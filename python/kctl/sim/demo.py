@@ -12,7 +12,6 @@ from typing import Any, TextIO
 
 from kctl.admin import max_partitions
 from kctl.cluster import check_broker_count
-from kctl.engine_api import DEFAULT_ENGINE
 from kctl.sim.report import STEP_HEADER, ProgressDisplay, Style, metrics_table, partition_table, step_lines, verdict
 from kctl.sim.runner import StepResult, components, run_scenario
 from kctl.sim.scenario import Scenario, parse_scenario
@@ -56,7 +55,7 @@ def demo_scenario(brokers: int = 5, partitions: int = 6, seed: int = 0) -> Scena
 
 
 def run_demo(out: TextIO, brokers: int = 5, partitions: int = 6, seed: int = 0,
-             engine: str = DEFAULT_ENGINE, color: bool = False, progress: ProgressDisplay | None = None) -> int:
+             engine: str | None = None, color: bool = False, progress: ProgressDisplay | None = None) -> int:
     """Play the demo, printing as it goes (and ``progress`` inside long steps); the exit status is
     0 only if every check held."""
     style = Style(color)

@@ -25,7 +25,7 @@ from kctl.assignment import BrokerMetadata, assign_replicas_to_brokers
 from kctl.broker import HandledRequest
 from kctl.cluster import EmbeddedCluster, PartitionDescription
 from kctl.config import ControllerConfig, describe_components
-from kctl.engine_api import DEFAULT_ENGINE
+from kctl.engine_api import default_engine
 from kctl.errors import Errors, KctlError
 from kctl.model import EPOCH_DURING_DELETE, TopicPartition
 from kctl.messages import (
@@ -210,7 +210,7 @@ class _Leadership:
         # answers keep their order, and a process's answers come before its stop at the same time.
         events: list[tuple[float, int, Callable[[], None]]] = []
         for broker, agent in sorted(self._cluster.brokers.items()):
-            handled = agent.handled
+            handled = agent.notable  # the answers that can change leadership among them
             start = self._cursor.get(broker, 0)
             self._cursor[broker] = len(handled)
             # UpdateMetadata (most of what a broker answers) changes no leadership.
@@ -303,15 +303,15 @@ STORE, TRANSPORT = "memory", "inprocess"
 """The store and transport a simulated cluster runs on."""
 
 
-def components(scenario: Scenario, engine: str = DEFAULT_ENGINE) -> str:
+def components(scenario: Scenario, engine: str | None = None) -> str:
     """The engine, store, transport and leader selectors ``scenario`` runs with, in one line."""
-    return describe_components(engine, STORE, TRANSPORT, ControllerConfig.coerce(scenario.cluster.config))
+    return describe_components(engine or default_engine(), STORE, TRANSPORT, ControllerConfig.coerce(scenario.cluster.config))
 
 
 def run_scenario(
     scenario: Scenario,
     *,
-    engine: str = DEFAULT_ENGINE,
+    engine: str | None = None,
     seed: int | None = None,
     on_step: StepCallback | None = None,
     on_start: Callable[[EmbeddedCluster], None] | None = None,
@@ -321,7 +321,7 @@ def run_scenario(
     ``on_start`` the cluster once its topics exist, before the first step (fleets sample it), and
     ``on_progress`` a running step after each slice of cluster time it waits through."""
     with fewer_collections():
-        run = _Run(scenario, engine, scenario.cluster.seed if seed is None else seed, on_step, on_start, on_progress)
+        run = _Run(scenario, engine or default_engine(), scenario.cluster.seed if seed is None else seed, on_step, on_start, on_progress)
         return run.play()
 
 

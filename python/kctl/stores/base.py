@@ -187,6 +187,10 @@ class StateStore(Protocol):
     def register_broker(self, info: BrokerInfo) -> int:
         """Create the ephemeral ``/brokers/ids/<id>``; returns the broker epoch (its czxid)."""
 
+    def deregister_broker(self, broker_id: int) -> None:
+        """Delete ``/brokers/ids/<id>`` if this session registered it (a controller's entry when it
+        resigns with its session alive)."""
+
     def update_broker_info(self, info: BrokerInfo) -> None: ...
 
     def get_all_brokers(self) -> dict[int, tuple[BrokerInfo, int]]:

@@ -221,6 +221,18 @@ class KafkaZkClient:
         """Create the ephemeral registration; its czxid (NodeExistsError when it exists)."""
         return self._znodes.create(path, data, ephemeral=True).czxid
 
+    def deregister_broker(self, broker_id: int) -> None:
+        """Delete this session's registration of ``broker_id`` (gone already, or another
+        session's: left as it is)."""
+        path = paths.broker(broker_id)
+        stat = self._znodes.exists(path)
+        if stat is None or stat.ephemeral_owner != self._znodes.session_id:
+            return
+        try:
+            self._write(Op("delete", path, version=stat.version))
+        except NoNodeError:
+            pass
+
     def update_broker_info(self, info: BrokerInfo) -> None:
         self._write(Op("set", paths.broker(info.id), self._format.broker.encode(info)))
 

@@ -141,10 +141,28 @@ def _changed_partitions(previous: Mapping[int, ReplicaAssignment], current: Mapp
     partition's assignment the same object as before: the value lists are compared in C (which
     skips identical objects), halving the ranges that differ, instead of partition by partition.
     """
-    keys = list(current)
-    if keys != list(previous):
-        return [p for p in keys if previous.get(p) != current[p]]
-    new, old = list(current.values()), list(previous.values())
+    return _diff(previous, _Listed.of(previous), current)[0]
+
+
+class _Listed(NamedTuple):
+    """A topic's assignment as its partition ids and assignments, in order."""
+
+    keys: list[int]
+    values: list[ReplicaAssignment]
+
+    @classmethod
+    def of(cls, assignment: Mapping[int, ReplicaAssignment]) -> _Listed:
+        return cls(list(assignment), list(assignment.values()))
+
+
+def _diff(previous: Mapping[int, ReplicaAssignment], listed: _Listed,
+          current: Mapping[int, ReplicaAssignment]) -> tuple[list[int], _Listed]:
+    """:func:`_changed_partitions` with ``previous`` already listed (the history keeps the last
+    write of each topic listed); returns ``current`` listed too."""
+    keys, new = list(current), list(current.values())
+    if keys != listed.keys:
+        return [p for p in keys if previous.get(p) != current[p]], _Listed(keys, new)
+    old = listed.values
     changed: list[int] = []
 
     def scan(lo: int, hi: int) -> None:
@@ -158,7 +176,7 @@ def _changed_partitions(previous: Mapping[int, ReplicaAssignment], current: Mapp
         scan(mid, hi)
 
     scan(0, len(keys))
-    return changed
+    return changed, _Listed(keys, new)
 
 
 class _History:
@@ -171,7 +189,7 @@ class _History:
     def __init__(self, states: StateTable) -> None:
         self._states = states
         self.rows: dict[TopicPartition, list[tuple[int, ReplicaAssignment]]] = {}
-        self._assignments: dict[str, Mapping[int, ReplicaAssignment]] = {}
+        self._assignments: dict[str, tuple[Mapping[int, ReplicaAssignment], _Listed]] = {}
 
     def record(self, written: list[tuple[int, str, object]]) -> None:
         for seq, path, data in written:
@@ -181,14 +199,16 @@ class _History:
 
     def _topic_written(self, seq: int, topic: str, data: object) -> None:
         if data is _DELETED:  # a re-created topic starts a history of its own
-            for partition in self._assignments.pop(topic, {}):
+            for partition in self._assignments.pop(topic, ({}, None))[0]:
                 self.rows.pop(TopicPartition(topic, partition), None)
             self._states.forget_history(topic)
         elif isinstance(data, TopicAssignment):
             partitions = data.partitions
-            for partition in _changed_partitions(self._assignments.get(topic, {}), partitions):
+            previous, listed = self._assignments.get(topic, ({}, _Listed([], [])))
+            changed, listed = _diff(previous, listed, partitions)
+            for partition in changed:
                 self.rows.setdefault(TopicPartition(topic, partition), []).append((seq, partitions[partition]))
-            self._assignments[topic] = partitions
+            self._assignments[topic] = (partitions, listed)
 
     def snapshots(self, tp: TopicPartition) -> list[PartitionSnapshot]:
         """Assignment and state rows merged by sequence: each row shows the latest of the other."""

@@ -73,18 +73,30 @@ log4j.additivity.state.change.logger=false
 log4j.logger.org.apache.zookeeper=WARN
 """
 """Kafka's own logger layout: the controller's and the state-change loggers each to their own file."""
+INTER_BROKER_LISTENER = "INTERNAL"
+"""The inter-broker-only listener of a cluster started with ``inter_broker_listener=True``: the one
+a kctl controller of the brokers registers its entry on, which clients (on PLAINTEXT) never see."""
 APPENDERS = {"server": "server.log", "controller": "controller.log", "stateChange": "state-change.log"}
 
 
 def properties(
     broker_id: int, port: int, zk_connect: str, data: Path, brokers: int, rack: str | None = None,
-    overrides: Mapping[str, object] | None = None,
+    overrides: Mapping[str, object] | None = None, inter_broker_port: int | None = None,
 ) -> dict[str, str]:
     """A broker's ``server.properties``: small thread pools and segments, topics only when asked
-    for, internal topics replicated over at most the cluster's brokers, then ``overrides``."""
+    for, internal topics replicated over at most the cluster's brokers, then ``overrides``. With an
+    ``inter_broker_port``, brokers talk to each other (and to their controller) on a listener of
+    their own, :data:`INTER_BROKER_LISTENER`, and clients on PLAINTEXT."""
+    listeners = f"PLAINTEXT://{LOOPBACK}:{port}"
+    internal: dict[str, object] = {}
+    if inter_broker_port is not None:
+        listeners += f",{INTER_BROKER_LISTENER}://{LOOPBACK}:{inter_broker_port}"
+        internal = {"listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,{INTER_BROKER_LISTENER}:PLAINTEXT",
+                    "inter.broker.listener.name": INTER_BROKER_LISTENER}
     config: dict[str, object] = {
         "broker.id": broker_id,
-        "listeners": f"PLAINTEXT://{LOOPBACK}:{port}",
+        "listeners": listeners,
+        **internal,
         "log.dirs": data,
         "zookeeper.connect": zk_connect,
         "zookeeper.session.timeout.ms": 6000,
@@ -210,6 +222,7 @@ class KafkaCluster:
         racks: Mapping[int, str] | None = None,
         overrides: Mapping[str, object] | None = None,
         first_id: int = 1,
+        inter_broker_listener: bool = False,
         jvm_options: Sequence[str] = JVM_OPTIONS,
     ) -> None:
         if size < 1:
@@ -222,6 +235,7 @@ class KafkaCluster:
         self.installation = installation if installation is not None else KafkaInstallation.find()
         self._racks = dict(racks or {})
         self._overrides = dict(overrides or {})
+        self._inter_broker_listener = inter_broker_listener
         self._directory: Path | None = None
         self._ports: list[int] = []
         self.brokers: dict[int, KafkaBroker] = {}
@@ -241,11 +255,12 @@ class KafkaCluster:
         """Start every broker at once and wait until each has registered and a controller is elected."""
         self._directory = Path(tempfile.mkdtemp(prefix="kctl-kafka-"))
         atexit.register(self.stop)
-        self._ports = free_ports(self.size)
-        for broker_id, port in enumerate(self._ports, start=self.first_id):
+        self._ports = free_ports(self.size * (2 if self._inter_broker_listener else 1))
+        internal = self._ports[self.size:] if self._inter_broker_listener else [None] * self.size
+        for broker_id, port, internal_port in zip(range(self.first_id, self.first_id + self.size), self._ports, internal):
             directory = self._directory / f"broker-{broker_id}"
             config = properties(broker_id, port, self.zk, directory / "data", self.size, self._racks.get(broker_id),
-                                self._overrides)
+                                self._overrides, internal_port)
             self.brokers[broker_id] = KafkaBroker(self.installation, directory, config, self.jvm_options)
         for broker in self.brokers.values():
             broker.start()
@@ -375,6 +390,6 @@ def kafka_cluster(zookeeper_server: ZooKeeperEnsemble, kafka_installation: Kafka
 
 
 __all__ = [
-    "KAFKA", "KAFKA_TOOLS", "LIBS_ENV", "KafkaBroker", "KafkaCluster", "KafkaInstallation", "KafkaNotInstalledError",
+    "INTER_BROKER_LISTENER", "KAFKA", "KAFKA_TOOLS", "LIBS_ENV", "KafkaBroker", "KafkaCluster", "KafkaInstallation", "KafkaNotInstalledError",
     "KafkaStartError", "kafka_cluster", "kafka_installation", "properties", "require_kafka",
 ]

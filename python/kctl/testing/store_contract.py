@@ -400,6 +400,15 @@ class StoreContract:
         with pytest.raises(NoNodeError):
             store.update_broker_info(broker(5))
 
+    def test_deregistering_deletes_only_this_sessions_registration(self, store: StateStore, other: StateStore) -> None:
+        store.register_broker(broker(1))
+        epoch2 = other.register_broker(broker(2))
+        store.deregister_broker(2)  # another session's: left as it is
+        store.deregister_broker(5)  # none: nothing to do
+        store.deregister_broker(1)
+        assert other.get_all_brokers() == {2: (broker(2), epoch2)}
+        assert store.register_broker(broker(1)) > epoch2  # the id is free again
+
     def test_closing_a_session_removes_its_registrations(self, store: StateStore, other: StateStore) -> None:
         store.register_broker(broker(1))
         store.register_controller_and_increment_epoch(1)

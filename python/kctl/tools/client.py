@@ -227,7 +227,8 @@ class AdminClient:
         return sorted(self.store.get_all_topics())
 
     def _broker_racks(self) -> dict[int, str | None]:
-        return {b: info.rack for b, (info, _) in self.store.get_all_brokers().items()}
+        """The brokers replicas may be assigned to: a controller's entry is none."""
+        return {b: info.rack for b, (info, _) in self.store.get_all_brokers().items() if not info.controller_only}
 
     def _assignments(self, topics: Iterable[str]) -> dict[str, TopicAssignment]:
         """The topics' assignments; a missing one is left out, a corrupt one raises (naming the path)."""
@@ -290,8 +291,8 @@ class AdminClient:
         return value if isinstance(value, int) else self.min_insync_replicas
 
     def live_brokers(self) -> set[int]:
-        """The registered brokers (``/brokers/ids``)."""
-        return set(self.store.get_all_brokers())
+        """The registered brokers (``/brokers/ids``), without a controller's entry."""
+        return set(self._broker_racks())
 
     def cluster_status(self) -> ClusterStatus:
         """What ``kctl cluster status`` shows (:func:`kctl.tools.status.cluster_status`)."""

@@ -9,8 +9,9 @@ step; they must not block.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from kctl.errors import Errors
 from kctl.model import BrokerInfo
@@ -23,6 +24,8 @@ from kctl.messages import (
     ControllerRequest,
     ControllerResponse,
 )
+
+logger = logging.getLogger(__name__)
 
 BrokerHandler = Callable[[ControllerRequest], ControllerResponse]
 """A broker's answer to a controller request (computed synchronously)."""
@@ -41,6 +44,15 @@ def error_response(
     raise TypeError(f"not a broker-to-controller request: {request!r}")
 
 
+def deliver_response(callback: Callable[[Any], None], response: Any, controller_id: int) -> None:
+    """Hand a broker's response to the controller's callback; a failing callback is logged, never
+    allowed to stop the channel's sender."""
+    try:
+        callback(response)
+    except Exception:
+        logger.exception("Controller %d: response callback failed", controller_id)
+
+
 class ControllerChannel(Protocol):
     """The controller side: a queue per registered broker."""
 
@@ -53,6 +65,17 @@ class ControllerChannel(Protocol):
         """Queue a request; requests to a broker without a queue are dropped with a warning."""
 
     def shutdown(self) -> None: ...
+
+
+@runtime_checkable
+class AdvertisedController(Protocol):
+    """A transport whose brokers find their controller as a broker entry (the ``kafka`` transport:
+    Kafka's brokers look the controller id up among live brokers); the controller registers the
+    entry while it is active and deletes it when it resigns."""
+
+    def controller_registration(self, controller_id: int) -> BrokerInfo | None:
+        """The entry (controller-only, :attr:`~kctl.model.BrokerInfo.controller_only`), or None
+        when the controller is not reachable yet."""
 
 
 class Transport(Protocol):

@@ -19,7 +19,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kctl.errors import Errors, IllegalStateError
 from kctl.hookspecs import hookimpl
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Callback = Callable[[Any], None]
+T = TypeVar("T")
 
 class _BrokerQueue:
     """The requests waiting for one broker; the head is in flight while ``busy``."""
@@ -54,6 +55,8 @@ class InProcessControllerChannel:
         self.controller_id = controller_id
         self._transport = transport
         self._queues: dict[int, _BrokerQueue] = {}
+        self._deliver_after = transport.batched(self._deliver)
+        self._respond_after = transport.batched(self._respond)
 
     def add_broker(self, broker: BrokerInfo) -> None:
         """Open a queue for the broker; a broker that already has one keeps it, as in Kafka."""
@@ -95,7 +98,21 @@ class InProcessControllerChannel:
             queue.requests.append((request, callback))
             if not queue.busy:
                 queue.busy = True
-                self._transport.after(self._transport.latency, partial(self._deliver, queue))
+                self._deliver_after(self._transport.latency, queue)
+
+    def send_requests(self, outgoing: list[tuple[int, ControllerRequest, Callback | None]]) -> None:
+        """:meth:`send_request` for each, in order (a fan-out, under one hold of the lock)."""
+        with self._transport.lock:
+            queues, latency, deliver_after = self._queues, self._transport.latency, self._deliver_after
+            for broker_id, request, callback in outgoing:
+                queue = queues.get(broker_id)
+                if queue is None:
+                    self.send_request(broker_id, request, callback)  # dropped, with its warning
+                    continue
+                queue.requests.append((request, callback))
+                if not queue.busy:
+                    queue.busy = True
+                    deliver_after(latency, queue)
 
     def shutdown(self) -> None:
         with self._transport.lock:
@@ -111,17 +128,18 @@ class InProcessControllerChannel:
             request, callback = queue.requests[0]
             handler = transport._brokers.get(queue.broker_id)
         if handler is None:  # the broker process is down: try again, as the send thread reconnects
-            transport.after(transport.retry_backoff, partial(self._deliver, queue))
+            self._deliver_after(transport.retry_backoff, queue)
             return
         try:
             response = handler(request)
         except Exception:  # Kafka closes the connection and retries the same request
             logger.exception("Broker %d failed to handle %s; retrying", queue.broker_id, request.api)
-            transport.after(transport.retry_backoff, partial(self._deliver, queue))
+            self._deliver_after(transport.retry_backoff, queue)
             return
-        transport.after(transport.latency, partial(self._respond, queue, callback, response))
+        self._respond_after(transport.latency, (queue, callback, response))
 
-    def _respond(self, queue: _BrokerQueue, callback: Callback | None, response: Any) -> None:
+    def _respond(self, answer: tuple[_BrokerQueue, Callback | None, Any]) -> None:
+        queue, callback, response = answer
         transport = self._transport
         with transport.lock:
             if queue.closed:  # the broker was removed: its connection, and the response, are gone
@@ -133,7 +151,7 @@ class InProcessControllerChannel:
             if queue.closed:
                 return
             if queue.requests:
-                transport.after(transport.latency, partial(self._deliver, queue))
+                self._deliver_after(transport.latency, queue)
             else:
                 queue.busy = False
 
@@ -155,6 +173,9 @@ class InProcessTransport:
             scheduler.schedule, name="inprocess-transport"
         )
         """``after(delay, fn)``: run ``fn`` in ``delay`` seconds (a partial: no Python frame per message)."""
+        self._batched: Callable[[Callable[[Any], None], float, Any], None] | None = getattr(
+            scheduler, "schedule_batched", None
+        )
         self._brokers: dict[int, BrokerHandler] = {}
         self._controllers: dict[int, ControllerHandler] = {}
         self._channels: list[InProcessControllerChannel] = []
@@ -222,6 +243,15 @@ class InProcessTransport:
             channel.shutdown()
 
     # --- Used by the channels ----------------------------------------------------------------------
+
+    def batched(self, run: Callable[[T], None]) -> Callable[[float, T], None]:
+        """``later(delay, item)``: ``run(item)`` in ``delay`` seconds. On a simulated scheduler the
+        deliveries of a fan-out (one per broker, due at the same instant) share one scheduler
+        entry, in the same order as entries of their own."""
+        if self._batched is not None:
+            return partial(self._batched, run)
+        after = self.after
+        return lambda delay, item: after(delay, partial(run, item))
 
     def broker_handler(self, broker_id: int) -> BrokerHandler | None:
         with self.lock:

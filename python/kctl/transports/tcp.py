@@ -56,7 +56,7 @@ from kctl.messages import (
 )
 from kctl.scheduler import Scheduler
 from kctl.security import ListenerSecurity
-from kctl.transports.base import BrokerHandler, ControllerHandler, error_response
+from kctl.transports.base import BrokerHandler, ControllerHandler, deliver_response, error_response
 
 if TYPE_CHECKING:
     from kctl.registry import TransportRegistry
@@ -111,10 +111,7 @@ class _BrokerSender:
                 continue
             self.requests.popleft()
             if callback is not None:
-                try:
-                    callback(response)
-                except Exception:
-                    logger.exception("Controller %d: response callback failed", self.channel.controller_id)
+                deliver_response(callback, response, self.channel.controller_id)
 
 
 class TcpControllerChannel:

@@ -16,6 +16,10 @@ broker coming back still deletes what it must. If the queue is still full,
 :class:`FollowerStateChangeQueueFullError` is raised; the controller's channel logs it and keeps
 the request, trying again every ``retry_backoff`` seconds, in order.
 
+A request the broker refuses without answering (a controller epoch ahead of what its session
+reads of ``/controller_epoch``) is consumed all the same, so the transport answers it
+``STALE_CONTROLLER_EPOCH``, as Kafka's broker answers a controller epoch it will not accept.
+
 An item that is not a message (corrupt, hostile, or from an incompatible kctl) is never handed
 on: it is logged and moved aside, into the queue's ``dead-letter`` child under its own name, where
 the operator can read it and the latest :data:`MAX_DEAD_LETTERS` are kept; so it cannot stop the
@@ -35,7 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kctl import wire
-from kctl.errors import Errors, IllegalStateError, KctlError, StoreUnavailableError
+from kctl.errors import Errors, IllegalStateError, KctlError, StaleControllerEpochError, StoreUnavailableError
 from kctl.hookspecs import hookimpl
 from kctl.model import BrokerInfo, TopicPartition
 from kctl.messages import (
@@ -45,6 +49,7 @@ from kctl.messages import (
     StopReplicaPartitionState,
     StopReplicaRequest,
     UpdateMetadataRequest,
+    controller_error_response,
 )
 from kctl.scheduler import RealTimeScheduler, Scheduler
 from kctl.stores import paths
@@ -542,7 +547,14 @@ class ZkQueueTransport:
                 bound = self._brokers.get(broker_id)
             if bound is None:
                 return
-            response = bound(item.body)
+            try:
+                response = bound(item.body)
+            except StaleControllerEpochError as exc:
+                # Refused unanswered (a controller epoch the broker cannot confirm): the item is
+                # consumed, so answer the error, as Kafka's broker answers a stale controller epoch.
+                logger.warning("Broker %d: answering %s to %s from controller %d: %s",
+                               broker_id, exc.error.name, item.body.api, item.sender, exc)
+                response = controller_error_response(item.body, exc.error)
             self._reply(controller_queue_path(item.sender), broker_id, item.token, response)
 
         self._consume(broker_queue_path(broker_id), handle)

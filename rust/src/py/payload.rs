@@ -8,12 +8,13 @@ use std::sync::{Arc, OnceLock};
 use pyo3::basic::CompareOp;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyIterator, PyTuple};
+use pyo3::types::{PyBytes, PyIterator, PyTuple};
 
 use crate::context::Context;
+use crate::kafkawire;
 use crate::metadata::{entry_digest, Payload};
 use crate::py::classes::classes;
-use crate::requests::{LeaderAndIsrEntry, StopReplicaEntry, UpdateMetadataEntry};
+use crate::requests::{HasHead, Head, LeaderAndIsrEntry, StopReplicaEntry, UpdateMetadataEntry};
 
 pub type UpdateMetadataView<'a> = (&'a [(Arc<str>, i32)], &'a Payload, &'a [u64]);
 
@@ -117,27 +118,6 @@ impl PartitionStates {
     }
 }
 
-/// The fields LeaderAndIsr and UpdateMetadata partition states start with (after the key):
-/// controller epoch, leader, leader epoch, ISR, partition epoch, replicas.
-type Head<'a> = (i32, i32, i32, &'a [i32], i32, &'a [i32]);
-
-trait HasHead {
-    fn head(&self) -> Head<'_>;
-}
-
-macro_rules! has_head {
-    ($($entry:ty),*) => {$(
-        impl HasHead for $entry {
-            fn head(&self) -> Head<'_> {
-                let e = self;
-                (e.controller_epoch, e.leader, e.leader_epoch, &e.isr, e.partition_epoch, &e.replicas)
-            }
-        }
-    )*};
-}
-
-has_head!(LeaderAndIsrEntry, UpdateMetadataEntry);
-
 fn head<'py>(
     py: Python<'py>,
     (topic, partition): &(Arc<str>, i32),
@@ -217,6 +197,33 @@ impl PartitionStates {
             }
         }
         seen.into_iter().collect()
+    }
+
+    /// Kafka's wire bytes of these states at `version` of their request (the
+    /// `ungrouped_partition_states` or `topic_states` field, length prefix included), written
+    /// without the GIL; `topic_ids` maps topic names to their 16-byte ids (others get zeroes).
+    fn kafka_encode<'py>(
+        &self,
+        py: Python<'py>,
+        version: i16,
+        topic_ids: std::collections::HashMap<String, [u8; 16]>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let ids: crate::hash::HashMap<String, kafkawire::TopicId> = topic_ids.into_iter().collect();
+        let keys = &self.keys;
+        let encoded = py.detach(|| match &self.entries {
+            Entries::LeaderAndIsr(es) => {
+                kafkawire::encode_states(&kafkawire::LEADER_AND_ISR, keys, es, version, &ids)
+            }
+            Entries::UpdateMetadata(es) => {
+                kafkawire::encode_states(&kafkawire::UPDATE_METADATA, keys, es, version, &ids)
+            }
+            Entries::StopReplica(_) => Err(kafkawire::WireError(
+                "StopReplica states are small: kctl.kafka.protocol writes them".to_string(),
+            )),
+        });
+        encoded
+            .map(|bytes| PyBytes::new(py, &bytes))
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.0))
     }
 
     /// The partitions a StopReplica payload deletes (empty for other requests).

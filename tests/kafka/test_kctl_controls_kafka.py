@@ -1,0 +1,145 @@
+"""kctl's controller in charge of three real Kafka 3.9.1 brokers (ZooKeeper mode, ``kctl controller
+--transport kafka``), and Kafka's own controller taking over when it dies.
+
+kctl's controller starts first and wins ``/controller``; the brokers find it through its
+controller-only entry on their inter-broker listener. A topic kctl creates is led as kctl decides
+(its partition state znodes, and the brokers' state-change.log naming controller 3000); a killed
+broker's partitions are led again by kctl; when the broker comes back, its leaders add it to the
+ISR through AlterPartition to kctl's listener (Kafka logs the ISR it was answered); a SIGTERM'd
+broker's ControlledShutdown is answered there too; kill -9 of kctl
+hands the cluster to a Kafka broker's controller, which creates the next topic; kctl restarted
+stands by. It takes 25–50 s here, so it runs with the small set (marker ``kafka``).
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kctl.model import LeaderIsrAndControllerEpoch, TopicPartition
+from kctl.testing.kafka import INTER_BROKER_LISTENER, KafkaBroker, KafkaCluster, KafkaInstallation
+from kctl.testing.ports import LOOPBACK, free_ports, release_ports
+from kctl.testing.zookeeper import ZooKeeperEnsemble
+from kctl.tools.client import AdminClient
+
+from tests.support.process_harness import ProcessCluster
+
+CONTROLLER = 3000
+BROKERS = {1, 2, 3}
+PARTITIONS = 6
+TIMEOUT = 120.0
+IBP = {"inter.broker.protocol.version": "3.9"}
+
+
+@pytest.fixture
+def chroot() -> str:
+    return f"/kctl-kafka-{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def kctl(zookeeper_server: ZooKeeperEnsemble, chroot: str, tmp_path: Path) -> Iterator[ProcessCluster]:
+    with ProcessCluster(zookeeper_server.hosts + chroot, tmp_path, dict(IBP), transport="kafka") as cluster:
+        yield cluster
+
+
+def start_controller(kctl: ProcessCluster, port: int) -> None:
+    kctl.start_controller(CONTROLLER, ["--kafka-listener", f"{INTER_BROKER_LISTENER}://{LOOPBACK}:{port}"])
+
+
+def states(kctl: ProcessCluster, topic: str) -> dict[int, LeaderIsrAndControllerEpoch]:
+    found = kctl.admin.get_partition_states([TopicPartition(topic, p) for p in range(PARTITIONS)]).values
+    return {tp.partition: state for tp, state in found.items()}
+
+
+def logged(broker: KafkaBroker, log: str, line: str) -> bool:
+    return line in broker.log_tail(log, 100_000)
+
+
+def settled(kctl: ProcessCluster, topic: str, live: set[int], controller_epoch: int) -> dict[int, LeaderIsrAndControllerEpoch] | None:
+    """The topic's states once every partition is led by a live broker with the live replicas in
+    its ISR, written by the controller of ``controller_epoch``."""
+    found = states(kctl, topic)
+    assignment = kctl.assignment(topic)
+    if len(found) != PARTITIONS:
+        return None
+    for p, state in found.items():
+        lai = state.leader_and_isr
+        if (lai.leader not in live or set(lai.isr) != set(assignment[p].replicas) & live
+                or state.controller_epoch != controller_epoch):
+            return None
+    return found
+
+
+def test_kctl_controls_real_kafka_brokers_and_hands_over_to_kafkas_controller(
+    zookeeper_server: ZooKeeperEnsemble, kafka_installation: KafkaInstallation, kctl: ProcessCluster, chroot: str,
+) -> None:
+    port = free_ports(1)[0]
+    try:
+        start_controller(kctl, port)
+        kctl.wait_until(lambda: kctl.active_controller() == CONTROLLER, 60, "kctl's controller to be elected")
+        entry, _ = kctl.wait_until(lambda: kctl.admin.get_all_brokers().get(CONTROLLER), 60, "kctl's controller entry")
+        assert entry.controller_only and [str(e) for e in entry.endpoints] == [f"INTERNAL://{LOOPBACK}:{port}"]
+        with KafkaCluster(zookeeper_server.hosts, 3, chroot=chroot, installation=kafka_installation, overrides=IBP,
+                          inter_broker_listener=True) as kafka:
+            run_scenario(kctl, kafka, port)
+    finally:
+        release_ports([port])
+
+
+def run_scenario(kctl: ProcessCluster, kafka: KafkaCluster, port: int) -> None:
+    admin = AdminClient(kctl.admin)
+    epoch = kctl.controller_epoch()
+    assert kctl.active_controller() == CONTROLLER  # the brokers' candidates stood by
+
+    # A topic created by kctl: placed over the three brokers only, led as kctl's controller decided.
+    assignment = admin.create_topic("orders", PARTITIONS, 3)
+    assert {b for replicas in assignment.values() for b in replicas} == BROKERS
+    led = kctl.wait_until(lambda: settled(kctl, "orders", BROKERS, epoch), TIMEOUT, "kctl to lead every partition")
+    for p, state in led.items():  # each leader says so in its state-change.log, once it has acted
+        leader = kafka.brokers[state.leader_and_isr.leader]
+        line = f"from controller {CONTROLLER} epoch {epoch} starting the become-leader transition for partition orders-{p}"
+        kctl.wait_until(functools.partial(logged, leader, "state-change.log", line), TIMEOUT,
+                        f"broker {leader.broker_id} to lead orders-{p}")
+
+    # kill -9 of a broker: kctl leads its partitions from the others and takes it out of their ISRs.
+    victim = led[0].leader_and_isr.leader
+    kafka.kill(victim)
+    live = BROKERS - {victim}
+    moved = kctl.wait_until(lambda: settled(kctl, "orders", live, epoch), TIMEOUT, f"kctl to lead without broker {victim}")
+    assert moved[0].leader_and_isr.leader_epoch > led[0].leader_and_isr.leader_epoch
+
+    # Its restart: the leaders add it back to their ISRs through AlterPartition to kctl's listener.
+    kafka.restart(victim)
+    rejoined = kctl.wait_until(lambda: settled(kctl, "orders", BROKERS, epoch), TIMEOUT,
+                               f"the leaders to add broker {victim} back to their ISRs")
+    for p, state in rejoined.items():
+        assert state.leader_and_isr.partition_epoch > moved[p].leader_and_isr.partition_epoch
+    kctl.wait_until(lambda: any(logged(kafka.brokers[b], "server.log", "ISR updated to") for b in live), TIMEOUT,
+                    "a leader to log the ISR kctl's controller answered")
+
+    # SIGTERM of a broker: its ControlledShutdown reaches kctl's listener, which moves its leaders first.
+    leaving = rejoined[1].leader_and_isr.leader
+    kafka.stop_broker(leaving)
+    assert logged(kafka.brokers[leaving], "server.log", "Controlled shutdown request returned successfully")
+    live = BROKERS - {leaving}
+    kctl.wait_until(lambda: settled(kctl, "orders", live, epoch), TIMEOUT, f"kctl to lead without broker {leaving}")
+
+    # kill -9 of kctl: a Kafka broker's controller takes over and the cluster goes on.
+    kctl.controllers[CONTROLLER].kill()
+    successor = kctl.wait_until(lambda: (kctl.active_controller() or 0) in live and kctl.active_controller(),
+                                TIMEOUT, "a Kafka broker to take the controller over")
+    assert CONTROLLER not in kctl.admin.get_all_brokers()
+    later = kctl.controller_epoch()
+    assert later > epoch
+    admin.create_topic("after", PARTITIONS, 2)
+    kctl.wait_until(lambda: settled(kctl, "after", live, later), TIMEOUT, f"Kafka's controller {successor} to lead")
+
+    # kctl restarted stands by: the Kafka controller keeps /controller, and kctl registers no entry.
+    start_controller(kctl, port)
+    kctl.wait_until(lambda: f"Broker {successor} has been elected as the controller" in kctl.controllers[CONTROLLER].log(),
+                    60, "kctl to stand by")
+    assert kctl.active_controller() == successor and CONTROLLER not in kctl.admin.get_all_brokers()
