@@ -5,6 +5,8 @@
 - The size of the simulated clusters comes from ``--kctl-bench-scale`` or ``KCTL_BENCH_SCALE``:
   ``smoke`` (the default, what CI's ``pytest benches --benchmark-disable`` runs), ``full`` (the
   sizes of DESIGN §8, for ``scripts/bench``) or ``<brokers>x<partitions>`` such as ``20x10000``.
+- ``bench_vs_kafka.py`` (marker ``kafka_bench``) starts real Kafka brokers and runs for most of an
+  hour: it is left out unless ``-m`` names the marker (``scripts/kafka-diff --bench`` does).
 - Saved results carry the kctl version and the engine's build profile, so runs of a debug build
   are never compared with release runs by mistake.
 """
@@ -72,6 +74,16 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Mod
     if parent.session.isinitpath(file_path) or any(fnmatch.fnmatch(file_path.name, p) for p in patterns):
         return None
     return pytest.Module.from_parent(parent, path=file_path)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the ``kafka_bench`` benchmarks unless ``-m`` names them."""
+    if "kafka_bench" in (config.getoption("-m") or ""):
+        return
+    kept = [item for item in items if item.get_closest_marker("kafka_bench") is None]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("kafka_bench")])
+        items[:] = kept
 
 
 def scale_of(config: pytest.Config) -> Scale:

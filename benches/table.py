@@ -5,6 +5,8 @@ on each engine, the reference/rust ratio and the rust engine's heap bytes per pa
 
 Benchmarks of one operation with several leader selectors taking turns within each round (their
 times in ``extra_info["selector_rounds"]``) get a table of their own.
+The side-by-side benchmark against Kafka (``extra_info["vs_kafka"]``) gets a table of its own:
+per measure and size, Kafka's median, kctl's and how many times faster kctl was.
 Benchmarks without an ``engine``/``partitions`` in their ``extra_info`` are listed below the
 tables by group and name, with their medians.
 """
@@ -76,6 +78,20 @@ def selector_table(benchmarks: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def kafka_table(benchmarks: list[dict[str, Any]]) -> list[str]:
+    """Per measure and size of ``bench_vs_kafka.py``: both medians and Kafka's over kctl's."""
+    rows = sorted(((measure, int(b["extra_info"]["partitions"])), found)
+                  for b in benchmarks if b.get("extra_info", {}).get("vs_kafka")
+                  for measure, found in b["extra_info"]["medians"].items())
+    if not rows:
+        return []
+    lines = ["", "| measure | partitions | Kafka 3.9.1 (median) | kctl (median) | Kafka / kctl |", "|---|---:|---:|---:|---:|"]
+    for (measure, partitions), found in rows:
+        lines.append(f"| {measure} | {size(partitions)} | {seconds(found['kafka'])} | {seconds(found['kctl'])} | "
+                     f"{found['kafka_over_kctl']:.1f}× |")
+    return lines
+
+
 def other_rows(benchmarks: list[dict[str, Any]]) -> list[str]:
     lines = []
     for b in benchmarks:
@@ -96,7 +112,7 @@ def main(argv: list[str]) -> int:
     if machine.get("kctl_engine_build_profile") not in (None, "release"):
         print("warning: not a release build of the extension; numbers are not comparable", file=sys.stderr)
     benchmarks = data["benchmarks"]
-    for line in engine_table(benchmarks) + selector_table(benchmarks) + [""] + other_rows(benchmarks):
+    for line in engine_table(benchmarks) + selector_table(benchmarks) + kafka_table(benchmarks) + [""] + other_rows(benchmarks):
         print(line)
     return 0
 

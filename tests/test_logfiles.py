@@ -13,7 +13,7 @@ import pytest
 
 from kctl.errors import IllegalArgumentError
 from kctl.logfiles import LogFiles, Log4jFormatter, kafka_loggers, parse_file_size
-from kctl.statechange import TRACE
+from kctl.statechange import TRACE, StateChangeLogger
 
 
 def record(name: str, level: int, message: str, created: float = 1_795_000_000.123) -> logging.LogRecord:
@@ -106,6 +106,60 @@ def test_files_roll_over_by_size_keeping_the_newest(tmp_path: Path, root_handler
     assert all(p.stat().st_size <= 1024 for p in tmp_path.glob("controller.log*"))
     assert "line 099" in (tmp_path / "controller.log").read_text()
     assert "line 000" not in "".join(p.read_text() for p in tmp_path.glob("controller.log*"))
+
+
+def test_a_file_written_before_counts_towards_its_size(tmp_path: Path, root_handlers: logging.Logger) -> None:
+    (tmp_path / "controller.log").write_text("x" * 1000 + "\n")  # a restarted process appends
+    root_handlers.handlers[:] = LogFiles(tmp_path, max_file_size=1024, max_backup_index=1).handlers(
+        logging.NullHandler(), "controller", 1
+    )
+    root_handlers.setLevel(logging.INFO)
+    logging.getLogger("kctl.controller.controller").info("after the restart")
+    assert (tmp_path / "controller.log.1").read_text() == "x" * 1000 + "\n"
+    assert "after the restart" in (tmp_path / "controller.log").read_text()
+
+
+def test_a_line_is_formatted_once(tmp_path: Path, root_handlers: logging.Logger) -> None:
+    """A bulk transition logs a line per partition: formatting each twice (once to decide on the
+    rollover) cost a third of the time of writing them."""
+    handlers = LogFiles(tmp_path).handlers(logging.NullHandler(), "controller", 1)
+    formatted = []
+    for formatter in {id(h.formatter): h.formatter for h in handlers if h.formatter is not None}.values():
+        original = formatter.format
+        formatter.format = lambda r, f=original: formatted.append(r.getMessage()) or f(r)  # type: ignore[method-assign]
+    root_handlers.handlers[:] = handlers
+    root_handlers.setLevel(logging.INFO)
+    logging.getLogger("kctl.state_change").info("[Controller id=1 epoch=1] Changed partition t-0")
+    assert formatted == ["[Controller id=1 epoch=1] Changed partition t-0"]
+    assert (tmp_path / "state-change.log").read_text().endswith(
+        "INFO [Controller id=1 epoch=1] Changed partition t-0 (state.change.logger)\n")
+
+
+@pytest.mark.parametrize("level", [TRACE, logging.INFO])
+def test_a_bulk_transitions_lines_reach_every_handler_in_order(
+    tmp_path: Path, root_handlers: logging.Logger, level: int
+) -> None:
+    """Kafka's files take a batch at once, any other handler record by record; levels hold for both."""
+    seen: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(f"{record.levelname} {record.getMessage()}")
+
+    state_change = logging.getLogger("kctl.state_change")
+    saved = state_change.level
+    root_handlers.handlers[:] = LogFiles(tmp_path).handlers(logging.NullHandler(), "controller", 1) + [Collect()]
+    state_change.setLevel(level)
+    try:
+        StateChangeLogger(1, lambda: 4).log_all([(logging.INFO, "first"), (TRACE, "second"), (logging.INFO, "third")])
+    finally:
+        state_change.setLevel(saved)
+    expected = [("INFO", "first"), ("TRACE", "second"), ("INFO", "third")]
+    expected = [(name, message) for name, message in expected if level == TRACE or name == "INFO"]
+    assert seen == [f"{name} [Controller id=1 epoch=4] {message}" for name, message in expected]
+    lines = (tmp_path / "state-change.log").read_text().splitlines()
+    assert [line.split("] ", 1)[1] for line in lines] == [
+        f"{name} [Controller id=1 epoch=4] {message} (state.change.logger)" for name, message in expected]
 
 
 @pytest.mark.parametrize(("text", "size"), [("100MB", 100 * 1024**2), ("512kb", 512 * 1024), ("1GB", 1024**3),

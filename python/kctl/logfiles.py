@@ -18,6 +18,7 @@ import enum
 import logging
 import logging.handlers
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,9 +83,22 @@ class Log4jFormatter(logging.Formatter):
         super().__init__()
         self._loggers = loggers
         self._node_id = node_id
+        self._kafka: dict[str, KafkaLogger] = {}  # by kctl logger name: a state-change burst is 100Ks of lines
+        self._second: tuple[int, str] = (-1, "")  # the last second formatted, and its text
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        """log4j's ISO8601 local time with milliseconds; the date and time of day formatted once
+        per second (a bulk transition logs thousands of lines within one)."""
+        second = int(record.created)
+        cached = self._second
+        if cached[0] != second:
+            cached = self._second = (second, time.strftime("%Y-%m-%d %H:%M:%S", self.converter(second)))
+        return f"{cached[1]},{int(record.msecs):03d}"
 
     def format(self, record: logging.LogRecord) -> str:
-        kafka = find_logger(self._loggers, record.name) or KafkaLogger(record.name)
+        kafka = self._kafka.get(record.name)
+        if kafka is None:
+            kafka = self._kafka[record.name] = find_logger(self._loggers, record.name) or KafkaLogger(record.name)
         level = LOG4J_LEVELS.get(record.levelno, record.levelname)
         message = kafka.ident.format(id=self._node_id) + record.getMessage()
         line = f"[{self.formatTime(record)}] {level} {message} ({kafka.name})"
@@ -108,10 +122,61 @@ class _ToFile(logging.Filter):
     def __init__(self, loggers: Mapping[str, KafkaLogger], file: LogFile) -> None:
         super().__init__()
         self._loggers, self._file = loggers, file
+        self._passes: dict[str, bool] = {}  # by logger name
 
     def filter(self, record: logging.LogRecord) -> bool:
-        kafka = find_logger(self._loggers, record.name)
-        return (kafka.file if kafka is not None else LogFile.SERVER) is self._file
+        passes = self._passes.get(record.name)
+        if passes is None:
+            kafka = find_logger(self._loggers, record.name)
+            passes = self._passes[record.name] = (kafka.file if kafka is not None else LogFile.SERVER) is self._file
+        return passes
+
+
+class _RollingFile(logging.handlers.RotatingFileHandler):
+    """log4j's ``RollingFileAppender``. Python's handler formats every record twice and looks the
+    file up twice (two stats) to decide whether to roll over, most of a line's cost when a bulk
+    transition logs a line per partition; this one formats a record once and counts the bytes it
+    wrote. Every line is still flushed as it is written, as log4j's ``immediateFlush``."""
+
+    def __init__(self, path: Path, max_bytes: int, backup_count: int) -> None:
+        super().__init__(path, maxBytes=max_bytes, backupCount=backup_count, encoding="utf-8")
+        self._size = path.stat().st_size  # appended to, as log4j does
+
+    def doRollover(self) -> None:
+        super().doRollover()
+        self._size = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._write(record)
+        self._flush()
+
+    def handle_all(self, records: list[logging.LogRecord]) -> None:
+        """:meth:`handle` for each record under one lock, flushed once at the end (a bulk
+        transition's lines are made at once: they appear at once)."""
+        with self.lock:  # type: ignore[union-attr]
+            for record in records:
+                if self.filter(record):
+                    self._write(record)
+            self._flush()
+
+    def _write(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record) + self.terminator
+            size = len(line.encode("utf-8", "replace"))
+            if 0 < self.maxBytes < self._size + size and self._size:
+                self.doRollover()
+            if self.stream is None:  # closed meanwhile: reopened, as FileHandler does
+                self.stream = self._open()
+            self.stream.write(line)
+            self._size += size
+        except RecursionError:
+            raise
+        except Exception:
+            self.handleError(record)
+
+    def _flush(self) -> None:
+        if self.stream is not None:
+            self.stream.flush()
 
 
 @dataclass(frozen=True)
@@ -135,9 +200,7 @@ class LogFiles:
         for file in LogFile:
             path = self.directory / file.value
             try:
-                handler = logging.handlers.RotatingFileHandler(
-                    path, maxBytes=self.max_file_size, backupCount=self.max_backup_index, encoding="utf-8"
-                )
+                handler = _RollingFile(path, self.max_file_size, self.max_backup_index)
             except OSError as exc:
                 raise IllegalArgumentError(f"cannot write the log file {path}: {exc.strerror}") from None
             handler.setFormatter(formatter)

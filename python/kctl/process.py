@@ -38,6 +38,7 @@ import argparse
 import base64
 import binascii
 import contextlib
+import gc
 import logging
 import re
 import signal
@@ -72,6 +73,11 @@ logger = logging.getLogger("kctl.process")
 
 RECONNECT_BACKOFF = 1.0
 """Seconds between attempts to open a new ZooKeeper session after the last one expired."""
+YOUNG_COLLECTION_THRESHOLD = 50_000
+"""New objects between two collections of the youngest generation in a controller process
+(Python's default: 700): a transition of 20K partitions makes hundreds of thousands of
+short-lived objects (log records, znode writes, requests), and with the default the collector
+took a fifth of the controller's time creating such a topic."""
 
 
 # --- Arguments -------------------------------------------------------------------------------------
@@ -476,6 +482,17 @@ def _runtime(args: argparse.Namespace, role: str) -> Iterator[_Runtime]:
 # --- kctl controller -------------------------------------------------------------------------------
 
 
+def keep_collector_aside() -> None:
+    """Freeze what the process has made so far (modules, clients, the controller: it lives as
+    long as the process, and every collection of the oldest generation walked it again) and
+    collect the youngest generation every :data:`YOUNG_COLLECTION_THRESHOLD` new objects; the
+    older generations keep their thresholds, so cyclic garbage is still freed."""
+    gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, older, oldest)
+
+
+
 def run_controller(args: argparse.Namespace) -> int:
     """Run a controller candidate until SIGTERM/SIGINT; exit status 0 after a clean stop."""
     with _runtime(args, "controller") as rt:
@@ -483,6 +500,7 @@ def run_controller(args: argparse.Namespace) -> int:
         try:
             with _serving_metrics(args.metrics_listen, controller):
                 controller.startup()
+                keep_collector_aside()
                 _SessionKeeper(rt.store, lambda: None, rt.stopping)  # RECONNECTED makes the controller re-elect
                 logger.info("Controller %d started (ZooKeeper %s, listening on %s; %s)", args.id, args.zk,
                             rt.network.describe(),

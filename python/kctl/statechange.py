@@ -18,6 +18,32 @@ LOG4J_LEVELS = {TRACE: "TRACE", logging.DEBUG: "DEBUG", logging.INFO: "INFO", lo
 """Python's levels by log4j's names, as Kafka's logs spell them."""
 
 
+def handle_all(logger: logging.Logger, records: list[logging.LogRecord]) -> None:
+    """``logger.handle(record)`` for each record, in order, except that a handler with a
+    ``handle_all`` method (Kafka's log files, :mod:`kctl.logfiles`) takes all its records in one
+    call: one lock, one flush for a bulk transition's thousands of lines."""
+    if logger.disabled or not records:
+        return
+    kept = [record for record in records if logger.filter(record)]
+    handlers = []
+    current: logging.Logger | None = logger
+    while current is not None:
+        handlers += current.handlers
+        current = current.parent if current.propagate else None
+    if not handlers:  # logging's last resort, record by record
+        for record in kept:
+            logger.callHandlers(record)
+        return
+    for handler in handlers:
+        mine = [record for record in kept if record.levelno >= handler.level]
+        bulk = getattr(handler, "handle_all", None)
+        if bulk is not None:
+            bulk(mine)
+        else:
+            for record in mine:
+                handler.handle(record)
+
+
 class StateChangeLogger:
     """Writes ``[Controller id=N epoch=E] message`` lines for one controller."""
 
@@ -44,12 +70,21 @@ class StateChangeLogger:
         returns a bulk transition's hundreds of thousands of lines at once."""
         prefix = f"[Controller id={self.controller_id} epoch={self._epoch()}] "
         sink, logger = self.sink, self._logger
+        records = []
+        made: dict[int, logging.LogRecord] = {}  # a record per level, made once: the lines are logged at once
         for level, message in lines:
             line = prefix + message
             if sink is not None:
                 sink.append(f"{LOG4J_LEVELS.get(level, str(level))} {line}")
             if logger.isEnabledFor(level):
-                logger.log(level, line)
+                template = made.get(level)
+                if template is None:  # made here rather than by logger.log, which walks the stack
+                    template = made[level] = logger.makeRecord(logger.name, level, __file__, 0, "", (), None)
+                record = logging.LogRecord.__new__(logging.LogRecord)
+                record.__dict__.update(template.__dict__)
+                record.msg = line
+                records.append(record)
+        handle_all(logger, records)
 
     def trace(self, message: str) -> None:
         self.log(TRACE, message)

@@ -22,9 +22,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import operator
 import reprlib
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kctl import extras
@@ -85,6 +86,11 @@ def check_installed() -> None:
 
 
 _TYPES: dict[str, type] = {}
+_ENCODERS: dict[type, Callable[[Any], Any]] = {}
+"""How ``_default`` encodes each type it knows, found by the exact type: a request carries
+thousands of partition states, each a registered dataclass, and a chain of ``isinstance`` checks
+and ``dataclasses.fields`` per value made encoding them most of a controller's work."""
+_FIELD_COUNTS: dict[type, int] = {}
 
 
 def register_message(cls: type) -> type:
@@ -94,7 +100,17 @@ def register_message(cls: type) -> type:
     if _TYPES.get(cls.__name__, cls) is not cls:
         raise TypeError(f"another message type is already called {cls.__name__}")
     _TYPES[cls.__name__] = cls
+    names = tuple(f.name for f in dataclasses.fields(cls))
+    _FIELD_COUNTS[cls] = len(names)
+    _ENCODERS[cls] = functools.partial(_encode_dataclass, cls.__name__, operator.attrgetter(*names) if len(names) > 1
+                                       else lambda obj: tuple(getattr(obj, name) for name in names))
     return cls
+
+
+def _encode_dataclass(name: str, values: Callable[[Any], tuple[Any, ...]], obj: Any) -> Any:
+    """A registered dataclass: its name and its field values in declaration order (tuples as the
+    lists ``_default`` would make of them, without a call back for each)."""
+    return _msgpack().ExtType(_DATACLASS, _pack([name, [list(v) if type(v) is tuple else v for v in values(obj)]]))
 
 
 for _cls in (
@@ -109,23 +125,30 @@ for _cls in (
 
 def _default(obj: Any) -> Any:
     """msgpack's hook for what it cannot encode itself (``strict_types``: every tuple comes here)."""
-    if isinstance(obj, TopicPartition):
-        return _msgpack().ExtType(_TOPIC_PARTITION, _pack([obj.topic, obj.partition]))
-    if isinstance(obj, Errors):
-        return _msgpack().ExtType(_ERRORS, _pack(obj.value))
-    if isinstance(obj, LeaderRecoveryState):
-        return _msgpack().ExtType(_RECOVERY, _pack(int(obj)))
-    cls = type(obj)
-    if _TYPES.get(cls.__name__) is cls:
-        values = [getattr(obj, f.name) for f in dataclasses.fields(obj)]
-        return _msgpack().ExtType(_DATACLASS, _pack([cls.__name__, values]))
+    encoder = _ENCODERS.get(type(obj))
+    if encoder is not None:
+        return encoder(obj)
     if isinstance(obj, enum.Enum):
         raise TypeError(f"cannot encode {obj!r}: only Errors and LeaderRecoveryState travel")
     if isinstance(obj, (tuple, Sequence, frozenset, set)) and not isinstance(obj, (str, bytes)):
         return list(obj)  # tuples, and the native engine's lazy partition-state sequences
     if isinstance(obj, Mapping):
         return dict(obj)
-    raise TypeError(f"cannot encode a {cls.__name__}: {obj!r}")
+    raise TypeError(f"cannot encode a {type(obj).__name__}: {obj!r}")
+
+
+def _constant_encoders(code: int, members: Iterable[enum.Enum], value: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """The encoder of an enumeration: each member's extension value made once."""
+    return {member: _msgpack().ExtType(code, _pack(value(member))) for member in members}.__getitem__
+
+
+def _install_encoders() -> None:
+    """The encoders of the values that are not registered dataclasses (msgpack imported here, on
+    first use, as everywhere in this module)."""
+    if TopicPartition not in _ENCODERS:
+        _ENCODERS[TopicPartition] = lambda tp: _msgpack().ExtType(_TOPIC_PARTITION, _pack([tp.topic, tp.partition]))
+        _ENCODERS[Errors] = _constant_encoders(_ERRORS, Errors, lambda e: e.value)
+        _ENCODERS[LeaderRecoveryState] = _constant_encoders(_RECOVERY, LeaderRecoveryState, int)
 
 
 def _pack(value: Any) -> bytes:
@@ -170,9 +193,9 @@ class _Decoder:
             cls = _TYPES.get(name)
             if cls is None:
                 raise WireError(f"unknown message type {reprlib.repr(name)}")
-            fields = dataclasses.fields(cls)
-            if len(values) != len(fields):
-                raise WireError(f"{name} has {len(fields)} fields, the message carries {len(values)}")
+            count = _FIELD_COUNTS[cls]
+            if len(values) != count:
+                raise WireError(f"{name} has {count} fields, the message carries {len(values)}")
             return cls(*values)
         raise WireError(f"unknown msgpack extension {code}")
 
@@ -180,6 +203,7 @@ class _Decoder:
 def encode(message: Any) -> bytes:
     """msgpack bytes of a message (any structure of registered types, containers and scalars)."""
     try:
+        _install_encoders()
         return _pack(message)
     except (TypeError, ValueError, OverflowError) as exc:
         raise WireError(f"cannot encode {type(message).__name__}: {exc}") from exc

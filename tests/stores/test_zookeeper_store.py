@@ -683,3 +683,29 @@ def test_fired_and_missed_changes() -> None:
     assert missed(False, (1, 1), (1, 2)) == [M] and missed(False, (1, 1), (3, 3)) == [D, C]
     assert missed(False, (1, 1), (1, 1)) == [] and missed(True, (1, 1), (1, 2)) == [K]
     assert missed(True, None, (1, 0)) == []
+
+
+def test_bulk_writes_keep_a_few_multis_in_flight(connect: Connect, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pipelined, but never more than ``MULTIS_IN_FLIGHT`` multis unanswered: the server answers a
+    session's heartbeat after everything sent before it, and a ping stuck behind a whole bulk
+    write made a loaded client drop its connection in the middle of it."""
+    store = connect(max_multi_ops=10)
+    _, version = store.register_controller_and_increment_epoch(1)
+    kazoo_client = store.client._client
+    send = kazoo_client._call
+    sent: list[Any] = []
+    most: list[int] = []  # at each multi sent, how many are unanswered
+
+    def counting(request: Any, result: Any) -> Any:
+        if request.type == 14:  # a multi
+            sent.append(result)
+            most.append(sum(1 for r in sent if not r.ready()))
+        return send(request, result)
+
+    monkeypatch.setattr(kazoo_client, "_call", counting)
+    tps = many_partitions(store, 400, version)  # 80 creates: 8 multis of the Python codec
+    assert 1 < max(most) <= zkclient.MULTIS_IN_FLIGHT
+    most.clear()
+    result = store.update_partition_states({tp: LeaderAndIsr(2, (2,), 1) for tp in tps}, 1, version)  # the native codec's
+    assert len(result.successful) == 400
+    assert len(most) >= 40 and 1 < max(most) <= zkclient.MULTIS_IN_FLIGHT

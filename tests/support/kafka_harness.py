@@ -98,10 +98,12 @@ def replicas(s: Snapshot, topic: str) -> dict[str, Any]:
 
 @contextmanager
 def side_by_side(zk_hosts: str, kafka: KafkaCluster, directory: Path, kctl_config: Mapping[str, str] | None = None,
-                 racks: Mapping[int, str] | None = None) -> Iterator[SideBySide]:
+                 racks: Mapping[int, str] | None = None, log_dir: Path | None = None) -> Iterator[SideBySide]:
     """A kctl cluster beside the running ``kafka``: controller :data:`KCTL_CONTROLLER` (active) and
     :data:`KCTL_STANDBY`, brokers with Kafka's ids and ``racks``, in a chroot of their own;
-    ``kctl_config`` as the properties Kafka's brokers were given on top of the defaults."""
+    ``kctl_config`` as the properties Kafka's brokers were given on top of the defaults; with
+    ``log_dir``, each controller writes Kafka's log files to ``log_dir/controller-<id>``, its
+    state-change log at TRACE as the Kafka brokers'."""
     import uuid
 
     import kazoo.client  # type: ignore[import-untyped]
@@ -110,7 +112,7 @@ def side_by_side(zk_hosts: str, kafka: KafkaCluster, directory: Path, kctl_confi
     zk = kazoo.client.KazooClient(hosts=zk_hosts, timeout=10.0)
     zk.start(timeout=30.0)
     with ProcessCluster(zk_hosts + chroot, directory, dict(kctl_config or {})) as kctl:
-        pair = SideBySide(kafka, kctl, chroot, zk, racks or {})
+        pair = SideBySide(kafka, kctl, chroot, zk, racks or {}, log_dir)
         try:
             pair.start_controller(KCTL_CONTROLLER)
             kctl.wait_until(lambda: kctl.active_controller() == KCTL_CONTROLLER, 60, "kctl's controller to be elected")
@@ -129,12 +131,13 @@ class SideBySide:
     ZooKeeper server (``zk``) to read both chroots with."""
 
     def __init__(self, kafka: KafkaCluster, kctl: ProcessCluster, kctl_chroot: str, zk: Any,
-                 racks: Mapping[int, str] | None = None) -> None:
+                 racks: Mapping[int, str] | None = None, log_dir: Path | None = None) -> None:
         self.kafka = kafka
         self.kctl = kctl
         self.kctl_chroot = kctl_chroot
         self.zk = zk
         self.racks = dict(racks or {})
+        self.log_dir = log_dir
         self.kafka_admin = ZooKeeperStore(kafka.zk, session_timeout=10.0, connection_timeout=30.0)
 
     def close(self) -> None:
@@ -197,8 +200,15 @@ class SideBySide:
 
     def start_controller(self, controller: int) -> None:
         """Start (or start again) a kctl controller process, a candidate for ``/controller``."""
+        logs = [] if self.log_dir is None else ["--log-dir", str(self.controller_log_dir(controller)),
+                                                "--state-change-log-level", "TRACE"]  # as the Kafka brokers
         self.kctl.start_controller(controller, [arg for name, value in KCTL_CONTROLLER_CONFIG.items()
-                                                for arg in ("--config", f"{name}={value}")])
+                                                for arg in ("--config", f"{name}={value}")] + logs)
+
+    def controller_log_dir(self, controller: int) -> Path:
+        """Where kctl controller ``controller`` writes Kafka's log files (with ``log_dir``)."""
+        assert self.log_dir is not None, "the kctl controllers were started without a log directory"
+        return self.log_dir / f"controller-{controller}"
 
     def start_broker(self, broker: int) -> None:
         rack = self.racks.get(broker)

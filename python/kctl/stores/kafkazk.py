@@ -361,11 +361,12 @@ class KafkaZkClient:
         encode = self._format.partition_state.encode
         pending = [(tp, str(tp.partition) not in existing[tp.topic]) for tp in states if tp.topic in existing]
         while pending:
-            items = [
+            # a generator: the first multis are on their way while the rest are encoded
+            items = (
                 [Op("create", paths.topic_partition(tp))] * with_parent
                 + [Op("create", paths.partition_state(tp), encode(states[tp]))]
                 for tp, with_parent in pending
-            ]
+            )
             retry = []
             for (tp, with_parent), outcome in zip(pending, self._znodes.multi(items, fence)):
                 if not isinstance(outcome, Failure):

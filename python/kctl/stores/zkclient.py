@@ -281,6 +281,12 @@ _BAD_VERSION = -103  # ZooKeeper's BADVERSION, as the native codec reports it
 _REQUEST_OVERHEAD = 1024  # xid, type and end header of a multi (17 bytes), and a margin
 _TXN_SLACK = 8  # per op: how much larger than its request a multi's logged transaction may be
 _RACE_ATTEMPTS = 10  # re-tries of a create-or-set or a recursive delete racing other writers
+MULTIS_IN_FLIGHT = 4
+"""Multis a client has sent and not yet had answered, at most. The server answers a session's
+requests in order, its heartbeats too: with every multi of a 20K-partition write sent at once, a
+ping waited behind 40,000 operations, and on a loaded machine the client gave the connection up
+(kazoo: "outstanding heartbeat ping not received") in the middle of the writes. Four keep the
+server busy while the next one is encoded."""
 _OPEN_PERMISSIONS = ((WRITE, "write"), (CREATE, "create"), (DELETE, "delete"), (ADMIN, "change the ACL of"))
 """What ``world:anyone`` may not do on a secured cluster's chroot, and the words for it."""
 _PERMISSION_NEEDED = {
@@ -933,13 +939,21 @@ class ZooKeeperClient:
         return _stat(self._result(answer, path, "create")[1])
 
     def multi(self, items: Iterable[Sequence[Op]], fence: int) -> list[ItemResult]:
-        """See :meth:`_multi`; results and errors as kctl's."""
-        listed = [list(ops) for ops in items]
+        """See :meth:`_multi`; results and errors as kctl's. ``items`` is consumed as the multis
+        fill (a generator's first multis are on their way while it makes the rest)."""
+        listed: list[Sequence[Op]] = []
+
+        def consumed() -> Iterator[Sequence[Op]]:
+            for ops in items:
+                listed.append(ops)
+                yield ops
+
+        outcomes = self._multi(consumed(), fence)
         return [
             Failure(outcome.op, self._op_error(ops[outcome.op], outcome.error)) if isinstance(outcome, _Failure)
             else [_stat(r) if isinstance(r, self._kazoo.states.ZnodeStat) else r if isinstance(r, str) else None
                   for r in outcome]
-            for ops, outcome in zip(listed, self._multi(listed, fence))
+            for ops, outcome in zip(listed, outcomes)
         ]
 
     def drop_unproven_registrations(self, brokers: dict[int, tuple[BrokerInfo, int]]) -> None:
@@ -978,7 +992,8 @@ class ZooKeeperClient:
         return the response bodies in order. Each ``(body, path)`` names the znode an error of
         the request as a whole is reported for. Requests lost with the connection are sent again
         once the client has reconnected, as every request of the store."""
-        answers = self._gather([functools.partial(self._send_raw, opcode, body) for body, _ in requests])
+        answers = self._gather([functools.partial(self._send_raw, opcode, body) for body, _ in requests],
+                               MULTIS_IN_FLIGHT if opcode == _MULTI else None)
         return [self._result(answer, path)[0] for answer, (_, path) in zip(answers, requests)]
 
     def native_error(self, path: str, code: int) -> StoreError:
@@ -1012,16 +1027,19 @@ class ZooKeeperClient:
                 f"session {self._session_id:#x} at {self.hosts} has expired; reconnect() opens a new session"
             )
 
-    def _gather(self, sends: Iterable[Callable[[], Any]]) -> list[Any]:
-        """Send requests pipelined, each as soon as it is produced, and wait for every answer: a
-        value, or kazoo's exception for that request. Requests lost with the connection are sent
-        again once the client has reconnected (the session lives on); an ended session raises."""
+    def _gather(self, sends: Iterable[Callable[[], Any]], in_flight: int | None = None) -> list[Any]:
+        """Send requests pipelined, each as soon as it is produced (and, with ``in_flight``, once
+        fewer than that many are unanswered), and wait for every answer: a value, or kazoo's
+        exception for that request. Requests lost with the connection are sent again once the
+        client has reconnected (the session lives on); an ended session raises."""
         exceptions = self._kazoo.exceptions
         timeout_error = self._client.handler.timeout_exception
         self._check_live()
         calls: list[Callable[[], Any]] = []
-        started = []
+        started: list[tuple[int, Any]] = []
         for send in sends:
+            if in_flight is not None and len(started) >= in_flight:
+                started[-in_flight][1].wait(self._response_timeout)  # its outcome is read below
             started.append((len(calls), send()))
             calls.append(send)
         answers: list[Any] = [None] * len(calls)
@@ -1176,7 +1194,7 @@ class ZooKeeperClient:
         todo: Iterable[int] = consume()
         while True:
             chunks: list[list[int]] = []
-            answers = self._gather(self._multi_sends(todo, batch, wires, check, head, chunks))
+            answers = self._gather(self._multi_sends(todo, batch, wires, check, head, chunks), MULTIS_IN_FLIGHT)
             if not chunks and check and not batch:  # nothing to write: a deposed controller still learns it
                 self._committed(check, [], batch, self._ask(lambda: self._send_multi([head])), results, [])
             retry: list[int] = []

@@ -30,7 +30,7 @@ import socket
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +54,11 @@ JVM_OPTIONS = ("-Xms128m", "-Xmx768m", "-XX:+UseSerialGC", "-XX:TieredStopAtLeve
                "-Djava.net.preferIPv4Stack=true")
 """A small heap and a quick start: the C1 compiler only and one GC thread, for brokers that live
 for a test module on a busy two-core machine."""
+SHIPPED_JVM_OPTIONS = ("-Xms1g", "-Xmx1g", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                       "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+                       "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true", "-Djava.net.preferIPv4Stack=true")
+"""What Kafka's own ``kafka-server-start.sh`` runs a broker with (its default heap and
+``KAFKA_JVM_PERFORMANCE_OPTS``): both JIT compilers, for measuring Kafka as it ships."""
 START_TIMEOUT = 180.0
 """Seconds for brokers to register: a JVM start of Kafka takes 10–30 s on a loaded machine."""
 STOP_TIMEOUT = 45.0
@@ -156,10 +161,12 @@ class KafkaBroker(JavaProcess):
     """One ``kafka.Kafka`` process; its directory (config, data, logs) outlives it, so ``start()``
     after ``stop()`` or ``kill()`` is a restart of the same broker with its logs."""
 
-    def __init__(self, installation: KafkaInstallation, directory: Path, config: Mapping[str, str]) -> None:
+    def __init__(self, installation: KafkaInstallation, directory: Path, config: Mapping[str, str],
+                 jvm_options: Sequence[str] = JVM_OPTIONS) -> None:
         self.installation = installation
         self.directory = directory
         self.config = dict(config)
+        self.jvm_options = tuple(jvm_options)
         self.broker_id = int(self.config["broker.id"])
         super().__init__()
 
@@ -180,7 +187,7 @@ class KafkaBroker(JavaProcess):
         log4j = self.directory / "log4j.properties"
         log4j.write_text(LOG4J + "".join(_appender(name, file) for name, file in APPENDERS.items()))
         command = [
-            self.installation.java, *JVM_OPTIONS, f"-Dkafka.logs.dir={self.logs_dir}",
+            self.installation.java, *self.jvm_options, f"-Dkafka.logs.dir={self.logs_dir}",
             f"-Dlog4j.configuration=file:{log4j}", "-cp", self.installation.classpath, MAIN_CLASS, str(config),
         ]
         self.launch(command, self.directory, self.logs_dir / "stdout.log")
@@ -200,7 +207,8 @@ class KafkaCluster:
     chroot ``chroot`` of the ZooKeeper ``hosts``.
 
     Use as a context manager, or ``start()`` / ``stop()``. ``racks`` gives a ``broker.rack`` per
-    broker id, ``overrides`` more broker properties. ``kill(id)``, ``stop_broker(id)`` and
+    broker id, ``overrides`` more broker properties, ``jvm_options`` the JVM's (:data:`JVM_OPTIONS`;
+    :data:`SHIPPED_JVM_OPTIONS` for Kafka as it ships). ``kill(id)``, ``stop_broker(id)`` and
     ``restart(id)`` act on one broker; ``zk`` is the connect string of the cluster's chroot.
     """
 
@@ -215,9 +223,11 @@ class KafkaCluster:
         overrides: Mapping[str, object] | None = None,
         first_id: int = 1,
         inter_broker_listener: bool = False,
+        jvm_options: Sequence[str] = JVM_OPTIONS,
     ) -> None:
         if size < 1:
             raise ValueError(f"a cluster needs at least one broker, not {size}")
+        self.jvm_options = tuple(jvm_options)
         self.hosts = hosts
         self.size = size
         self.first_id = first_id
@@ -251,7 +261,7 @@ class KafkaCluster:
             directory = self._directory / f"broker-{broker_id}"
             config = properties(broker_id, port, self.zk, directory / "data", self.size, self._racks.get(broker_id),
                                 self._overrides, internal_port)
-            self.brokers[broker_id] = KafkaBroker(self.installation, directory, config)
+            self.brokers[broker_id] = KafkaBroker(self.installation, directory, config, self.jvm_options)
         for broker in self.brokers.values():
             broker.start()
         try:

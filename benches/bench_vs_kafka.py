@@ -1,0 +1,420 @@
+"""Side by side with Apache Kafka 3.9.1's controller: the same operations on three real Kafka
+brokers and on kctl's processes, on one ZooKeeper server, in one sitting.
+
+Each size (``KCTL_BENCH_KAFKA_PARTITIONS``, default 1K, 10K and 20K partitions) gets fresh
+clusters: three Kafka brokers (``kctl.testing.kafka``) and a ``kctl controller`` pair with three
+``kctl broker`` processes (``tests/support/kafka_harness.py``), each in a chroot of its own. One
+topic of that many partitions, RF 2, each broker the preferred leader of a third. Every figure is
+the controller's own work, measured from ZooKeeper's znode timestamps and the controllers'
+``controller.log`` lines (both sides write Kafka's layout; one host, one clock):
+
+- ``creation``: the topic znode's ctime to the last partition state znode's ctime (every
+  partition has a leader: the controller writes each state with its leader);
+- ``failover``: ``/controller`` deleted with every broker up; the new controller's "successfully
+  elected as the controller. Epoch incremented to E" line to its "Ready to serve as the new
+  controller with epoch E" line (Kafka's ``onControllerFailover`` up to the point it serves);
+- ``controlled-shutdown``: a broker that is not Kafka's controller, leading a third of the
+  partitions, stopped with SIGTERM; the controller's "Shutting down broker N" line to the last
+  state znode write that moved a leadership or shrank an ISR away from it;
+- ``controller-crash``: kill -9 of Kafka's controller broker (on kctl the active controller and the
+  broker of the same id); the next controller's "successfully elected" line to the last state znode
+  write giving a partition the dead broker led its new leader. The wait for the session to expire
+  is not counted.
+
+After the controlled shutdown the broker is started again and, before the failovers, a preferred
+replica election gives every partition back to its first replica (not measured), so that the
+broker whose crash is measured leads a third of the partitions. The two sides take turns, never at once, and each step starts once no process of either cluster
+is busy (:func:`settle`). The test of a size runs the whole sitting once (``benchmark.pedantic``);
+the figures, their medians and Kafka's median over kctl's are in the result's ``extra_info``, which
+``benches/table.py`` prints. Marked ``kafka_bench``: ``scripts/kafka-diff --bench`` runs it,
+nothing else does (1K, 10K and 20K take about half an hour).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+import pytest
+
+from kctl import admin
+from kctl.model import TopicPartition
+from kctl.testing.kafka import SHIPPED_JVM_OPTIONS, KafkaCluster, KafkaInstallation, kafka_installation
+from kctl.testing.zookeeper import ZooKeeperEnsemble, zookeeper_server
+from tests.support.kafka_harness import SideBySide, side_by_side
+
+__all__ = ["kafka_installation", "zookeeper_server"]
+
+pytestmark = pytest.mark.kafka_bench
+
+SIZES = tuple(int(n) for n in os.environ.get("KCTL_BENCH_KAFKA_PARTITIONS", "1000,10000,20000").split(","))
+ROUNDS = int(os.environ.get("KCTL_BENCH_KAFKA_ROUNDS", "3"))
+"""Failovers per size and side (the other measures change the cluster, so they run once a size)."""
+BROKERS = (1, 2, 3)
+TOPIC = "bench"
+CONFIG = {"auto.leader.rebalance.enable": "false", "replica.lag.time.max.ms": "3600000"}
+"""Both sides' broker properties: no leader moves but those measured, and no ISR shrinks but those
+measured: at 20K partitions on a loaded two-core machine Kafka's followers (still creating 13K
+logs) did not fetch within the default 30 s, their leaders shrank thousands of ISRs to themselves,
+and the partitions the crashed controller's broker led were left without a leader. The ZooKeeper
+sessions keep the harness's timeouts on kctl's side: its controllers 6 s, its brokers 2 s, so that
+a killed kctl broker is gone before the standby controller takes over, as the dead controller's
+broker is on Kafka (one session for both)."""
+KAFKA_CONFIG = {**CONFIG, "zookeeper.session.timeout.ms": "18000", "controller.socket.timeout.ms": "300000"}
+"""Kafka's brokers as they ship (18 s, the default session): with the tests' 6 s they lost their
+sessions under this load and bounced, moving the controller between the measured steps. A broker
+waits up to 5 minutes for the answer to its ControlledShutdown (30 s by default: a busy controller
+answered later, and the broker gave up and retried)."""
+MEASURES = ("creation", "failover", "controlled-shutdown", "controller-crash")
+LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] ")
+
+
+def assignment(partitions: int) -> dict[int, list[int]]:
+    """RF 2 over brokers 1–3, each the preferred leader of a third of the partitions."""
+    return {p: [BROKERS[p % 3], BROKERS[(p + 1) % 3]] for p in range(partitions)}
+
+
+@dataclass(frozen=True)
+class State:
+    """A partition state znode: leader, ISR and the znode's ctime and mtime (seconds)."""
+
+    leader: int
+    isr: frozenset[int]
+    ctime: float
+    mtime: float
+
+
+def read_states(zk: Any, chroot: str, partitions: int) -> dict[int, State]:
+    """The topic's partition states that exist (pipelined reads)."""
+    from kazoo.exceptions import NoNodeError  # type: ignore[import-untyped]
+
+    base = f"{chroot}/brokers/topics/{TOPIC}/partitions"
+    pending = [(p, zk.get_async(f"{base}/{p}/state")) for p in range(partitions)]
+    found = {}
+    for p, result in pending:
+        try:
+            data, stat = result.get()
+        except NoNodeError:
+            continue
+        state = json.loads(data)
+        found[p] = State(state["leader"], frozenset(state["isr"]), stat.ctime / 1e3, stat.mtime / 1e3)
+    return found
+
+
+class LogTail:
+    """The lines Kafka-layout log files (log4j's ``[%d] %p %m (%c)``) get from now on, read as they
+    come: these files are polled while a controller works, so each poll reads only what was added
+    and each line is searched once per pattern."""
+
+    def __init__(self, files: Sequence[Path]) -> None:
+        self._offsets = {file: file.stat().st_size if file.exists() else 0 for file in files}
+        self._lines: list[str] = []
+        self._searched: dict[str, int] = {}
+        self._found: dict[str, float] = {}
+
+    def first(self, pattern: str) -> float | None:
+        """When the first line matching ``pattern`` was logged, if one has been."""
+        if pattern not in self._found:
+            self._read()
+            start, self._searched[pattern] = self._searched.get(pattern, 0), len(self._lines)
+            regex = re.compile(pattern)
+            times = [datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S,%f").timestamp() for line in self._lines[start:]
+                     if regex.search(line) and (match := LINE.match(line))]
+            if times:
+                self._found[pattern] = min(times)
+        return self._found.get(pattern)
+
+    def _read(self) -> None:
+        for file, offset in self._offsets.items():
+            try:
+                with file.open("rb") as log:
+                    log.seek(offset)
+                    data = log.read()
+            except FileNotFoundError:
+                continue
+            end = data.rfind(b"\n") + 1  # complete lines only
+            self._offsets[file] = offset + end
+            self._lines += data[:end].decode(errors="replace").splitlines()
+
+
+def wait_for(what: str, timeout: float, probe: Callable[[], Any], interval: float = 0.5) -> Any:
+    """Poll ``probe`` until it returns something truthy; fail naming ``what`` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while not (found := probe()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+    return found
+
+
+class Side:
+    """One cluster of the pair as the benchmark sees it: its chroot, its controllers' logs and how
+    to stop, kill and restart its brokers."""
+
+    def __init__(self, name: str, pair: SideBySide, partitions: int) -> None:
+        self.name = name
+        self.pair = pair
+        self.partitions = partitions
+        self.timeout = 180.0 + partitions / 50
+        kafka = name == "kafka"
+        self.chroot = pair.kafka.chroot if kafka else pair.kctl_chroot
+        self.store = pair.stores[0 if kafka else 1]
+        self.leaderless = 0
+        """Partitions the crashed controller's broker led that were left without a leader."""
+
+    def controller_logs(self, name: str) -> list[Path]:
+        if self.name == "kafka":
+            return [broker.logs_dir / name for broker in self.pair.kafka.brokers.values()]
+        return [self.pair.controller_log_dir(c) / name for c in self.pair.kctl.controllers]
+
+    def tail(self, name: str = "controller.log") -> LogTail:
+        """The controllers' log ``name`` from now on."""
+        return LogTail(self.controller_logs(name))
+
+    def wait_logged(self, tail: LogTail, pattern: str) -> float:
+        return float(wait_for(f"{self.name}: a controller to log {pattern!r}", self.timeout,
+                              lambda: tail.first(pattern)))
+
+    def states(self) -> dict[int, State]:
+        return read_states(self.pair.zk, self.chroot, self.partitions)
+
+    def wait_states(self, what: str, condition: Callable[[dict[int, State]], bool]) -> dict[int, State]:
+        """The states once every partition has one and ``condition`` holds (reads every 2 s: a
+        full read of 20K znodes costs the machine)."""
+        def probe() -> dict[int, State] | None:
+            states = self.states()
+            return states if len(states) == self.partitions and condition(states) else None
+        return dict(wait_for(f"{self.name}: {what}", self.timeout, probe, interval=2.0))
+
+    def epoch(self) -> int:
+        found = self.store.get_controller_epoch()
+        assert found is not None, f"{self.name} has no controller epoch"
+        return found[0]
+
+    def logs_created(self) -> bool:
+        """Every running Kafka broker has a log directory for each partition of the topic it hosts,
+        once the topic exists (kctl's brokers keep no logs)."""
+        if self.name != "kafka" or self.pair.zk.exists(f"{self.chroot}/brokers/topics/{TOPIC}") is None:
+            return True
+        hosted = Counter(broker for replicas in assignment(self.partitions).values() for broker in replicas)
+        for broker_id, broker in self.pair.kafka.brokers.items():
+            data = Path(broker.config["log.dirs"])
+            if broker.running and data.is_dir():
+                found = sum(1 for entry in os.scandir(data) if entry.name.startswith(f"{TOPIC}-"))
+                if found < hosted[broker_id]:
+                    return False
+        return True
+
+    def pids(self) -> list[int]:
+        if self.name == "kafka":
+            return [b.pid for b in self.pair.kafka.brokers.values() if b.pid is not None]
+        return [p.pid for p in self.pair.kctl.processes if p.running()]
+
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def settle(sides: Mapping[str, Side], timeout: float = 180.0, window: float = 3.0, busy: float = 0.35) -> None:
+    """Wait until every live broker of either cluster holds a log for each partition it hosts and
+    no process of either cluster uses more than ``busy`` of a core over ``window`` seconds, at most
+    ``timeout`` seconds for the quiet (Kafka's brokers create the logs a step handed them for tens
+    of seconds after the controller is done; a Kafka broker whose request threads are still busy
+    with that may send its ControlledShutdown to a controller it no longer has; on a machine loaded
+    by others a busy process gets too little of a core to look busy, hence the logs are counted)."""
+    for side in sides.values():
+        wait_for(f"{side.name}: the brokers to create their logs", side.timeout, side.logs_created, interval=2.0)
+    deadline = time.monotonic() + timeout
+    pids = [pid for side in sides.values() for pid in side.pids()]
+    while time.monotonic() < deadline:
+        before = {pid: cpu_seconds(pid) for pid in pids}
+        time.sleep(window)
+        if all(cpu_seconds(pid) - used < busy * window for pid, used in before.items()):
+            return
+
+
+def create(side: Side) -> float:
+    """Topic znode written (with its topic id, as Kafka's CreateTopics writes it) → every
+    partition state written (with its leader)."""
+    tail = side.tail("state-change.log")
+    admin.create_topic(side.store, TOPIC, broker_racks=dict.fromkeys(BROKERS), assignment=assignment(side.partitions),
+                       topic_id=admin.generate_topic_id(random.Random()))
+    stat = side.pair.zk.exists(f"{side.chroot}/brokers/topics/{TOPIC}")
+    # the requests go out once every state is written: reading 20K states meanwhile would load the machine
+    side.wait_logged(tail, r"Sending LeaderAndIsr request to broker \d+ with \d+ become-leader")
+    states = side.wait_states("every partition to have a leader", lambda s: all(st.leader > 0 for st in s.values()))
+    return max(st.ctime for st in states.values()) - stat.ctime / 1e3
+
+
+def fail_over(side: Side) -> float:
+    """``/controller`` deleted → the new controller's elected → ready lines."""
+    epoch = side.epoch() + 1
+    tail = side.tail()
+    side.pair.zk.delete(f"{side.chroot}/controller")
+    elected = side.wait_logged(tail, rf"successfully elected as the controller\. Epoch incremented to {epoch} ")
+    ready = side.wait_logged(tail, rf"Ready to serve as the new controller with epoch {epoch}\b")
+    return ready - elected
+
+
+def shut_down(side: Side, broker: int) -> float:
+    """SIGTERM to ``broker`` → the last state write moving its leaderships or dropping it from an ISR."""
+    before = side.states()
+    involved = [p for p, st in before.items() if st.leader == broker or broker in st.isr]
+    tail = side.tail()
+    if side.name == "kafka":
+        side.pair.kafka.stop_broker(broker, side.timeout)
+    else:
+        assert side.pair.kctl.brokers[broker].terminate() == 0, side.pair.kctl.brokers[broker].log()[-3000:]
+    # the broker has exited: its controlled shutdown was answered, unless it gave up on it
+    start = tail.first(rf"Shutting down broker {broker}\b")
+    if start is None and side.name == "kafka":
+        log = side.pair.kafka.brokers[broker].logs_dir / "server.log"
+        raise AssertionError(f"Kafka's broker {broker} stopped without a controlled shutdown:\n" + "\n".join(
+            line for line in log.read_text(errors="replace").splitlines() if "ontrolled shutdown" in line))
+    assert start is not None, f"kctl's broker {broker} stopped without a controlled shutdown"
+    after = side.wait_states(f"broker {broker} out of every leadership and ISR",
+                             lambda s: all(st.leader != broker and broker not in st.isr for st in s.values()))
+    return max(after[p].mtime for p in involved) - start
+
+
+def restart(side: Side, broker: int) -> None:
+    """Start ``broker`` again and wait until it is back in every ISR it belongs to."""
+    if side.name == "kafka":
+        side.pair.kafka.restart(broker)
+    else:
+        side.pair.kctl.wait_until(lambda: broker not in side.store.get_all_brokers(), side.timeout,
+                                  f"broker {broker}'s registration to expire")
+        side.pair.start_broker(broker)
+    replicas = assignment(side.partitions)
+    side.wait_states(f"broker {broker} to rejoin its ISRs",
+                     lambda s: all(broker in s[p].isr for p, r in replicas.items() if broker in r))
+
+
+def elect_preferred(side: Side) -> None:
+    """A preferred replica election of every partition not led by its first replica (the admin
+    znode, as kafka-leader-election through ZooKeeper), until each is."""
+    replicas = assignment(side.partitions)
+    moved = [TopicPartition(TOPIC, p) for p, st in side.states().items() if st.leader != replicas[p][0]]
+    if moved:
+        admin.request_preferred_replica_election(side.store, moved)
+        side.wait_states("every partition led by its preferred leader",
+                         lambda s: all(st.leader == replicas[p][0] for p, st in s.items()))
+
+
+def crash_controller(side: Side, victim: int) -> float:
+    """kill -9 of the controller's broker → the next controller's elected line → the last state
+    write taking a partition the victim led away from it (to a live ISR member, or to no leader
+    when none is left: both controllers write that, and waiting for a leader there waits forever)."""
+    before = side.states()
+    led = [p for p, st in before.items() if st.leader == victim]
+    assert led, f"{side.name}: broker {victim}, the controller's, leads no partition"
+    epoch = side.epoch() + 1
+    tail = side.tail()
+    if side.name == "kafka":
+        side.pair.kafka.kill(victim)
+    else:
+        active = side.pair.kctl.active_controller()
+        assert active is not None, "kctl has no active controller"
+        side.pair.kctl.controllers[active].kill()
+        side.pair.kctl.brokers[victim].kill()
+    elected = side.wait_logged(tail, rf"successfully elected as the controller\. Epoch incremented to {epoch} ")
+    side.wait_logged(tail, rf"Ready to serve as the new controller with epoch {epoch}\b")  # then read the states
+    after = side.wait_states(f"no partition led by the dead broker {victim}",
+                             lambda s: all(st.leader != victim for st in s.values()))
+    side.leaderless = sum(1 for p in led if after[p].leader == -1)
+    return max(after[p].mtime for p in led) - elected
+
+
+def turns(round_: int, sides: Mapping[str, Side]) -> list[Side]:
+    """Kafka first in even rounds, kctl first in odd ones."""
+    order = [sides["kafka"], sides["kctl"]]
+    return order if round_ % 2 == 0 else order[::-1]
+
+
+def sitting(pair: SideBySide, partitions: int, offset: int, progress: Path | None = None) -> dict[str, dict[str, list[float]]]:
+    """Every measure on both sides, taking turns; seconds per measure and side (with the load
+    average at the end of each step, and how many partitions the controller crash left without a
+    leader), also written to ``progress`` as they come (a sitting at 20K partitions takes most of
+    an hour)."""
+    sides = {name: Side(name, pair, partitions) for name in ("kafka", "kctl")}
+    times: dict[str, dict[str, list[float]]] = {name: {m: [] for m in MEASURES} for name in sides}
+
+    def run(measure: str, round_: int, step: Callable[[Side], float]) -> None:
+        for side in turns(round_ + offset, sides):
+            times[side.name][measure].append(step(side))
+            times[side.name].setdefault(f"{measure} load", []).append(os.getloadavg()[0])
+            if progress is not None:
+                progress.write_text(json.dumps(times, indent=1))
+            settle(sides)
+
+    settle(sides)
+    run("creation", 0, create)
+    # kctl's controllers are processes of their own: the brokers are chosen by Kafka's controller.
+    # The controlled shutdown comes before the failovers: a Kafka broker that saw the controller
+    # move several times within seconds may send its ControlledShutdown to a former controller,
+    # be refused (STALE_CONTROLLER_EPOCH) and give up on it.
+    broker = min(b for b in BROKERS if b != pair.kafka_controller())
+    run("controlled-shutdown", 0, lambda side: shut_down(side, broker))
+    for side in sides.values():
+        restart(side, broker)
+    settle(sides)
+    # leadership back to the preferred leaders, so that whichever broker's crash comes last, it leads a third
+    for side in sides.values():
+        elect_preferred(side)
+    settle(sides)
+    for round_ in range(ROUNDS):
+        run("failover", round_, fail_over)
+    victim = pair.kafka_controller()
+    run("controller-crash", 0, lambda side: crash_controller(side, victim))
+    for side in sides.values():
+        times[side.name]["controller-crash leaderless"] = [float(side.leaderless)]
+    return times
+
+
+def summary(times: Mapping[str, Mapping[str, list[float]]]) -> dict[str, dict[str, float]]:
+    """Per measure: each side's median and Kafka's over kctl's."""
+    found = {}
+    for measure in MEASURES:
+        kafka, kctl = median(times["kafka"][measure]), median(times["kctl"][measure])
+        found[measure] = {"kafka": kafka, "kctl": kctl, "kafka_over_kctl": kafka / kctl}
+    return found
+
+
+@pytest.mark.parametrize("partitions", SIZES)
+def test_vs_kafka(benchmark: Any, partitions: int, zookeeper_server: ZooKeeperEnsemble,
+                  kafka_installation: KafkaInstallation, tmp_path: Path) -> None:
+    """One sitting at ``partitions`` partitions; kctl's controller must win every measure."""
+    times: dict[str, dict[str, list[float]]] = {}
+    load = [os.getloadavg()[0]]
+
+    def once() -> None:
+        with KafkaCluster(zookeeper_server.hosts, len(BROKERS), installation=kafka_installation,
+                          overrides=KAFKA_CONFIG, jvm_options=SHIPPED_JVM_OPTIONS) as kafka, \
+                side_by_side(zookeeper_server.hosts, kafka, tmp_path / "kctl", CONFIG, log_dir=tmp_path / "logs") as pair:
+            times.update(sitting(pair, partitions, SIZES.index(partitions), tmp_path / "times.json"))
+        load.append(os.getloadavg()[0])
+
+    (tmp_path / "kctl").mkdir()
+    benchmark.group = "kafka:side-by-side"
+    benchmark.pedantic(once, rounds=1, iterations=1)
+    medians = summary(times)
+    benchmark.extra_info.update(vs_kafka=True, partitions=partitions, brokers=len(BROKERS), rf=2, rounds=ROUNDS,
+                                times=times, medians=medians, load_average=load)
+    slower = [m for m, found in medians.items() if found["kafka_over_kctl"] <= 1]
+    assert not slower, f"kctl's controller was not faster than Kafka's on {slower}: {medians}"
