@@ -16,11 +16,21 @@ from __future__ import annotations
 import functools
 
 from kctl.testing.kafka import KafkaCluster, KafkaInstallation
-from kctl.testing.ports import LOOPBACK, free_ports, release_ports
+from kctl.testing.ports import LOOPBACK
 from kctl.testing.zookeeper import ZooKeeperEnsemble
 from kctl.tools.client import AdminClient
 
-from tests.support.kctl_kafka import BROKERS, CONTROLLER, IBP, TIMEOUT, chroot, kctl, logged, settled, start_controller
+from tests.support.kctl_kafka import (
+    BROKERS,
+    CONTROLLER,
+    TIMEOUT,
+    chroot,
+    kctl,
+    kctl_in_charge,
+    logged,
+    settled,
+    start_controller,
+)
 from tests.support.process_harness import ProcessCluster
 
 __all__ = ["chroot", "kctl"]
@@ -31,17 +41,10 @@ PARTITIONS = 6
 def test_kctl_controls_real_kafka_brokers_and_hands_over_to_kafkas_controller(
     zookeeper_server: ZooKeeperEnsemble, kafka_installation: KafkaInstallation, kctl: ProcessCluster, chroot: str,
 ) -> None:
-    port = free_ports(1)[0]
-    try:
-        start_controller(kctl, port)
-        kctl.wait_until(lambda: kctl.active_controller() == CONTROLLER, 60, "kctl's controller to be elected")
+    with kctl_in_charge(kctl, zookeeper_server, kafka_installation, chroot) as (kafka, port):
         entry, _ = kctl.wait_until(lambda: kctl.admin.get_all_brokers().get(CONTROLLER), 60, "kctl's controller entry")
         assert entry.controller_only and [str(e) for e in entry.endpoints] == [f"INTERNAL://{LOOPBACK}:{port}"]
-        with KafkaCluster(zookeeper_server.hosts, 3, chroot=chroot, installation=kafka_installation, overrides=IBP,
-                          inter_broker_listener=True) as kafka:
-            run_scenario(kctl, kafka, port)
-    finally:
-        release_ports([port])
+        run_scenario(kctl, kafka, port)
 
 
 def run_scenario(kctl: ProcessCluster, kafka: KafkaCluster, port: int) -> None:

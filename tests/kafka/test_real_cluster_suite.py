@@ -16,7 +16,6 @@ from __future__ import annotations
 import subprocess
 import threading
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -27,11 +26,10 @@ from kctl.stores import paths
 from kctl.stores.base import MATCH_ANY_VERSION
 from kctl.stores.znode import Op
 from kctl.testing.kafka import KafkaCluster, KafkaInstallation
-from kctl.testing.ports import free_ports, release_ports
 from kctl.testing.zookeeper import ZooKeeperEnsemble
 from kctl.tools.client import AdminClient
 
-from tests.support.kctl_kafka import BROKERS, CONTROLLER, IBP, TIMEOUT, chroot, kctl, settled, start_controller
+from tests.support.kctl_kafka import BROKERS, CONTROLLER, TIMEOUT, chroot, kctl, kctl_in_charge, settled, start_controller
 from tests.support.process_harness import ProcessCluster
 
 __all__ = ["chroot", "kctl"]
@@ -105,26 +103,16 @@ def checksum(values: set[str]) -> int:
     return sum(zlib.crc32(v.encode()) for v in values) % 2**32
 
 
-@pytest.fixture
-def controller_port() -> Iterator[int]:
-    port = free_ports(1)[0]
-    yield port
-    release_ports([port])
-
-
 def test_records_survive_every_operation_with_kctl_in_charge(
     zookeeper_server: ZooKeeperEnsemble, kafka_installation: KafkaInstallation, kctl: ProcessCluster, chroot: str,
-    controller_port: int, tmp_path: Path,
+    tmp_path: Path,
 ) -> None:
-    start_controller(kctl, controller_port)
-    kctl.wait_until(lambda: kctl.active_controller() == CONTROLLER, 60, "kctl's controller to be elected")
-    with KafkaCluster(zookeeper_server.hosts, 3, chroot=chroot, installation=kafka_installation, overrides=IBP,
-                      inter_broker_listener=True) as kafka:
+    with kctl_in_charge(kctl, zookeeper_server, kafka_installation, chroot) as (kafka, port):
         bootstrap = ",".join(b.config["listeners"].split(",")[0].removeprefix("PLAINTEXT://")
                              for b in kafka.brokers.values())
         producer = Producer(kafka_installation, bootstrap, tmp_path / "producer.log")
         try:
-            epochs = run_suite(kctl, kafka, producer, controller_port)
+            epochs = run_suite(kctl, kafka, producer, port)
         finally:
             producer.stop()
         acked = {f"r-{n}" for n in producer.acked}

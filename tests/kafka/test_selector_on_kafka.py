@@ -17,12 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from kctl.testing.kafka import KafkaCluster, KafkaInstallation
-from kctl.testing.ports import free_ports, release_ports
+from kctl.testing.kafka import KafkaInstallation
 from kctl.testing.zookeeper import ZooKeeperEnsemble
 from kctl.tools.client import AdminClient
 
-from tests.support.kctl_kafka import BROKERS, CONTROLLER, IBP, TIMEOUT, chroot, logged, settled, start_controller
+from tests.support.kctl_kafka import BROKERS, CONTROLLER, IBP, TIMEOUT, chroot, kctl_in_charge, logged, settled
 from tests.support.process_harness import ProcessCluster
 
 __all__ = ["chroot"]
@@ -40,23 +39,16 @@ def kctl(zookeeper_server: ZooKeeperEnsemble, chroot: str, tmp_path: Path) -> It
 def test_least_loaded_chooses_the_leaders_of_a_real_cluster(
     zookeeper_server: ZooKeeperEnsemble, kafka_installation: KafkaInstallation, kctl: ProcessCluster, chroot: str,
 ) -> None:
-    port = free_ports(1)[0]
-    try:
-        start_controller(kctl, port)
-        kctl.wait_until(lambda: kctl.active_controller() == CONTROLLER, 60, "kctl's controller to be elected")
-        with KafkaCluster(zookeeper_server.hosts, 3, chroot=chroot, installation=kafka_installation, overrides=IBP,
-                          inter_broker_listener=True) as kafka:
-            epoch = kctl.controller_epoch()
-            AdminClient(kctl.admin).create_topic("spread", assignment=ASSIGNMENT)
-            kctl.wait_until(lambda: settled(kctl, "spread", BROKERS, epoch), TIMEOUT, "kctl to lead every partition")
-            kafka.kill(1)
-            moved = kctl.wait_until(lambda: settled(kctl, "spread", BROKERS - {1}, epoch), TIMEOUT,
-                                    "kctl to lead without broker 1")
-            assert {p: s.leader_and_isr.leader for p, s in moved.items()} == {p: 3 if p < 4 else 2 for p in ASSIGNMENT}
-            for p in range(4):  # Kafka's own rule would have chosen broker 2
-                line = (f"from controller {CONTROLLER} epoch {epoch} starting the become-leader transition for "
-                        f"partition spread-{p}")
-                kctl.wait_until(functools.partial(logged, kafka.brokers[3], "state-change.log", line), TIMEOUT,
-                                f"broker 3 to log its leadership of spread-{p}")
-    finally:
-        release_ports([port])
+    with kctl_in_charge(kctl, zookeeper_server, kafka_installation, chroot) as (kafka, _):
+        epoch = kctl.controller_epoch()
+        AdminClient(kctl.admin).create_topic("spread", assignment=ASSIGNMENT)
+        kctl.wait_until(lambda: settled(kctl, "spread", BROKERS, epoch), TIMEOUT, "kctl to lead every partition")
+        kafka.kill(1)
+        moved = kctl.wait_until(lambda: settled(kctl, "spread", BROKERS - {1}, epoch), TIMEOUT,
+                                "kctl to lead without broker 1")
+        assert {p: s.leader_and_isr.leader for p, s in moved.items()} == {p: 3 if p < 4 else 2 for p in ASSIGNMENT}
+        for p in range(4):  # Kafka's own rule would have chosen broker 2
+            line = (f"from controller {CONTROLLER} epoch {epoch} starting the become-leader transition for "
+                    f"partition spread-{p}")
+            kctl.wait_until(functools.partial(logged, kafka.brokers[3], "state-change.log", line), TIMEOUT,
+                            f"broker 3 to log its leadership of spread-{p}")

@@ -4,6 +4,7 @@ with ``inter_broker_listener=True``)."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from kctl.model import LeaderIsrAndControllerEpoch, TopicPartition
-from kctl.testing.kafka import INTER_BROKER_LISTENER, KafkaBroker
-from kctl.testing.ports import LOOPBACK
+from kctl.testing.kafka import INTER_BROKER_LISTENER, KafkaBroker, KafkaCluster, KafkaInstallation
+from kctl.testing.ports import LOOPBACK, free_ports, release_ports
 from kctl.testing.zookeeper import ZooKeeperEnsemble
 
 from tests.support.process_harness import ProcessCluster
@@ -36,6 +37,22 @@ def kctl(zookeeper_server: ZooKeeperEnsemble, chroot: str, tmp_path: Path) -> It
 
 def start_controller(kctl: ProcessCluster, port: int) -> None:
     kctl.start_controller(CONTROLLER, ["--kafka-listener", f"{INTER_BROKER_LISTENER}://{LOOPBACK}:{port}"])
+
+
+@contextlib.contextmanager
+def kctl_in_charge(kctl: ProcessCluster, zookeeper: ZooKeeperEnsemble, installation: KafkaInstallation,
+                   chroot: str) -> Iterator[tuple[KafkaCluster, int]]:
+    """kctl's controller elected first, then three Kafka brokers (with an inter-broker listener) in
+    the same chroot: the brokers and the port of kctl's listener."""
+    port = free_ports(1)[0]
+    try:
+        start_controller(kctl, port)
+        kctl.wait_until(lambda: kctl.active_controller() == CONTROLLER, 60, "kctl's controller to be elected")
+        with KafkaCluster(zookeeper.hosts, 3, chroot=chroot, installation=installation, overrides=IBP,
+                          inter_broker_listener=True) as kafka:
+            yield kafka, port
+    finally:
+        release_ports([port])
 
 
 def states(kctl: ProcessCluster, topic: str) -> dict[int, LeaderIsrAndControllerEpoch]:
@@ -63,5 +80,5 @@ def settled(kctl: ProcessCluster, topic: str, live: set[int],
     return found
 
 
-__all__ = ["BROKERS", "CONTROLLER", "IBP", "TIMEOUT", "chroot", "kctl", "logged", "settled", "start_controller",
+__all__ = ["BROKERS", "CONTROLLER", "IBP", "TIMEOUT", "chroot", "kctl", "kctl_in_charge", "logged", "settled", "start_controller",
            "states"]
