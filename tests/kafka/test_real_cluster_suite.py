@@ -8,7 +8,8 @@ a preferred election, a topic deletion, a failover from kctl's controller to a K
 killed) and back (``/controller`` deleted while kctl stands by, until kctl wins it). After each step
 the producer must have records acknowledged again. Afterwards: every acknowledged record is read
 back, every partition is led with its ISR full, and the controller epoch never went backwards.
-The producer's ids come from kctl's answer to the brokers' AllocateProducerIds.
+The producer's ids come from kctl's answer to the brokers' AllocateProducerIds. It takes 95–175 s
+here, so it runs with the whole catalogue (marker ``kafka_full``: ``./scripts/kafka-diff``).
 """
 
 from __future__ import annotations
