@@ -40,6 +40,7 @@ KAFKA_ERROR_CODES = {
     "ELECTION_NOT_NEEDED": 84,
     "NO_REASSIGNMENT_IN_PROGRESS": 85,
     "INVALID_UPDATE_VERSION": 95,
+    "BROKER_ID_NOT_REGISTERED": 102,
     "INELIGIBLE_REPLICA": 107,
 }
 
@@ -73,6 +74,7 @@ EXPECTED: dict[str, tuple[str, type[BaseException] | None]] = {
     "ControllerMovedError": ("STALE_CONTROLLER_EPOCH", None),
     "NotControllerError": ("NOT_CONTROLLER", None),
     "StaleBrokerEpochError": ("STALE_BROKER_EPOCH", None),
+    "BrokerIdNotRegisteredError": ("BROKER_ID_NOT_REGISTERED", None),
     "StaleControllerEpochError": ("STALE_CONTROLLER_EPOCH", None),
     "ElectionNotNeededError": ("ELECTION_NOT_NEEDED", None),
     "PreferredLeaderNotAvailableError": ("PREFERRED_LEADER_NOT_AVAILABLE", None),

@@ -17,6 +17,8 @@ from kctl.errors import Errors
 from kctl.kafka import messages as km
 from kctl.kafka import protocol as p
 from kctl.messages import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
     ControlledShutdownRequest,
@@ -41,6 +43,8 @@ class Controller:
             return
         if isinstance(request, ControlledShutdownRequest):
             respond(ControlledShutdownResponse(Errors.NONE, (TopicPartition("foo", 1),)))
+        elif isinstance(request, AllocateProducerIdsRequest):
+            respond(AllocateProducerIdsResponse(Errors.NONE, 2000, 1000))
         else:
             assert isinstance(request, AlterPartitionRequest)
             respond(AlterPartitionResponse(Errors.NONE, dict(request.changes)))
@@ -85,13 +89,13 @@ def test_api_versions_name_what_the_controller_answers(listening: tuple[KafkaTra
     for version in range(4):
         answer = ask(transport, 18, version, {"ClientSoftwareName": "apache-kafka-java", "ClientSoftwareVersion": "3.9.1"})
         assert answer["ErrorCode"] == 0
-        assert {(k["ApiKey"], k["MinVersion"], k["MaxVersion"]) for k in answer["ApiKeys"]} == {(7, 0, 3), (18, 0, 3), (56, 0, 3)}
+        assert {(k["ApiKey"], k["MinVersion"], k["MaxVersion"]) for k in answer["ApiKeys"]} == {(7, 0, 3), (18, 0, 3), (56, 0, 3), (67, 0, 0)}
     # A newer ApiVersions than kctl's: answered at v0 with UNSUPPORTED_VERSION, as Kafka answers it.
     with connect(transport) as conn:
         conn.sendall(p.frame(struct.pack(">hhih", 18, 9, 17, -1) + b"\x00\x00"))
         size = struct.unpack(">i", conn.recv(4, socket.MSG_WAITALL))[0]
         _, answer = p.decode_response(p.API_VERSIONS, 0, conn.recv(size, socket.MSG_WAITALL))
-    assert answer["ErrorCode"] == km.UNSUPPORTED_VERSION and len(answer["ApiKeys"]) == 3
+    assert answer["ErrorCode"] == km.UNSUPPORTED_VERSION and len(answer["ApiKeys"]) == 4
 
 
 def test_controlled_shutdown_reaches_the_controller(listening: tuple[KafkaTransport, Controller]) -> None:
@@ -99,6 +103,16 @@ def test_controlled_shutdown_reaches_the_controller(listening: tuple[KafkaTransp
     answer = ask(transport, 7, 3, {"BrokerId": 2, "BrokerEpoch": 77})
     assert controller.asked == [ControlledShutdownRequest(2, 77)]
     assert answer == {"ErrorCode": 0, "RemainingPartitions": [{"TopicName": "foo", "PartitionIndex": 1}]}
+
+
+def test_allocate_producer_ids_reaches_the_controller(listening: tuple[KafkaTransport, Controller]) -> None:
+    transport, controller = listening
+    answer = ask(transport, 67, 0, {"BrokerId": 2, "BrokerEpoch": 77})
+    assert controller.asked == [AllocateProducerIdsRequest(2, 77)]
+    assert answer == {"ThrottleTimeMs": 0, "ErrorCode": 0, "ProducerIdStart": 2000, "ProducerIdLen": 1000}
+    transport.unbind_controller(0)
+    answer = ask(transport, 67, 0, {"BrokerId": 2, "BrokerEpoch": 77})
+    assert (answer["ErrorCode"], answer["ProducerIdStart"], answer["ProducerIdLen"]) == (Errors.NOT_CONTROLLER.value, -1, 0)
 
 
 def test_alter_partition_by_topic_id(listening: tuple[KafkaTransport, Controller]) -> None:

@@ -43,6 +43,7 @@ class Errors(enum.Enum):
     ELECTION_NOT_NEEDED = 84
     NO_REASSIGNMENT_IN_PROGRESS = 85
     INVALID_UPDATE_VERSION = 95
+    BROKER_ID_NOT_REGISTERED = 102
     INELIGIBLE_REPLICA = 107
 
     @property
@@ -145,6 +146,10 @@ class NotControllerError(KctlError):
 
 class StaleBrokerEpochError(KctlError):
     error = Errors.STALE_BROKER_EPOCH
+
+
+class BrokerIdNotRegisteredError(KctlError):
+    error = Errors.BROKER_ID_NOT_REGISTERED
 
 
 class StaleControllerEpochError(KctlError):

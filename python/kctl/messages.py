@@ -272,4 +272,23 @@ class AlterPartitionResponse:
     partitions: Mapping[TopicPartition, LeaderAndIsr | Errors] = field(default_factory=dict)
 
 
-BrokerToControllerRequest = Union[ControlledShutdownRequest, AlterPartitionRequest]
+@dataclass(frozen=True)
+class AllocateProducerIdsRequest:
+    """A broker asking for a block of producer ids for its idempotent and transactional producers."""
+
+    broker_id: int
+    broker_epoch: int
+
+    api = "AllocateProducerIds"
+
+
+@dataclass(frozen=True)
+class AllocateProducerIdsResponse:
+    """The block (``producer_id_start`` and the ``producer_id_len`` ids after it), or an error."""
+
+    error: Errors = Errors.NONE
+    producer_id_start: int = -1
+    producer_id_len: int = 0
+
+
+BrokerToControllerRequest = Union[ControlledShutdownRequest, AlterPartitionRequest, AllocateProducerIdsRequest]

@@ -30,6 +30,7 @@ VALID = [
     request(7, 1, {"BrokerId": 2}),
     request(56, 3, ALTER_PARTITION_V3),
     request(18, 3, {"ClientSoftwareName": "apache-kafka-java", "ClientSoftwareVersion": "3.9.1"}),
+    request(67, 0, {"BrokerId": 2, "BrokerEpoch": 77}),
 ]
 
 
@@ -51,6 +52,8 @@ def test_unknown_api_keys_and_versions() -> None:
         p.decode_request(struct.pack(">hhi", 0, 9, 1) + b"\xff\xff")
     with pytest.raises(p.UnsupportedApiError, match="AlterPartition version 4 is not supported"):
         p.decode_request(struct.pack(">hhi", 56, 4, 1) + b"\xff\xff\x00")
+    with pytest.raises(p.UnsupportedApiError, match="AllocateProducerIds version 1 is not supported"):
+        p.decode_request(struct.pack(">hhi", 67, 1, 1) + b"\xff\xff\x00")
     with pytest.raises(p.UnsupportedApiError, match="ControlledShutdown version -1"):
         p.decode_request(struct.pack(">hhi", 7, -1, 1))
 
@@ -102,6 +105,17 @@ def test_tagged_field_abuse() -> None:
     body8 = struct.pack(">i?iq", 0, False, 1, -1) + b"\x01\x01" + b"\x01\x00\x02\x01\x02"
     with pytest.raises(p.KafkaProtocolError, match="tagged field Type: 1 unexpected bytes"):
         p.decode(p.UPDATE_METADATA.request, body8, 8, True, "UpdateMetadata")
+
+
+def test_allocate_producer_ids_bounds() -> None:
+    header = p.encode_request_header(p.RequestHeader(67, 0, 1, "b"))
+    assert p.decode_request(header + struct.pack(">iq", 2, 77) + b"\x00")[1] == {"BrokerId": 2, "BrokerEpoch": 77}
+    with pytest.raises(p.KafkaProtocolError, match="truncated BrokerEpoch"):
+        p.decode_request(header + struct.pack(">i", 2) + b"\x00\x00")
+    with pytest.raises(p.KafkaProtocolError, match="unexpected bytes after the message"):
+        p.decode_request(header + struct.pack(">iq", 2, 77) + b"\x00\x00")
+    with pytest.raises(p.KafkaProtocolError, match="130 tagged fields announced"):
+        p.decode_request(header + struct.pack(">iq", 2, 77) + b"\x82\x01")
 
 
 def test_request_header_bounds() -> None:

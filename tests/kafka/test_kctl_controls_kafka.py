@@ -14,80 +14,37 @@ stands by. It takes 25–50 s here, so it runs with the small set (marker ``kafk
 from __future__ import annotations
 
 import functools
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
-
-from kctl.model import LeaderIsrAndControllerEpoch, TopicPartition
-from kctl.testing.kafka import INTER_BROKER_LISTENER, KafkaBroker, KafkaCluster, KafkaInstallation
-from kctl.testing.ports import LOOPBACK, free_ports, release_ports
+from kctl.testing.kafka import KafkaCluster, KafkaInstallation
+from kctl.testing.ports import LOOPBACK
 from kctl.testing.zookeeper import ZooKeeperEnsemble
 from kctl.tools.client import AdminClient
 
+from tests.support.kctl_kafka import (
+    BROKERS,
+    CONTROLLER,
+    TIMEOUT,
+    chroot,
+    kctl,
+    kctl_in_charge,
+    logged,
+    settled,
+    start_controller,
+)
 from tests.support.process_harness import ProcessCluster
 
-CONTROLLER = 3000
-BROKERS = {1, 2, 3}
+__all__ = ["chroot", "kctl"]
+
 PARTITIONS = 6
-TIMEOUT = 120.0
-IBP = {"inter.broker.protocol.version": "3.9"}
-
-
-@pytest.fixture
-def chroot() -> str:
-    return f"/kctl-kafka-{uuid.uuid4().hex}"
-
-
-@pytest.fixture
-def kctl(zookeeper_server: ZooKeeperEnsemble, chroot: str, tmp_path: Path) -> Iterator[ProcessCluster]:
-    with ProcessCluster(zookeeper_server.hosts + chroot, tmp_path, dict(IBP), transport="kafka") as cluster:
-        yield cluster
-
-
-def start_controller(kctl: ProcessCluster, port: int) -> None:
-    kctl.start_controller(CONTROLLER, ["--kafka-listener", f"{INTER_BROKER_LISTENER}://{LOOPBACK}:{port}"])
-
-
-def states(kctl: ProcessCluster, topic: str) -> dict[int, LeaderIsrAndControllerEpoch]:
-    found = kctl.admin.get_partition_states([TopicPartition(topic, p) for p in range(PARTITIONS)]).values
-    return {tp.partition: state for tp, state in found.items()}
-
-
-def logged(broker: KafkaBroker, log: str, line: str) -> bool:
-    return line in broker.log_tail(log, 100_000)
-
-
-def settled(kctl: ProcessCluster, topic: str, live: set[int], controller_epoch: int) -> dict[int, LeaderIsrAndControllerEpoch] | None:
-    """The topic's states once every partition is led by a live broker with the live replicas in
-    its ISR, written by the controller of ``controller_epoch``."""
-    found = states(kctl, topic)
-    assignment = kctl.assignment(topic)
-    if len(found) != PARTITIONS:
-        return None
-    for p, state in found.items():
-        lai = state.leader_and_isr
-        if (lai.leader not in live or set(lai.isr) != set(assignment[p].replicas) & live
-                or state.controller_epoch != controller_epoch):
-            return None
-    return found
 
 
 def test_kctl_controls_real_kafka_brokers_and_hands_over_to_kafkas_controller(
     zookeeper_server: ZooKeeperEnsemble, kafka_installation: KafkaInstallation, kctl: ProcessCluster, chroot: str,
 ) -> None:
-    port = free_ports(1)[0]
-    try:
-        start_controller(kctl, port)
-        kctl.wait_until(lambda: kctl.active_controller() == CONTROLLER, 60, "kctl's controller to be elected")
+    with kctl_in_charge(kctl, zookeeper_server, kafka_installation, chroot) as (kafka, port):
         entry, _ = kctl.wait_until(lambda: kctl.admin.get_all_brokers().get(CONTROLLER), 60, "kctl's controller entry")
         assert entry.controller_only and [str(e) for e in entry.endpoints] == [f"INTERNAL://{LOOPBACK}:{port}"]
-        with KafkaCluster(zookeeper_server.hosts, 3, chroot=chroot, installation=kafka_installation, overrides=IBP,
-                          inter_broker_listener=True) as kafka:
-            run_scenario(kctl, kafka, port)
-    finally:
-        release_ports([port])
+        run_scenario(kctl, kafka, port)
 
 
 def run_scenario(kctl: ProcessCluster, kafka: KafkaCluster, port: int) -> None:

@@ -28,6 +28,8 @@ from kctl.errors import Errors
 from kctl.kafka import messages as km
 from kctl.kafka import protocol as p
 from kctl.messages import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
     AlterPartitionResponse,
     ControlledShutdownResponse,
     ControllerRequest,
@@ -303,6 +305,7 @@ def test_broker_requests_from_kafka_map_to_kctl(kafka_installation: KafkaInstall
     for v in range(4):
         items.append((p.API_VERSIONS, v, "request", {"clientSoftwareName": "apache-kafka-java",
                                                      "clientSoftwareVersion": "3.9.1"}))
+    items.append((p.ALLOCATE_PRODUCER_IDS, 0, "request", {"brokerId": 2, "brokerEpoch": 77}))
     for (a, v, _, _), data in zip(items, kafka_writes(kafka_installation, items)):
         # ControlledShutdown v0 takes header v0, which has no client id.
         header = p.RequestHeader(a.key, v, 5, None if p.request_header_version(a, v) == 0 else "broker-2")
@@ -318,6 +321,8 @@ def test_broker_requests_from_kafka_map_to_kctl(kafka_installation: KafkaInstall
             assert request.changes == {tp: LeaderAndIsr(2, (2, 3), 5, 9, LeaderRecoveryState.RECOVERING if v >= 1 else
                                                          LeaderRecoveryState.RECOVERED)}
             assert epochs == ({tp: (70, 71)} if v == 3 else {})
+        elif a is p.ALLOCATE_PRODUCER_IDS:
+            assert km.allocate_producer_ids_request(body) == AllocateProducerIdsRequest(2, 77)
         else:
             assert body.get("ClientSoftwareName") == ("apache-kafka-java" if v >= 3 else None)
 
@@ -342,7 +347,11 @@ def test_kctl_answers_to_brokers_match_kafka(kafka_installation: KafkaInstallati
         cases.append(Case(p.API_VERSIONS, v, "response",
                           p.encode(p.API_VERSIONS.response, km.api_versions_response_body(), v, v >= 3)))
         meanings.append(lambda j: {(k["apiKey"], k["minVersion"], k["maxVersion"]) for k in j["apiKeys"]}
-                        == {(7, 0, 3), (18, 0, 3), (56, 0, 3)})
+                        == {(7, 0, 3), (18, 0, 3), (56, 0, 3), (67, 0, 0)})
+    allocated = AllocateProducerIdsResponse(Errors.NONE, 3000, 1000)
+    cases.append(Case(p.ALLOCATE_PRODUCER_IDS, 0, "response", p.encode(
+        p.ALLOCATE_PRODUCER_IDS.response, km.allocate_producer_ids_response_body(allocated), 0, True)))
+    meanings.append(lambda j: (j["errorCode"], j["producerIdStart"], j["producerIdLen"]) == (0, 3000, 1000))
     for case, j, meaning in zip(cases, round_trip(kafka_installation, cases), meanings):
         assert meaning(j), (case.api.name, case.version, j)
 

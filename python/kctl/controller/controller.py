@@ -27,6 +27,7 @@ from kctl.engine_api.statemachine import ElectionOutcome
 from kctl.engines import default_engine, engine_parts
 from kctl.errors import (
     CorruptDataError,
+    BrokerIdNotRegisteredError,
     BrokerNotAvailableError,
     ControllerMovedError,
     EligibleLeadersNotAvailableError,
@@ -65,7 +66,10 @@ from kctl.model import (
     validate_partition_id,
 )
 from kctl.plugins import PluginHost, get_plugin_host
+from kctl.producer_ids import allocate_producer_id_block
 from kctl.messages import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
     ControlledShutdownRequest,
@@ -84,6 +88,7 @@ from kctl.stores.base import (
     FEATURE_STATUS_ENABLED,
     ChangeType,
     FinalizedFeatures,
+    ProducerIdBlock,
     StateStore,
     TopicAssignment,
     WatchEvent,
@@ -286,6 +291,11 @@ class KafkaController:
         event = ev.ControlledShutdown(broker_id=broker_id, broker_epoch=broker_epoch)
         return self._put_checked(event, lambda: _check_sender(broker_id, broker_epoch))
 
+    def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> Future[ProducerIdBlock]:
+        """A new block of producer ids for a live broker, written to the store first."""
+        event = ev.AllocateProducerIds(broker_id=broker_id, broker_epoch=broker_epoch)
+        return self._put_checked(event, lambda: _check_sender(broker_id, broker_epoch))
+
     def alter_partition(
         self, broker_id: int, broker_epoch: int, changes: Mapping[TopicPartition, LeaderAndIsr]
     ) -> Future[dict[TopicPartition, LeaderAndIsr | KctlError]]:
@@ -474,6 +484,19 @@ class KafkaController:
                 callback(AlterPartitionResponse(Errors.NONE, results))
 
             alter.add_done_callback(answer_alter)
+        elif isinstance(request, AllocateProducerIdsRequest):
+            allocate = self.allocate_producer_ids(request.broker_id, request.broker_epoch)
+
+            def answer_allocate(f: Future[ProducerIdBlock]) -> None:
+                error = f.exception()
+                if error is not None:
+                    callback(AllocateProducerIdsResponse(error_of(error)))
+                    return
+                block = f.result()
+                callback(AllocateProducerIdsResponse(Errors.NONE, block.block_start,
+                                                     block.block_end - block.block_start + 1))
+
+            allocate.add_done_callback(answer_allocate)
         else:
             log.warning("Controller %s ignored an unexpected request %r", self.broker_id, request)
 
@@ -505,6 +528,7 @@ class KafkaController:
             _handler(ev.AutoPreferredReplicaLeaderElection, self._process_AutoPreferredReplicaLeaderElection),
             _handler(ev.ControlledShutdown, self._process_ControlledShutdown),
             _handler(ev.AlterPartitionReceived, self._process_AlterPartitionReceived),
+            _handler(ev.AllocateProducerIds, self._process_AllocateProducerIds),
             _handler(ev.IsrChangeNotification, self._process_IsrChangeNotification),
             _handler(ev.LogDirEventNotification, self._process_LogDirEventNotification),
             _handler(ev.LeaderAndIsrResponseReceived, self._process_LeaderAndIsrResponseReceived),
@@ -1235,6 +1259,21 @@ class KafkaController:
         self._send_requests(lambda batch: batch.add_stop_replica_requests_for_brokers([broker_id], followed, False))
         self.replica_state_machine.handle_state_changes(ctx.replicas_of(followed, broker_id), ReplicaState.OFFLINE)
         return list(ctx.partition_leaders_on_broker(broker_id))
+
+    @_active_or_not_controller
+    def _process_AllocateProducerIds(self, event: ev.AllocateProducerIds) -> None:
+        """Kafka's ``processAllocateProducerIds``: only a live broker at its current epoch gets a block."""
+        cached = self.context.live_broker_epoch(event.broker_id)
+        if cached is None:
+            log.warning("Ignoring AllocateProducerIds due to unknown broker %s", event.broker_id)
+            event.future.set_exception(BrokerIdNotRegisteredError(f"Broker id {event.broker_id} is not registered"))
+        elif cached != event.broker_epoch:
+            log.warning("Ignoring AllocateProducerIds due to stale broker epoch %s for broker %s",
+                        event.broker_epoch, event.broker_id)
+            event.future.set_exception(StaleBrokerEpochError(
+                f"Broker {event.broker_id}'s epoch {event.broker_epoch} is not its current epoch {cached}"))
+        else:
+            event.future.set_result(allocate_producer_id_block(self.store, event.broker_id))
 
     # ISR changes ----------------------------------------------------------------------------------
 

@@ -283,6 +283,15 @@ class ListPartitionReassignments(EventWithFuture):
 
 
 @dataclass(frozen=True, kw_only=True)
+class AllocateProducerIds(EventWithFuture):
+    """A broker asking for a block of producer ids (Kafka's event keeps the controller Idle)."""
+
+    broker_id: int
+    broker_epoch: int
+    state: ClassVar[ControllerState] = ControllerState.IDLE
+
+
+@dataclass(frozen=True, kw_only=True)
 class AlterPartitionReceived(EventWithFuture):
     broker_id: int
     broker_epoch: int

@@ -1,5 +1,6 @@
-"""The controller's listener for real Kafka brokers: ApiVersions, ControlledShutdown and
-AlterPartition in Kafka's protocol, answered through the transport's controller handler.
+"""The controller's listener for real Kafka brokers: ApiVersions, ControlledShutdown,
+AlterPartition and AllocateProducerIds in Kafka's protocol, answered through the transport's
+controller handler.
 
 As Kafka's socket server does: requests on one connection are answered in order, one at a time;
 a frame larger than ``max_request_bytes``, an unknown api key, a version kctl lacks (but
@@ -26,7 +27,7 @@ from typing import Any
 from kctl.errors import Errors
 from kctl.kafka import messages as km
 from kctl.kafka import protocol as p
-from kctl.messages import AlterPartitionResponse, ControlledShutdownResponse
+from kctl.messages import AllocateProducerIdsResponse, AlterPartitionResponse, ControlledShutdownResponse
 from kctl.transports.base import ControllerHandler, error_response
 
 logger = logging.getLogger(__name__)
@@ -115,6 +116,9 @@ class ControllerListener:
             altered = (self._ask(received.request, AlterPartitionResponse) if received.request.changes
                        else AlterPartitionResponse())
             body = km.alter_partition_response_body(altered, header.api_version, ids, received.unknown_topic_ids)
+        elif a is p.ALLOCATE_PRODUCER_IDS:
+            allocated = self._ask(km.allocate_producer_ids_request(request), AllocateProducerIdsResponse)
+            body = km.allocate_producer_ids_response_body(allocated)
         else:
             raise p.UnsupportedApiError(f"{a.name} is not answered by a controller")
         return p.encode_response(a, header.api_version, header.correlation_id, body)

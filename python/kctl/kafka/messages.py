@@ -24,6 +24,8 @@ from kctl.errors import Errors
 from kctl.kafka import protocol as p
 from kctl.messages import (
     ZERO_UUID,
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
     ControlledShutdownRequest,
@@ -43,6 +45,7 @@ CONTROLLER_API_VERSIONS: Mapping[int, tuple[int, int]] = {
     p.CONTROLLED_SHUTDOWN.key: (0, p.CONTROLLED_SHUTDOWN.max_version),
     p.API_VERSIONS.key: (0, p.API_VERSIONS.max_version),
     p.ALTER_PARTITION.key: (0, p.ALTER_PARTITION.max_version),
+    p.ALLOCATE_PRODUCER_IDS.key: (0, p.ALLOCATE_PRODUCER_IDS.max_version),
 }
 """What kctl's controller listener answers: api key → (min, max) version."""
 
@@ -296,6 +299,15 @@ def alter_partition_response_body(response: AlterPartitionResponse, version: int
     return {"ThrottleTimeMs": 0, "ErrorCode": response.error.value, "Topics": topics}
 
 
+def allocate_producer_ids_request(body: Mapping[str, Any]) -> AllocateProducerIdsRequest:
+    return AllocateProducerIdsRequest(body["BrokerId"], body["BrokerEpoch"])
+
+
+def allocate_producer_ids_response_body(response: AllocateProducerIdsResponse) -> dict[str, Any]:
+    return {"ThrottleTimeMs": 0, "ErrorCode": response.error.value, "ProducerIdStart": response.producer_id_start,
+            "ProducerIdLen": response.producer_id_len}
+
+
 def api_versions_response_body(error_code: int = 0) -> dict[str, Any]:
     """What the controller's listener answers (with ``UNSUPPORTED_VERSION`` to a version it lacks)."""
     return {"ErrorCode": error_code, "ThrottleTimeMs": 0, "ApiKeys": [
@@ -303,7 +315,7 @@ def api_versions_response_body(error_code: int = 0) -> dict[str, Any]:
 
 
 __all__ = [
-    "AlterPartitionReceived", "CONTROLLER_API_VERSIONS", "SECURITY_PROTOCOLS", "UNKNOWN_TOPIC_ID", "UNSUPPORTED_VERSION", "alter_partition_request", "api_of", "alter_partition_response_body",
+    "AlterPartitionReceived", "allocate_producer_ids_request", "allocate_producer_ids_response_body", "CONTROLLER_API_VERSIONS", "SECURITY_PROTOCOLS", "UNKNOWN_TOPIC_ID", "UNSUPPORTED_VERSION", "alter_partition_request", "api_of", "alter_partition_response_body",
     "api_versions_response_body", "controlled_shutdown_request", "controlled_shutdown_response_body",
     "controller_request_body", "controller_response", "encode_controller_request", "error", "topic_id_bytes",
     "topic_id_text",

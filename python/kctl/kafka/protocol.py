@@ -2,7 +2,8 @@
 
 The schemas below are Kafka 3.9's (``clients/src/main/resources/common/message/*.json``) for
 LeaderAndIsr (4, v0–7), StopReplica (5, v0–4), UpdateMetadata (6, v0–8), ControlledShutdown (7,
-v0–3), ApiVersions (18, v0–3) and AlterPartition (56, v0–3), requests and responses, written as
+v0–3), ApiVersions (18, v0–3), AlterPartition (56, v0–3) and AllocateProducerIds (67, v0),
+requests and responses, written as
 data: a struct is a tuple of fields, each with Kafka's name, type and the versions that carry it.
 One generic reader and one writer walk them, so a message is a ``dict`` keyed by Kafka's field
 names. Flexible versions use compact arrays and strings (unsigned varint of length + 1) and end
@@ -282,8 +283,19 @@ ALTER_PARTITION = Api(56, "AlterPartition", 3, 0, request=(
     )),
 ))
 
+ALLOCATE_PRODUCER_IDS = Api(67, "AllocateProducerIds", 0, 0, request=(
+    Field("BrokerId", "int32"),
+    Field("BrokerEpoch", "int64"),
+), response=(
+    Field("ThrottleTimeMs", "int32"),
+    Field("ErrorCode", "int16"),
+    Field("ProducerIdStart", "int64"),
+    Field("ProducerIdLen", "int32"),
+))
+
 APIS: Mapping[int, Api] = {api.key: api for api in (
-    LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, CONTROLLED_SHUTDOWN, API_VERSIONS, ALTER_PARTITION)}
+    LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, CONTROLLED_SHUTDOWN, API_VERSIONS, ALTER_PARTITION,
+    ALLOCATE_PRODUCER_IDS)}
 
 
 def api(key: int) -> Api:

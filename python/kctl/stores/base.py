@@ -86,6 +86,16 @@ class FinalizedFeatures:
     features: Mapping[str, int]
 
 
+@dataclass(frozen=True)
+class ProducerIdBlock:
+    """The content of ``/latest_producer_id_block``: the last block of producer ids handed out,
+    its owner and its inclusive bounds (Kafka's ``ProducerIdsBlock``)."""
+
+    broker: int
+    block_start: int
+    block_end: int
+
+
 class WatchKind(enum.Enum):
     """What a watch observes; ``key`` of the registration and the event says which instance."""
 
@@ -205,6 +215,14 @@ class StateStore(Protocol):
 
     def set_finalized_features(self, features: FinalizedFeatures) -> None:
         """Create or overwrite ``/feature`` (the controller's, at failover)."""
+
+    def get_producer_id_block(self) -> tuple[ProducerIdBlock | None, int | None]:
+        """``/latest_producer_id_block`` and its version: no block while it is absent (version
+        None) or empty (as brokers create it at start-up)."""
+
+    def set_producer_id_block(self, block: ProducerIdBlock, expected_version: int | None) -> bool:
+        """Write ``block`` if the znode is still at ``expected_version`` (None: create it); False
+        when another writer came first (Kafka's ``conditionalUpdatePath``)."""
 
     # --- Topics and assignments ----------------------------------------------------------------
 

@@ -45,6 +45,7 @@ from kctl.stores import paths
 from kctl.stores.base import (
     MATCH_ANY_VERSION,
     FinalizedFeatures,
+    ProducerIdBlock,
     ReadResult,
     TopicAssignment,
     UpdateResult,
@@ -98,6 +99,7 @@ class ZnodeFormat:
     broker: BrokerCodec
     cluster_id: Codec[str, str]
     feature: Codec[FinalizedFeatures, FinalizedFeatures]
+    producer_id_block: Codec[ProducerIdBlock, ProducerIdBlock]
     topic: Codec[TopicAssignment, TopicAssignment]
     config: Codec[Mapping[str, str], dict[str, str]]
     partition_state: StateCodec
@@ -270,6 +272,25 @@ class KafkaZkClient:
 
     def set_finalized_features(self, features: FinalizedFeatures) -> None:
         self._put(paths.FEATURE, self._format.feature.encode(features))
+
+    def get_producer_id_block(self) -> tuple[ProducerIdBlock | None, int | None]:
+        path = paths.LATEST_PRODUCER_ID_BLOCK
+        found = self._get(path)
+        if found is None:
+            return None, None
+        data, stat = found
+        return (self._format.producer_id_block.decode(data, path) if data else None), stat.version
+
+    def set_producer_id_block(self, block: ProducerIdBlock, expected_version: int | None) -> bool:
+        data = self._format.producer_id_block.encode(block)
+        path = paths.LATEST_PRODUCER_ID_BLOCK
+        op = Op("create", path, data) if expected_version is None else Op("set", path, data, expected_version)
+        outcome = self._znodes.multi([[op]], MATCH_ANY_VERSION)[0]
+        if isinstance(outcome, Failure):
+            if isinstance(outcome.error, (BadVersionError, NodeExistsError, NoNodeError)):
+                return False
+            raise outcome.error
+        return True
 
     # --- Topics and assignments ----------------------------------------------------------------
 

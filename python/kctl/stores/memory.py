@@ -36,7 +36,7 @@ from kctl.model import (
     TopicPartition,
     int_problem,
 )
-from kctl.stores.base import FinalizedFeatures, TopicAssignment
+from kctl.stores.base import FinalizedFeatures, ProducerIdBlock, TopicAssignment
 from kctl.stores.kafkazk import KafkaZkClient, ZnodeFormat
 from kctl.stores.memtree import MemoryTree, PartitionSnapshot, Session, Transaction, TreeClient, _row_of
 from kctl.stores.znode import Stat
@@ -210,6 +210,10 @@ def _features(path: str, data: object) -> FinalizedFeatures:
     raise _corrupt(path, "FinalizedFeatures with a level per feature name", data)
 
 
+def _producer_id_block(path: str, data: object) -> ProducerIdBlock:
+    return _typed(path, data, ProducerIdBlock)
+
+
 _INT32: _Held[int, int] = _Held(_int32)
 _OBJECTS = ZnodeFormat(
     controller=_INT32,
@@ -217,6 +221,7 @@ _OBJECTS = ZnodeFormat(
     broker=_Broker,
     cluster_id=_Held(_string),
     feature=_Held(_features, lambda value: dataclasses.replace(value, features=dict(value.features))),
+    producer_id_block=_Held(_producer_id_block),
     topic=_Topic(),
     config=_Held(_config, dict),
     partition_state=_PartitionState,

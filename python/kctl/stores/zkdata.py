@@ -22,7 +22,6 @@ import re
 import reprlib
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import NamedTuple
 
 from kctl.errors import CorruptDataError
 from kctl.limits import DocumentError, decode_text, parse_json
@@ -40,7 +39,13 @@ from kctl.model import (
     int_problem,
 )
 from kctl.stores import paths
-from kctl.stores.base import FEATURE_STATUS_DISABLED, FEATURE_STATUS_ENABLED, FinalizedFeatures, TopicAssignment
+from kctl.stores.base import (
+    FEATURE_STATUS_DISABLED,
+    FEATURE_STATUS_ENABLED,
+    FinalizedFeatures,
+    ProducerIdBlock,
+    TopicAssignment,
+)
 
 MAX_ZNODE_BYTES = 4 * 1024 * 1024
 """The largest znode data decoded: the ``jute.maxbuffer`` Kafka's ZooKeeper client is given (ZooKeeper
@@ -621,14 +626,6 @@ class FeatureZNode:
                                   f"must be levels from 1 with the minimum at most the maximum, found {low} and {high}")
             finalized[name] = high
         return FinalizedFeatures(version, status, finalized)
-
-
-class ProducerIdBlock(NamedTuple):
-    """The last producer-id block handed out: its owner and its inclusive bounds."""
-
-    broker: int
-    block_start: int
-    block_end: int
 
 
 class ProducerIdBlockZNode:

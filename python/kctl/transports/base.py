@@ -16,6 +16,8 @@ from typing import Any, Protocol, runtime_checkable
 from kctl.errors import Errors
 from kctl.model import BrokerInfo
 from kctl.messages import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
     BrokerToControllerRequest,
@@ -35,12 +37,14 @@ ControllerHandler = Callable[[BrokerToControllerRequest, Callable[[Any], None]],
 
 def error_response(
     request: BrokerToControllerRequest, error: Errors
-) -> ControlledShutdownResponse | AlterPartitionResponse:
+) -> ControlledShutdownResponse | AlterPartitionResponse | AllocateProducerIdsResponse:
     """The answer to a broker request that reached no controller (``NOT_CONTROLLER`` …)."""
     if isinstance(request, ControlledShutdownRequest):
         return ControlledShutdownResponse(error)
     if isinstance(request, AlterPartitionRequest):
         return AlterPartitionResponse(error)
+    if isinstance(request, AllocateProducerIdsRequest):
+        return AllocateProducerIdsResponse(error)
     raise TypeError(f"not a broker-to-controller request: {request!r}")
 
 

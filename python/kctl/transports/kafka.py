@@ -9,7 +9,7 @@ request in flight and, on any failure (no connection, a closed connection, no an
 removed. Responses reach the callback as kctl's messages, on the sender's thread.
 
 A bound controller answers brokers on ``listen`` (:class:`kctl.kafka.listener.ControllerListener`:
-ApiVersions, ControlledShutdown, AlterPartition). AlterPartition v2+ names topics by id: the ids
+ApiVersions, ControlledShutdown, AlterPartition, AllocateProducerIds). AlterPartition v2+ names topics by id: the ids
 resolved are those the controller's own LeaderAndIsr (v5+) and UpdateMetadata (v7+) requests
 carried (a broker can only propose the ISR of a partition it was told it leads), plus ``topic_ids``.
 A ZooKeeper-mode broker finds its controller only among the live brokers of UpdateMetadata, on the
