@@ -81,7 +81,7 @@ def test_the_standalone_tests_and_no_others_carry_the_marker_quick_deselects() -
 def test_the_kafka_catalogue_beyond_the_small_set_carries_the_marker_scripts_test_leaves_out() -> None:
     full = collected("-m", "kafka_full", "tests/kafka")
     assert full == collected("tests/kafka/test_catalogue.py", "tests/kafka/test_auto_rebalance.py",
-                             "tests/kafka/test_broker_order.py", "tests/kafka/test_real_cluster_suite.py") != set()
+                             "tests/kafka/test_broker_order.py") != set()
     small = collected("-m", "kafka and not kafka_full", "tests/kafka")
     assert small and not small & full and small | full == collected("-m", "kafka", "tests/kafka")
 

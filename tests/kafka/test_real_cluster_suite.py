@@ -9,7 +9,7 @@ killed) and back (``/controller`` deleted while kctl stands by, until kctl wins 
 the producer must have records acknowledged again. Afterwards: every acknowledged record is read
 back, every partition is led with its ISR full, and the controller epoch never went backwards.
 The producer's ids come from kctl's answer to the brokers' AllocateProducerIds. It takes 95–175 s
-here, so it runs with the whole catalogue (marker ``kafka_full``: ``./scripts/kafka-diff``).
+per engine here; it is part of the small set that ``./scripts/test`` runs.
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ import threading
 import zlib
 from pathlib import Path
 from typing import IO
-
-import pytest
 
 from kctl.model import TopicPartition
 from kctl.stores import paths
@@ -34,8 +32,6 @@ from tests.support.kctl_kafka import BROKERS, CONTROLLER, TIMEOUT, chroot, kctl,
 from tests.support.process_harness import ProcessCluster
 
 __all__ = ["chroot", "kctl"]
-
-pytestmark = pytest.mark.kafka_full
 
 CLIENTS = Path(__file__).with_name("KafkaClients.java")
 TOPIC = "events"
