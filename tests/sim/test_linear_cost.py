@@ -222,3 +222,28 @@ def test_the_answers_left_out_of_notable_are_accepted_updates_of_the_same_contro
                 h for h in agent.notable if h.request.api != "UpdateMetadata"
             ]
             assert BrokerAnswerCheck(broker).feed(agent.notable) == check_broker_answers(broker, agent.handled)
+
+
+def test_fan_outs_are_recorded_without_a_record_per_request_until_read() -> None:
+    """The cluster keeps an UpdateMetadata fan-out as one entry: its records are built when
+    ``sent_requests`` is read, in the order sent (with the requests sent one by one in between),
+    and the run's requests by API are counted from the entries, matching the records."""
+    with EmbeddedCluster(3, seed=0) as cluster:
+        cluster.create_topic("t", 6, 3)
+        built = cluster.sent_request_count()
+        cluster.kill_broker(3)
+        cluster.start_broker(3)
+        cluster.run_until_stable()
+        pending = len(cluster._sent._fan_outs)
+        records = cluster.sent_requests
+
+        assert pending > 0 and len(records) == cluster.sent_request_count() > built
+        assert [r.time for r in records] == sorted(r.time for r in records)
+        assert {r.request.api for r in records} == {"LeaderAndIsr", "UpdateMetadata"}
+        for start in (0, built, len(records) - 1, len(records)):
+            assert cluster.sent_request_apis(start) == Counter(r.request.api for r in records[start:])
+        cluster.kill_broker(2)
+        cluster.run_until_stable()
+        more = cluster.sent_requests
+        assert more[:len(records)] == records and len(more) == cluster.sent_request_count() > len(records)
+        assert cluster.sent_request_apis(len(records)) == Counter(r.request.api for r in more[len(records):])
