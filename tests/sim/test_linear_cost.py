@@ -129,6 +129,34 @@ def test_cached_topic_assignments_follow_every_change() -> None:
     assert check("t") == {}
 
 
+def test_live_broker_epochs_are_read_from_the_engine_once_per_change() -> None:
+    """Every UpdateMetadata fan-out reads the brokers' epochs: the native context reads them from
+    the engine again only after the live brokers change, and hands out a copy each time."""
+    ctx = ControllerContext(engine="rust")
+    native = ctx.native
+    reads: list[int] = []
+
+    class Counting:
+        def __getattr__(self, name: str) -> object:
+            if name == "live_broker_epochs":
+                reads.append(1)
+            return getattr(native, name)
+
+    ctx.native = Counting()  # type: ignore[attr-defined]
+    ctx.set_live_brokers({2: 20, 1: 10})
+    first = ctx.live_broker_epochs()
+    first[9] = 90  # the caller's own copy
+    assert ctx.live_broker_epochs() == dict(native.live_broker_epochs()) == {1: 10, 2: 20} and len(reads) == 1
+    ctx.add_live_brokers({3: 30})
+    assert ctx.live_broker_epochs() == {1: 10, 2: 20, 3: 30}
+    ctx.remove_live_brokers([1])
+    assert ctx.live_broker_epochs() == {2: 20, 3: 30}
+    ctx.set_live_brokers({4: 40})
+    assert ctx.live_broker_epochs() == {4: 40} and ctx.live_broker_epochs() == {4: 40}
+    ctx.reset_context()
+    assert ctx.live_broker_epochs() == {} and len(reads) == 5
+
+
 def test_the_reassigning_set_is_asked_of_the_engine_and_live() -> None:
     ctx = ControllerContext(engine="rust")
     reassigning = ctx.partitions_being_reassigned
