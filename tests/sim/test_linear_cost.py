@@ -20,7 +20,9 @@ from kctl.cluster import EmbeddedCluster
 from kctl.context import ENGINES, ControllerContext
 from kctl.controller import KafkaController
 from kctl.controller.events import PartitionModifications
+from kctl.broker.agent import HandledRequest
 from kctl.errors import Errors
+from kctl.messages import UpdateMetadataResponse
 from kctl.invariants import BrokerAnswerCheck, check_broker_answers
 from kctl.model import ReplicaAssignment, TopicPartition
 from kctl.sim.demo import demo_scenario
@@ -275,3 +277,25 @@ def test_fan_outs_are_recorded_without_a_record_per_request_until_read() -> None
         more = cluster.sent_requests
         assert more[:len(records)] == records and len(more) == cluster.sent_request_count() > len(records)
         assert cluster.sent_request_apis(len(records)) == Counter(r.request.api for r in more[len(records):])
+
+
+def test_accepted_updates_are_kept_without_a_record_until_handled_is_read() -> None:
+    """A broker keeps an accepted UpdateMetadata that is not notable as a bare entry; ``handled``
+    builds the records when read, once, in order, the notable ones being the very objects of
+    ``notable``, and ``answer_count`` counts them all without building anything."""
+    with EmbeddedCluster(3, seed=0) as cluster:
+        cluster.create_topic("t", 6, 3)
+        cluster.kill_controller()
+        cluster.run_until_stable()
+        agent = cluster.brokers[1]
+        bare = sum(type(answer) is tuple for answer in agent._answers)
+        count = agent.answer_count
+        handled = agent.handled
+
+        assert 0 < bare < count == len(handled) and all(isinstance(h, HandledRequest) for h in handled)
+        assert [h.time for h in handled] == sorted(h.time for h in handled)
+        notable = [h for h in handled if any(h is n for n in agent.notable)]
+        assert notable == agent.notable and len(notable) == count - bare
+        assert all(h.request.api == "UpdateMetadata" and h.response == UpdateMetadataResponse(Errors.NONE)
+                   for h in handled if h not in notable)
+        assert agent.handled is handled and not any(type(answer) is tuple for answer in agent._answers)

@@ -450,7 +450,7 @@ class _Run:
 
     def answered(self) -> int:
         """Controller requests every broker has answered so far."""
-        return sum(len(agent.handled) for agent in self.cluster.brokers.values())
+        return sum(agent.answer_count for agent in self.cluster.brokers.values())
 
     def report(self, steps: tuple[StepResult, ...], setup_violations: tuple[str, ...]) -> Report:
         cluster, now = self.cluster, self.cluster.now()
