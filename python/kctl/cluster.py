@@ -21,6 +21,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -83,21 +84,63 @@ class SentRecord:
     request: ControllerRequest
 
 
+class _SentLog:
+    """What the controllers sent, in order, with each fan-out kept as one entry (its time, its
+    controller and what it handed over) until the records are read: a reassignment at 50 brokers
+    sends over a million UpdateMetadata requests, whose records (:class:`SentRecord`) are built
+    only if someone reads them, once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # sends on the scheduler's thread, reads on the caller's
+        self._records: list[SentRecord] = []
+        self._fan_outs: list[tuple[float, int, list[Outgoing]]] = []  # sent after every record
+        self.count = 0
+
+    def add(self, record: SentRecord) -> None:
+        with self._lock:
+            if self._fan_outs:
+                self._fan_outs.append((record.time, record.controller, [(record.broker, record.request, None)]))
+            else:
+                self._records.append(record)
+            self.count += 1
+
+    def add_fan_out(self, time: float, controller: int, outgoing: list[Outgoing]) -> None:
+        with self._lock:
+            self._fan_outs.append((time, controller, outgoing))
+            self.count += len(outgoing)
+
+    def records(self) -> list[SentRecord]:
+        with self._lock:
+            for time, controller, outgoing in self._fan_outs:
+                self._records.extend([SentRecord(time, controller, broker, request) for broker, request, _ in outgoing])
+            self._fan_outs.clear()
+            return list(self._records)
+
+    def apis(self, start: int) -> Counter[str]:
+        """How many requests of each API were sent from the ``start``-th on, without the records."""
+        with self._lock:
+            apis = Counter(r.request.api for r in self._records[start:])
+            position = len(self._records)
+            for _, _, outgoing in self._fan_outs:
+                if position + len(outgoing) > start:
+                    apis.update(request.api for _, request, _ in outgoing[max(start - position, 0):])
+                position += len(outgoing)
+            return apis
+
+
 class _RecordingChannel:
     """Wraps a controller's channel to keep a log of everything it sends."""
 
     def __init__(self, inner: Any, controller_id: int, cluster: EmbeddedCluster) -> None:
         self._inner, self._controller_id = inner, controller_id
-        self._record, self._now = cluster._sent.append, cluster.scheduler.now  # once per request sent
-        self._extend = cluster._sent.extend
+        self._log, self._now = cluster._sent, cluster.scheduler.now
 
     def send_request(self, broker_id: int, request: ControllerRequest, callback: Any) -> None:
-        self._record(SentRecord(self._now(), self._controller_id, broker_id, request))
+        self._log.add(SentRecord(self._now(), self._controller_id, broker_id, request))
         self._inner.send_request(broker_id, request, callback)
 
     def send_requests(self, outgoing: list[Outgoing]) -> None:
-        now, controller_id = self._now(), self._controller_id
-        self._extend([SentRecord(now, controller_id, broker_id, request) for broker_id, request, _ in outgoing])
+        self._log.add_fan_out(self._now(), self._controller_id, outgoing)
         send_all(self._inner, outgoing)
 
     def __getattr__(self, name: str) -> Any:
@@ -184,7 +227,7 @@ class EmbeddedCluster:
         self._broker_options = dict(broker_options or {})
         self._controller_session = controller_session
         self._state_change_log: list[str] = []
-        self._sent: list[SentRecord] = []
+        self._sent = _SentLog()
         self.brokers: dict[int, BrokerAgent] = {}
         self.controllers: dict[int, KafkaController] = {}
         self._lifecycle = threading.RLock()  # starting and stopping brokers and controllers
@@ -556,11 +599,16 @@ class EmbeddedCluster:
 
     @property
     def sent_requests(self) -> list[SentRecord]:
-        return list(self._sent)
+        return self._sent.records()
 
     def sent_request_count(self) -> int:
         """``len(sent_requests)`` without the copy."""
-        return len(self._sent)
+        return self._sent.count
+
+    def sent_request_apis(self, start: int = 0) -> Counter[str]:
+        """How many requests of each API (``request.api``) ``sent_requests[start:]`` holds, without
+        building the records."""
+        return self._sent.apis(start)
 
     def status(self) -> ClusterStatus:
         """What ``kctl cluster status`` shows of this cluster, read from its store as from ZooKeeper

@@ -20,7 +20,9 @@ from kctl.cluster import EmbeddedCluster
 from kctl.context import ENGINES, ControllerContext
 from kctl.controller import KafkaController
 from kctl.controller.events import PartitionModifications
+from kctl.broker.agent import HandledRequest
 from kctl.errors import Errors
+from kctl.messages import UpdateMetadataResponse
 from kctl.invariants import BrokerAnswerCheck, check_broker_answers
 from kctl.model import ReplicaAssignment, TopicPartition
 from kctl.sim.demo import demo_scenario
@@ -129,6 +131,34 @@ def test_cached_topic_assignments_follow_every_change() -> None:
     assert check("t") == {}
 
 
+def test_live_broker_epochs_are_read_from_the_engine_once_per_change() -> None:
+    """Every UpdateMetadata fan-out reads the brokers' epochs: the native context reads them from
+    the engine again only after the live brokers change, and hands out a copy each time."""
+    ctx = ControllerContext(engine="rust")
+    native = ctx.native
+    reads: list[int] = []
+
+    class Counting:
+        def __getattr__(self, name: str) -> object:
+            if name == "live_broker_epochs":
+                reads.append(1)
+            return getattr(native, name)
+
+    ctx.native = Counting()  # type: ignore[attr-defined]
+    ctx.set_live_brokers({2: 20, 1: 10})
+    first = ctx.live_broker_epochs()
+    first[9] = 90  # the caller's own copy
+    assert ctx.live_broker_epochs() == dict(native.live_broker_epochs()) == {1: 10, 2: 20} and len(reads) == 1
+    ctx.add_live_brokers({3: 30})
+    assert ctx.live_broker_epochs() == {1: 10, 2: 20, 3: 30}
+    ctx.remove_live_brokers([1])
+    assert ctx.live_broker_epochs() == {2: 20, 3: 30}
+    ctx.set_live_brokers({4: 40})
+    assert ctx.live_broker_epochs() == {4: 40} and ctx.live_broker_epochs() == {4: 40}
+    ctx.reset_context()
+    assert ctx.live_broker_epochs() == {} and len(reads) == 5
+
+
 def test_the_reassigning_set_is_asked_of_the_engine_and_live() -> None:
     ctx = ControllerContext(engine="rust")
     reassigning = ctx.partitions_being_reassigned
@@ -222,3 +252,50 @@ def test_the_answers_left_out_of_notable_are_accepted_updates_of_the_same_contro
                 h for h in agent.notable if h.request.api != "UpdateMetadata"
             ]
             assert BrokerAnswerCheck(broker).feed(agent.notable) == check_broker_answers(broker, agent.handled)
+
+
+def test_fan_outs_are_recorded_without_a_record_per_request_until_read() -> None:
+    """The cluster keeps an UpdateMetadata fan-out as one entry: its records are built when
+    ``sent_requests`` is read, in the order sent (with the requests sent one by one in between),
+    and the run's requests by API are counted from the entries, matching the records."""
+    with EmbeddedCluster(3, seed=0) as cluster:
+        cluster.create_topic("t", 6, 3)
+        built = cluster.sent_request_count()
+        cluster.kill_broker(3)
+        cluster.start_broker(3)
+        cluster.run_until_stable()
+        pending = len(cluster._sent._fan_outs)
+        records = cluster.sent_requests
+
+        assert pending > 0 and len(records) == cluster.sent_request_count() > built
+        assert [r.time for r in records] == sorted(r.time for r in records)
+        assert {r.request.api for r in records} == {"LeaderAndIsr", "UpdateMetadata"}
+        for start in (0, built, len(records) - 1, len(records)):
+            assert cluster.sent_request_apis(start) == Counter(r.request.api for r in records[start:])
+        cluster.kill_broker(2)
+        cluster.run_until_stable()
+        more = cluster.sent_requests
+        assert more[:len(records)] == records and len(more) == cluster.sent_request_count() > len(records)
+        assert cluster.sent_request_apis(len(records)) == Counter(r.request.api for r in more[len(records):])
+
+
+def test_accepted_updates_are_kept_without_a_record_until_handled_is_read() -> None:
+    """A broker keeps an accepted UpdateMetadata that is not notable as a bare entry; ``handled``
+    builds the records when read, once, in order, the notable ones being the very objects of
+    ``notable``, and ``answer_count`` counts them all without building anything."""
+    with EmbeddedCluster(3, seed=0) as cluster:
+        cluster.create_topic("t", 6, 3)
+        cluster.kill_controller()
+        cluster.run_until_stable()
+        agent = cluster.brokers[1]
+        bare = sum(type(answer) is tuple for answer in agent._answers)
+        count = agent.answer_count
+        handled = agent.handled
+
+        assert 0 < bare < count == len(handled) and all(isinstance(h, HandledRequest) for h in handled)
+        assert [h.time for h in handled] == sorted(h.time for h in handled)
+        notable = [h for h in handled if any(h is n for n in agent.notable)]
+        assert notable == agent.notable and len(notable) == count - bare
+        assert all(h.request.api == "UpdateMetadata" and h.response == UpdateMetadataResponse(Errors.NONE)
+                   for h in handled if h not in notable)
+        assert agent.handled is handled and not any(type(answer) is tuple for answer in agent._answers)

@@ -77,6 +77,9 @@ class NativeContext(ControllerContext):
         # Every request batch reads the topic ids; they change only when a topic is added or removed.
         self._topic_ids: Mapping[str, str] | None = None
         self._topic_assignments: dict[str, dict[int, ReplicaAssignment]] = {}
+        # Every UpdateMetadata fan-out reads the brokers' epochs; they change only through the
+        # methods below that tell the engine of live brokers.
+        self._live_broker_epochs: dict[int, int] | None = None
 
     # --- Controller epoch and metrics ----------------------------------------------------------
 
@@ -114,22 +117,26 @@ class NativeContext(ControllerContext):
     def reset_context(self) -> None:
         self.native.reset()
         self._broker_infos.clear()
+        self._live_broker_epochs = None
         self._topic_ids = None
 
     # --- Brokers -------------------------------------------------------------------------------
 
     def set_live_brokers(self, epochs: Mapping[int, int], infos: Mapping[int, BrokerInfo] | None = None) -> None:
         self.native.set_live_brokers(list(epochs.items()))
+        self._live_broker_epochs = None
         self._broker_infos = {b: (infos or {}).get(b) or BrokerInfo(b) for b in epochs}
 
     def add_live_brokers(self, epochs: Mapping[int, int], infos: Mapping[int, BrokerInfo] | None = None) -> None:
         self.native.add_live_brokers(list(epochs.items()))
+        self._live_broker_epochs = None
         for broker in epochs:
             self._broker_infos[broker] = (infos or {}).get(broker) or BrokerInfo(broker)
 
     def remove_live_brokers(self, broker_ids: Iterable[int]) -> None:
         broker_ids = list(broker_ids)
         self.native.remove_live_brokers(broker_ids)
+        self._live_broker_epochs = None
         for broker in broker_ids:
             self._broker_infos.pop(broker, None)
 
@@ -159,7 +166,9 @@ class NativeContext(ControllerContext):
         return self.native.live_broker_epoch(broker_id)
 
     def live_broker_epochs(self) -> dict[int, int]:
-        return dict(self.native.live_broker_epochs())
+        if self._live_broker_epochs is None:
+            self._live_broker_epochs = dict(self.native.live_broker_epochs())
+        return dict(self._live_broker_epochs)
 
     def live_or_shutting_down_brokers(self) -> list[BrokerInfo]:
         return [self._broker_infos[b] for b in sorted(self._broker_infos)]

@@ -450,7 +450,7 @@ class _Run:
 
     def answered(self) -> int:
         """Controller requests every broker has answered so far."""
-        return sum(len(agent.handled) for agent in self.cluster.brokers.values())
+        return sum(agent.answer_count for agent in self.cluster.brokers.values())
 
     def report(self, steps: tuple[StepResult, ...], setup_violations: tuple[str, ...]) -> Report:
         cluster, now = self.cluster, self.cluster.now()
@@ -474,7 +474,7 @@ class _Run:
             unavailable_partition_seconds=sum(o.seconds(now) for o in self.leadership.outages if o.counts),
             partitions_without_leader_at_end=self.leadership.unled(),
             leader_moves=sum(s.leaders_moved for s in steps),
-            requests_by_type=dict(sorted(Counter(r.request.api for r in cluster.sent_requests[self.first_sent:]).items())),
+            requests_by_type=dict(sorted(cluster.sent_request_apis(self.first_sent).items())),
             unclean_elections=cluster.unclean_leader_elections(),
             partitions=partitions,
             metrics=cluster.metrics(),

@@ -139,7 +139,8 @@ def _changed_partitions(previous: Mapping[int, ReplicaAssignment], current: Mapp
 
     A reassignment rewrites its topic's znode once per partition step, with every other
     partition's assignment the same object as before: the value lists are compared in C (which
-    skips identical objects), halving the ranges that differ, instead of partition by partition.
+    skips identical objects), in blocks, descending into those that differ, instead of partition
+    by partition.
     """
     return _diff(previous, _Listed.of(previous), current)[0]
 
@@ -162,21 +163,30 @@ def _diff(previous: Mapping[int, ReplicaAssignment], listed: _Listed,
     keys, new = list(current), list(current.values())
     if keys != listed.keys:
         return [p for p in keys if previous.get(p) != current[p]], _Listed(keys, new)
-    old = listed.values
     changed: list[int] = []
-
-    def scan(lo: int, hi: int) -> None:
-        if new[lo:hi] == old[lo:hi]:
-            return
-        if hi - lo <= 8:
-            changed.extend(keys[i] for i in range(lo, hi) if new[i] != old[i])
-            return
-        mid = (lo + hi) // 2
-        scan(lo, mid)
-        scan(mid, hi)
-
-    scan(0, len(keys))
+    if new != listed.values:
+        _scan(keys, new, listed.values, 0, len(keys), changed)
     return changed, _Listed(keys, new)
+
+
+_FAN = 16
+"""How many blocks :func:`_scan` cuts a range into."""
+
+
+def _scan(keys: list[int], new: list[ReplicaAssignment], old: list[ReplicaAssignment], lo: int, hi: int,
+          changed: list[int]) -> None:
+    """Append the keys in ``[lo, hi)`` whose values differ: the range cut into :data:`_FAN` blocks
+    compared in C, descending only into those that differ (a write changes one partition or two,
+    so a rewrite of 5,000 partitions compares about 50 slices instead of halving 12 times)."""
+    step = -(-(hi - lo) // _FAN)
+    for i in range(lo, hi, step):
+        j = min(i + step, hi)
+        if new[i:j] == old[i:j]:
+            continue
+        if j - i <= _FAN:
+            changed.extend(keys[k] for k in range(i, j) if new[k] is not old[k] and new[k] != old[k])
+        else:
+            _scan(keys, new, old, i, j, changed)
 
 
 class _History:
