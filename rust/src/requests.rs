@@ -114,6 +114,9 @@ pub struct RequestBatch {
     stop_replica: BTreeMap<BrokerId, IndexMap<Part, StopReplicaEntry>>,
     update_metadata_brokers: IndexSet<BrokerId>,
     update_metadata_parts: IndexMap<Part, UpdateMetadataEntry>,
+    /// The keys of `update_metadata_parts` as bits by partition index: a membership test that
+    /// stays in cache where a lookup in a million-entry map would not.
+    update_metadata_bits: Vec<u64>,
     /// The context's live generation whose brokers are all in `update_metadata_brokers` already
     /// (adding a partition for every registered broker is then no per-broker work).
     update_metadata_generation: Option<u64>,
@@ -193,14 +196,49 @@ impl RequestBatch {
         );
     }
 
+    /// [`Self::add_leader_and_isr_assigned`] for a caller that knows nothing an UpdateMetadata
+    /// entry reads (leadership, replicas, brokers, deletions) changed since this batch last made
+    /// the partition's: that entry stands instead of being made again, as it would come out the
+    /// same. A failover adds every partition once per replica, so this saves two in three.
+    /// `expected`: how many entries a broker's request is about to get (sizes a new one).
+    pub fn add_leader_and_isr_unchanged(
+        &mut self,
+        ctx: &Context,
+        brokers: &[BrokerId],
+        p: Part,
+        lice: &LeaderIsrAndControllerEpoch,
+        expected: usize,
+    ) {
+        let (adding, removing) = ctx.reassignment_lists(p);
+        let lists = (ctx.replicas(p), adding, removing);
+        self.put_leader_and_isr_state(brokers, p, lice, lists, false, expected);
+        self.register_update_metadata_brokers(ctx);
+        if !self.has_update_metadata(p) {
+            self.add_update_metadata(ctx, &[], &[p]);
+        }
+    }
+
     fn add_leader_and_isr_state(
         &mut self,
         ctx: &Context,
         brokers: &[BrokerId],
         p: Part,
         lice: &LeaderIsrAndControllerEpoch,
+        lists: (&[BrokerId], &[BrokerId], &[BrokerId]),
+        is_new: bool,
+    ) {
+        self.put_leader_and_isr_state(brokers, p, lice, lists, is_new, 0);
+        self.add_update_metadata_for_registered(ctx, &[p]);
+    }
+
+    fn put_leader_and_isr_state(
+        &mut self,
+        brokers: &[BrokerId],
+        p: Part,
+        lice: &LeaderIsrAndControllerEpoch,
         (replicas, adding, removing): (&[BrokerId], &[BrokerId], &[BrokerId]),
         is_new: bool,
+        expected: usize,
     ) {
         let lai = &lice.leader_and_isr;
         let state = Arc::new(LeaderAndIsrState {
@@ -219,7 +257,7 @@ impl RequestBatch {
             // Replaced in place (the partition keeps its position), with a sticky `is_new`.
             self.leader_and_isr
                 .entry(broker)
-                .or_default()
+                .or_insert_with(|| IndexMap::with_capacity_and_hasher(expected, Default::default()))
                 .entry(p)
                 .and_modify(|old| {
                     old.state = state.clone();
@@ -230,17 +268,26 @@ impl RequestBatch {
                     is_new,
                 });
         }
-        self.add_update_metadata_for_registered(ctx, &[p]);
     }
 
     /// `add_update_metadata` for every live or shutting-down broker.
     pub fn add_update_metadata_for_registered(&mut self, ctx: &Context, parts: &[Part]) {
+        self.register_update_metadata_brokers(ctx);
+        self.add_update_metadata(ctx, &[], parts);
+    }
+
+    fn register_update_metadata_brokers(&mut self, ctx: &Context) {
         if self.update_metadata_generation != Some(ctx.live_generation()) {
             self.update_metadata_brokers
                 .extend(ctx.registered_broker_ids().filter(|b| *b >= 0));
             self.update_metadata_generation = Some(ctx.live_generation());
         }
-        self.add_update_metadata(ctx, &[], parts);
+    }
+
+    fn has_update_metadata(&self, p: Part) -> bool {
+        self.update_metadata_bits
+            .get(p as usize / 64)
+            .is_some_and(|word| word & (1 << (p % 64)) != 0)
     }
 
     pub fn add_update_metadata(&mut self, ctx: &Context, brokers: &[BrokerId], parts: &[Part]) {
@@ -263,6 +310,11 @@ impl RequestBatch {
                 } else {
                     (lai.leader, lai.leader_epoch, lai.partition_epoch)
                 };
+            let (word, bit) = (p as usize / 64, p % 64);
+            if self.update_metadata_bits.len() <= word {
+                self.update_metadata_bits.resize(word + 1, 0);
+            }
+            self.update_metadata_bits[word] |= 1 << bit;
             self.update_metadata_parts.insert(
                 p,
                 UpdateMetadataEntry {
@@ -381,6 +433,7 @@ impl RequestBatch {
             self.update_metadata_brokers.clear();
         }
         self.update_metadata_generation = None;
+        self.update_metadata_bits.clear();
 
         for (broker, states) in std::mem::take(&mut self.stop_replica) {
             if !ctx.is_registered(broker) {
