@@ -108,6 +108,27 @@ pub enum Sent {
     },
 }
 
+/// A partition's LeaderAndIsr state, to share among its recipients.
+fn leader_and_isr_state(
+    p: Part,
+    lice: &LeaderIsrAndControllerEpoch,
+    (replicas, adding, removing): (&[BrokerId], &[BrokerId], &[BrokerId]),
+) -> Arc<LeaderAndIsrState> {
+    let lai = &lice.leader_and_isr;
+    Arc::new(LeaderAndIsrState {
+        part: p,
+        controller_epoch: lice.controller_epoch,
+        leader: lai.leader,
+        leader_epoch: lai.leader_epoch,
+        isr: lai.isr.clone(),
+        partition_epoch: lai.partition_epoch,
+        replicas: replicas.into(),
+        adding: adding.into(),
+        removing: removing.into(),
+        recovery: lai.recovery,
+    })
+}
+
 #[derive(Debug, Default)]
 pub struct RequestBatch {
     leader_and_isr: BTreeMap<BrokerId, IndexMap<Part, LeaderAndIsrEntry>>,
@@ -117,6 +138,8 @@ pub struct RequestBatch {
     /// The keys of `update_metadata_parts` as bits by partition index: a membership test that
     /// stays in cache where a lookup in a million-entry map would not.
     update_metadata_bits: Vec<u64>,
+    /// The states `add_leader_and_isr_unchanged` made, by partition index, to share.
+    unchanged_states: Vec<Option<Arc<LeaderAndIsrState>>>,
     /// The context's live generation whose brokers are all in `update_metadata_brokers` already
     /// (adding a partition for every registered broker is then no per-broker work).
     update_metadata_generation: Option<u64>,
@@ -196,22 +219,38 @@ impl RequestBatch {
         );
     }
 
-    /// [`Self::add_leader_and_isr_assigned`] for a caller that knows nothing an UpdateMetadata
-    /// entry reads (leadership, replicas, brokers, deletions) changed since this batch last made
-    /// the partition's: that entry stands instead of being made again, as it would come out the
-    /// same. A failover adds every partition once per replica, so this saves two in three.
-    /// `expected`: how many entries a broker's request is about to get (sizes a new one).
+    /// [`Self::add_leader_and_isr_assigned`] with the context's cached leadership (nothing when
+    /// there is none), for a caller that knows nothing a partition's LeaderAndIsr state or
+    /// UpdateMetadata entry reads (leadership, replicas, brokers, deletions) changed since this
+    /// batch last made them through this method: they would come out the same, so the state is
+    /// shared and the entry stands. A failover adds every partition once per replica, so this
+    /// makes one state and one entry where it made three of each.
+    /// `expected`: how many entries the broker's request is about to get (sizes a new one).
     pub fn add_leader_and_isr_unchanged(
         &mut self,
         ctx: &Context,
-        brokers: &[BrokerId],
+        broker: BrokerId,
         p: Part,
-        lice: &LeaderIsrAndControllerEpoch,
         expected: usize,
     ) {
-        let (adding, removing) = ctx.reassignment_lists(p);
-        let lists = (ctx.replicas(p), adding, removing);
-        self.put_leader_and_isr_state(brokers, p, lice, lists, false, expected);
+        let i = p as usize;
+        let state = match self.unchanged_states.get(i) {
+            Some(Some(state)) => state.clone(),
+            _ => {
+                let Some(lice) = ctx.leadership(p) else {
+                    return;
+                };
+                let (adding, removing) = ctx.reassignment_lists(p);
+                let state = leader_and_isr_state(p, &lice, (ctx.replicas(p), adding, removing));
+                if self.unchanged_states.len() <= i {
+                    self.unchanged_states
+                        .resize(ctx.partition_count().max(i + 1), None);
+                }
+                self.unchanged_states[i] = Some(state.clone());
+                state
+            }
+        };
+        self.put_leader_and_isr_entry(&[broker], p, &state, false, expected);
         self.register_update_metadata_brokers(ctx);
         if !self.has_update_metadata(p) {
             self.add_update_metadata(ctx, &[], &[p]);
@@ -227,32 +266,19 @@ impl RequestBatch {
         lists: (&[BrokerId], &[BrokerId], &[BrokerId]),
         is_new: bool,
     ) {
-        self.put_leader_and_isr_state(brokers, p, lice, lists, is_new, 0);
+        let state = leader_and_isr_state(p, lice, lists);
+        self.put_leader_and_isr_entry(brokers, p, &state, is_new, 0);
         self.add_update_metadata_for_registered(ctx, &[p]);
     }
 
-    fn put_leader_and_isr_state(
+    fn put_leader_and_isr_entry(
         &mut self,
         brokers: &[BrokerId],
         p: Part,
-        lice: &LeaderIsrAndControllerEpoch,
-        (replicas, adding, removing): (&[BrokerId], &[BrokerId], &[BrokerId]),
+        state: &Arc<LeaderAndIsrState>,
         is_new: bool,
         expected: usize,
     ) {
-        let lai = &lice.leader_and_isr;
-        let state = Arc::new(LeaderAndIsrState {
-            part: p,
-            controller_epoch: lice.controller_epoch,
-            leader: lai.leader,
-            leader_epoch: lai.leader_epoch,
-            isr: lai.isr.clone(),
-            partition_epoch: lai.partition_epoch,
-            replicas: replicas.into(),
-            adding: adding.into(),
-            removing: removing.into(),
-            recovery: lai.recovery,
-        });
         for broker in brokers.iter().copied().filter(|b| *b >= 0) {
             // Replaced in place (the partition keeps its position), with a sticky `is_new`.
             self.leader_and_isr
@@ -434,6 +460,7 @@ impl RequestBatch {
         }
         self.update_metadata_generation = None;
         self.update_metadata_bits.clear();
+        self.unchanged_states.clear();
 
         for (broker, states) in std::mem::take(&mut self.stop_replica) {
             if !ctx.is_registered(broker) {

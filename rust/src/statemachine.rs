@@ -786,21 +786,13 @@ impl Machine<'_> {
                     self.ctx.update_assignment(p, &grown);
                     *assignments_grew = true;
                 }
+            } else if !*assignments_grew {
+                // Until an assignment grows, this call changes nothing the requests read.
+                self.batch
+                    .add_leader_and_isr_unchanged(self.ctx, broker, p, replicas.len());
             } else if let Some(lice) = self.ctx.leadership(p) {
-                // Until an assignment grows, this call changes nothing UpdateMetadata reads.
-                if *assignments_grew {
-                    self.batch
-                        .add_leader_and_isr_assigned(self.ctx, &[broker], p, &lice, false);
-                } else {
-                    let expected = replicas.len();
-                    self.batch.add_leader_and_isr_unchanged(
-                        self.ctx,
-                        &[broker],
-                        p,
-                        &lice,
-                        expected,
-                    );
-                }
+                self.batch
+                    .add_leader_and_isr_assigned(self.ctx, &[broker], p, &lice, false);
             }
             self.transition(r, ReplicaState::Online);
         }
