@@ -108,12 +108,38 @@ pub enum Sent {
     },
 }
 
+/// A partition's LeaderAndIsr state, to share among its recipients.
+fn leader_and_isr_state(
+    p: Part,
+    lice: &LeaderIsrAndControllerEpoch,
+    (replicas, adding, removing): (&[BrokerId], &[BrokerId], &[BrokerId]),
+) -> Arc<LeaderAndIsrState> {
+    let lai = &lice.leader_and_isr;
+    Arc::new(LeaderAndIsrState {
+        part: p,
+        controller_epoch: lice.controller_epoch,
+        leader: lai.leader,
+        leader_epoch: lai.leader_epoch,
+        isr: lai.isr.clone(),
+        partition_epoch: lai.partition_epoch,
+        replicas: replicas.into(),
+        adding: adding.into(),
+        removing: removing.into(),
+        recovery: lai.recovery,
+    })
+}
+
 #[derive(Debug, Default)]
 pub struct RequestBatch {
     leader_and_isr: BTreeMap<BrokerId, IndexMap<Part, LeaderAndIsrEntry>>,
     stop_replica: BTreeMap<BrokerId, IndexMap<Part, StopReplicaEntry>>,
     update_metadata_brokers: IndexSet<BrokerId>,
     update_metadata_parts: IndexMap<Part, UpdateMetadataEntry>,
+    /// The keys of `update_metadata_parts` as bits by partition index: a membership test that
+    /// stays in cache where a lookup in a million-entry map would not.
+    update_metadata_bits: Vec<u64>,
+    /// The states `add_leader_and_isr_unchanged` made, by partition index, to share.
+    unchanged_states: Vec<Option<Arc<LeaderAndIsrState>>>,
     /// The context's live generation whose brokers are all in `update_metadata_brokers` already
     /// (adding a partition for every registered broker is then no per-broker work).
     update_metadata_generation: Option<u64>,
@@ -193,33 +219,71 @@ impl RequestBatch {
         );
     }
 
+    /// [`Self::add_leader_and_isr_assigned`] with the context's cached leadership (nothing when
+    /// there is none), for a caller that knows nothing a partition's LeaderAndIsr state or
+    /// UpdateMetadata entry reads (leadership, replicas, brokers, deletions) changed since this
+    /// batch last made them through this method: they would come out the same, so the state is
+    /// shared and the entry stands. A failover adds every partition once per replica, so this
+    /// makes one state and one entry where it made three of each.
+    /// `expected`: how many entries the broker's request is about to get (sizes a new one).
+    pub fn add_leader_and_isr_unchanged(
+        &mut self,
+        ctx: &Context,
+        broker: BrokerId,
+        p: Part,
+        expected: usize,
+    ) {
+        let i = p as usize;
+        let state = match self.unchanged_states.get(i) {
+            Some(Some(state)) => state.clone(),
+            _ => {
+                let Some(lice) = ctx.leadership(p) else {
+                    return;
+                };
+                let (adding, removing) = ctx.reassignment_lists(p);
+                let state = leader_and_isr_state(p, &lice, (ctx.replicas(p), adding, removing));
+                if self.unchanged_states.len() <= i {
+                    self.unchanged_states
+                        .resize(ctx.partition_count().max(i + 1), None);
+                }
+                self.unchanged_states[i] = Some(state.clone());
+                state
+            }
+        };
+        self.put_leader_and_isr_entry(&[broker], p, &state, false, expected);
+        self.register_update_metadata_brokers(ctx);
+        if !self.has_update_metadata(p) {
+            self.add_update_metadata(ctx, &[], &[p]);
+        }
+    }
+
     fn add_leader_and_isr_state(
         &mut self,
         ctx: &Context,
         brokers: &[BrokerId],
         p: Part,
         lice: &LeaderIsrAndControllerEpoch,
-        (replicas, adding, removing): (&[BrokerId], &[BrokerId], &[BrokerId]),
+        lists: (&[BrokerId], &[BrokerId], &[BrokerId]),
         is_new: bool,
     ) {
-        let lai = &lice.leader_and_isr;
-        let state = Arc::new(LeaderAndIsrState {
-            part: p,
-            controller_epoch: lice.controller_epoch,
-            leader: lai.leader,
-            leader_epoch: lai.leader_epoch,
-            isr: lai.isr.clone(),
-            partition_epoch: lai.partition_epoch,
-            replicas: replicas.into(),
-            adding: adding.into(),
-            removing: removing.into(),
-            recovery: lai.recovery,
-        });
+        let state = leader_and_isr_state(p, lice, lists);
+        self.put_leader_and_isr_entry(brokers, p, &state, is_new, 0);
+        self.add_update_metadata_for_registered(ctx, &[p]);
+    }
+
+    fn put_leader_and_isr_entry(
+        &mut self,
+        brokers: &[BrokerId],
+        p: Part,
+        state: &Arc<LeaderAndIsrState>,
+        is_new: bool,
+        expected: usize,
+    ) {
         for broker in brokers.iter().copied().filter(|b| *b >= 0) {
             // Replaced in place (the partition keeps its position), with a sticky `is_new`.
             self.leader_and_isr
                 .entry(broker)
-                .or_default()
+                .or_insert_with(|| IndexMap::with_capacity_and_hasher(expected, Default::default()))
                 .entry(p)
                 .and_modify(|old| {
                     old.state = state.clone();
@@ -230,17 +294,26 @@ impl RequestBatch {
                     is_new,
                 });
         }
-        self.add_update_metadata_for_registered(ctx, &[p]);
     }
 
     /// `add_update_metadata` for every live or shutting-down broker.
     pub fn add_update_metadata_for_registered(&mut self, ctx: &Context, parts: &[Part]) {
+        self.register_update_metadata_brokers(ctx);
+        self.add_update_metadata(ctx, &[], parts);
+    }
+
+    fn register_update_metadata_brokers(&mut self, ctx: &Context) {
         if self.update_metadata_generation != Some(ctx.live_generation()) {
             self.update_metadata_brokers
                 .extend(ctx.registered_broker_ids().filter(|b| *b >= 0));
             self.update_metadata_generation = Some(ctx.live_generation());
         }
-        self.add_update_metadata(ctx, &[], parts);
+    }
+
+    fn has_update_metadata(&self, p: Part) -> bool {
+        self.update_metadata_bits
+            .get(p as usize / 64)
+            .is_some_and(|word| word & (1 << (p % 64)) != 0)
     }
 
     pub fn add_update_metadata(&mut self, ctx: &Context, brokers: &[BrokerId], parts: &[Part]) {
@@ -263,6 +336,11 @@ impl RequestBatch {
                 } else {
                     (lai.leader, lai.leader_epoch, lai.partition_epoch)
                 };
+            let (word, bit) = (p as usize / 64, p % 64);
+            if self.update_metadata_bits.len() <= word {
+                self.update_metadata_bits.resize(word + 1, 0);
+            }
+            self.update_metadata_bits[word] |= 1 << bit;
             self.update_metadata_parts.insert(
                 p,
                 UpdateMetadataEntry {
@@ -381,6 +459,8 @@ impl RequestBatch {
             self.update_metadata_brokers.clear();
         }
         self.update_metadata_generation = None;
+        self.update_metadata_bits.clear();
+        self.unchanged_states.clear();
 
         for (broker, states) in std::mem::take(&mut self.stop_replica) {
             if !ctx.is_registered(broker) {

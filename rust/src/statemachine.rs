@@ -641,11 +641,18 @@ impl Machine<'_> {
             }
             let groups: Vec<&[Replica]> = by_broker.chunk_by(|x, y| x.1 == y.1).collect();
             let brokers: Vec<BrokerId> = groups.iter().map(|group| group[0].1).collect();
+            let mut assignments_grew = false;
             for broker in kafka_broker_order(&brokers) {
                 let at = brokers
                     .binary_search(&broker)
                     .expect("a broker of the groups");
-                self.do_replica_state_changes(broker, groups[at], target, &mut results)?;
+                self.do_replica_state_changes(
+                    broker,
+                    groups[at],
+                    target,
+                    &mut results,
+                    &mut assignments_grew,
+                )?;
             }
             self.send();
             Ok(())
@@ -662,6 +669,7 @@ impl Machine<'_> {
         replicas: &[Replica],
         target: ReplicaState,
         results: &mut Vec<(Replica, ReplicaOutcome)>,
+        assignments_grew: &mut bool,
     ) -> Result<(), Failure> {
         for &(p, b) in replicas {
             if self.ctx.replica_state(p, b).is_none() {
@@ -681,7 +689,9 @@ impl Machine<'_> {
         }
         match target {
             ReplicaState::New => self.become_new_replica(broker, &valid, results),
-            ReplicaState::Online => self.become_online_replica(broker, &valid, results),
+            ReplicaState::Online => {
+                self.become_online_replica(broker, &valid, results, assignments_grew);
+            }
             ReplicaState::Offline => return self.become_offline_replica(broker, &valid, results),
             _ => {
                 for r in valid {
@@ -758,24 +768,31 @@ impl Machine<'_> {
         }
     }
 
+    /// `assignments_grew`: whether this call (of [`Self::handle_replica_state_changes`]) grew an
+    /// assignment yet, which makes the batch's UpdateMetadata entries possibly stale.
     fn become_online_replica(
         &mut self,
         broker: BrokerId,
         replicas: &[Replica],
         results: &mut Vec<(Replica, ReplicaOutcome)>,
+        assignments_grew: &mut bool,
     ) {
         for &r in replicas {
             let p = r.0;
-            let assignment = self.ctx.assignment(p);
             if self.replica_state(r) == ReplicaState::New {
-                if !assignment.replicas.contains(&broker) {
-                    let mut grown = assignment.clone();
+                if !self.ctx.replicas(p).contains(&broker) {
+                    let mut grown = self.ctx.assignment(p);
                     grown.replicas.push(broker);
                     self.ctx.update_assignment(p, &grown);
+                    *assignments_grew = true;
                 }
+            } else if !*assignments_grew {
+                // Until an assignment grows, this call changes nothing the requests read.
+                self.batch
+                    .add_leader_and_isr_unchanged(self.ctx, broker, p, replicas.len());
             } else if let Some(lice) = self.ctx.leadership(p) {
                 self.batch
-                    .add_leader_and_isr(self.ctx, &[broker], p, &lice, &assignment, false);
+                    .add_leader_and_isr_assigned(self.ctx, &[broker], p, &lice, false);
             }
             self.transition(r, ReplicaState::Online);
         }

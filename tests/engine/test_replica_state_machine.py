@@ -269,6 +269,25 @@ def test_new_replica_to_online_keeps_an_assigned_replica_in_place() -> None:
     assert h.context.partition_replica_assignment(TP) == (2, 1, 3)
 
 
+
+def test_update_metadata_made_after_a_new_replica_grew_the_assignment() -> None:
+    # Brokers 1, 2, 3 are visited in that order: broker 1's LeaderAndIsr adds t-0's UpdateMetadata
+    # entry, broker 2's NewReplica then grows the assignment, and broker 3's LeaderAndIsr makes the
+    # entry again from the grown one (the entry reads the assignment, as Kafka's does).
+    h = make_harness((1, 2, 3), topics={"t": {0: [1, 3]}})
+    h.write_state(TP, 1, [1, 3], leader_epoch=5, version=2)
+    replicas = [PartitionReplica(TP, b) for b in (1, 2, 3)]
+    h.set_replica_states({replicas[0]: ONLINE, replicas[1]: NEW, replicas[2]: ONLINE})
+    assert h.replica_sm.handle_state_changes(replicas, ONLINE) == dict.fromkeys(replicas, ONLINE)
+    grown = um_state(TP, 1, [1, 3], leader_epoch=5, partition_epoch=2, replicas=[1, 3, 2])
+    um = {s.broker: s.request.partition_states for s in h.channel.sent if s.request.api == "UpdateMetadata"}
+    assert um == dict.fromkeys((1, 2, 3), (grown,))
+    lai = {s.broker: s.request.partition_states for s in h.channel.sent if s.request.api == "LeaderAndIsr"}
+    assert lai == {
+        1: (lai_state(TP, 1, [1, 3], leader_epoch=5, partition_epoch=2, replicas=[1, 3], is_new=False),),
+        3: (lai_state(TP, 1, [1, 3], leader_epoch=5, partition_epoch=2, replicas=[1, 3, 2], is_new=False),),
+    }
+
 # --- → OfflineReplica ------------------------------------------------------------------------------
 
 

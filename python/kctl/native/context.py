@@ -212,8 +212,7 @@ class NativeContext(ControllerContext):
         self.native.update_assignment(tp.topic, tp.partition, assignment_tuple(assignment))
 
     def put_topic_assignment(self, topic: str, partitions: Mapping[int, ReplicaAssignment]) -> Sequence[TopicPartition]:
-        items = partitions if isinstance(partitions, dict) else dict(partitions)
-        return PartitionList(self.native, self.native.put_topic_assignment(topic, items))
+        return PartitionList(self.native, self.native.put_topic_assignment(topic, partitions))
 
     def put_partition_assignments(self, assignments: Mapping[TopicPartition, ReplicaAssignment]) -> None:
         self.native.put_assignments([(tp.topic, tp.partition, assignment_tuple(a)) for tp, a in assignments.items()])

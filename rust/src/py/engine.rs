@@ -62,6 +62,14 @@ fn assignment_from_tuple(t: AssignmentTuple) -> ReplicaAssignment {
     }
 }
 
+/// Broker ids from Python, a tuple (what `ReplicaAssignment` holds) read in place.
+fn brokers_of(ids: &Bound<'_, PyAny>) -> PyResult<Brokers> {
+    match ids.cast::<PyTuple>() {
+        Ok(tuple) => tuple.iter_borrowed().map(|id| id.extract()).collect(),
+        Err(_) => ids.extract(),
+    }
+}
+
 fn partition_state(id: u8) -> PyResult<PartitionState> {
     PartitionState::from_id(id)
         .ok_or_else(|| PyValueError::new_err(format!("no partition state {id}")))
@@ -546,36 +554,47 @@ impl Engine {
         }
     }
 
-    /// Load a topic's stored assignment (partition id → `ReplicaAssignment`), in partition
-    /// order; partitions with adding or removing replicas are marked as being reassigned.
-    /// Returns the topic's loaded partitions.
+    /// Load a topic's stored assignment (a mapping of partition id → `ReplicaAssignment`, read in
+    /// place), in partition order; partitions with adding or removing replicas are marked as being
+    /// reassigned. Returns the topic's loaded partitions.
     fn put_topic_assignment(
         &mut self,
         topic: &str,
-        partitions: &Bound<'_, PyDict>,
+        partitions: &Bound<'_, PyAny>,
     ) -> PyResult<Parts> {
-        let mut items: Vec<(i32, AssignmentTuple)> = Vec::with_capacity(partitions.len());
-        for (partition, assignment) in partitions.iter() {
+        let py = partitions.py();
+        let mut items: Vec<(i32, ReplicaAssignment)> = Vec::new();
+        let mut add = |partition: &Bound<'_, PyAny>, assignment: &Bound<'_, PyAny>| {
             items.push((
                 partition.extract()?,
-                (
-                    assignment
-                        .getattr(pyo3::intern!(partition.py(), "replicas"))?
-                        .extract()?,
-                    assignment
-                        .getattr(pyo3::intern!(partition.py(), "adding_replicas"))?
-                        .extract()?,
-                    assignment
-                        .getattr(pyo3::intern!(partition.py(), "removing_replicas"))?
-                        .extract()?,
-                ),
+                ReplicaAssignment {
+                    replicas: brokers_of(&assignment.getattr(pyo3::intern!(py, "replicas"))?)?,
+                    adding: brokers_of(&assignment.getattr(pyo3::intern!(py, "adding_replicas"))?)?,
+                    removing: brokers_of(
+                        &assignment.getattr(pyo3::intern!(py, "removing_replicas"))?,
+                    )?,
+                },
             ));
+            PyResult::Ok(())
+        };
+        if let Ok(dict) = partitions.cast::<PyDict>() {
+            for (partition, assignment) in dict.iter() {
+                add(&partition, &assignment)?;
+            }
+        } else {
+            for item in partitions
+                .call_method0(pyo3::intern!(py, "items"))?
+                .try_iter()?
+            {
+                let (partition, assignment): (Bound<'_, PyAny>, Bound<'_, PyAny>) =
+                    item?.extract()?;
+                add(&partition, &assignment)?;
+            }
         }
         items.sort_unstable_by_key(|(partition, _)| *partition);
         let mut loaded = Vec::with_capacity(items.len());
         for (partition, assignment) in items {
             let p = self.ctx.intern_part(topic, partition);
-            let assignment = assignment_from_tuple(assignment);
             let moving = !assignment.adding.is_empty() || !assignment.removing.is_empty();
             self.ctx.update_assignment(p, &assignment);
             if moving {
