@@ -16,6 +16,7 @@ import pytest
 from kctl.errors import Errors
 from kctl.kafka import messages as km
 from kctl.kafka import protocol as p
+from kctl.kafka.listener import ControllerListener
 from kctl.messages import (
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
@@ -166,3 +167,23 @@ def test_a_silent_controller_gets_the_connection_closed(listening: tuple[KafkaTr
     payload = p.frame(p.encode_request(p.RequestHeader(7, 3, 1, "x"), {"BrokerId": 2, "BrokerEpoch": 77}))
     assert closed_by_listener(transport, payload)
     assert controller.asked == [ControlledShutdownRequest(2, 77)]
+
+
+def test_connections_beyond_the_limit_and_idle_ones_are_closed(caplog: pytest.LogCaptureFixture) -> None:
+    """A thread serves each connection: a peer cannot open them without bound, nor hold one idle."""
+    listener = ControllerListener(max_connections=1, idle_timeout=1.0)
+    try:
+        with caplog.at_level(logging.WARNING, logger="kctl.kafka.listener"), \
+                socket.create_connection(listener.address, timeout=30) as first:
+            first.sendall(p.frame(p.encode_request(p.RequestHeader(p.API_VERSIONS.key, 0, 1, "probe"), {})))
+            assert struct.unpack(">i", first.recv(4))[0] > 0  # served
+            with socket.create_connection(listener.address, timeout=30) as second:
+                assert second.recv(1) == b""  # over the limit: closed at once
+            first.settimeout(30)
+            while first.recv(65536):  # the rest of the answer, then the close for idleness
+                pass
+        messages = [r.getMessage() for r in caplog.records]
+        assert any("1 connections are open already (max_connections)" in m for m in messages), messages
+        assert any("idle for 1.0 s" in m for m in messages), messages
+    finally:
+        listener.close()

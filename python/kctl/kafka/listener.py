@@ -12,6 +12,10 @@ a controller that does not answer within ``answer_timeout`` gets the connection 
 sends its request again). AlterPartition from v2 names topics by id, resolved through
 ``topic_ids`` (name → id, asked per request); partitions of an unknown id are answered
 ``UNKNOWN_TOPIC_ID`` without reaching the controller.
+
+A thread serves each connection, so connections are bounded as Kafka bounds them: beyond
+``max_connections`` a new one is closed at once (Kafka's ``max.connections``), and one idle for
+``idle_timeout`` seconds is closed (Kafka's ``connections.max.idle.ms``, 10 minutes by default).
 """
 
 from __future__ import annotations
@@ -39,10 +43,12 @@ class ControllerListener:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *,
                  topic_ids: Callable[[], Mapping[str, str]] = dict, max_request_bytes: int = p.MAX_FRAME_BYTES,
-                 answer_timeout: float = 30.0) -> None:
+                 answer_timeout: float = 30.0, max_connections: int = 1000, idle_timeout: float = 600.0) -> None:
         self.topic_ids = topic_ids
         self.max_request_bytes = max_request_bytes
         self.answer_timeout = answer_timeout
+        self.max_connections = max_connections
+        self.idle_timeout = idle_timeout
         self.handler: ControllerHandler | None = None
         self._server = socket.create_server((host, port))
         self._connections: set[socket.socket] = set()
@@ -76,7 +82,15 @@ class ControllerListener:
                 if self._closed:
                     conn.close()
                     return
-                self._connections.add(conn)
+                full = len(self._connections) >= self.max_connections
+                if not full:
+                    self._connections.add(conn)
+            if full:
+                logger.warning("Closing the connection from %s:%d: %d connections are open already (max_connections)",
+                               peer[0], peer[1], self.max_connections)
+                conn.close()
+                continue
+            conn.settimeout(self.idle_timeout)
             threading.Thread(target=self._serve, args=(conn, peer), name=f"kctl-kafka-listener-{peer[1]}",
                              daemon=True).start()
 
@@ -88,8 +102,8 @@ class ControllerListener:
             pass  # the broker closed it
         except (OSError, p.KafkaProtocolError, queue.Empty) as exc:
             if not self._closed:
-                reason = f"no answer from the controller within {self.answer_timeout} s" if isinstance(
-                    exc, queue.Empty) else str(exc)
+                reason = (f"no answer from the controller within {self.answer_timeout} s" if isinstance(exc, queue.Empty)
+                          else f"idle for {self.idle_timeout} s" if isinstance(exc, TimeoutError) else str(exc))
                 logger.warning("Closing the connection from %s:%d: %s", peer[0], peer[1], reason)
         finally:
             with self._lock:
