@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kctl.cluster import EmbeddedCluster
-from kctl.model import TopicPartition
+from kctl.model import CONTROLLER_ONLY_FEATURE, BrokerInfo, EndPoint, TopicPartition
 from kctl.tools import AdminClient, ClusterStatus, cluster_status
 from kctl.tools.status import SCHEMA_VERSION, BrokerStatus, ReassignmentInProgress, format_status
 
@@ -128,12 +128,32 @@ def test_the_table(cluster: EmbeddedCluster) -> None:
     ]
 
 
+def register_controller_entry(cluster: EmbeddedCluster) -> int:
+    """Register what kctl's controller registers among real Kafka brokers (transports/kafka.py)."""
+    entry = BrokerInfo(100, (EndPoint("127.0.0.1", 9099, "CONTROLLER"),), features=((CONTROLLER_ONLY_FEATURE, (1, 1)),))
+    return cluster.store.register_broker(entry)
+
+
+def test_a_controller_only_entry_is_listed_apart_from_the_brokers(cluster: EmbeddedCluster) -> None:
+    epoch = register_controller_entry(cluster)
+    cluster.kill_broker(4)
+    cluster.run_until_stable()
+    status = cluster.status()
+    assert [b.id for b in status.brokers] == [1, 2, 3]
+    assert status.controller_entries == (BrokerStatus(100, epoch, None),)
+    assert status.offline_partitions == 1  # solo-0: entry 100 is no broker to lead it
+    lines = format_status(status)
+    assert lines[1:3] == ["Controller-only entries: 100", "Live brokers: 3"]
+    assert status.to_json()["controller_entries"] == [{"id": 100, "epoch": epoch}]
+
+
 def test_the_json_schema_is_the_documented_one(cluster: EmbeddedCluster) -> None:
     """docs/operations.md shows a document with every field; this status has every list non-empty."""
     cluster.kill_broker(4)
     cluster.run_until_stable()
     cluster.delete_topic("solo")
     cluster.store.create_partition_reassignments({TopicPartition("orders", 1): [1, 2]})
+    register_controller_entry(cluster)
     document = json.loads(json.dumps(cluster.status().to_json()))
     text = (DOCS / "operations.md").read_text()
     start = text.index("<!-- kctl cluster status --json -->")

@@ -77,6 +77,9 @@ class ClusterStatus:
     under_replicated_partitions: int
     reassignments: tuple[ReassignmentInProgress, ...]
     topics_queued_for_deletion: tuple[str, ...]
+    controller_entries: tuple[BrokerStatus, ...] = ()
+    """Registrations marked controller-only: kctl's controller standing among real Kafka brokers
+    (``docs/kafka-brokers.md``). They host no replica, so they are not among ``brokers``."""
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` document (schema :data:`SCHEMA_VERSION`, documented in docs/operations.md)."""
@@ -96,6 +99,7 @@ class ClusterStatus:
                 for r in self.reassignments
             ],
             "topics_queued_for_deletion": list(self.topics_queued_for_deletion),
+            "controller_entries": [{"id": b.id, "epoch": b.epoch} for b in self.controller_entries],
         }
 
 
@@ -103,8 +107,9 @@ def cluster_status(store: StateStore) -> ClusterStatus:
     """Read the status in bulk: the brokers, every topic's assignment, every partition's state and
     the admin znodes, one read each. A znode that cannot be decoded raises the error naming it."""
     epoch = store.get_controller_epoch()
-    brokers = tuple(BrokerStatus(b, broker_epoch, info.rack)
-                    for b, (info, broker_epoch) in sorted(store.get_all_brokers().items()))
+    registered = sorted(store.get_all_brokers().items())
+    brokers = tuple(BrokerStatus(b, epoch, info.rack) for b, (info, epoch) in registered if not info.controller_only)
+    entries = tuple(BrokerStatus(b, epoch, info.rack) for b, (info, epoch) in registered if info.controller_only)
     assignments = _found(store.get_topic_assignments(sorted(store.get_all_topics())))
     deleting = tuple(sorted(set(store.get_topic_deletions())))
     partitions = {TopicPartition(topic, p): ra for topic, a in assignments.items() for p, ra in a.partitions.items()}
@@ -121,6 +126,7 @@ def cluster_status(store: StateStore) -> ClusterStatus:
     return ClusterStatus(
         store.get_controller_id(), 0 if epoch is None else epoch[0], brokers, len(assignments), len(partitions),
         offline, under_replicated, _reassignments(partitions, store.get_partition_reassignments() or {}), deleting,
+        entries,
     )
 
 
@@ -161,6 +167,8 @@ def format_status(status: ClusterStatus) -> list[str]:
     controller = "none" if status.active_controller is None else str(status.active_controller)
     lines = [
         f"Active controller: {controller} (controller epoch {status.controller_epoch})",
+        *([f"Controller-only entries: {_ids(tuple(b.id for b in status.controller_entries))}"]
+          if status.controller_entries else []),
         f"Live brokers: {len(status.brokers)}",
         *_indented(table(("ID", "EPOCH", "RACK"), [(str(b.id), str(b.epoch), b.rack or "-") for b in status.brokers])),
         f"Topics: {status.topics} ({status.partitions} partitions)",
