@@ -4,6 +4,7 @@ and the callback gets the first valid answer, never the bad ones."""
 
 from __future__ import annotations
 
+import logging
 import queue
 import socket
 import struct
@@ -60,7 +61,9 @@ def hostile_broker() -> Iterator[tuple[int, list[bytes]]]:
         server.close()
 
 
-def test_bad_answers_are_retried_until_a_good_one(hostile_broker: tuple[int, list[bytes]]) -> None:
+def test_bad_answers_are_retried_until_a_good_one(hostile_broker: tuple[int, list[bytes]],
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="kctl.transports.kafka")
     port, seen = hostile_broker
     transport = KafkaTransport(request_timeout=30.0, retry_backoff=0.01, max_response_bytes=1 << 20)
     answers: queue.Queue[object] = queue.Queue()
@@ -77,3 +80,10 @@ def test_bad_answers_are_retried_until_a_good_one(hostile_broker: tuple[int, lis
     # The same request each time (correlation ids aside), as Kafka resends it.
     bodies = {p.decode_request(data)[1]["TopicStates"][0]["TopicName"] for data in seen}
     assert bodies == {"t"}
+    # One line when the broker starts failing and one when it answers again; the retries in
+    # between (every retry_backoff while a broker is down) only at DEBUG.
+    failed = [r for r in caplog.records if "to broker 1 failed" in r.getMessage()]
+    assert [r.levelno for r in failed] == [logging.WARNING] + [logging.DEBUG] * (len(BAD_ANSWERS) - 1)
+    recovered = [r for r in caplog.records if r.levelno > logging.DEBUG and "answered" in r.getMessage()]
+    assert [r.getMessage() for r in recovered] == [
+        f"Controller 0: broker 1 answered LeaderAndIsr after {len(BAD_ANSWERS)} failed attempts"]

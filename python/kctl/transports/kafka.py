@@ -67,6 +67,9 @@ class _BrokerSender:
         self.stopped = False
         self.sock: socket.socket | None = None
         self.correlation = itertools.count(1)
+        self.failures = 0
+        """Attempts failed in a row: the first is logged, the rest (every ``retry_backoff`` while a
+        broker is down) at DEBUG, and the recovery once."""
         self.thread = threading.Thread(target=self._run, name=f"kctl-kafka-sender-{broker_id}", daemon=True)
         self.thread.start()
 
@@ -116,12 +119,18 @@ class _BrokerSender:
                 response = self._exchange(request)
             except (OSError, p.KafkaProtocolError) as exc:  # Kafka closes, backs off and sends it again
                 level = logging.WARNING if isinstance(exc, p.KafkaProtocolError) else logging.INFO
-                logger.log(level, "Controller %d: %s to broker %d failed (%s); retrying", self.channel.controller_id,
-                           request.api, self.broker_id, exc)
+                self.failures += 1
+                logger.log(level if self.failures == 1 else logging.DEBUG,
+                           "Controller %d: %s to broker %d failed (%s); retrying every %.3g s",
+                           self.channel.controller_id, request.api, self.broker_id, exc, transport.retry_backoff)
                 self._close()
                 with self.wakeup:
                     self.wakeup.wait_for(lambda: self.stopped, transport.retry_backoff)
                 continue
+            if self.failures:
+                logger.info("Controller %d: broker %d answered %s after %d failed attempts",
+                            self.channel.controller_id, self.broker_id, request.api, self.failures)
+                self.failures = 0
             with self.wakeup:
                 if self.stopped:
                     return
