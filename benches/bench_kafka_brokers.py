@@ -153,7 +153,7 @@ class Cluster:
 
     def recover(self, broker: int) -> None:
         """``broker`` started again, back in its ISRs, and given its leaderships back."""
-        self.kafka.restart(broker)
+        self.kafka.restart(broker, self.timeout)  # its logs recovered first: a kill -9 leaves them unflushed
         replicas = assignment(self.partitions)
         self.wait_states(f"broker {broker} to rejoin its ISRs",
                          lambda s: all(broker in s[p].isr for p, r in replicas.items() if broker in r))
