@@ -21,15 +21,17 @@ last partition it led being led by another broker (that broker's ``Leader <topic
 … starts at leader epoch`` line in its ``state-change.log``, logged as it applies the LeaderAndIsr
 request). The expiry is what both sides share: the same server expires both sessions and deletes
 both registrations in the same way, whereas the controllers notice the deletion each in their own
-time, which is part of what is measured (``detection``, from the expiry to the controller's
-``deleted brokers: N`` line, is kept beside it). One host, one clock: the ZooKeeper server stamps
+time, which is part of what is measured. Two parts of it are kept beside it: ``detection``, from
+the expiry to the controller's ``deleted brokers: N`` line, and ``request``, to the last of those
+partitions' ``starting the become-leader transition`` lines (the broker starting to apply the
+controller's request: what comes after is the broker's work, the same on both sides). One host, one clock: the ZooKeeper server stamps
 its lines as log4j stamps Kafka's.
 
 Each round, for each side in turn (Kafka first in even rounds): the kill and the measure, the
 victim started again, back in its ISRs, and a preferred election giving it back its third; then
 both clusters quiet (:func:`bench_vs_kafka.settle`) before the next. ``KCTL_BENCH_KAFKA_BROKER_ROUNDS``
 rounds (default 5); the medians and Kafka's over kctl's go to ``extra_info`` (``broker-failure``
-and ``broker-failure detection``, in ``benches/table.py``'s table of the side-by-side measures). Marked
+``broker-failure detection`` and ``broker-failure request``, in ``benches/table.py``'s table of the side-by-side measures). Marked
 ``kafka_bench``: ``scripts/kafka-diff --bench-broker-failure`` runs it, nothing else does.
 """
 
@@ -90,6 +92,9 @@ broker's answer (Kafka's ``controller.socket.timeout.ms``, kctl's ``request.time
 EXPIRED = r"Expiring session 0x{session:x},"
 LED = rf"Leader {TOPIC}-(\d+) with topic id .* starts at leader epoch"
 DETECTED = r"deleted brokers: (?:\d+,)*{broker}\b"
+REQUESTED = rf"starting the become-leader transition for partition {TOPIC}-(\d+) "
+MEASURES = {"failure": "broker-failure", "detection": "broker-failure detection", "request": "broker-failure request"}
+"""The measures, as :meth:`Cluster.fail` returns them, and their names in the results."""
 
 
 class Cluster:
@@ -131,9 +136,10 @@ class Cluster:
         self.wait_states("every partition led by its first replica with a full ISR",
                          lambda s: all(st.leader == replicas[p][0] and st.isr == set(replicas[p]) for p, st in s.items()))
 
-    def fail(self, broker: int, zookeeper_log: Path) -> tuple[float, float]:
-        """kill -9 of ``broker`` → (the last of its partitions led by another broker, the
-        controller's ``deleted brokers`` line), each in seconds from its session's expiry."""
+    def fail(self, broker: int, zookeeper_log: Path) -> dict[str, float]:
+        """kill -9 of ``broker`` → each of :data:`MEASURES` in seconds from its session's expiry:
+        the last of its partitions led by another broker, the controller's ``deleted brokers`` line,
+        the last of those partitions' LeaderAndIsr requests reaching a broker."""
         led = {str(p) for p, st in self.states().items() if st.leader == broker}
         assert led, f"{self.name}: broker {broker} leads no partition"
         _, stat = self.zk.get(f"{self.chroot}/brokers/ids/{broker}")
@@ -149,7 +155,10 @@ class Cluster:
                  lambda: led <= leaders.firsts(LED, found).keys())
         detected = controller.first(DETECTED.format(broker=broker))
         assert detected is not None, f"{self.name}: the controller never logged broker {broker}'s deletion"
-        return max(found[p] for p in led) - expired, detected - expired
+        requested = leaders.firsts(REQUESTED, {})
+        assert led <= requested.keys(), f"{self.name}: partitions led without a become-leader line"
+        return {"failure": max(found[p] for p in led) - expired, "detection": detected - expired,
+                "request": max(requested[p] for p in led) - expired}
 
     def recover(self, broker: int) -> None:
         """``broker`` started again, back in its ISRs, and given its leaderships back."""
@@ -214,7 +223,7 @@ def move_controller_off(side: Cluster, broker: int, attempts: int = 20) -> None:
 def sitting(sides: Mapping[str, Cluster], zookeeper_log: Path, progress: Path) -> dict[str, dict[str, list[float]]]:
     """The topic on both sides, then :data:`ROUNDS` failures of :data:`VICTIM` on each, taking turns;
     seconds per measure and side, with the load average after each (also written to ``progress``)."""
-    times: dict[str, dict[str, list[float]]] = {name: {"failure": [], "detection": [], "load": []} for name in sides}
+    times: dict[str, dict[str, list[float]]] = {name: {m: [] for m in [*MEASURES, "load"]} for name in sides}
     settle(sides)  # a Cluster has what settle() asks of a side
     for side in sides.values():
         side.create_topic()
@@ -223,9 +232,8 @@ def sitting(sides: Mapping[str, Cluster], zookeeper_log: Path, progress: Path) -
         order = [sides["kafka"], sides["kctl"]]
         for side in order if round_ % 2 == 0 else order[::-1]:
             assert side.kafka_controller() != VICTIM, f"{side.name}: broker {VICTIM} became the controller"
-            failure, detection = side.fail(VICTIM, zookeeper_log)
-            times[side.name]["failure"].append(failure)
-            times[side.name]["detection"].append(detection)
+            for measure, seconds in side.fail(VICTIM, zookeeper_log).items():
+                times[side.name][measure].append(seconds)
             times[side.name]["load"].append(os.getloadavg()[0])
             progress.write_text(json.dumps(times, indent=1))
             side.recover(VICTIM)
@@ -245,7 +253,7 @@ def test_broker_failure_vs_kafka(benchmark: Any, kafka_installation: KafkaInstal
     benchmark.group = "kafka:broker-failure"
     benchmark.pedantic(once, rounds=1, iterations=1)
     medians = {}
-    for measure, name in (("failure", "broker-failure"), ("detection", "broker-failure detection")):
+    for measure, name in MEASURES.items():
         kafka, kctl = median(times["kafka"][measure]), median(times["kctl"][measure])
         medians[name] = {"kafka": kafka, "kctl": kctl, "kafka_over_kctl": kafka / kctl}
     benchmark.extra_info.update(vs_kafka=True, partitions=PARTITIONS, brokers=len(BROKERS), rf=2, rounds=ROUNDS,
