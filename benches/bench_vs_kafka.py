@@ -125,14 +125,25 @@ class LogTail:
     def first(self, pattern: str) -> float | None:
         """When the first line matching ``pattern`` was logged, if one has been."""
         if pattern not in self._found:
-            self._read()
-            start, self._searched[pattern] = self._searched.get(pattern, 0), len(self._lines)
-            regex = re.compile(pattern)
-            times = [datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S,%f").timestamp() for line in self._lines[start:]
-                     if regex.search(line) and (match := LINE.match(line))]
+            times = [logged for logged, _ in self._new_matches(pattern)]
             if times:
                 self._found[pattern] = min(times)
         return self._found.get(pattern)
+
+    def firsts(self, pattern: str, found: dict[str, float]) -> dict[str, float]:
+        """``found`` with, for each value of ``pattern``'s first group not in it yet, when the first
+        line matching with that value was logged (one poll of many keys, such as partitions)."""
+        for logged, match in self._new_matches(pattern):
+            found[match[1]] = min(logged, found.get(match[1], logged))
+        return found
+
+    def _new_matches(self, pattern: str) -> list[tuple[float, re.Match[str]]]:
+        """The lines added since ``pattern`` was last searched that match it: their time and match."""
+        self._read()
+        start, self._searched[pattern] = self._searched.get(pattern, 0), len(self._lines)
+        regex = re.compile(pattern)
+        return [(datetime.strptime(stamp[1], "%Y-%m-%d %H:%M:%S,%f").timestamp(), match)
+                for line in self._lines[start:] if (match := regex.search(line)) and (stamp := LINE.match(line))]
 
     def _read(self) -> None:
         for file, offset in self._offsets.items():
@@ -145,6 +156,21 @@ class LogTail:
             end = data.rfind(b"\n") + 1  # complete lines only
             self._offsets[file] = offset + end
             self._lines += data[:end].decode(errors="replace").splitlines()
+
+
+def logs_created(zk: Any, kafka: KafkaCluster, partitions: int) -> bool:
+    """Every running broker of ``kafka`` has a log directory for each partition of the topic
+    (:func:`assignment`) it hosts, once the topic exists."""
+    if zk.exists(f"{kafka.chroot}/brokers/topics/{TOPIC}") is None:
+        return True
+    hosted = Counter(broker for replicas in assignment(partitions).values() for broker in replicas)
+    for broker_id, broker in kafka.brokers.items():
+        data = Path(broker.config["log.dirs"])
+        if broker.running and data.is_dir():
+            found = sum(1 for entry in os.scandir(data) if entry.name.startswith(f"{TOPIC}-"))
+            if found < hosted[broker_id]:
+                return False
+    return True
 
 
 def wait_for(what: str, timeout: float, probe: Callable[[], Any], interval: float = 0.5) -> Any:
@@ -202,18 +228,9 @@ class Side:
         return found[0]
 
     def logs_created(self) -> bool:
-        """Every running Kafka broker has a log directory for each partition of the topic it hosts,
-        once the topic exists (kctl's brokers keep no logs)."""
-        if self.name != "kafka" or self.pair.zk.exists(f"{self.chroot}/brokers/topics/{TOPIC}") is None:
-            return True
-        hosted = Counter(broker for replicas in assignment(self.partitions).values() for broker in replicas)
-        for broker_id, broker in self.pair.kafka.brokers.items():
-            data = Path(broker.config["log.dirs"])
-            if broker.running and data.is_dir():
-                found = sum(1 for entry in os.scandir(data) if entry.name.startswith(f"{TOPIC}-"))
-                if found < hosted[broker_id]:
-                    return False
-        return True
+        """Every running Kafka broker has a log directory for each partition of the topic it hosts
+        (kctl's brokers keep no logs)."""
+        return self.name != "kafka" or logs_created(self.pair.zk, self.pair.kafka, self.partitions)
 
     def pids(self) -> list[int]:
         if self.name == "kafka":

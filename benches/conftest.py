@@ -5,8 +5,9 @@
 - The size of the simulated clusters comes from ``--kctl-bench-scale`` or ``KCTL_BENCH_SCALE``:
   ``smoke`` (the default, what CI's ``pytest benches --benchmark-disable`` runs), ``full`` (the
   sizes of DESIGN §8, for ``scripts/bench``) or ``<brokers>x<partitions>`` such as ``20x10000``.
-- ``bench_vs_kafka.py`` (marker ``kafka_bench``) starts real Kafka brokers and runs for most of an
-  hour: it is left out unless ``-m`` names the marker (``scripts/kafka-diff --bench`` does).
+- ``bench_vs_kafka.py`` and ``bench_kafka_brokers.py`` (marker ``kafka_bench``) start real Kafka
+  brokers and run for most of an hour: they are left out unless ``-m`` names the marker
+  (``scripts/kafka-diff --bench`` and ``--bench-broker-failure`` do).
 - Saved results carry the kctl version and the engine's build profile, so runs of a debug build
   are never compared with release runs by mistake.
 """

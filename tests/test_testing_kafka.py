@@ -37,3 +37,18 @@ def test_a_brokers_properties_are_small_and_its_own(tmp_path: Path) -> None:
     assert config["auto.leader.rebalance.enable"] == "true" and config["auto.create.topics.enable"] == "false"
     assert "broker.rack" not in kafka.properties(1, 1, "zk", tmp_path, brokers=5)
     assert kafka.properties(1, 1, "zk", tmp_path, brokers=5)["offsets.topic.replication.factor"] == "3"
+
+
+def test_broker_overrides_apply_to_their_broker_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kafka.KafkaBroker, "start", lambda self: None)  # the configs, not the processes
+    monkeypatch.setattr(kafka.KafkaCluster, "wait_registered", lambda self, brokers, timeout: None)
+    cluster = kafka.KafkaCluster("127.0.0.1:2181", 3, installation=kafka.KafkaInstallation("java", "cp"),
+                                 overrides={"zookeeper.session.timeout.ms": 18000, "num.io.threads": 4},
+                                 broker_overrides={2: {"zookeeper.session.timeout.ms": 6000}})
+    try:
+        cluster.start()
+        sessions = {b: broker.config["zookeeper.session.timeout.ms"] for b, broker in cluster.brokers.items()}
+        assert sessions == {1: "18000", 2: "6000", 3: "18000"}
+        assert {broker.config["num.io.threads"] for broker in cluster.brokers.values()} == {"4"}
+    finally:
+        cluster.stop()

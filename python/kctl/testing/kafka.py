@@ -207,8 +207,9 @@ class KafkaCluster:
     chroot ``chroot`` of the ZooKeeper ``hosts``.
 
     Use as a context manager, or ``start()`` / ``stop()``. ``racks`` gives a ``broker.rack`` per
-    broker id, ``overrides`` more broker properties, ``jvm_options`` the JVM's (:data:`JVM_OPTIONS`;
-    :data:`SHIPPED_JVM_OPTIONS` for Kafka as it ships). ``kill(id)``, ``stop_broker(id)`` and
+    broker id, ``overrides`` more broker properties (``broker_overrides`` more for some broker ids
+    alone, such as a shorter session for the broker a test kills), ``jvm_options`` the JVM's
+    (:data:`JVM_OPTIONS`; :data:`SHIPPED_JVM_OPTIONS` for Kafka as it ships). ``kill(id)``, ``stop_broker(id)`` and
     ``restart(id)`` act on one broker; ``zk`` is the connect string of the cluster's chroot.
     """
 
@@ -224,6 +225,7 @@ class KafkaCluster:
         first_id: int = 1,
         inter_broker_listener: bool = False,
         jvm_options: Sequence[str] = JVM_OPTIONS,
+        broker_overrides: Mapping[int, Mapping[str, object]] | None = None,
     ) -> None:
         if size < 1:
             raise ValueError(f"a cluster needs at least one broker, not {size}")
@@ -235,6 +237,7 @@ class KafkaCluster:
         self.installation = installation if installation is not None else KafkaInstallation.find()
         self._racks = dict(racks or {})
         self._overrides = dict(overrides or {})
+        self._broker_overrides = {broker_id: dict(found) for broker_id, found in (broker_overrides or {}).items()}
         self._inter_broker_listener = inter_broker_listener
         self._directory: Path | None = None
         self._ports: list[int] = []
@@ -260,7 +263,7 @@ class KafkaCluster:
         for broker_id, port, internal_port in zip(range(self.first_id, self.first_id + self.size), self._ports, internal):
             directory = self._directory / f"broker-{broker_id}"
             config = properties(broker_id, port, self.zk, directory / "data", self.size, self._racks.get(broker_id),
-                                self._overrides, internal_port)
+                                {**self._overrides, **self._broker_overrides.get(broker_id, {})}, internal_port)
             self.brokers[broker_id] = KafkaBroker(self.installation, directory, config, self.jvm_options)
         for broker in self.brokers.values():
             broker.start()

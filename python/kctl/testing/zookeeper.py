@@ -78,6 +78,13 @@ MAVEN_RELEASES = {
 }
 """Releases fetched from Maven Central: the cache directory's name and the artifacts
 (``scripts/test`` fetches the same ones with ``scripts/fetch-jars``)."""
+SESSION_LOG_OPTIONS = (
+    "-Dorg.slf4j.simpleLogger.log.org.apache.zookeeper.server.ZooKeeperServer=info",
+    "-Dorg.slf4j.simpleLogger.showDateTime=true",
+    "-Dorg.slf4j.simpleLogger.dateTimeFormat='['yyyy-MM-dd HH:mm:ss,SSS']'",
+)
+"""With ``log_sessions``: the server's session lines (``Expiring session 0x…``) in its log, stamped
+as log4j stamps Kafka's lines (``[%d]``), so that a session's expiry can be timed against them."""
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 
 
@@ -214,6 +221,7 @@ class ZooKeeperServer(JavaProcess):
         force_sync: bool,
         security: ServerSecurity | None = None,
         secure_port: int | None = None,
+        log_sessions: bool = False,
     ) -> None:
         self.installation = installation
         self.directory = directory
@@ -224,6 +232,7 @@ class ZooKeeperServer(JavaProcess):
         self._tick_time_ms = tick_time_ms
         self._force_sync = force_sync
         self._security = security
+        self._log_sessions = log_sessions
         super().__init__()
 
     def __repr__(self) -> str:
@@ -282,7 +291,7 @@ class ZooKeeperServer(JavaProcess):
         config = self.directory / "zoo.cfg"
         config.write_text(self._config(data))
         jaas = self._security.jaas() if self._security is not None else ""
-        options = []
+        options = list(SESSION_LOG_OPTIONS) if self._log_sessions else []
         if jaas:
             (self.directory / "jaas.conf").write_text(jaas)
             options.append(f"-Djava.security.auth.login.config={self.directory / 'jaas.conf'}")
@@ -332,6 +341,7 @@ class ZooKeeperEnsemble:
     Use as a context manager, or ``start()`` / ``stop()``. ``hosts`` is the connect string for
     clients (``secure_hosts`` for TLS, given a ``security`` with a keystore). ``force_sync=False`` (the default) skips fsync on every write, as test servers usually
     do: it measures the client and the protocol rather than this machine's disk.
+    ``log_sessions=True`` logs each session's expiry with a timestamp (:data:`SESSION_LOG_OPTIONS`).
     """
 
     def __init__(
@@ -342,6 +352,7 @@ class ZooKeeperEnsemble:
         tick_time_ms: int = 500,
         force_sync: bool = False,
         security: ServerSecurity | None = None,
+        log_sessions: bool = False,
     ) -> None:
         if size < 1:
             raise ValueError(f"an ensemble needs at least one server, not {size}")
@@ -350,6 +361,7 @@ class ZooKeeperEnsemble:
         self._tick_time_ms = tick_time_ms
         self._force_sync = force_sync
         self._security = security
+        self._log_sessions = log_sessions
         self._directory: Path | None = None
         self._ports: list[int] = []
         self.servers: list[ZooKeeperServer] = []
@@ -451,6 +463,7 @@ class ZooKeeperEnsemble:
                 self._force_sync,
                 self._security,
                 secure_port,
+                self._log_sessions,
             )
             for i, (client, _, secure_port) in enumerate(members)
         ]
@@ -522,6 +535,7 @@ __all__ = [
     "JAVA_ENV",
     "MAVEN_RELEASES",
     "RELEASES",
+    "SESSION_LOG_OPTIONS",
     "ServerSecurity",
     "ZooKeeperEnsemble",
     "ZooKeeperInstallation",
