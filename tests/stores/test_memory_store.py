@@ -542,25 +542,47 @@ def test_partition_znodes_are_znodes_like_any_other() -> None:
         assert txn.children(partitions) == ["5"]
 
 
-def test_partition_znodes_take_no_python_object_each() -> None:
-    """Creating partitions' state znodes (and the partition znodes above them) adds a few bytes of
-    Python heap per partition, not a node, a path and a set each (about 400 bytes before)."""
-    tree = MemoryTree()
-    store = MemoryStore(tree)
+def test_partitions_take_no_python_object_each() -> None:
+    """A topic's assignment and its partitions' znodes add a few bytes of Python heap per
+    partition, not objects each (about 750 bytes before: a node, a path and a set per partition
+    znode, and the caller's ``ReplicaAssignment`` objects kept with a dict of them)."""
+    store = MemoryStore(MemoryTree())
     count = 20_000
-    store.create_topic("t", {p: ReplicaAssignment((1,)) for p in range(count)})
-    states = {TopicPartition("t", p): state(1, (1,)) for p in range(count)}
     gc.collect()
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        store.create_partition_states(states, MATCH_ANY_VERSION)
+        store.create_topic("t", {p: ReplicaAssignment((p % 7, (p + 1) % 7)) for p in range(count)})
+        store.create_partition_states({TopicPartition("t", p): state(1, (1,)) for p in range(count)}, MATCH_ANY_VERSION)
         gc.collect()
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
     assert held / count < 32, f"{held / count:.0f} bytes of Python heap per partition"
     assert store.get_topic_partition_ids("t") == list(range(count))
+    assignment = store.get_topic_assignments(["t"]).values["t"].partitions
+    assert assignment[19_999] == ReplicaAssignment((19_999 % 7, 20_000 % 7)) and len(assignment) == count
+    assert dict(assignment.items()) == {p: ReplicaAssignment((p % 7, (p + 1) % 7)) for p in range(count)}
+
+
+def test_stored_assignments_read_as_written() -> None:
+    """Partition ids 0 to n-1 in order are held as a tuple, any others as a dict: both read back
+    as the mapping written, in its order, and compare equal to it."""
+    store = MemoryStore(MemoryTree())
+    dense = {p: ReplicaAssignment((p, 9)) for p in range(3)}
+    unordered = {1: ReplicaAssignment((1,)), 0: ReplicaAssignment((0,), (0,), ())}
+    sparse = {0: ReplicaAssignment((1,)), 5: ReplicaAssignment((2,))}
+    for name, written in (("dense", dense), ("unordered", unordered), ("sparse", sparse)):
+        store.create_topic(name, written)
+        read = store.get_topic_assignments([name]).values[name].partitions
+        assert read == written and list(read.items()) == list(written.items()) and list(read) == list(written)
+        assert 7 not in read and read.get(7) is None and -1 not in read
+        with pytest.raises(KeyError):
+            read[7]
+    read = store.get_topic_assignments(["dense"]).values["dense"].partitions
+    assert list(read.values()) == list(dense.values()) and read.keys() == dense.keys()
+    store.set_topic_assignment("dense", TopicAssignment({**read, 1: ReplicaAssignment((4,))}))
+    assert store.get_topic_assignments(["dense"]).values["dense"].partitions[1] == ReplicaAssignment((4,))
 
 
 # --- Plugin registration -------------------------------------------------------------------------
