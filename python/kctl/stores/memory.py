@@ -210,9 +210,11 @@ class _Topic:
     """Topic znodes; the ones whose ids were found in Kafka's Int are remembered by path: stored
     objects never change, and a failover reads every topic, so an unchanged one is checked once.
 
-    Stored assignments are shared: partitions with the same replicas hold one
-    ``ReplicaAssignment`` (a cluster of 100 brokers has a few thousand distinct ones however many
-    partitions it has), so the store keeps about 8 bytes a partition instead of an object each."""
+    A created topic's assignments are shared (:meth:`share`): partitions with the same replicas
+    hold one ``ReplicaAssignment`` (a cluster of 100 brokers has a few thousand distinct ones
+    however many partitions it has), so the store keeps about 8 bytes a partition instead of an
+    object each. Rewrites keep the caller's objects: a reassignment rewrites its topic once per
+    partition step, and sharing every value again would compare them all each time."""
 
     def __init__(self) -> None:
         self._checked: dict[str, weakref.ref[TopicAssignment]] = {}
@@ -222,17 +224,20 @@ class _Topic:
         partitions = assignment.partitions
         if isinstance(partitions, _DensePartitions):  # already stored, and immutable
             return assignment
-        values = list(partitions.values())
-        if len(self._shared) > _SHARED_MAX:
-            self._shared.clear()
-        try:
-            values = list(map(self._shared.setdefault, values, values))
-        except TypeError:  # an unhashable value, which decoding will find corrupt
-            pass
-        keys = list(partitions)
+        keys, values = list(partitions), list(partitions.values())
         if keys == list(range(len(keys))):
             return TopicAssignment(_DensePartitions(tuple(values)), assignment.topic_id)
         return TopicAssignment(MappingProxyType(dict(zip(keys, values))), assignment.topic_id)
+
+    def share(self, partitions: Mapping[int, ReplicaAssignment]) -> Mapping[int, ReplicaAssignment]:
+        """``partitions`` with each assignment replaced by an equal one already stored, if any."""
+        if len(self._shared) > _SHARED_MAX:
+            self._shared.clear()
+        values = list(partitions.values())
+        try:
+            return dict(zip(partitions, map(self._shared.setdefault, values, values)))
+        except TypeError:  # an unhashable value, which decoding will find corrupt
+            return partitions
 
     def decode(self, data: object, path: str) -> TopicAssignment:
         known = self._checked.get(path)
@@ -319,7 +324,7 @@ class MemoryStore(KafkaZkClient):
     def __init__(self, tree: MemoryTree | None = None) -> None:
         tree = tree if tree is not None else MemoryTree()
         self._client = TreeClient(tree)
-        topics = _TOPIC_CODECS.setdefault(tree, _Topic())
+        topics = self._topics = _TOPIC_CODECS.setdefault(tree, _Topic())
         super().__init__(self._client, dataclasses.replace(_OBJECTS, topic=topics), tree.random_bytes)
 
     @property
@@ -330,6 +335,11 @@ class MemoryStore(KafkaZkClient):
         """What changed after ``zxid`` (see :meth:`MemoryTree.changes_since`): lets a cluster keep
         its view of the store up to date without reading all of it."""
         return self._client.tree.changes_since(zxid)
+
+    def create_topic(self, topic: str, partitions: Mapping[int, ReplicaAssignment], topic_id: str | None = None,
+                     config: Mapping[str, str] | None = None) -> None:
+        """Kafka's, with the assignments shared with equal ones stored (see ``_Topic.share``)."""
+        super().create_topic(topic, self._topics.share(partitions), topic_id, config)
 
     def new_session(self) -> MemoryStore:
         """Another client of the same tree (another broker or controller process)."""
