@@ -34,9 +34,90 @@ pub enum WriteError {
     BadVersion(i32),
 }
 
+/// One topic's state znodes, columnar: a slot per partition id in a vector indexed by the id, as
+/// Kafka numbers partitions 0 to n-1 (about 72 bytes a partition, where a hash map took three
+/// times that); ids far beyond the topic's size (only planted data has them) go to a map.
+#[derive(Debug, Default)]
+pub struct Slots {
+    dense: Vec<Option<Slot>>,
+    sparse: HashMap<i32, Slot>,
+    len: usize,
+}
+
+impl Slots {
+    /// The dense index of `partition`, if it is one: ids up to twice the slots held plus 1,024.
+    fn index(&self, partition: i32) -> Option<usize> {
+        let at = usize::try_from(partition).ok()?;
+        (at < self.dense.len().max(2 * self.len + 1024)).then_some(at)
+    }
+
+    pub fn get(&self, partition: &i32) -> Option<&Slot> {
+        let dense = self
+            .index(*partition)
+            .and_then(|at| self.dense.get(at)?.as_ref());
+        dense.or_else(|| self.sparse.get(partition))
+    }
+
+    fn get_mut(&mut self, partition: &i32) -> Option<&mut Slot> {
+        if let Some(at) = self.index(*partition) {
+            if let Some(Some(slot)) = self.dense.get_mut(at) {
+                return Some(slot);
+            }
+        }
+        self.sparse.get_mut(partition)
+    }
+
+    pub fn contains_key(&self, partition: &i32) -> bool {
+        self.get(partition).is_some()
+    }
+
+    /// Put `slot` at `partition`, replacing any slot there.
+    fn insert(&mut self, partition: i32, slot: Slot) {
+        self.remove(&partition);
+        self.len += 1;
+        match self.index(partition) {
+            Some(at) => {
+                if at >= self.dense.len() {
+                    self.dense.resize(at + 1, None);
+                }
+                self.dense[at] = Some(slot);
+            }
+            None => {
+                self.sparse.insert(partition, slot);
+            }
+        }
+    }
+
+    fn remove(&mut self, partition: &i32) -> Option<Slot> {
+        let dense = self
+            .index(*partition)
+            .and_then(|at| self.dense.get_mut(at)?.take());
+        let removed = dense.or_else(|| self.sparse.remove(partition));
+        self.len -= usize::from(removed.is_some());
+        removed
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// `(partition, slot)` of every state znode, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (i32, &Slot)> {
+        let dense = self.dense.iter().enumerate().filter_map(|(at, slot)| {
+            let partition = i32::try_from(at).expect("dense ids are partition ids");
+            slot.as_ref().map(|slot| (partition, slot))
+        });
+        dense.chain(self.sparse.iter().map(|(&p, slot)| (p, slot)))
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct StateTable {
-    topics: HashMap<Arc<str>, HashMap<i32, Slot>>,
+    topics: HashMap<Arc<str>, Slots>,
     /// Write sequence shared with the Python tree's history, so both can be merged in order.
     seq: u64,
     history: Option<HashMap<Arc<str>, Vec<HistoryRow>>>,
@@ -55,9 +136,9 @@ impl StateTable {
         self.seq
     }
 
-    fn topic(&mut self, topic: &str) -> &mut HashMap<i32, Slot> {
+    fn topic(&mut self, topic: &str) -> &mut Slots {
         if !self.topics.contains_key(topic) {
-            self.topics.insert(Arc::from(topic), HashMap::default());
+            self.topics.insert(Arc::from(topic), Slots::default());
         }
         self.topics.get_mut(topic).expect("just inserted")
     }
@@ -245,7 +326,7 @@ impl StateTable {
     }
 
     /// One topic's slots, for reads of many of its partitions.
-    pub fn topic_slots(&self, topic: &str) -> Option<&HashMap<i32, Slot>> {
+    pub fn topic_slots(&self, topic: &str) -> Option<&Slots> {
         self.topics.get(topic)
     }
 
@@ -259,7 +340,7 @@ impl StateTable {
                 slots
                     .iter()
                     .filter(move |(_, slot)| slot.mzxid > zxid)
-                    .map(move |(&p, _)| (&**topic, p))
+                    .map(move |(p, _)| (&**topic, p))
             })
             .collect();
         found.sort_unstable();
@@ -267,7 +348,7 @@ impl StateTable {
     }
 
     pub fn len(&self) -> usize {
-        self.topics.values().map(HashMap::len).sum()
+        self.topics.values().map(Slots::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -278,7 +359,7 @@ impl StateTable {
 /// Write `state` into a slot if its version is `expected` (-1: any); returns the new version and,
 /// when `keep`, a copy of the state for the history.
 fn write_slot(
-    slots: &mut HashMap<i32, Slot>,
+    slots: &mut Slots,
     partition: i32,
     state: Option<LeaderIsrAndControllerEpoch>,
     expected: i32,
@@ -351,5 +432,29 @@ mod tests {
         );
         table.forget_history("t");
         assert!(table.history("t", 0).unwrap().is_empty());
+    }
+
+    #[test]
+    fn slots_far_apart_and_negative_ids_are_kept_apart() {
+        let mut table = StateTable::new(false);
+        for partition in [0, 5, -1, i32::MAX, 3000, 2] {
+            table
+                .create("t", partition, Some(lice(partition, 0)), 1)
+                .unwrap();
+        }
+        assert_eq!(table.len(), 6);
+        for partition in [0, 5, -1, i32::MAX, 3000, 2] {
+            assert_eq!(
+                table.get("t", partition).unwrap().state,
+                Some(lice(partition, 0))
+            );
+        }
+        assert!(table.get("t", 1).is_none() && table.get("t", 2999).is_none());
+        table.set("t", 3000, None, 0, 2).unwrap();
+        assert_eq!(table.modified_since(1), [("t", 3000)]);
+        for partition in [0, 5, -1, i32::MAX, 3000, 2] {
+            table.delete("t", partition).unwrap();
+        }
+        assert!(table.is_empty() && table.get("t", 0).is_none());
     }
 }

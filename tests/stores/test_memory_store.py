@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import random
 import threading
+import tracemalloc
 from collections.abc import Callable
 
 import pytest
@@ -496,6 +498,91 @@ def test_bulk_operations_on_100k_partitions() -> None:
     assert store.get_partition_states(tps[-1:]).values[tps[-1]] == LeaderIsrAndControllerEpoch(
         LeaderAndIsr(2, (2, 3), 1, partition_epoch=1), 1
     )
+
+
+def test_partition_znodes_are_znodes_like_any_other() -> None:
+    """The znode of each partition (``/brokers/topics/<t>/partitions/<p>``), held as a column
+    entry while plain, answers every operation as a node of the tree would."""
+    tree = MemoryTree()
+    store = MemoryStore(tree)
+    store.create_topic("t", {p: ReplicaAssignment((1,)) for p in range(12)})
+    store.create_partition_states({TopicPartition("t", p): state(1, (1,)) for p in range(12)}, MATCH_ANY_VERSION)
+    created = tree.zxid
+    partitions, dir2 = paths.topic_partitions("t"), paths.topic_partition(TopicPartition("t", 2))
+    assert store.get_topic_partition_ids("t") == list(range(12))
+    with tree.transaction() as txn:
+        assert txn.get(dir2) == (None, Stat(0, created, created, 0))
+        assert txn.children(dir2) == ["state"]
+        assert txn.children(partitions) == sorted(str(p) for p in range(12))
+        with pytest.raises(StoreError, match="has children"):
+            txn.delete(dir2)
+        txn.delete(f"{dir2}/state")
+        txn.delete(dir2, 0)
+        assert not txn.exists(dir2) and txn.get(dir2) is None
+        txn.create(dir2, "data")  # a znode with data, and one set, are nodes of the tree
+        assert txn.set(paths.topic_partition(TopicPartition("t", 3)), "x", 0) == 1
+        txn.create(paths.topic_partition(TopicPartition("t", 4)) + "/extra", 7)
+        txn.create(f"{partitions}/007")  # not a partition id as Kafka writes one
+    with tree.transaction() as txn:
+        assert txn.get(dir2) == ("data", Stat(0, tree.zxid, tree.zxid, 0))
+        assert txn.get(paths.topic_partition(TopicPartition("t", 3)))[0] == "x"  # type: ignore[index]
+        assert txn.children(paths.topic_partition(TopicPartition("t", 4))) == ["extra", "state"]
+        assert txn.children(partitions) == sorted([*(str(p) for p in range(12)), "007"])
+    with pytest.raises(NodeExistsError), tree.transaction() as txn:  # undone whole
+        txn.create(f"{partitions}/12")
+        txn.delete(f"{partitions}/5/state")
+        txn.delete(f"{partitions}/5")
+        txn.create(f"{partitions}/12")
+    with tree.transaction() as txn:
+        assert not txn.exists(f"{partitions}/12") and txn.children(f"{partitions}/5") == ["state"]
+    store.delete_topic("t", MATCH_ANY_VERSION)
+    with tree.transaction() as txn:
+        assert not txn.exists(partitions) and not txn.exists(f"{partitions}/5/state")
+        txn.ensure_path(f"{partitions}/5/state")
+        assert txn.children(partitions) == ["5"]
+
+
+def test_partitions_take_no_python_object_each() -> None:
+    """A topic's assignment and its partitions' znodes add a few bytes of Python heap per
+    partition, not objects each (about 750 bytes before: a node, a path and a set per partition
+    znode, and the caller's ``ReplicaAssignment`` objects kept with a dict of them)."""
+    store = MemoryStore(MemoryTree())
+    count = 20_000
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        store.create_topic("t", {p: ReplicaAssignment((p % 7, (p + 1) % 7)) for p in range(count)})
+        store.create_partition_states({TopicPartition("t", p): state(1, (1,)) for p in range(count)}, MATCH_ANY_VERSION)
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held / count < 32, f"{held / count:.0f} bytes of Python heap per partition"
+    assert store.get_topic_partition_ids("t") == list(range(count))
+    assignment = store.get_topic_assignments(["t"]).values["t"].partitions
+    assert assignment[19_999] == ReplicaAssignment((19_999 % 7, 20_000 % 7)) and len(assignment) == count
+    assert dict(assignment.items()) == {p: ReplicaAssignment((p % 7, (p + 1) % 7)) for p in range(count)}
+
+
+def test_stored_assignments_read_as_written() -> None:
+    """Partition ids 0 to n-1 in order are held as a tuple, any others as a dict: both read back
+    as the mapping written, in its order, and compare equal to it."""
+    store = MemoryStore(MemoryTree())
+    dense = {p: ReplicaAssignment((p, 9)) for p in range(3)}
+    unordered = {1: ReplicaAssignment((1,)), 0: ReplicaAssignment((0,), (0,), ())}
+    sparse = {0: ReplicaAssignment((1,)), 5: ReplicaAssignment((2,))}
+    for name, written in (("dense", dense), ("unordered", unordered), ("sparse", sparse)):
+        store.create_topic(name, written)
+        read = store.get_topic_assignments([name]).values[name].partitions
+        assert read == written and list(read.items()) == list(written.items()) and list(read) == list(written)
+        assert 7 not in read and read.get(7) is None and -1 not in read
+        with pytest.raises(KeyError):
+            read[7]
+    read = store.get_topic_assignments(["dense"]).values["dense"].partitions
+    assert list(read.values()) == list(dense.values()) and read.keys() == dense.keys()
+    store.set_topic_assignment("dense", TopicAssignment({**read, 1: ReplicaAssignment((4,))}))
+    assert store.get_topic_assignments(["dense"]).values["dense"].partitions[1] == ReplicaAssignment((4,))
 
 
 # --- Plugin registration -------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import itertools
 import operator
 import reprlib
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, ItemsView, Iterator, Mapping, Sequence, ValuesView
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -152,16 +152,92 @@ class _PartitionState(_AsItIs):
         return _at_version(data, zk_version)  # type: ignore[arg-type]
 
 
+class _DensePartitions(Mapping[int, ReplicaAssignment]):
+    """A stored topic's assignment whose partition ids are 0 to n-1 in order, as Kafka numbers
+    them: the assignments in a tuple indexed by id (8 bytes a partition, where a dict took about
+    40 and an int key 28 more). Read-only, like the ``MappingProxyType`` other topics get."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: tuple[ReplicaAssignment, ...]) -> None:
+        self._values = values
+
+    def __getitem__(self, partition: int) -> ReplicaAssignment:
+        if isinstance(partition, int) and 0 <= partition < len(self._values):
+            return self._values[partition]
+        raise KeyError(partition)
+
+    def __contains__(self, partition: object) -> bool:
+        return isinstance(partition, int) and 0 <= partition < len(self._values)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(len(self._values)))
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def values(self) -> ValuesView[ReplicaAssignment]:
+        return _DenseValues(self)
+
+    def items(self) -> ItemsView[int, ReplicaAssignment]:
+        return _DenseItems(self)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({dict(self.items())!r})"
+
+
+class _DenseValues(ValuesView[ReplicaAssignment]):
+    """The values of a :class:`_DensePartitions` iterated in C (a failover reads them all)."""
+
+    _mapping: _DensePartitions
+
+    def __iter__(self) -> Iterator[ReplicaAssignment]:
+        return iter(self._mapping._values)
+
+
+class _DenseItems(ItemsView[int, ReplicaAssignment]):
+    _mapping: _DensePartitions
+
+    def __iter__(self) -> Iterator[tuple[int, ReplicaAssignment]]:
+        return zip(range(len(self._mapping)), self._mapping._values)
+
+
+_SHARED_MAX = 1 << 20
+"""How many distinct assignments :class:`_Topic` shares before it starts over (a bound on a cache)."""
+
+
 class _Topic:
     """Topic znodes; the ones whose ids were found in Kafka's Int are remembered by path: stored
-    objects never change, and a failover reads every topic, so an unchanged one is checked once."""
+    objects never change, and a failover reads every topic, so an unchanged one is checked once.
+
+    A created topic's assignments are shared (:meth:`share`): partitions with the same replicas
+    hold one ``ReplicaAssignment`` (a cluster of 100 brokers has a few thousand distinct ones
+    however many partitions it has), so the store keeps about 8 bytes a partition instead of an
+    object each. Rewrites keep the caller's objects: a reassignment rewrites its topic once per
+    partition step, and sharing every value again would compare them all each time."""
 
     def __init__(self) -> None:
         self._checked: dict[str, weakref.ref[TopicAssignment]] = {}
+        self._shared: dict[ReplicaAssignment, ReplicaAssignment] = {}
 
-    @staticmethod
-    def encode(assignment: TopicAssignment) -> object:
-        return TopicAssignment(MappingProxyType(dict(assignment.partitions)), assignment.topic_id)
+    def encode(self, assignment: TopicAssignment) -> object:
+        partitions = assignment.partitions
+        if isinstance(partitions, _DensePartitions):  # already stored, and immutable
+            return assignment
+        keys, values = list(partitions), list(partitions.values())
+        if keys == list(range(len(keys))):
+            return TopicAssignment(_DensePartitions(tuple(values)), assignment.topic_id)
+        return TopicAssignment(MappingProxyType(dict(zip(keys, values))), assignment.topic_id)
+
+    def share(self, partitions: Mapping[int, ReplicaAssignment]) -> Mapping[int, ReplicaAssignment]:
+        """``partitions`` with each assignment replaced by an equal one already stored, if any."""
+        if len(self._shared) > _SHARED_MAX:
+            self._shared.clear()
+        values = list(partitions.values())
+        try:
+            return dict(zip(partitions, map(self._shared.setdefault, values, values)))
+        except TypeError:  # an unhashable value, which decoding will find corrupt
+            return partitions
 
     def decode(self, data: object, path: str) -> TopicAssignment:
         known = self._checked.get(path)
@@ -248,7 +324,7 @@ class MemoryStore(KafkaZkClient):
     def __init__(self, tree: MemoryTree | None = None) -> None:
         tree = tree if tree is not None else MemoryTree()
         self._client = TreeClient(tree)
-        topics = _TOPIC_CODECS.setdefault(tree, _Topic())
+        topics = self._topics = _TOPIC_CODECS.setdefault(tree, _Topic())
         super().__init__(self._client, dataclasses.replace(_OBJECTS, topic=topics), tree.random_bytes)
 
     @property
@@ -259,6 +335,11 @@ class MemoryStore(KafkaZkClient):
         """What changed after ``zxid`` (see :meth:`MemoryTree.changes_since`): lets a cluster keep
         its view of the store up to date without reading all of it."""
         return self._client.tree.changes_since(zxid)
+
+    def create_topic(self, topic: str, partitions: Mapping[int, ReplicaAssignment], topic_id: str | None = None,
+                     config: Mapping[str, str] | None = None) -> None:
+        """Kafka's, with the assignments shared with equal ones stored (see ``_Topic.share``)."""
+        super().create_topic(topic, self._topics.share(partitions), topic_id, config)
 
     def new_session(self) -> MemoryStore:
         """Another client of the same tree (another broker or controller process)."""

@@ -23,7 +23,8 @@ import logging
 import random
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableSet, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, TypeVar, cast
@@ -76,17 +77,86 @@ _DELETED = object()
 class _Node:
     __slots__ = ("children", "czxid", "data", "ephemeral_owner", "mzxid", "sequence", "version")
 
-    def __init__(self, data: object, zxid: int, ephemeral_owner: int) -> None:
+    def __init__(self, path: str, data: object, zxid: int, ephemeral_owner: int) -> None:
         self.data = data
         self.version = 0
         self.czxid = zxid
         self.mzxid = zxid
         self.ephemeral_owner = ephemeral_owner
-        self.children: set[str] = set()
+        self.children: MutableSet[str] = _PartitionDirs() if _is_partitions_dir(path) else set()
         self.sequence = 0  # the next persistent-sequential suffix among this node's children
 
     def stat(self) -> Stat:
         return Stat(self.version, self.czxid, self.mzxid, self.ephemeral_owner)
+
+
+class _PartitionDirs(MutableSet[str]):
+    """The children of a topic's ``/brokers/topics/<t>/partitions`` znode, the one znode per
+    partition besides its state: a partition's znode that is plain (no data, never set, not
+    ephemeral, no child but its state, which the state table holds) is only its czxid in a column
+    indexed by partition id (8 bytes instead of a node, its path and a set). Any other child is a
+    node of the tree, named in ``others``; a plain one is made a node when it is set or gets
+    another child (:meth:`Transaction._materialize`)."""
+
+    __slots__ = ("count", "czxid", "others")
+
+    def __init__(self) -> None:
+        self.czxid = array("q")
+        """The czxid of the plain znode of each partition id, -1 where there is none."""
+        self.count = 0
+        self.others: set[str] = set()
+
+    def _index(self, name: str) -> int | None:
+        """The column index of a partition named as Kafka names them (``str(id)``), when it is
+        one: ids up to twice the number held plus 1,024, so planted far-off ids cost no memory."""
+        if not (name.isascii() and name.isdigit()) or (len(name) > 1 and name[0] == "0") or len(name) > 10:
+            return None
+        at = int(name)
+        return at if at < max(len(self.czxid), 2 * self.count + 1024) else None
+
+    def plain(self, name: str) -> int | None:
+        """The czxid of the plain znode ``name``, None when it is not one."""
+        at = self._index(name)
+        czxid = self.czxid[at] if at is not None and at < len(self.czxid) else -1
+        return None if czxid < 0 else czxid
+
+    def add_plain(self, name: str, czxid: int) -> bool:
+        """Hold a new plain znode; False when ``name`` is not a partition id the column takes."""
+        at = self._index(name)
+        if at is None or name in self.others:
+            return False
+        if at >= len(self.czxid):
+            self.czxid.extend(itertools.repeat(-1, at + 1 - len(self.czxid)))
+        self.czxid[at] = czxid
+        self.count += 1
+        return True
+
+    def drop_plain(self, name: str) -> None:
+        at = self._index(name)
+        if at is not None and at < len(self.czxid) and self.czxid[at] >= 0:
+            self.czxid[at] = -1
+            self.count -= 1
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.others or (isinstance(name, str) and self.plain(name) is not None)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.others
+        yield from (str(at) for at, czxid in enumerate(self.czxid) if czxid >= 0)
+
+    def __len__(self) -> int:
+        return self.count + len(self.others)
+
+    def add(self, value: str) -> None:
+        self.others.add(value)
+
+    def discard(self, value: str) -> None:
+        self.others.discard(value)
+
+
+def _is_partitions_dir(path: str) -> bool:
+    """Whether ``path`` is a topic's ``/brokers/topics/<t>/partitions``."""
+    return path.endswith("/partitions") and path.startswith(paths.BROKER_TOPICS + "/") and path.count("/") == 4
 
 
 class Session:
@@ -267,7 +337,7 @@ class MemoryTree:
 
     def __init__(self, record_history: bool = False, rng: random.Random | None = None) -> None:
         self._lock = threading.Lock()
-        self._nodes: dict[str, _Node] = {"/": _Node(None, 0, 0)}
+        self._nodes: dict[str, _Node] = {"/": _Node("/", None, 0, 0)}
         self._zxid = 0
         self._rng = rng if rng is not None else random.Random()
         self._states = StateTable(record_history)
@@ -473,6 +543,14 @@ class _Deleted(NamedTuple):
     owner: Session | None
 
 
+class _PlainWritten(NamedTuple):
+    """A plain partition znode created (``czxid`` -1) or deleted."""
+
+    dirs: _PartitionDirs
+    name: str
+    czxid: int
+
+
 _StateRow = tuple[int, Sequence[int], int, int, int, int]
 _Slot = tuple[_StateRow | None, int, int, int]
 """A state-table slot: (state row or None when corrupt, version, czxid, mzxid)."""
@@ -486,7 +564,8 @@ class _StateWritten(NamedTuple):
     key: tuple[str, int]
     previous: _Slot | None
     corrupt: object
-    parent: _Node
+    parent: _Node | None
+    """None when the parent is a plain partition znode, whose children the state table tells."""
     seq: int
 
 
@@ -507,7 +586,7 @@ class Transaction:
         self._session = session
         self.zxid = tree._zxid + 1
         """The zxid this transaction commits with (the czxid of the nodes it creates)."""
-        self._undo: list[_Created | _Changed | _Deleted | _StateWritten] = []
+        self._undo: list[_Created | _Changed | _Deleted | _PlainWritten | _StateWritten] = []
         self._changed_paths: list[str] = []
         self._changes: list[ChangeType] = []
         self._recording = tree._history is not None
@@ -524,7 +603,10 @@ class Transaction:
             data = self._tree._corrupt_states.get(path) if row is None else _state_of(row)
             return data, Stat(version, czxid, mzxid, 0)
         node = self._nodes.get(path)
-        return None if node is None else (node.data, node.stat())
+        if node is None:
+            stat = self._plain_stat(path)
+            return None if stat is None else (None, stat)
+        return node.data, node.stat()
 
     def stat(self, path: str) -> Stat | None:
         """The node's stat (without reading its data), or None when it does not exist."""
@@ -533,17 +615,51 @@ class Transaction:
             slot = self._states.get(*key)
             return None if slot is None else Stat(slot[1], slot[2], slot[3], 0)
         node = self._nodes.get(path)
-        return None if node is None else node.stat()
+        return self._plain_stat(path) if node is None else node.stat()
 
     def exists(self, path: str) -> bool:
         key = _state_key(path)
-        return path in self._nodes if key is None else self._states.get(*key) is not None
+        if key is not None:
+            return self._states.get(*key) is not None
+        return path in self._nodes or self._plain(path) is not None
 
     def children(self, path: str) -> list[str]:
         """The names of the node's children, sorted."""
         if _state_key(path) is not None and self.exists(path):
             return []  # state znodes have no children
+        node = self._nodes.get(path)
+        if node is None and self._plain(path) is not None:
+            return ["state"] if self.exists(_join(path, "state")) else []
         return sorted(self._node(path).children)
+
+    def _plain(self, path: str) -> tuple[_PartitionDirs, str, int] | None:
+        """The column holding ``path``, its name and czxid, when it is a plain partition znode."""
+        parent_path, name = _split(path)
+        parent = self._nodes.get(parent_path)
+        if parent is None or not isinstance(parent.children, _PartitionDirs):
+            return None
+        czxid = parent.children.plain(name)
+        return None if czxid is None else (parent.children, name, czxid)
+
+    def _plain_stat(self, path: str) -> Stat | None:
+        plain = self._plain(path)
+        return None if plain is None else Stat(0, plain[2], plain[2], 0)
+
+    def _materialize(self, path: str) -> _Node | None:
+        """Make the plain partition znode at ``path`` a node of the tree (None when it is not
+        one), before it is set or gets a child the state table does not hold; the znode stays
+        the same, so a rollback leaves the node."""
+        plain = self._plain(path)
+        if plain is None:
+            return None
+        dirs, name, czxid = plain
+        node = _Node(path, None, czxid, 0)
+        if self.exists(_join(path, "state")):
+            node.children.add("state")
+        dirs.drop_plain(name)
+        dirs.others.add(name)
+        self._nodes[path] = node
+        return node
 
     def check(self, path: str, version: int) -> None:
         """Require the node to exist at ``version``."""
@@ -559,7 +675,12 @@ class Transaction:
         if not path.startswith("/") or path.endswith("/") or "//" in path:
             raise StoreError(f"invalid path {path!r}", path)
         parent_path, name = _split(path)
+        key = _state_key(path)
         parent = self._nodes.get(parent_path)
+        if key is not None and parent is None and self._plain(parent_path) is not None:
+            return self._create_state(path, data, key, None, ephemeral=ephemeral)
+        if parent is None:
+            parent = self._materialize(parent_path)
         if parent is None:
             raise NoNodeError(f"cannot create {path}: {parent_path} does not exist", path)
         if parent.ephemeral_owner:
@@ -571,17 +692,15 @@ class Transaction:
             raise NodeExistsError(f"{path} already exists", path)
         if ephemeral and self._session is None:
             raise StoreError(f"cannot create ephemeral {path} outside a session", path)
-        key = _state_key(path)
         if key is not None:
-            if ephemeral:
-                raise StoreError(f"cannot create {path}: partition-state znodes are persistent here", path)
-            row = self._state_row(path, data)
-            _, seq = self._states.create(key[0], key[1], row, self.zxid)
-            parent.children.add(name)
-            self._wrote(_StateWritten(path, key, None, _ABSENT, parent, seq), path, data, ChangeType.CREATED, parent_path)
+            return self._create_state(path, data, key, parent, ephemeral=ephemeral)
+        dirs = parent.children
+        if (isinstance(dirs, _PartitionDirs) and data is None and not ephemeral and not sequential
+                and dirs.add_plain(name, self.zxid)):
+            self._wrote(_PlainWritten(dirs, name, -1), path, data, ChangeType.CREATED, parent_path)
             return path
         owner = self._session if ephemeral else None
-        self._nodes[path] = _Node(data, self.zxid, owner.id if owner else 0)
+        self._nodes[path] = _Node(path, data, self.zxid, owner.id if owner else 0)
         parent.children.add(name)
         if sequential:
             parent.sequence += 1
@@ -589,6 +708,20 @@ class Transaction:
             owner.ephemerals.add(path)
         undo = _Created(path, parent, name, owner, sequential)
         self._wrote(undo, path, data, ChangeType.CREATED, parent_path)
+        return path
+
+    def _create_state(self, path: str, data: object, key: tuple[str, int], parent: _Node | None, *,
+                      ephemeral: bool) -> str:
+        """Create a state znode in the table (``parent`` None: a plain partition znode)."""
+        if ephemeral:
+            raise StoreError(f"cannot create {path}: partition-state znodes are persistent here", path)
+        if self.exists(path):
+            raise NodeExistsError(f"{path} already exists", path)
+        row = self._state_row(path, data)
+        _, seq = self._states.create(key[0], key[1], row, self.zxid)
+        if parent is not None:
+            parent.children.add("state")
+        self._wrote(_StateWritten(path, key, None, _ABSENT, parent, seq), path, data, ChangeType.CREATED, _split(path)[0])
         return path
 
     def set(self, path: str, data: object, version: int = MATCH_ANY_VERSION) -> int:
@@ -604,7 +737,7 @@ class Transaction:
             corrupt = self._tree._corrupt_states.get(path, _ABSENT)
             row = self._state_row(path, data)
             _, new_version, seq = self._states.set(key[0], key[1], row, MATCH_ANY_VERSION, self.zxid)
-            parent = self._nodes[_split(path)[0]]
+            parent = self._nodes.get(_split(path)[0])
             self._wrote(_StateWritten(path, key, previous, corrupt, parent, seq), path, data, ChangeType.DATA_CHANGED)
             return Stat(new_version, previous[2], self.zxid, 0)
         node = self._node(path)
@@ -624,9 +757,19 @@ class Transaction:
             corrupt = self._tree._corrupt_states.pop(path, _ABSENT)
             deleted = self._states.delete(*key)
             seq = 0 if deleted is None else deleted[1]
-            parent = self._nodes[parent_path]
-            parent.children.discard(name)
+            parent = self._nodes.get(parent_path)
+            if parent is not None:
+                parent.children.discard(name)
             self._wrote(_StateWritten(path, key, previous, corrupt, parent, seq), path, _DELETED, ChangeType.DELETED, parent_path)
+            return
+        plain = None if path in self._nodes else self._plain(path)
+        if plain is not None:
+            self._check_version(path, 0, version)
+            if self.exists(_join(path, "state")):
+                raise StoreError(f"cannot delete {path}: it has children", path)
+            dirs, plain_name, czxid = plain
+            dirs.drop_plain(plain_name)
+            self._wrote(_PlainWritten(dirs, plain_name, czxid), path, _DELETED, ChangeType.DELETED, parent_path)
             return
         node = self._node(path)
         self._check_version(path, node.version, version)
@@ -649,9 +792,7 @@ class Transaction:
         while stack:
             current = stack.pop()
             preorder.append(current)
-            node = self._nodes.get(current)  # None for a state znode, which has no children
-            if node is not None:
-                stack.extend(_join(current, child) for child in node.children)
+            stack.extend(_join(current, child) for child in self.children(current))
         for current in reversed(preorder):
             self.delete(current)
 
@@ -689,13 +830,20 @@ class Transaction:
                     parent.children.add(name)
                     if owner:
                         owner.ephemerals.add(path)
+                case _PlainWritten(dirs, name, czxid):
+                    if czxid < 0:
+                        dirs.drop_plain(name)
+                    else:
+                        dirs.add_plain(name, czxid)
                 case _StateWritten(path, (topic, partition), previous, corrupt, parent, seq):
                     self._states.restore(topic, partition, previous, seq)
                     if corrupt is _ABSENT:
                         self._tree._corrupt_states.pop(path, None)
                     else:
                         self._tree._corrupt_states[path] = corrupt
-                    if previous is None:
+                    if parent is None:
+                        pass
+                    elif previous is None:
                         parent.children.discard(_split(path)[1])
                     else:
                         parent.children.add(_split(path)[1])
@@ -710,7 +858,7 @@ class Transaction:
         tree._route(self._changed_paths, self._changes)
 
     def _node(self, path: str) -> _Node:
-        node = self._nodes.get(path)
+        node = self._nodes.get(path) or self._materialize(path)
         if node is None:
             raise NoNodeError(f"{path} does not exist", path)
         return node
@@ -737,7 +885,7 @@ class Transaction:
 
     def _wrote(
         self,
-        undo: _Created | _Changed | _Deleted | _StateWritten,
+        undo: _Created | _Changed | _Deleted | _PlainWritten | _StateWritten,
         path: str,
         data: object,
         change: ChangeType,

@@ -6,7 +6,6 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
 use crate::context::{Context, Part, TopicIdx};
-use crate::hash::HashMap;
 use crate::model::{LeaderAndIsr, LeaderIsrAndControllerEpoch};
 use crate::py::classes::classes;
 use crate::py::convert::{
@@ -14,7 +13,7 @@ use crate::py::convert::{
     partition_state_from_py, partition_state_to_py, topic_partition,
 };
 use crate::py::statetable::StateTable as PyStateTable;
-use crate::statetable::{Slot, WriteError};
+use crate::statetable::{Slots, WriteError};
 use crate::store::{partition_state_path, Failure, FailureKind, Read, Store, Updated};
 
 /// A Python store, reached with the GIL taken per bulk call (the engine runs without it).
@@ -290,7 +289,7 @@ impl Store for NativeMemory {
         let mut corrupt = Vec::new();
         {
             let table = table.get().lock();
-            let mut slots: Option<(TopicIdx, Option<&HashMap<i32, Slot>>)> = None;
+            let mut slots: Option<(TopicIdx, Option<&Slots>)> = None;
             for &p in parts {
                 let t = ctx.partition_topic(p);
                 let topic_slots = match slots {
