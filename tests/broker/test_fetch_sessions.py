@@ -24,7 +24,7 @@ from kctl.broker.fetcher import (
     FetchResponse,
     NetworkReplicaManager,
 )
-from kctl.errors import Errors
+from kctl.errors import Errors, IllegalArgumentError
 from kctl.model import TopicPartition
 from kctl.net import EventLoopThread, FrameClient, FrameServer, Header, NetworkError, Request
 from kctl.scheduler import SimulatedScheduler
@@ -251,6 +251,12 @@ def test_sessions_are_bounded_in_partitions() -> None:
     assert manager.fetch_sessions.get(mine) is None  # closed: its next fetch is full
     sessionless = fetch(manager, FetchRequest(2, 1, parts, INVALID_SESSION_ID, FINAL_EPOCH))
     assert sessionless.session_id == INVALID_SESSION_ID and len(sessionless.partitions) == 4
+
+
+@pytest.mark.parametrize("sessions, partitions", [(0, 10), (10, 0)])
+def test_a_session_cache_holds_something(sessions: int, partitions: int) -> None:
+    with pytest.raises(IllegalArgumentError, match="at least one session and one partition"):
+        FetchSessionCache(sessions, partitions)
 
 
 def test_a_session_cache_never_hands_out_the_invalid_or_a_taken_id() -> None:

@@ -39,7 +39,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from kctl.errors import InvalidRequestError
+from kctl.errors import IllegalArgumentError, InvalidRequestError
 from kctl.model import TopicPartition
 
 INVALID_SESSION_ID = 0
@@ -96,6 +96,9 @@ class FetchSessionCache:
 
     def __init__(self, max_sessions: int = MAX_FETCH_SESSIONS, max_cached_partitions: int = MAX_CACHED_PARTITIONS,
                  rng: random.Random | None = None) -> None:
+        if max_sessions < 1 or max_cached_partitions < 1:
+            raise IllegalArgumentError(f"a fetch session cache holds at least one session and one partition, "
+                                       f"not {max_sessions} and {max_cached_partitions}")
         self.max_sessions = max_sessions
         self.max_cached_partitions = max_cached_partitions
         self._rng = rng if rng is not None else random.Random()
