@@ -162,6 +162,41 @@ def test_a_bulk_transitions_lines_reach_every_handler_in_order(
         f"{name} [Controller id=1 epoch=4] {message} (state.change.logger)" for name, message in expected]
 
 
+@pytest.mark.parametrize("max_file_size", [10**8, 4096])
+def test_a_bulk_transitions_lines_are_laid_out_once_and_written_as_one_by_one(
+    tmp_path: Path, root_handlers: logging.Logger, monkeypatch: pytest.MonkeyPatch, max_file_size: int
+) -> None:
+    """A creation of 20K partitions logs 60K lines before its first ZooKeeper write: a record,
+    filter and layout per line took most of that time. The file gets the same bytes, across a
+    rollover too."""
+    monkeypatch.setattr(time, "time", lambda: 1_795_000_000.5)  # one millisecond for every line
+    state_change = logging.getLogger("kctl.state_change")
+    monkeypatch.setattr(state_change, "level", TRACE)
+    root_handlers.setLevel(TRACE)
+    lines = [(logging.INFO if p % 50 else TRACE, f"Changed partition t-{p} state") for p in range(200)]
+    written = {}
+    for way in ("bulk", "one-by-one"):
+        directory = tmp_path / way
+        root_handlers.handlers[:] = LogFiles(directory, max_file_size=max_file_size, max_backup_index=20).handlers(
+            logging.NullHandler(), "controller", 1)
+        layouts = []
+        formatter = root_handlers.handlers[0].formatter
+        assert isinstance(formatter, Log4jFormatter)  # one for every file
+        monkeypatch.setattr(formatter, "affixes", lambda r, f=formatter.affixes, seen=layouts: seen.append(r) or f(r))
+        if way == "bulk":
+            StateChangeLogger(1, lambda: 4).log_all(lines)
+            if max_file_size == 10**8:
+                assert len(layouts) == 8  # once per run of a level: TRACE, INFO × 49, TRACE, …
+        else:
+            for level, message in lines:
+                state_change.log(level, "[Controller id=1 epoch=4] " + message)
+        for handler in root_handlers.handlers:
+            handler.close()
+        written[way] = {p.name: p.read_bytes() for p in directory.iterdir()}
+    assert written["bulk"] == written["one-by-one"]
+    assert ("state-change.log.1" in written["bulk"]) == (max_file_size == 4096)  # rolled over among the lines
+
+
 @pytest.mark.parametrize(("text", "size"), [("100MB", 100 * 1024**2), ("512kb", 512 * 1024), ("1GB", 1024**3),
                                             ("4096", 4096)])
 def test_sizes_are_written_as_log4j_writes_them(text: str, size: int) -> None:

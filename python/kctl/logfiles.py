@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kctl.errors import IllegalArgumentError
-from kctl.statechange import LOG4J_LEVELS
+from kctl.statechange import LOG4J_LEVELS, line_records
 
 DEFAULT_MAX_FILE_SIZE = 100 * 1024 * 1024
 """Bytes a log file grows to before it rolls over (log4j's ``MaxFileSize``), by default 100MB."""
@@ -96,15 +96,20 @@ class Log4jFormatter(logging.Formatter):
         return f"{cached[1]},{int(record.msecs):03d}"
 
     def format(self, record: logging.LogRecord) -> str:
+        before, after = self.affixes(record)
+        line = before + record.getMessage() + after
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+    def affixes(self, record: logging.LogRecord) -> tuple[str, str]:
+        """What comes before and after the message of ``record``'s line (the same for every line
+        of a record's logger, level and millisecond)."""
         kafka = self._kafka.get(record.name)
         if kafka is None:
             kafka = self._kafka[record.name] = find_logger(self._loggers, record.name) or KafkaLogger(record.name)
         level = LOG4J_LEVELS.get(record.levelno, record.levelname)
-        message = kafka.ident.format(id=self._node_id) + record.getMessage()
-        line = f"[{self.formatTime(record)}] {level} {message} ({kafka.name})"
-        if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
-        return line
+        return f"[{self.formatTime(record)}] {level} {kafka.ident.format(id=self._node_id)}", f" ({kafka.name})"
 
 
 def find_logger(loggers: Mapping[str, KafkaLogger], name: str) -> KafkaLogger | None:
@@ -118,6 +123,9 @@ def find_logger(loggers: Mapping[str, KafkaLogger], name: str) -> KafkaLogger | 
 
 class _ToFile(logging.Filter):
     """Passes the records that belong in one file (server.log takes every logger no other file takes)."""
+
+    by_name = True
+    """It decides by the record's logger name alone (:func:`kctl.statechange.handle_lines` asks it once per run of lines)."""
 
     def __init__(self, loggers: Mapping[str, KafkaLogger], file: LogFile) -> None:
         super().__init__()
@@ -150,13 +158,33 @@ class _RollingFile(logging.handlers.RotatingFileHandler):
         self._write(record)
         self._flush()
 
-    def handle_all(self, records: list[logging.LogRecord]) -> None:
-        """:meth:`handle` for each record under one lock, flushed once at the end (a bulk
-        transition's lines are made at once: they appear at once)."""
+    def handle_lines(self, template: logging.LogRecord, lines: list[str]) -> None:
+        """:meth:`handle` of a copy of ``template`` per line (:func:`kctl.statechange.handle_lines`),
+        under one lock and flushed once at the end (a bulk transition's lines are made at once:
+        they appear at once). Its filters look at the logger's name only, and the layout is the
+        same for every line: both are worked out once, and the lines written in one piece unless
+        the file rolls over among them."""
+        formatter = self.formatter
         with self.lock:  # type: ignore[union-attr]
-            for record in records:
-                if self.filter(record):
-                    self._write(record)
+            if not all(isinstance(f, _ToFile) for f in self.filters) or not isinstance(formatter, Log4jFormatter):
+                for record in line_records(template, lines):
+                    if self.filter(record):
+                        self._write(record)
+            elif self.filter(template):
+                before, after = formatter.affixes(template)
+                text = "".join([before + line + after + self.terminator for line in lines])
+                size = len(text.encode("utf-8", "replace"))
+                if 0 < self.maxBytes < self._size + size:
+                    for record in line_records(template, lines):
+                        self._write(record)
+                else:
+                    try:
+                        if self.stream is None:  # closed meanwhile: reopened, as FileHandler does
+                            self.stream = self._open()
+                        self.stream.write(text)
+                        self._size += size
+                    except Exception:
+                        self.handleError(template)
             self._flush()
 
     def _write(self, record: logging.LogRecord) -> None:

@@ -18,30 +18,50 @@ LOG4J_LEVELS = {TRACE: "TRACE", logging.DEBUG: "DEBUG", logging.INFO: "INFO", lo
 """Python's levels by log4j's names, as Kafka's logs spell them."""
 
 
-def handle_all(logger: logging.Logger, records: list[logging.LogRecord]) -> None:
-    """``logger.handle(record)`` for each record, in order, except that a handler with a
-    ``handle_all`` method (Kafka's log files, :mod:`kctl.logfiles`) takes all its records in one
-    call: one lock, one flush for a bulk transition's thousands of lines."""
-    if logger.disabled or not records:
+def handle_lines(logger: logging.Logger, template: logging.LogRecord, lines: list[str]) -> None:
+    """``logger.handle`` of a record per line (a copy of ``template`` with the line as its
+    message), in order, except that a handler with a ``handle_lines`` method (Kafka's log files,
+    :mod:`kctl.logfiles`) takes them all in one call: one lock, one flush and the record's
+    layout made once for a bulk transition's thousands of lines. Records are made only for
+    filters and handlers that need them."""
+    if logger.disabled or not lines:
         return
-    kept = [record for record in records if logger.filter(record)]
     handlers = []
     current: logging.Logger | None = logger
     while current is not None:
         handlers += current.handlers
         current = current.parent if current.propagate else None
-    if not handlers:  # logging's last resort, record by record
-        for record in kept:
-            logger.callHandlers(record)
-        return
+    records: list[logging.LogRecord] | None = None
+    if logger.filters or not handlers:
+        records = [record for record in line_records(template, lines) if logger.filter(record)]
+        if not handlers:  # logging's last resort, record by record
+            for record in records:
+                logger.callHandlers(record)
+            return
     for handler in handlers:
-        mine = [record for record in kept if record.levelno >= handler.level]
-        bulk = getattr(handler, "handle_all", None)
-        if bulk is not None:
-            bulk(mine)
-        else:
-            for record in mine:
-                handler.handle(record)
+        if template.levelno < handler.level:
+            continue
+        if handler.filters and all(getattr(f, "by_name", False) for f in handler.filters) and not handler.filter(template):
+            continue  # its filters decide by the logger's name alone, and refuse this one's lines
+        bulk = getattr(handler, "handle_lines", None)
+        if bulk is not None and records is None:
+            bulk(template, lines)
+            continue
+        if records is None:
+            records = line_records(template, lines)
+        for record in records:
+            handler.handle(record)
+
+
+def line_records(template: logging.LogRecord, lines: list[str]) -> list[logging.LogRecord]:
+    """A record per line: a copy of ``template`` with the line as its message."""
+    records = []
+    for line in lines:
+        record = logging.LogRecord.__new__(logging.LogRecord)
+        record.__dict__.update(template.__dict__)
+        record.msg = line
+        records.append(record)
+    return records
 
 
 class StateChangeLogger:
@@ -67,24 +87,30 @@ class StateChangeLogger:
 
     def log_all(self, lines: Iterable[tuple[int, str]]) -> None:
         """:meth:`log` for each ``(level, message)``, with one epoch lookup: the native engine
-        returns a bulk transition's hundreds of thousands of lines at once."""
+        returns a bulk transition's hundreds of thousands of lines at once. The lines of a run of
+        one level share one record (made here rather than by ``logger.log``, which walks the
+        stack): they are made at once, and a handler that takes lines (:func:`handle_lines`)
+        formats that record's parts once."""
         prefix = f"[Controller id={self.controller_id} epoch={self._epoch()}] "
         sink, logger = self.sink, self._logger
-        records = []
-        made: dict[int, logging.LogRecord] = {}  # a record per level, made once: the lines are logged at once
+        made: dict[int, logging.LogRecord | None] = {}
+        run_level, run = -1, list[str]()
         for level, message in lines:
             line = prefix + message
             if sink is not None:
                 sink.append(f"{LOG4J_LEVELS.get(level, str(level))} {line}")
-            if logger.isEnabledFor(level):
-                template = made.get(level)
-                if template is None:  # made here rather than by logger.log, which walks the stack
-                    template = made[level] = logger.makeRecord(logger.name, level, __file__, 0, "", (), None)
-                record = logging.LogRecord.__new__(logging.LogRecord)
-                record.__dict__.update(template.__dict__)
-                record.msg = line
-                records.append(record)
-        handle_all(logger, records)
+            if level not in made:
+                made[level] = (logger.makeRecord(logger.name, level, __file__, 0, "", (), None)
+                               if logger.isEnabledFor(level) else None)
+            if made[level] is None:
+                continue
+            if level != run_level and run:
+                handle_lines(logger, made[run_level], run)  # type: ignore[arg-type]
+                run = []
+            run_level = level
+            run.append(line)
+        if run:
+            handle_lines(logger, made[run_level], run)  # type: ignore[arg-type]
 
     def trace(self, message: str) -> None:
         self.log(TRACE, message)
