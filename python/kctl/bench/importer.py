@@ -136,9 +136,9 @@ def read_logs(spark: Any, sources: Sequence[Source]) -> Imported:
     for source in sources:
         for path in log_files(spark, source):
             sizes[(source.name, path)] = _size(spark, path)
-            lines = sc.newAPIHadoopFile(path, "org.apache.hadoop.mapreduce.lib.input.TextInputFormat",
+            records = sc.newAPIHadoopFile(path, "org.apache.hadoop.mapreduce.lib.input.TextInputFormat",
                                         "org.apache.hadoop.io.LongWritable", "org.apache.hadoop.io.Text", conf=conf)
-            rdds.append(lines.mapPartitions(lambda records, c=source.name, p=path: _parse(c, p, records)))
+            rdds.append(records.mapPartitions(lambda records, c=source.name, p=path: _parse(c, p, records)))
     parsed = sc.union(rdds).cache()
     try:
         incidents = dict(parsed.filter(lambda r: r[0] == "event").map(lambda r: (r[1], r[2])).groupByKey()

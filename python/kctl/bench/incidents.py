@@ -97,7 +97,11 @@ that does not start as a pattern with no start of its own)."""
 
 
 def _ids(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.split(r"[, ]+", text.strip()) if part and int(part) <= INT32_MAX)
+    return tuple(int(part) for part in re.split(r"[, ]+", text.strip()) if part)
+
+
+def _int32(*values: int) -> bool:
+    return all(-1 <= v <= INT32_MAX for v in values)
 
 
 def _partition(text: str) -> tuple[str, int] | None:
@@ -170,23 +174,26 @@ def _fields(kind: str, m: re.Match[str]) -> tuple[Any, ...] | None:
         if tp is None:
             return None
         if kind == "created":
-            return (tp, _ids(groups[1]))
+            replicas = _ids(groups[1])
+            return (tp, replicas) if replicas and _int32(*replicas) else None
         if kind == "leader":
-            return (tp, int(groups[1]), int(groups[2]))
-        return (tp, _ids(groups[1]), _ids(groups[2]), _ids(groups[3]))
+            leader, epoch = int(groups[1]), int(groups[2])
+            return (tp, leader, epoch) if _int32(leader, epoch) else None
+        lists = (_ids(groups[1]), _ids(groups[2]), _ids(groups[3]))
+        return (tp, *lists) if lists[0] and all(_int32(*ids) for ids in lists) else None
     if kind == "replicas":
         tp = _partition(f"{groups[0]}-{groups[1]}")
-        return None if tp is None else (tp, _ids(groups[2]), _ids(groups[3]))
+        replicas, adding = _ids(groups[2]), _ids(groups[3])
+        return (tp, replicas, adding) if tp is not None and replicas and _int32(*replicas, *adding) else None
     if kind == "election":
         partitions = _partitions(groups[1])
         return None if partitions is None else (groups[0].lower(), partitions, groups[2])
+    numbers = tuple(_ids(g) for g in groups)
+    if not all(_int32(*ids) for ids in numbers):
+        return None
     if kind == "elected":
-        return (int(groups[0]), int(groups[1]))
-    if kind in ("live", "shutdown"):
-        return (_ids(groups[0]),)
-    if kind == "brokers":
-        return tuple(_ids(g) for g in groups)
-    return ()
+        return tuple(ids[0] for ids in numbers)
+    return numbers
 
 
 def file_rank(name: str) -> int:
