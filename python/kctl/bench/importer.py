@@ -12,8 +12,9 @@ changes its controllers made.
 
 The reader never holds a line longer than :data:`~kctl.bench.incidents.MAX_LINE_BYTES`: Hadoop's
 ``LineRecordReader`` skips it without buffering it (``mapreduce.input.linerecordreader.line.maxlength``),
-and the skip shows as a gap between the byte offsets of the lines around it, which is how each
-one is counted as ``oversized``.
+and the skip shows as a gap between the byte offsets of the lines around it, which is how it is
+counted as ``oversized`` (consecutive ones as one). Each file is read as one split: a split
+boundary inside a long line would hand the next split a piece of it.
 """
 
 from __future__ import annotations
@@ -130,7 +131,8 @@ def read_logs(spark: Any, sources: Sequence[Source]) -> Imported:
     if twice:
         raise LogImportError(f"cluster {twice[0]!r} is named twice; name sources NAME=LOCATION")
     sc = spark.sparkContext
-    conf = {"mapreduce.input.linerecordreader.line.maxlength": str(MAX_LINE_BYTES)}
+    conf = {"mapreduce.input.linerecordreader.line.maxlength": str(MAX_LINE_BYTES),
+            "mapreduce.input.fileinputformat.split.minsize": str(2**63 - 1)}  # a file is one split: see above
     sizes: dict[tuple[str, str], int] = {}
     rdds = []
     for source in sources:

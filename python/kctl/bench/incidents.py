@@ -344,7 +344,7 @@ class _Timeline:
                 self.initial.append(topic)
             else:
                 self.step(event.time, "create_topic", name=topic)
-        elif self.start is None or topic in self.initial or self._created_now(topic, event.time):
+        elif self.start is None or self._created_now(topic, event.time):
             assignment[partition] = replicas
         else:
             self.skipped["skipped partitions added to an existing topic"] += 1
