@@ -162,8 +162,8 @@ def read_logs(spark: Any, sources: Sequence[Source]) -> Imported:
             counts[OVERSIZED] += skipped
     for source in sources:
         incidents.setdefault(source.name, reconstruct(source.name, ()))
-    return Imported(incidents, lines, {name: _problems(incident) for name, incident in incidents.items()
-                                       if _problems(incident)})
+    problems = {name: _problems(incident) for name, incident in incidents.items()}
+    return Imported(incidents, lines, {name: found for name, found in problems.items() if found})
 
 
 def _size(spark: Any, path: str) -> int:

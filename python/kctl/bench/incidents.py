@@ -19,6 +19,7 @@ the same way (``skipped <what>``).
 
 from __future__ import annotations
 
+import calendar
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -141,7 +142,7 @@ def parse_line(line: bytes | str, rank: int = 0, offset: int = 0) -> Event | str
         stamp = datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S")
     except ValueError:
         return "malformed timestamp"
-    time = int(stamp.timestamp()) * 1000 + int(m[2])
+    time = calendar.timegm(stamp.timetuple()) * 1000 + int(m[2])  # the log's local time, wherever this runs
     message = m[4]
     ident = _IDENT.match(message)
     controller, epoch = (int(ident[1]), int(ident[2]) if ident[2] else -1) if ident else (-1, -1)
@@ -267,9 +268,11 @@ class _Timeline:
 
     def play(self, events: Sequence[Event]) -> Incident:
         for event in events:
-            if event.controller >= 0 and event.controller not in self.controllers:
-                self.controllers.append(event.controller)
-                self.brokers.add(event.controller)
+            # a controller: elected, or logging state changes in its epoch (any broker logs with its ident)
+            controller = event.fields[0] if event.kind == "elected" else event.controller if event.epoch >= 0 else -1
+            if controller >= 0 and controller not in self.controllers:
+                self.controllers.append(controller)
+                self.brokers.add(controller)
             getattr(self, f"on_{event.kind}")(event)
         return Incident(self.name, self.scenario(), leader_changes(events), self.skipped)
 
@@ -295,13 +298,13 @@ class _Timeline:
             self.racks.setdefault(broker, rack)
 
     def on_elected(self, event: Event) -> None:
-        pass  # the controller is taken from its lines' ident; its live brokers follow
+        pass  # a controller (see play); its live brokers follow
 
     def on_live(self, event: Event) -> None:
         """A new controller's view of the live brokers: who died or started while none watched."""
         live = set(event.fields[0])
         self.brokers |= live
-        if self.live is not None:
+        if self.live is not None and (self.start is not None or self.assignments):
             for broker in sorted(self.live - live):
                 self.stopped(event.time, broker)
             for broker in sorted(live - self.live):
