@@ -2,7 +2,7 @@
 cluster's timeline rebuilt, the Spark job's counts, the CLI's errors, and grids of recorded incidents.
 
 The lines are Kafka 3.9's own (from a real cluster's ``controller.log`` and ``state-change.log``,
-see tests/kafka/test_import_logs.py), trimmed to what each test needs.
+see tests/kafka/test_replayed_incident.py), trimmed to what each test needs.
 """
 
 from __future__ import annotations
