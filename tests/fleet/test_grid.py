@@ -52,7 +52,7 @@ def test_every_problem_is_reported_at_once_with_its_place() -> None:
     })
     assert found == [
         "g.toml: top level: unknown key 'seed' (did you mean 'seeds'?); expected name, description, seeds, "
-        "duration, sample_interval, cluster, topics, faults, grid",
+        "duration, sample_interval, cluster, topics, faults, grid, scenarios",
         "g.toml: [cluster]: unknown key 'rack' (did you mean 'racks'?); expected brokers, racks, controllers, config",
         "g.toml: [topics] partitions: must be at least 1, got 0",
         "g.toml: [topics] replication_factor: impossible shape: the replication factor can be 3 but the brokers "

@@ -6,6 +6,9 @@
   invalid grid (nothing is started).
 - ``kctl fleet scenario GRID.toml --seed N [--variant K]``: print that seed's scenario as a
   ``kctl sim`` file, to replay one row alone.
+- ``kctl fleet import-logs [NAME=]LOGS... --out DIR``: read Kafka clusters' ``controller.log`` and
+  ``state-change.log`` with Spark and write each cluster as a scenario (:mod:`kctl.bench.importer`);
+  a grid with ``scenarios = "DIR"`` replays them. Exit 2 when a source holds no log file.
 - ``kctl fleet report DIR``: write the report again from the dataset under ``DIR`` (after an
   upgrade of kctl's report, or after several runs wrote to it), with Spark SQL, without playing
   anything.
@@ -41,6 +44,17 @@ def fleet_arguments(parser: argparse.ArgumentParser) -> None:
     report.add_argument("--master", metavar="URL", default=None,
                         help="Spark master (default: KCTL_SPARK_MASTER, else Spark's own configuration, else local[*])")
     report.set_defaults(fleet=cmd_fleet_report)
+    logs = commands.add_parser("import-logs", help="read Kafka clusters' controller and state-change logs as scenarios",
+                               description="read Kafka clusters' controller.log and state-change.log files (ZooKeeper "
+                                           "mode) with Spark and write each cluster as a kctl sim scenario")
+    logs.add_argument("sources", metavar="[NAME=]LOGS", nargs="+",
+                      help="one cluster's logs: a directory, file or glob (a path or a Hadoop URI), named NAME or "
+                           "after its last component")
+    logs.add_argument("--out", metavar="DIR", required=True,
+                      help="where NAME.toml for each cluster and import-report.json go (a path or a Hadoop URI)")
+    logs.add_argument("--master", metavar="URL", default=None,
+                      help="Spark master (default: KCTL_SPARK_MASTER, else Spark's own configuration, else local[*])")
+    logs.set_defaults(fleet=cmd_fleet_import_logs)
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
@@ -127,3 +141,35 @@ def cmd_fleet_report(args: argparse.Namespace) -> int:
     for location in written:
         print(location)
     return 0
+
+
+def cmd_fleet_import_logs(args: argparse.Namespace) -> int:
+    """Import the sources' logs; 1 when a cluster's scenario is not valid (the report says why)."""
+    from kctl.bench import importer, session
+    from kctl.tables import table
+
+    try:
+        sources = [importer.Source.parse(text) for text in args.sources]
+    except importer.LogImportError as e:
+        print(f"kctl fleet: {e}", file=sys.stderr)
+        return 2
+    session.require_spark()
+    master, chosen = session.resolve_master(args.master)
+    session.check_master(master)
+    spark = session.build_session(master, chosen, app_name="kctl fleet import-logs")
+    try:
+        try:
+            imported = importer.read_logs(spark, sources)
+        except importer.LogImportError as e:
+            print(f"kctl fleet: {e}", file=sys.stderr)
+            return 2
+        written = importer.write(spark, imported, args.out)
+    finally:
+        spark.stop()
+    print(table(["CLUSTER", "STEPS", "LEADER CHANGES", "LINES", "UNPARSED"], importer.summary(imported)))
+    for name, problems in sorted(imported.invalid.items()):
+        print(f"kctl fleet: {name}: the reconstructed scenario is not valid:", file=sys.stderr)
+        print("\n".join(f"  {problem}" for problem in problems), file=sys.stderr)
+    for location in written:
+        print(location)
+    return 1 if imported.invalid else 0

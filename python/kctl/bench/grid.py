@@ -10,6 +10,10 @@ A grid is checked completely before any Spark work starts: unknown keys, values 
 impossible shapes (a replication factor above the broker count), unknown properties, selectors or
 engines are all reported at once, each naming the file and the field. ``docs/fleet.md`` documents
 the format.
+
+A grid can replay recorded incidents instead: ``scenarios = "DIR"`` names a directory of ``kctl
+sim`` scenarios (what ``kctl fleet import-logs`` writes), read and checked when the grid is loaded;
+seed k plays the k-th file in name order, under each variant's properties.
 """
 
 from __future__ import annotations
@@ -131,6 +135,8 @@ class Grid:
     faults: FaultSchedule
     axes: Mapping[str, tuple[Any, ...]]
     """``selector``, ``engine`` and Kafka property names → the values crossed."""
+    recorded: tuple[Mapping[str, Any], ...] = ()
+    """The scenarios of ``scenarios = "DIR"`` (TOML data, in file name order): the seeds' own, not drawn."""
 
     def variants(self) -> list[Variant]:
         """Every combination of the axes, in file order."""
@@ -146,7 +152,7 @@ class Grid:
 
     def with_seeds(self, seeds: range) -> Grid:
         return Grid(self.source, self.name, self.description, seeds, self.duration, self.sample_interval,
-                    self.cluster, self.topics, self.faults, self.axes)
+                    self.cluster, self.topics, self.faults, self.axes, self.recorded)
 
 
 def _text(value: Any) -> str:
@@ -155,7 +161,10 @@ def _text(value: Any) -> str:
 
 # --- Loading -------------------------------------------------------------------------------------
 
-TOP_FIELDS = ("name", "description", "seeds", "duration", "sample_interval", "cluster", "topics", "faults", "grid")
+TOP_FIELDS = ("name", "description", "seeds", "duration", "sample_interval", "cluster", "topics", "faults", "grid",
+              "scenarios")
+RECORDED_EXCLUDES = ("seeds", "duration", "cluster", "topics", "faults")
+"""What a grid of recorded scenarios does not draw, so does not take."""
 CLUSTER_FIELDS = ("brokers", "racks", "controllers", "config")
 TOPIC_FIELDS = ("count", "partitions", "replication_factor")
 FAULT_FIELDS = ("count", "kinds", "window", "downtime", "max_down")
@@ -169,21 +178,24 @@ class _Bad(Exception):
 
 
 def load_grid(path: str | Path, plugins: PluginHost | None = None) -> Grid:
-    """Read and check a grid file; raises :class:`GridError` listing every problem. Selector
-    names are checked against ``plugins`` (default: the process-wide host), the plugins the
-    executors will load too."""
+    """Read and check a grid file (and its recorded scenarios, relative to it); raises
+    :class:`GridError` listing every problem. Selector names are checked against ``plugins``
+    (default: the process-wide host), the plugins the executors will load too."""
     try:
         data = load_toml(read_file(path))
     except OSError as e:
         raise GridError([f"{path}: cannot read the grid: {e.strerror}"]) from None
     except DocumentError as e:
         raise GridError([f"{path}: {e}"]) from None
-    return parse_grid(data, str(path), plugins)
+    return parse_grid(data, str(path), plugins, recorded_from=Path(path).parent)
 
 
-def parse_grid(data: Mapping[str, Any], source: str = "<grid>", plugins: PluginHost | None = None) -> Grid:
-    """Check a grid given as TOML data; ``source`` names it in messages."""
-    return _Loader(source, plugins if plugins is not None else get_plugin_host()).load(data)
+def parse_grid(data: Mapping[str, Any], source: str = "<grid>", plugins: PluginHost | None = None,
+               recorded_from: Path | None = None) -> Grid:
+    """Check a grid given as TOML data; ``source`` names it in messages. Its recorded scenarios
+    are read from ``scenarios`` relative to ``recorded_from``; without it (a report, which plays
+    nothing) they are not read."""
+    return _Loader(source, plugins if plugins is not None else get_plugin_host()).load(data, recorded_from)
 
 
 class _Loader:
@@ -223,8 +235,17 @@ class _Loader:
         parsed = self.check(f"{where} {key}", _param, value, functools.partial(_number, minimum=minimum, real=real), real)
         return parsed if parsed is not None else Param.fixed(minimum)
 
-    def load(self, data: Mapping[str, Any]) -> Grid:
+    def load(self, data: Mapping[str, Any], recorded_from: Path | None = None) -> Grid:
         self.unknown("top level", data, TOP_FIELDS)
+        recorded: tuple[Mapping[str, Any], ...] = ()
+        if "scenarios" in data:
+            for key in RECORDED_EXCLUDES:
+                if key in data:
+                    self.problem(key, "a grid of recorded scenarios (scenarios = ...) replays them as recorded: "
+                                 f"remove {key}")
+            directory = self.check("scenarios", _string, data["scenarios"])
+            if directory is not None and recorded_from is not None:
+                recorded = self.recorded(recorded_from / directory)
         name = self.check("name", _string, data.get("name", Path(self.source).stem))
         description = self.check("description", _string, data.get("description", ""))
         seeds = self.check("seeds", _seeds, data.get("seeds", 1))
@@ -237,7 +258,31 @@ class _Loader:
         axes = self.axes(self.table(data, "grid", AXES + tuple(property_docs())), cluster)
         if self.problems:
             raise GridError(self.problems)
-        return Grid(self.source, name, description, seeds, duration, interval, cluster, topics, faults, axes)
+        if recorded:
+            seeds = range(len(recorded))
+        return Grid(self.source, name, description, seeds, duration, interval, cluster, topics, faults, axes, recorded)
+
+    def recorded(self, directory: Path) -> tuple[Mapping[str, Any], ...]:
+        """The scenarios in ``directory`` (``*.toml``, name order), each checked as ``kctl sim`` checks it."""
+        from kctl.sim import parse_scenario
+
+        paths = sorted(directory.glob("*.toml")) if directory.is_dir() else []
+        if not paths:
+            self.problem("scenarios", f"no scenario files (*.toml) in {directory}")
+        scenarios = []
+        for path in paths:
+            try:
+                data = load_toml(read_file(path))
+                parse_scenario(data, str(path))
+            except OSError as e:
+                self.problem("scenarios", f"cannot read {path}: {e.strerror}")
+            except DocumentError as e:
+                self.problem("scenarios", f"{path}: {e}")
+            except ScenarioError as e:
+                self.problems += e.problems
+            else:
+                scenarios.append(data)
+        return tuple(scenarios)
 
     def cluster(self, table: Mapping[str, Any]) -> ClusterShape:
         where = "[cluster]"

@@ -79,10 +79,14 @@ def run_one(grid: Grid, seed: int, variant: Variant, *, fleet_partition: int = -
 
 
 def _shape(data: dict[str, Any]) -> dict[str, Any]:
-    topics, faults = data["topics"], [s for s in data["steps"] if s.get("note") == FAULT_NOTE]
+    """The scenario's size: drawn (counts) or recorded (broker ids, racks by broker, explicit assignments)."""
+    topics, faults = data.get("topics", []), [s for s in data["steps"] if s.get("note") == FAULT_NOTE]
+    brokers, racks = data["cluster"]["brokers"], data["cluster"].get("racks", 0)
     return {
-        "brokers": data["cluster"]["brokers"], "racks": data["cluster"].get("racks", 0), "topics": len(topics),
-        "partitions": sum(t["partitions"] for t in topics), "rf": max(t["replication_factor"] for t in topics),
+        "brokers": len(brokers) if isinstance(brokers, list) else brokers,
+        "racks": len(set(racks.values())) if isinstance(racks, dict) else racks, "topics": len(topics),
+        "partitions": sum(t.get("partitions") or len(t["assignment"]) for t in topics),
+        "rf": max((t.get("replication_factor") or len(t["assignment"][0]) for t in topics), default=0),
         "faults": len(faults), "fault_kinds": ",".join(s["action"] for s in faults),
     }
 

@@ -14,6 +14,7 @@ time, and recovery is measured from what the brokers answered, not by waiting. `
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 from random import Random
@@ -45,6 +46,8 @@ class Shape:
 
 def generate(grid: Grid, seed: int, variant: Variant | None = None) -> dict[str, Any]:
     """The scenario of ``seed`` (with ``variant``'s properties) as ``kctl sim`` TOML data."""
+    if grid.recorded:
+        return recorded(grid, seed, variant)
     shape = draw_shape(grid, Random(f"{seed}/cluster"))
     cluster: dict[str, Any] = {"brokers": shape.brokers, "controllers": shape.controllers, "seed": seed}
     if shape.racks:
@@ -62,6 +65,16 @@ def generate(grid: Grid, seed: int, variant: Variant | None = None) -> dict[str,
         "topics": draw_topics(grid.topics, shape, Random(f"{seed}/topics")),
         "steps": steps,
     }
+
+
+def recorded(grid: Grid, seed: int, variant: Variant | None = None) -> dict[str, Any]:
+    """Recorded scenario ``seed`` of ``grid``, its cluster's config under ``variant``'s properties."""
+    if not 0 <= seed < len(grid.recorded):
+        raise IndexError(f"seed {seed}: the grid has {len(grid.recorded)} recorded scenarios (seeds 0-{len(grid.recorded) - 1})")
+    data = copy.deepcopy(dict(grid.recorded[seed]))
+    cluster = data.setdefault("cluster", {})
+    cluster["config"] = dict(cluster.get("config", {})) | (dict(variant.properties) if variant is not None else {})
+    return data
 
 
 def draw_shape(grid: Grid, rng: Random) -> Shape:
