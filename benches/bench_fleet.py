@@ -1,11 +1,19 @@
 """Spark fleets (DESIGN §8): 1,000 seeded scenario runs, ``local[2]`` at least 1.7x faster than
-``local[1]``; and a 100,000-seed fleet whose driver stays small, then extended by 10,000 seeds.
+``local[1]``; 2,000 on a standalone cluster, 2 workers at least 1.7x faster than 1; and a
+100,000-seed fleet whose driver stays small, then extended by 10,000 seeds.
 
 Each run is kept small (4 brokers, 6 partitions, one broker crash and its return, two minutes of
 scenario time) so that 1,000 of them take seconds, yet each task still does tens of milliseconds
 of work: the ratio measures how the fleet spreads over cores, not Spark's per-task overhead. Both
 sessions are warmed up (Python workers started, kctl imported) before the timed run. Group
 ``fleet:1000-runs`` times ``local[2]``; the ``local[1]`` time and the ratio are in ``extra_info``.
+
+Group ``fleet:standalone`` plays the same small scenario for 2,000 seeds (at the ``full`` scale; 40
+at ``smoke``, what CI runs, where only the rows and the workers' tasks are checked, not the
+ratio) on a real standalone master (:class:`~kctl.testing.spark.SparkStandalone`) with one worker
+of one core, then again once a second such worker has joined, each on a fresh warmed-up session
+whose executors run the packed environment, as ``kctl fleet run --master spark://…`` ships it.
+It times the two workers; the one worker's time and the ratio are in ``extra_info``.
 
 Group ``fleet:large`` plays the same small scenario for 100,000 seeds on ``local[2]`` (at the
 ``full`` scale; 200 at ``smoke``, what CI runs; ``KCTL_BENCH_FLEET_SEEDS=N+M`` for any other size)
@@ -21,17 +29,19 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
 
 from kctl.bench.dataset import read_runs
+from kctl.bench.environment import pack_environment
 from kctl.bench.grid import Grid, parse_grid
 from kctl.bench.job import ProgressLine, report, run_fleet
 from kctl.bench.runner import NONDETERMINISTIC
 from kctl.bench.session import build_session
-from kctl.testing.spark import require_spark
+from kctl.testing.spark import SparkStandalone, driver_conf, require_spark
 
 if TYPE_CHECKING:
     from conftest import Scale
@@ -46,6 +56,9 @@ GRID = parse_grid({
 }, "benches/bench_fleet.py")
 
 
+STANDALONE_SEEDS = {"smoke": 40, "full": 2000}
+"""Seeds of the standalone fleet, by scale."""
+
 LARGE = {"smoke": (200, 20), "full": (100_000, 10_000)}
 """Seeds of the large fleet and of its extension, by scale."""
 SEEDS_ENV = "KCTL_BENCH_FLEET_SEEDS"
@@ -54,10 +67,19 @@ DRIVER_GROWTH = 128 * 1024 * 1024
 about 250 MiB as Python dicts at 100,000 seeds)."""
 
 
-def on(master: str, grid: Grid, timed: Any = run_fleet) -> tuple[float, list[dict[str, Any]]]:
-    """Seconds to run ``grid`` with ``timed(spark, grid, out)`` on a fresh, warmed-up ``master``
-    session, and the rows it wrote, by seed."""
-    spark = build_session(master, True, app_name=f"kctl bench {master}")
+class Timed(NamedTuple):
+    seconds: float
+    rows: list[dict[str, Any]]
+    """The rows written, by seed."""
+    application: str
+    """The Spark application's id."""
+
+
+def on(master: str, grid: Grid, timed: Any = run_fleet, archive: Path | None = None,
+       conf: Mapping[str, str] | None = None) -> Timed:
+    """Run ``grid`` with ``timed(spark, grid, out)`` on a fresh, warmed-up ``master`` session
+    (executors with the packed environment ``archive``, more properties ``conf``)."""
+    spark = build_session(master, True, archive, app_name=f"kctl bench {master}", conf=conf)
     try:
         with tempfile.TemporaryDirectory(prefix="kctl-bench-fleet-") as out:
             run_fleet(spark, grid.with_seeds(range(RUNS, RUNS + 20)), f"{out}/warm-up")  # other seeds
@@ -65,17 +87,24 @@ def on(master: str, grid: Grid, timed: Any = run_fleet) -> tuple[float, list[dic
             timed(spark, grid, f"{out}/timed")
             elapsed = time.perf_counter() - started
             rows = [r.asDict(recursive=True) for r in read_runs(spark, f"{out}/timed").orderBy("seed").collect()]
-        return elapsed, rows
+        return Timed(elapsed, rows, spark.sparkContext.applicationId)
     finally:
         spark.stop()
+
+
+def same_runs(one: list[dict[str, Any]], two: list[dict[str, Any]]) -> bool:
+    """Whether two fleets' rows are the same but for what depends on the machine and the run."""
+    drop = {*NONDETERMINISTIC, "run_id"}
+    return [{k: v for k, v in r.items() if k not in drop} for r in one] == [
+        {k: v for k, v in r.items() if k not in drop} for r in two]
 
 
 @pytest.mark.benchmark(group="fleet:1000-runs")
 def test_fleet_of_1000_runs_scales_from_local_1_to_local_2(benchmark: Any) -> None:
     require_spark()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    one, rows_one = on("local[1]", GRID)
-    two, rows_two = on("local[2]", GRID, lambda spark, grid, out: benchmark.pedantic(
+    one, rows_one, _ = on("local[1]", GRID)
+    two, rows_two, _ = on("local[2]", GRID, lambda spark, grid, out: benchmark.pedantic(
         run_fleet, args=(spark, grid, out), rounds=1, iterations=1, warmup_rounds=0))
     speedup = one / two
     benchmark.extra_info |= {"engine": rows_two[0]["engine"], "runs": RUNS, "brokers": 4, "partitions": 6, "rf": 3,
@@ -83,10 +112,35 @@ def test_fleet_of_1000_runs_scales_from_local_1_to_local_2(benchmark: Any) -> No
                              "speedup": round(speedup, 2)}
     print(f"\n{RUNS} runs: local[1] {one:.1f} s, local[2] {two:.1f} s, speedup {speedup:.2f}x")
     assert len(rows_two) == RUNS and not [r for r in rows_two if r["error"] is not None]
-    drop = {*NONDETERMINISTIC, "run_id"}
-    assert [{k: v for k, v in r.items() if k not in drop} for r in rows_one] == [
-        {k: v for k, v in r.items() if k not in drop} for r in rows_two]
+    assert same_runs(rows_one, rows_two)
     assert speedup >= MIN_SPEEDUP, f"local[2] is only {speedup:.2f}x faster than local[1]"
+
+
+@pytest.mark.benchmark(group="fleet:standalone")
+def test_a_fleet_on_a_standalone_cluster_scales_from_1_to_2_workers(benchmark: Any, bench_scale: Scale) -> None:
+    require_spark()
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    seeds = STANDALONE_SEEDS.get(bench_scale.name, STANDALONE_SEEDS["smoke"])
+    grid, archive = GRID.with_seeds(range(seeds)), pack_environment()
+    with SparkStandalone(workers=1, cores=1) as cluster:
+        one = on(cluster.url, grid, archive=archive, conf=driver_conf() | cluster.every_executor())
+        cluster.add_worker()
+        two = on(cluster.url, grid, lambda spark, grid, out: benchmark.pedantic(
+            run_fleet, args=(spark, grid, out), rounds=1, iterations=1, warmup_rounds=0),
+            archive, driver_conf() | cluster.every_executor())
+        tasks = [worker.tasks_started(two.application) for worker in cluster.workers]
+    speedup = one.seconds / two.seconds
+    benchmark.extra_info |= {"engine": two.rows[0]["engine"], "runs": seeds, "brokers": 4, "partitions": 6, "rf": 3,
+                             "seed": f"0-{seeds - 1}", "workers_1_s": round(one.seconds, 2),
+                             "workers_2_s": round(two.seconds, 2), "speedup": round(speedup, 2),
+                             "tasks_by_worker": tasks, "load_average": round(os.getloadavg()[0], 2)}
+    print(f"\n{seeds} runs on {cluster.cores}-core workers: 1 worker {one.seconds:.1f} s, 2 workers "
+          f"{two.seconds:.1f} s, speedup {speedup:.2f}x (tasks by worker {tasks}, load {os.getloadavg()[0]:.1f})")
+    assert len(two.rows) == seeds and not [r for r in two.rows if r["error"] is not None]
+    assert same_runs(one.rows, two.rows)
+    assert all(tasks), f"a worker ran no task of the 2-worker fleet: {tasks}"
+    if bench_scale.name == "full":  # a smoke-sized fleet is mostly Spark's overhead
+        assert speedup >= MIN_SPEEDUP, f"2 workers are only {speedup:.2f}x faster than 1"
 
 
 def peak_rss(pid: int | str = "self") -> int:

@@ -1,13 +1,13 @@
-"""Spark for tests: a local session, and a real standalone master and worker on loopback ports.
+"""Spark for tests: a local session, and a real standalone master and workers on loopback ports.
 
 The fleet tests run on Spark itself, never on a stand-in: ``spark_local`` is one ``local[2]``
 session shared by the whole test session (a session takes seconds to start), and
-``SparkStandalone`` starts ``org.apache.spark.deploy.master.Master`` and ``...worker.Worker`` with
-the ``spark-class`` of the installed pyspark, on free ports of 127.0.0.1, waits until the master
-reports the worker ALIVE, and stops both by PID.
+``SparkStandalone`` starts ``org.apache.spark.deploy.master.Master`` and any number of
+``...worker.Worker`` with the ``spark-class`` of the installed pyspark, on free ports of 127.0.0.1,
+waits until the master reports every worker ALIVE, and stops them all by PID.
 
 Every port Spark lets one choose comes from :func:`~kctl.testing.ports.free_ports` (so within
-``KCTL_TEST_PORTS`` when set): the master's and the worker's (RPC and web UI; the master's REST
+``KCTL_TEST_PORTS`` when set): the master's and each worker's (RPC and web UI; the master's REST
 submission server is off), and a driver's with
 :func:`driver_conf` (RPC, block managers; no web UI; Python workers on Unix sockets), with
 ``spark.port.maxRetries=0`` so that a taken port fails the start instead of Spark trying the next
@@ -31,6 +31,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,17 +64,16 @@ def require_spark() -> None:
 
 
 def driver_conf() -> dict[str, str]:
-    """Spark properties that put a driver and its executors on ports of :func:`free_ports` (held
-    for the rest of the test process): the driver's RPC and block manager, one block manager port
-    for the executors (one executor per machine, as a standalone worker starts by default), no
-    web UI, and the Python workers on Unix sockets instead of loopback ports."""
-    driver, block_manager, executors = free_ports(3)
+    """Spark properties that put a driver on ports of :func:`free_ports` (held for the rest of the
+    test process): its RPC and block manager, no web UI, and the Python workers on Unix sockets
+    instead of loopback ports. A :class:`SparkStandalone` worker gives its executors their block
+    manager's port itself: one port in the driver's properties would be every executor's."""
+    driver, block_manager = free_ports(2)
     return {
         "spark.driver.host": LOOPBACK,
         "spark.driver.bindAddress": LOOPBACK,
         "spark.driver.port": str(driver),
         "spark.driver.blockManager.port": str(block_manager),
-        "spark.blockManager.port": str(executors),
         "spark.ui.enabled": "false",
         "spark.python.unix.domain.socket.enabled": "true",
         **NO_PORT_RETRIES,
@@ -92,23 +92,53 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).parent
 
 
-class SparkStandalone:
-    """A standalone master and one worker (``cores`` cores) on 127.0.0.1; ``url`` is the master."""
+@dataclass(frozen=True)
+class StandaloneWorker:
+    """One worker of a :class:`SparkStandalone`: its ports and the directory it runs executors in
+    (one subdirectory per application, one per executor below that, with the executor's logs)."""
 
-    def __init__(self, cores: int = 2, memory: str = "1g") -> None:
-        self.cores, self.memory = cores, memory
+    port: int
+    ui_port: int
+    block_manager_port: int
+    """Its executor's block manager (one executor per application, as a worker starts by default)."""
+    work_dir: Path
+    process: subprocess.Popen[bytes]
+
+    def executor_logs(self, application: str = "app-*") -> str:
+        """What this worker's executors of ``application`` (all by default) logged (INFO and up,
+        Spark's default level)."""
+        return "".join(log.read_text(errors="replace") for log in sorted(self.work_dir.glob(f"{application}/*/stderr")))
+
+    def tasks_started(self, application: str = "app-*") -> int:
+        """How many tasks this worker's executors of ``application`` started, from their logs."""
+        return self.executor_logs(application).count("Executor: Running task ")
+
+
+class SparkStandalone:
+    """A standalone master and ``workers`` workers of ``cores`` cores each on 127.0.0.1; ``url``
+    is the master. :meth:`add_worker` adds one more to a running cluster."""
+
+    def __init__(self, workers: int = 1, cores: int = 2, memory: str = "1g") -> None:
+        self.initial_workers, self.cores, self.memory = workers, cores, memory
         self.directory = Path(tempfile.mkdtemp(prefix="kctl-spark-"))
-        self.port, self.ui_port, self.worker_port, self.worker_ui_port = free_ports(4)
-        self.processes: list[subprocess.Popen[bytes]] = []
+        self.port, self.ui_port = free_ports(2)
+        self.master: subprocess.Popen[bytes] | None = None
+        self.workers: list[StandaloneWorker] = []
 
     @property
     def url(self) -> str:
         return f"spark://{LOOPBACK}:{self.port}"
 
+    def every_executor(self) -> dict[str, str]:
+        """Spark properties that make a driver take every core of the cluster and schedule no task
+        before all of its executors have registered, so that every worker runs some."""
+        return {"spark.cores.max": str(self.cores * len(self.workers)),
+                "spark.scheduler.minRegisteredResourcesRatio": "1.0"}
+
     @property
-    def work_dir(self) -> Path:
-        """Where the worker runs executors (one directory per application)."""
-        return self.directory / "work"
+    def processes(self) -> list[subprocess.Popen[bytes]]:
+        """The master's process, then each worker's."""
+        return ([self.master] if self.master is not None else []) + [w.process for w in self.workers]
 
     def __enter__(self) -> SparkStandalone:
         return self.start()
@@ -116,30 +146,53 @@ class SparkStandalone:
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
-    def _spawn(self, name: str, *args: str) -> None:
+    def _spawn(self, name: str, *args: str, conf_dir: Path | None = None) -> subprocess.Popen[bytes]:
         home = spark_home()
         properties = {**NO_PORT_RETRIES, "spark.master.rest.enabled": "false"}  # no REST submission port
         options = " ".join(f"-D{name}={value}" for name, value in properties.items())
         env = os.environ | {"SPARK_HOME": str(home), "SPARK_LOCAL_IP": LOOPBACK, "SPARK_NO_DAEMONIZE": "1",
-                            "SPARK_LOG_DIR": str(self.directory), "SPARK_WORKER_DIR": str(self.work_dir),
-                            "SPARK_DAEMON_JAVA_OPTS": options}
+                            "SPARK_LOG_DIR": str(self.directory), "SPARK_DAEMON_JAVA_OPTS": options}
+        if conf_dir is not None:
+            env["SPARK_CONF_DIR"] = str(conf_dir)
         with (self.directory / f"{name}.log").open("ab") as log:
-            self.processes.append(subprocess.Popen(
-                [str(home / "bin" / "spark-class"), *args], cwd=self.directory, env=env,
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+            return subprocess.Popen([str(home / "bin" / "spark-class"), *args], cwd=self.directory, env=env,
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+
+    def _spawn_worker(self) -> None:
+        """A worker whose executors' block manager binds a port of its own: the JVMs a worker
+        launches read the Java options in ``$SPARK_CONF_DIR/java-opts``, and a driver that does
+        not set ``spark.blockManager.port`` (:func:`driver_conf`) leaves that one in force."""
+        name, (port, ui_port, block_manager_port) = f"worker-{len(self.workers)}", free_ports(3)
+        conf_dir, work_dir = self.directory / f"{name}-conf", self.directory / f"{name}-work"
+        conf_dir.mkdir()
+        (conf_dir / "java-opts").write_text(f"-Dspark.blockManager.port={block_manager_port}\n")
+        process = self._spawn(name, "org.apache.spark.deploy.worker.Worker", self.url,
+                              "--host", LOOPBACK, "--port", str(port), "--webui-port", str(ui_port),
+                              "--cores", str(self.cores), "--memory", self.memory, "--work-dir", str(work_dir),
+                              conf_dir=conf_dir)
+        self.workers.append(StandaloneWorker(port, ui_port, block_manager_port, work_dir, process))
 
     def start(self, timeout: float = 90.0) -> SparkStandalone:
-        self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", LOOPBACK,
-                    "--port", str(self.port), "--webui-port", str(self.ui_port))
-        self._spawn("worker", "org.apache.spark.deploy.worker.Worker", self.url, "--host", LOOPBACK,
-                    "--port", str(self.worker_port), "--webui-port", str(self.worker_ui_port),
-                    "--cores", str(self.cores), "--memory", self.memory, "--work-dir", str(self.work_dir))
+        self.master = self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", LOOPBACK,
+                                  "--port", str(self.port), "--webui-port", str(self.ui_port))
+        for _ in range(self.initial_workers):
+            self._spawn_worker()
+        return self._wait(timeout)
+
+    def add_worker(self, timeout: float = 90.0) -> SparkStandalone:
+        """Start one more worker (``cores`` cores) and wait until the master has it ALIVE: the
+        applications started from then on get its executor too."""
+        self._spawn_worker()
+        return self._wait(timeout)
+
+    def _wait(self, timeout: float) -> SparkStandalone:
         deadline = time.monotonic() + timeout
         while not self.ready():
             if any(p.poll() is not None for p in self.processes) or time.monotonic() > deadline:
                 self.stop(keep_logs=True)
-                raise SparkStartError(f"the standalone master and worker did not come up within {timeout:.0f}s\n"
-                                      + self.logs())
+                raise SparkStartError(f"the standalone master and its {len(self.workers)} workers did not come up "
+                                      f"within {timeout:.0f}s\n" + self.logs())
             time.sleep(0.25)
         return self
 
@@ -152,15 +205,18 @@ class SparkStandalone:
             return {}
 
     def ready(self) -> bool:
+        """The master ALIVE, and every worker started ALIVE in its status (by the worker's port)."""
         status = self.status()
-        return status.get("status") == "ALIVE" and any(w.get("state") == "ALIVE" for w in status.get("workers", []))
+        alive = {w.get("port") for w in status.get("workers", []) if w.get("state") == "ALIVE"}
+        return status.get("status") == "ALIVE" and alive >= {w.port for w in self.workers}
 
     def logs(self) -> str:
         return "\n".join(f"--- {p.name}:\n" + "\n".join(p.read_text(errors="replace").splitlines()[-30:])
                          for p in sorted(self.directory.glob("*.log")))
 
     def stop(self, keep_logs: bool = False) -> None:
-        """SIGTERM each process group by its leader's PID (``spark-class`` execs the JVM), then SIGKILL."""
+        """SIGTERM each process group by its leader's PID (``spark-class`` execs the JVM), workers
+        first, then SIGKILL."""
         for process in reversed(self.processes):
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)
@@ -169,8 +225,9 @@ class SparkStandalone:
                 except subprocess.TimeoutExpired:
                     os.killpg(process.pid, signal.SIGKILL)
                     process.wait()
-        self.processes.clear()
-        release_ports([self.port, self.ui_port, self.worker_port, self.worker_ui_port])
+        release_ports([self.port, self.ui_port,
+                       *(p for w in self.workers for p in (w.port, w.ui_port, w.block_manager_port))])
+        self.master, self.workers = None, []
         if not keep_logs:
             shutil.rmtree(self.directory, ignore_errors=True)
 
@@ -193,11 +250,11 @@ def spark_local() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def spark_standalone() -> Iterator[SparkStandalone]:
-    """A standalone master with one 2-core worker, for one test module."""
+    """A standalone master with two workers of one core each, for one test module."""
     require_spark()
-    with SparkStandalone() as cluster:
+    with SparkStandalone(workers=2, cores=1) as cluster:
         yield cluster
 
 
-__all__ = ["LOCAL_MASTER", "SparkStandalone", "SparkStartError", "driver_conf", "require_spark", "spark_home",
+__all__ = ["LOCAL_MASTER", "SparkStandalone", "SparkStartError", "StandaloneWorker", "driver_conf", "require_spark", "spark_home",
            "spark_local", "spark_standalone", "submit_args"]
