@@ -931,7 +931,7 @@ class KafkaController:
         try:
             self.batch.new_batch()
             add(self.batch)
-            self.batch.send_requests_to_brokers(self.context.epoch)
+            self.batch.send_requests_to_brokers(self.context.epoch, record=False)
         except IllegalStateError as e:
             self._handle_illegal_state(e)
 

@@ -181,7 +181,10 @@ class ControllerEventManager:
         with self._lock:
             closed = self._closed
             if not closed:
-                self._append(event)
+                if self._idle_since is None and not self._threaded:  # _append's usual case: once per broker answer
+                    self._queue.append((event, self._scheduler.now()))
+                else:
+                    self._append(event)
         if closed:
             event.preempt()
         elif not self._threaded and not self._drain_scheduled:
