@@ -123,6 +123,10 @@ class EventStats:
         histogram.update(took * 1000.0)
 
 
+_IDLE = ControllerState.IDLE
+"""An enum member read from a class costs more than a global: this one is read once per event."""
+
+
 def _no_turn() -> bool:
     return False
 
@@ -314,4 +318,4 @@ class ControllerEventManager:
                 self._stats.record(state, now - enqueued, took)
                 if not self._queue:
                     self._idle_since = now
-            self.state = ControllerState.IDLE
+            self.state = _IDLE
