@@ -13,6 +13,8 @@ import gc
 import random
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -20,11 +22,13 @@ from kctl.cluster import EmbeddedCluster
 from kctl.context import ENGINES, ControllerContext
 from kctl.controller import KafkaController
 from kctl.controller.events import PartitionModifications
-from kctl.broker.agent import HandledRequest
+from kctl.broker.agent import BrokerAgent, HandledRequest
 from kctl.errors import Errors
 from kctl.messages import UpdateMetadataResponse
 from kctl.invariants import BrokerAnswerCheck, check_broker_answers
 from kctl.model import ReplicaAssignment, TopicPartition
+from kctl.native.request_batch import NativeRequestBatch
+from kctl.requests import ControllerBrokerRequestBatch
 from kctl.sim.demo import demo_scenario
 from kctl.sim.runner import run_scenario
 from kctl.stores.memtree import _changed_partitions
@@ -299,3 +303,53 @@ def test_accepted_updates_are_kept_without_a_record_until_handled_is_read() -> N
         assert all(h.request.api == "UpdateMetadata" and h.response == UpdateMetadataResponse(Errors.NONE)
                    for h in handled if h not in notable)
         assert agent.handled is handled and not any(type(answer) is tuple for answer in agent._answers)
+
+
+def _traced_demo(engine: str) -> tuple[object, ...]:
+    """The demo at 6 brokers × 30 partitions (seed 3), traced: its report, every request sent
+    (time, controller, broker, API, epochs) in order, every answer of every broker in order, and
+    each controller's events processed by kind after every step."""
+    held: list[EmbeddedCluster] = []
+    events: list[object] = []
+
+    def step_done(result: object) -> None:
+        for controller_id, controller in sorted(held[0].controllers.items()):
+            stats = controller.event_manager.stats
+            events.append((controller_id, stats.processed, stats.queue_time_ms.count,
+                           sorted((state.name, h.count) for state, h in stats.processing_time_ms.items())))
+
+    report = run_scenario(demo_scenario(6, 30, seed=3), engine=engine, on_start=held.append, on_step=step_done)
+    cluster = held[0]
+    sent = [(r.time, r.controller, r.broker, r.request.api, r.request.controller_epoch, r.request.broker_epoch)
+            for r in cluster.sent_requests]
+    answers = {b: [(h.time, h.request.api, h.request.controller_epoch, h.response.error, h.broker_epoch)
+                   for h in agent.handled] for b, agent in sorted(cluster.brokers.items())}
+    return replace(report, duration=0.0), sent, answers, events
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_answering_update_metadata_in_short_changes_nothing_in_a_run(engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Brokers answer an UpdateMetadata from the epochs they last accepted in short, and the
+    controller's own sends keep no list of what they sent: a run traced with every broker taking
+    the full path (an ``on_answer`` listener rules the short one out) and every send listing its
+    requests is the same run, request for request, answer for answer, event for event."""
+    short = _traced_demo(engine)
+    assert short[0].ok and len(short[1]) > 1_000  # type: ignore[attr-defined]
+
+    listened: list[HandledRequest] = []
+    init = BrokerAgent.__init__
+
+    def listening(self: BrokerAgent, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **{**kwargs, "on_answer": listened.append})
+
+    def listing(send: Any) -> Any:
+        return lambda self, *args, record=True: send(self, *args, record=True)
+
+    monkeypatch.setattr(BrokerAgent, "__init__", listening)
+    for cls in (ControllerBrokerRequestBatch, *ControllerBrokerRequestBatch.__subclasses__()):
+        monkeypatch.setattr(cls, "send_requests_to_brokers", listing(cls.send_requests_to_brokers))
+    monkeypatch.setattr(NativeRequestBatch, "deliver_raw", listing(NativeRequestBatch.deliver_raw))
+    full = _traced_demo(engine)
+
+    assert len(listened) == sum(len(a) for a in full[2].values())  # type: ignore[attr-defined]
+    assert full == short

@@ -117,7 +117,8 @@ class BrokerMetadataCache:
         """Apply an UpdateMetadata request; returns the partitions it removed (those advertised
         with leader -2, whose topic is being deleted)."""
         self.controller_id = request.controller_id if request.controller_id >= 0 else None
-        self._brokers = _broker_index(request.live_brokers)
+        seen, index = _last_index
+        self._brokers = index if seen is request.live_brokers else _broker_index(request.live_brokers)
         removed = self._partitions.update(request.partition_states)
         if not removed:  # nearly always: only a deletion removes partitions
             self.topic_ids.update(request.topic_ids)

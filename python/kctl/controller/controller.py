@@ -99,6 +99,9 @@ from kctl.transports.base import AdvertisedController, Transport
 
 log = logging.getLogger(__name__)
 
+_NO_ERROR = Errors.NONE
+"""Read once per UpdateMetadata answer: a global is cheaper than an enum member read from its class."""
+
 AUTO_REBALANCE_FIRST_DELAY = 5.0
 """Seconds from failover to the first auto-rebalance check (Kafka's constant)."""
 FAILED_FAILOVER_BACKOFF = 5.0
@@ -931,7 +934,7 @@ class KafkaController:
         try:
             self.batch.new_batch()
             add(self.batch)
-            self.batch.send_requests_to_brokers(self.context.epoch)
+            self.batch.send_requests_to_brokers(self.context.epoch, record=False)
         except IllegalStateError as e:
             self._handle_illegal_state(e)
 
@@ -1412,7 +1415,7 @@ class KafkaController:
     def _process_UpdateMetadataResponseReceived(self, event: ev.UpdateMetadataResponseReceived) -> None:
         """Kafka only logs errors of UpdateMetadata responses."""
         received = event.received
-        if received.response.error is not Errors.NONE:
+        if received.response.error is not _NO_ERROR:
             log.error("Received error %s in UpdateMetadata response from broker %s",
                       received.response.error.name, received.broker)
 

@@ -123,6 +123,10 @@ class EventStats:
         histogram.update(took * 1000.0)
 
 
+_IDLE = ControllerState.IDLE
+"""An enum member read from a class costs more than a global: this one is read once per event."""
+
+
 def _no_turn() -> bool:
     return False
 
@@ -181,7 +185,10 @@ class ControllerEventManager:
         with self._lock:
             closed = self._closed
             if not closed:
-                self._append(event)
+                if self._idle_since is None and not self._threaded:  # _append's usual case: once per broker answer
+                    self._queue.append((event, self._scheduler.now()))
+                else:
+                    self._append(event)
         if closed:
             event.preempt()
         elif not self._threaded and not self._drain_scheduled:
@@ -311,4 +318,4 @@ class ControllerEventManager:
                 self._stats.record(state, now - enqueued, took)
                 if not self._queue:
                     self._idle_since = now
-            self.state = ControllerState.IDLE
+            self.state = _IDLE

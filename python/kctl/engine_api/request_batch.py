@@ -141,9 +141,11 @@ class ControllerBrokerRequestBatch(abc.ABC):
         epoch = self.context.live_broker_epoch(broker)
         return -1 if epoch is None else epoch
 
-    def _deliver(self, sent: list[SentRequest], broker: int, request: ControllerRequest,
+    def _deliver(self, sent: list[SentRequest] | None, broker: int, request: ControllerRequest,
                  callback: Callable[[Any], None] | None) -> None:
-        sent.append(SentRequest(broker, request))
+        """Send ``request``, recorded in ``sent`` unless None (see ``send_requests_to_brokers``)."""
+        if sent is not None:
+            sent.append(SentRequest(broker, request))
         if self.channel is not None:
             self.channel.send_request(broker, request, callback if self.on_response is not None else None)
 
@@ -152,7 +154,7 @@ class ControllerBrokerRequestBatch(abc.ABC):
         return {b.id: b for b in self.context.live_or_shutting_down_brokers()}
 
     def _deliver_leader_and_isr(
-        self, sent: list[SentRequest], controller_epoch: int, broker: int,
+        self, sent: list[SentRequest] | None, controller_epoch: int, broker: int,
         states: Sequence[LeaderAndIsrPartitionState], leaders: Iterable[int], brokers_by_id: Mapping[int, BrokerInfo],
     ) -> None:
         """``leaders``: the states' distinct leaders, ascending (the live ones are sent);
@@ -171,7 +173,7 @@ class ControllerBrokerRequestBatch(abc.ABC):
         self._deliver(sent, broker, request, lambda r: self._respond(LeaderAndIsrResponseReceived(broker, r)))
 
     def _deliver_update_metadata(
-        self, sent: list[SentRequest], controller_epoch: int, brokers: list[int],
+        self, sent: list[SentRequest] | None, controller_epoch: int, brokers: list[int],
         states: Sequence[UpdateMetadataPartitionState],
     ) -> None:
         ctx = self.context
@@ -185,16 +187,17 @@ class ControllerBrokerRequestBatch(abc.ABC):
             request = UpdateMetadataRequest(
                 version, controller_id, controller_epoch, epochs.get(broker, -1), states, live_brokers, topic_ids,
             )
-            sent.append(SentRequest(broker, request))
             callback = callbacks.get(broker)
             if callback is None and broker not in callbacks:
                 callback = callbacks[broker] = _update_metadata_callback(self, broker)
             outgoing.append((broker, request, callback))
+        if sent is not None:
+            sent.extend([SentRequest(broker, request) for broker, request, _ in outgoing])
         if self.channel is not None:
             send_all(self.channel, outgoing)
 
     def _deliver_stop_replica(
-        self, sent: list[SentRequest], controller_epoch: int, broker: int, delete_partitions: bool,
+        self, sent: list[SentRequest] | None, controller_epoch: int, broker: int, delete_partitions: bool,
         states: Sequence[StopReplicaPartitionState],
     ) -> None:
         version = self.config.stop_replica_version
@@ -258,6 +261,8 @@ class ControllerBrokerRequestBatch(abc.ABC):
         ...
 
     @abc.abstractmethod
-    def send_requests_to_brokers(self, controller_epoch: int) -> list[SentRequest]:
+    def send_requests_to_brokers(self, controller_epoch: int, *, record: bool = True) -> list[SentRequest]:
         """Send everything queued (LeaderAndIsr, then UpdateMetadata, then StopReplica) to brokers
-        that are registered now; return what was sent, in that order."""
+        that are registered now; return what was sent, in that order. With ``record`` false the
+        list is left empty: the controller's own sends are not read, and at 50 brokers a
+        reassignment sends over a million requests."""

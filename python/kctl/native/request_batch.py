@@ -75,23 +75,24 @@ class NativeRequestBatch(ControllerBrokerRequestBatch):
                 stop_replica[broker] = {s.tp: s for s in states}
         return PendingRequests(leader_and_isr, stop_replica, set(um_brokers), {s.tp: s for s in um[3]})
 
-    def send_requests_to_brokers(self, controller_epoch: int) -> list[SentRequest]:
+    def send_requests_to_brokers(self, controller_epoch: int, *, record: bool = True) -> list[SentRequest]:
         lines, raw = self.context.native.batch_send(
             self.slot, self.config.stop_replica_version, self.state_change_logger.enabled(20)
         )
         emit(self.state_change_logger, self.state_change_logger, lines)
-        return self.deliver_raw(controller_epoch, raw)
+        return self.deliver_raw(controller_epoch, raw, record=record)
 
-    def deliver_raw(self, controller_epoch: int, raw: Iterable[_RawRequest]) -> list[SentRequest]:
+    def deliver_raw(self, controller_epoch: int, raw: Iterable[_RawRequest], *, record: bool = True) -> list[SentRequest]:
         """Build and deliver the requests the engine sent, in its order (a failing channel is an
-        IllegalStateError, as in the reference)."""
+        IllegalStateError, as in the reference); returned unless ``record`` is false."""
+        sent: list[SentRequest] = []
         try:
-            return self._deliver_all(controller_epoch, raw)
+            self._deliver_all(controller_epoch, raw, sent if record else None)
+            return sent
         except Exception as e:
             raise IllegalStateError(f"failed to send controller requests: {e}") from e
 
-    def _deliver_all(self, controller_epoch: int, raw: Iterable[_RawRequest]) -> list[SentRequest]:
-        sent: list[SentRequest] = []
+    def _deliver_all(self, controller_epoch: int, raw: Iterable[_RawRequest], sent: list[SentRequest] | None) -> None:
         pending_metadata: list[int] = []  # consecutive UpdateMetadata requests share one payload
         metadata_states: Any = None
         brokers_by_id: Mapping[int, BrokerInfo] | None = None
@@ -116,4 +117,3 @@ class NativeRequestBatch(ControllerBrokerRequestBatch):
             else:
                 self._deliver_stop_replica(sent, controller_epoch, broker, delete, states)
         flush_metadata()
-        return sent

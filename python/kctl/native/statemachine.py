@@ -73,7 +73,7 @@ class NativePartitionStateMachine(PartitionStateMachine):
         )
         emit(self.state_change_logger, self.batch.state_change_logger, lines)
         try:
-            self.batch.deliver_raw(self.context.epoch, raw)
+            self.batch.deliver_raw(self.context.epoch, raw, record=False)
         except IllegalStateError as e:  # as the reference: every partition reports the failed send
             partition_log.error("Error while moving some partitions to %s state", target_state, exc_info=True)
             return dict.fromkeys(partitions, e)
@@ -96,7 +96,7 @@ class NativeReplicaStateMachine(ReplicaStateMachine):
         )
         emit(self.state_change_logger, self.batch.state_change_logger, lines)
         try:
-            self.batch.deliver_raw(self.context.epoch, raw)
+            self.batch.deliver_raw(self.context.epoch, raw, record=False)
         except IllegalStateError:  # as the reference: logged, the transitions stand
             replica_log.error("Error while moving some replicas to %s state", target_state, exc_info=True)
         return LazyOutcomes(native, results, replicas=True)

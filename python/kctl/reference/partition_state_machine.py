@@ -56,7 +56,7 @@ class ReferencePartitionStateMachine(PartitionStateMachine):
         try:
             self.batch.new_batch()
             result = self._do_handle_state_changes(partitions, target_state, election)
-            self.batch.send_requests_to_brokers(self.context.epoch)
+            self.batch.send_requests_to_brokers(self.context.epoch, record=False)
             return result
         except ControllerMovedError:
             log.error("Controller moved to another broker when moving some partitions to %s state", target_state)

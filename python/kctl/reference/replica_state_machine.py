@@ -73,7 +73,7 @@ class ReferenceReplicaStateMachine(ReplicaStateMachine):
                 by_broker.setdefault(replica.broker, []).append(replica)
             for broker in kafka_broker_order(by_broker):
                 results.update(self._do_handle_state_changes(broker, by_broker[broker], target_state))
-            self.batch.send_requests_to_brokers(self.context.epoch)
+            self.batch.send_requests_to_brokers(self.context.epoch, record=False)
         except ControllerMovedError:
             log.error("Controller moved to another broker when moving some replicas to %s state", target_state)
             raise

@@ -129,17 +129,18 @@ class ReferenceRequestBatch(ControllerBrokerRequestBatch):
 
     # --- Sending -------------------------------------------------------------------------------
 
-    def send_requests_to_brokers(self, controller_epoch: int) -> list[SentRequest]:
+    def send_requests_to_brokers(self, controller_epoch: int, *, record: bool = True) -> list[SentRequest]:
         sent: list[SentRequest] = []
+        recorded = sent if record else None
         try:
-            self._send_leader_and_isr(controller_epoch, sent)
-            self._send_update_metadata(controller_epoch, sent)
-            self._send_stop_replica(controller_epoch, sent)
+            self._send_leader_and_isr(controller_epoch, recorded)
+            self._send_update_metadata(controller_epoch, recorded)
+            self._send_stop_replica(controller_epoch, recorded)
         except Exception as e:
             raise IllegalStateError(f"failed to send controller requests: {e}") from e
         return sent
 
-    def _send_leader_and_isr(self, controller_epoch: int, sent: list[SentRequest]) -> None:
+    def _send_leader_and_isr(self, controller_epoch: int, sent: list[SentRequest] | None) -> None:
         registered = self.context.live_or_shutting_down_broker_ids
         brokers_by_id = self._registered_brokers()
         for broker, states in sorted(self._leader_and_isr.items()):
@@ -155,7 +156,7 @@ class ReferenceRequestBatch(ControllerBrokerRequestBatch):
                                          brokers_by_id)
         self._leader_and_isr.clear()
 
-    def _send_update_metadata(self, controller_epoch: int, sent: list[SentRequest]) -> None:
+    def _send_update_metadata(self, controller_epoch: int, sent: list[SentRequest] | None) -> None:
         if not self._update_metadata_brokers:
             self._update_metadata_partitions.clear()
             return
@@ -169,7 +170,7 @@ class ReferenceRequestBatch(ControllerBrokerRequestBatch):
         self._update_metadata_brokers.clear()
         self._update_metadata_partitions.clear()
 
-    def _send_stop_replica(self, controller_epoch: int, sent: list[SentRequest]) -> None:
+    def _send_stop_replica(self, controller_epoch: int, sent: list[SentRequest] | None) -> None:
         log = self.state_change_logger
         version = self.config.stop_replica_version
         for broker, states in sorted(self._stop_replica.items()):

@@ -140,18 +140,19 @@ class InProcessControllerChannel:
 
     def _respond(self, answer: tuple[_BrokerQueue, Callback | None, Any]) -> None:
         queue, callback, response = answer
-        transport = self._transport
-        with transport.lock:
+        lock = self._transport.lock
+        with lock:
             if queue.closed:  # the broker was removed: its connection, and the response, are gone
                 return
-            queue.requests.popleft()
+            requests = queue.requests
+            requests.popleft()
         if callback is not None:
             callback(response)
-        with transport.lock:
+        with lock:
             if queue.closed:
                 return
-            if queue.requests:
-                self._deliver_after(transport.latency, queue)
+            if requests:
+                self._deliver_after(self._transport.latency, queue)
             else:
                 queue.busy = False
 
