@@ -1,9 +1,11 @@
 """The PySpark job behind ``kctl fleet run``: ``main(spark, args)`` plays a grid, seed ranges per task.
 
 The grid's (seed, variant) pairs that the output's dataset (:mod:`kctl.bench.dataset`) lacks are
-found with an anti-join in Spark, so a fleet that was interrupted, or whose grid gained seeds or
-variants, plays only what is missing. Each task plays a contiguous range of seeds, each pair once;
-its rows are checked against the dataset's schema on the executor and appended to the parquet
+counted per batch of seeds, so a fleet that was interrupted, or whose grid gained seeds or
+variants, plays only what is missing. A batch with nothing done (every batch of a new dataset)
+costs no Spark job but its own: each task makes its seeds' pairs; a batch partly done is
+anti-joined with the dataset and its pairs shuffled to their tasks. Each task plays a contiguous
+range of seeds, each pair once; its rows are checked against the dataset's schema on the executor and appended to the parquet
 dataset by Spark's DataFrame writer, one job (one commit) per batch of seeds, while a thread
 reports progress from an accumulator and Spark's status tracker. The driver then computes the
 report with Spark SQL (:mod:`kctl.bench.queries`) and writes ``report.html``, ``summary.md``,
