@@ -5,11 +5,12 @@ counted per batch of seeds, so a fleet that was interrupted, or whose grid gaine
 variants, plays only what is missing. A batch with nothing done (every batch of a new dataset)
 costs no Spark job but its own: each task makes its seeds' pairs; a batch partly done is
 anti-joined with the dataset and its pairs shuffled to their tasks. Each task plays a contiguous
-range of seeds, each pair once; its rows are checked against the dataset's schema on the executor and appended to the parquet
-dataset by Spark's DataFrame writer, one job (one commit) per batch of seeds, while a thread
-reports progress from an accumulator and Spark's status tracker. The driver then computes the
-report with Spark SQL (:mod:`kctl.bench.queries`) and writes ``report.html``, ``summary.md``,
-``plots/*.svg``, ``meta.json`` and a copy of the grid next to the dataset. It never holds the rows.
+range of seeds, each pair once; its rows are checked against the dataset's schema on the executor
+and appended to the parquet dataset by Spark's DataFrame writer, one job (one commit) per batch of
+seeds, while a thread reports progress from an accumulator and Spark's status tracker. The driver
+then computes the report with Spark SQL (:mod:`kctl.bench.queries`) and writes ``report.html``,
+``summary.md``, ``plots/*.svg``, ``meta.json`` and a copy of the grid next to the dataset. It never
+holds the rows.
 
 ``kctl fleet run`` builds the session (see :mod:`kctl.bench.session`) and calls :func:`main`; the
 module also runs under ``spark-submit`` with the same arguments, taking the session Spark gives.
