@@ -41,7 +41,8 @@ def test_rerunning_a_grid_with_more_seeds_plays_only_the_new_ones(spark_local: A
     assert (first.executed, first.skipped) == (8, 0)
     again = run_fleet(spark_local, grid.with_seeds(range(4)), tmp_path)
     assert (again.executed, again.skipped) == (0, 8)  # nothing missing: nothing played
-    extended = run_fleet(spark_local, grid.with_seeds(range(7)), tmp_path)
+    # batch 1 (seeds 3-5) has seed 3 done, batch 2 (seed 6) none: an anti-join, then pairs made by the tasks
+    extended = run_fleet(spark_local, grid.with_seeds(range(7)), tmp_path, batch_seeds=3)
     assert (extended.executed, extended.skipped, extended.errors) == (6, 8, 0)
     written = pairs(spark_local, tmp_path)
     labels = [v.label for v in grid.variants()]

@@ -1,13 +1,16 @@
 """The PySpark job behind ``kctl fleet run``: ``main(spark, args)`` plays a grid, seed ranges per task.
 
 The grid's (seed, variant) pairs that the output's dataset (:mod:`kctl.bench.dataset`) lacks are
-found with an anti-join in Spark, so a fleet that was interrupted, or whose grid gained seeds or
-variants, plays only what is missing. Each task plays a contiguous range of seeds, each pair once;
-its rows are checked against the dataset's schema on the executor and appended to the parquet
-dataset by Spark's DataFrame writer, one job (one commit) per batch of seeds, while a thread
-reports progress from an accumulator and Spark's status tracker. The driver then computes the
-report with Spark SQL (:mod:`kctl.bench.queries`) and writes ``report.html``, ``summary.md``,
-``plots/*.svg``, ``meta.json`` and a copy of the grid next to the dataset. It never holds the rows.
+counted per batch of seeds, so a fleet that was interrupted, or whose grid gained seeds or
+variants, plays only what is missing. A batch with nothing done (every batch of a new dataset)
+costs no Spark job but its own: each task makes its seeds' pairs; a batch partly done is
+anti-joined with the dataset and its pairs shuffled to their tasks. Each task plays a contiguous
+range of seeds, each pair once; its rows are checked against the dataset's schema on the executor
+and appended to the parquet dataset by Spark's DataFrame writer, one job (one commit) per batch of
+seeds, while a thread reports progress from an accumulator and Spark's status tracker. The driver
+then computes the report with Spark SQL (:mod:`kctl.bench.queries`) and writes ``report.html``,
+``summary.md``, ``plots/*.svg``, ``meta.json`` and a copy of the grid next to the dataset. It never
+holds the rows.
 
 ``kctl fleet run`` builds the session (see :mod:`kctl.bench.session`) and calls :func:`main`; the
 module also runs under ``spark-submit`` with the same arguments, taking the session Spark gives.
@@ -127,19 +130,53 @@ def run_pairs(grid: Grid, variants: Sequence[Variant], stamp: dict[str, str], ex
         yield record(row)
 
 
-def missing_pairs(spark: Any, grid: Grid, location: str) -> Any:
-    """The grid's (seed, variant, variant_index) pairs that the dataset at ``location`` lacks:
-    every pair, anti-joined with the pairs already written for this grid."""
+def done_pairs(spark: Any, grid: Grid, location: str) -> Any:
+    """The (seed, variant) pairs of the grid's seeds and variants that the dataset at ``location``
+    already holds, each once; None when there is no dataset yet."""
     from pyspark.sql import functions as F
 
-    variants = spark.createDataFrame([(v.label, k) for k, v in enumerate(grid.variants())],
-                                     "variant string, variant_index int")
-    pairs = spark.range(grid.seeds.start, grid.seeds.stop).withColumnRenamed("id", "seed").crossJoin(variants)
     if not HadoopFiles(spark).exists(location):
-        return pairs
-    done = (spark.read.schema(schema()).option("basePath", location).parquet(location)
-            .where(F.col("grid") == grid.name).select("seed", "variant"))
-    return pairs.join(done, ["seed", "variant"], "left_anti")
+        return None
+    return (spark.read.schema(schema()).option("basePath", location).parquet(location)
+            .where((F.col("grid") == grid.name) & (F.col("seed") >= grid.seeds.start) & (F.col("seed") < grid.seeds.stop)
+                   & F.col("variant").isin([v.label for v in grid.variants()]))
+            .select("seed", "variant").distinct())
+
+
+def missing_runs(done: Any, grid: Grid, batch_seeds: int) -> dict[int, int]:
+    """Runs missing per batch of ``batch_seeds`` seeds (batches with none left out): every pair of
+    the batch less those ``done`` (a Spark job that only counts), all of them when ``done`` is None."""
+    from pyspark.sql import functions as F
+
+    missing = {b: min(batch_seeds, len(grid.seeds) - b * batch_seeds) * len(grid.variants())
+               for b in range(-(-len(grid.seeds) // batch_seeds))}
+    if done is not None:
+        for r in done.groupBy(F.floor((F.col("seed") - grid.seeds.start) / batch_seeds).alias("batch")).count().collect():
+            missing[int(r["batch"])] -= int(r["count"])
+    return {b: n for b, n in missing.items() if n}
+
+
+def task_pairs(low: int, stop: int, per_task: int, variants: int, index: int) -> Iterator[tuple[int, int]]:
+    """Task ``index``'s (seed, variant index) pairs in a batch that has none done: its ``per_task``
+    seeds from ``low`` (not past ``stop``), each with every variant."""
+    start = low + index * per_task
+    return ((seed, k) for seed in range(start, min(start + per_task, stop)) for k in range(variants))
+
+
+def batch_pairs(spark: Any, grid: Grid, done: Any, low: int, seeds: int, per_task: int, tasks: int, full: bool) -> Any:
+    """The RDD of a batch's missing (seed, variant index) pairs, task ``i``'s in partition ``i``.
+    A ``full`` batch (none done) is made by its tasks themselves, without a shuffle; else its pairs
+    are anti-joined with those ``done`` and sent to their task by a shuffle."""
+    variants = grid.variants()
+    if full:
+        count = len(variants)  # the closure ships an int, not the grid's variants
+        return spark.sparkContext.parallelize(range(tasks), tasks).mapPartitionsWithIndex(
+            lambda index, _: task_pairs(low, low + seeds, per_task, count, index))
+    labels = spark.createDataFrame([(v.label, k) for k, v in enumerate(variants)], "variant string, variant_index int")
+    pairs = spark.range(low, low + seeds).withColumnRenamed("id", "seed").crossJoin(labels)
+    return (pairs.join(done, ["seed", "variant"], "left_anti").select("seed", "variant_index").rdd
+            .map(lambda r: ((r[0] - low) // per_task, (r[0], r[1])))
+            .partitionBy(tasks, lambda key: int(key)).values())
 
 
 def run_fleet(spark: Any, grid: Grid, out: str | Path, progress: Callable[[Progress], None] | None = None,
@@ -149,17 +186,14 @@ def run_fleet(spark: Any, grid: Grid, out: str | Path, progress: Callable[[Progr
     Spark job (one commit) per :data:`BATCH_SEEDS` seeds, so an interrupted fleet keeps every
     batch it finished; ``progress`` is told where it is every ``interval`` seconds, timed by
     ``clock``. The driver holds only counts: rows go from the executors to parquet."""
-    from pyspark.sql import functions as F
-
     sc = spark.sparkContext
     location = runs_uri(out)
     files = HadoopFiles(spark)
     if files.exists(f"{location}/{STALE_COMMIT}"):
         files.remove(f"{location}/{STALE_COMMIT}")
     variants, run_id = grid.variants(), new_run_id()
-    missing = missing_pairs(spark, grid, location)
-    batches = {int(r["batch"]): int(r["count"]) for r in missing.groupBy(
-        F.floor((F.col("seed") - grid.seeds.start) / batch_seeds).alias("batch")).count().collect()}
+    done = done_pairs(spark, grid, location)
+    batches = missing_runs(done, grid, batch_seeds)
     total = sum(batches.values())
     executed, errors = sc.accumulator(0), sc.accumulator(0)
     stamp = {"run_id": run_id, "kctl_version": kctl.__version__}
@@ -189,10 +223,9 @@ def run_fleet(spark: Any, grid: Grid, out: str | Path, progress: Callable[[Progr
             seeds = min(batch_seeds, grid.seeds.stop - low)
             per_task = max(1, min(-(-TASK_RUNS // len(variants)), -(-seeds // (4 * sc.defaultParallelism))))
             tasks = -(-seeds // per_task)
-            rdd = (missing.where((F.col("seed") >= low) & (F.col("seed") < low + seeds)).rdd
-                   .map(lambda r, low=low, per_task=per_task: ((r.seed - low) // per_task, (r.seed, r.variant_index)))
-                   .partitionBy(tasks, lambda key: int(key)).values()
-                   .mapPartitionsWithIndex(functools.partial(run_pairs, grid, variants, stamp, executed, errors)))
+            pairs = batch_pairs(spark, grid, done, low, seeds, per_task, tasks,
+                                full=batches[batch] == seeds * len(variants))
+            rdd = pairs.mapPartitionsWithIndex(functools.partial(run_pairs, grid, variants, stamp, executed, errors))
             (spark.createDataFrame(rdd, schema(), verifySchema=False)
              .write.mode("append").partitionBy(*PARTITION_COLUMNS).parquet(location))
     except Exception as e:
