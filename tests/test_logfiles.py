@@ -162,16 +162,21 @@ def test_a_bulk_transitions_lines_reach_every_handler_in_order(
         f"{name} [Controller id=1 epoch=4] {message} (state.change.logger)" for name, message in expected]
 
 
+@pytest.mark.parametrize("null_handler", [False, True])
 @pytest.mark.parametrize("max_file_size", [10**8, 4096])
 def test_a_bulk_transitions_lines_are_laid_out_once_and_written_as_one_by_one(
-    tmp_path: Path, root_handlers: logging.Logger, monkeypatch: pytest.MonkeyPatch, max_file_size: int
+    tmp_path: Path, root_handlers: logging.Logger, monkeypatch: pytest.MonkeyPatch, max_file_size: int,
+    null_handler: bool,
 ) -> None:
     """A creation of 20K partitions logs 60K lines before its first ZooKeeper write: a record,
     filter and layout per line took most of that time. The file gets the same bytes, across a
-    rollover too."""
+    rollover too, and a handler that takes records on the way (the NullHandler a fleet's tasks put
+    on ``kctl``) does not make the files take them record by record."""
     monkeypatch.setattr(time, "time", lambda: 1_795_000_000.5)  # one millisecond for every line
     state_change = logging.getLogger("kctl.state_change")
     monkeypatch.setattr(state_change, "level", TRACE)
+    if null_handler:
+        monkeypatch.setattr(logging.getLogger("kctl"), "handlers", [logging.NullHandler()])
     root_handlers.setLevel(TRACE)
     lines = [(logging.INFO if p % 50 else TRACE, f"Changed partition t-{p} state") for p in range(200)]
     written = {}

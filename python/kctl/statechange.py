@@ -31,21 +31,23 @@ def handle_lines(logger: logging.Logger, template: logging.LogRecord, lines: lis
     while current is not None:
         handlers += current.handlers
         current = current.parent if current.propagate else None
-    records: list[logging.LogRecord] | None = None
+    filtered: list[logging.LogRecord] | None = None  # the lines the logger's own filters let through
     if logger.filters or not handlers:
-        records = [record for record in line_records(template, lines) if logger.filter(record)]
+        filtered = [record for record in line_records(template, lines) if logger.filter(record)]
         if not handlers:  # logging's last resort, record by record
-            for record in records:
+            for record in filtered:
                 logger.callHandlers(record)
             return
+    records = filtered
     for handler in handlers:
         if template.levelno < handler.level:
             continue
-        if handler.filters and all(getattr(f, "by_name", False) for f in handler.filters) and not handler.filter(template):
+        by_name = all(getattr(f, "by_name", False) for f in handler.filters)
+        if handler.filters and by_name and not handler.filter(template):
             continue  # its filters decide by the logger's name alone, and refuse this one's lines
         bulk = getattr(handler, "handle_lines", None)
-        if bulk is not None and records is None:
-            bulk(template, lines)
+        if bulk is not None and filtered is None and by_name:
+            bulk(template, lines)  # even when another handler (a NullHandler, say) took records
             continue
         if records is None:
             records = line_records(template, lines)

@@ -53,7 +53,7 @@ def test_cluster_status_on_zookeeper(cluster: ProcessCluster) -> None:
         "version": 1, "active_controller": cluster.active_controller(), "controller_epoch": cluster.controller_epoch(),
         "brokers": [{"id": b, "epoch": epochs[b], "rack": rack} for b, rack in ((1, "a"), (2, "b"), (3, "a"))],
         "topics": 2, "partitions": 4, "offline_partitions": 0, "under_replicated_partitions": 0,
-        "reassignments": [], "topics_queued_for_deletion": [],
+        "reassignments": [], "topics_queued_for_deletion": [], "controller_entries": [],
     }
 
     cluster.brokers[3].kill()  # solo-0 goes offline; orders-1 and orders-2 lose broker 3 from their ISR
