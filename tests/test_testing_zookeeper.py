@@ -1,5 +1,6 @@
-"""kctl.testing.zookeeper's session log: a session's expiry in the server's log, stamped as log4j
-stamps Kafka's lines, so that benches/bench_kafka_brokers.py can time a broker failure from it."""
+"""kctl.testing.zookeeper's server options: a session's expiry in the server's log, stamped as log4j
+stamps Kafka's lines, so that benches/bench_kafka_brokers.py can time a broker failure from it, and
+JVM options of the caller's (a heap for millions of znodes)."""
 
 from __future__ import annotations
 
@@ -35,3 +36,13 @@ def test_an_expired_session_is_logged_with_a_log4j_timestamp() -> None:
         expired = datetime.strptime(found[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
         assert killed - 1 < expired < killed + 30  # the server's clock, as the log's reader parses it
 
+
+
+def test_jvm_options_come_after_the_defaults_so_a_larger_heap_wins() -> None:
+    with ZooKeeperEnsemble(1, installation=require_zookeeper(), jvm_options=["-Xmx2g"]) as zookeeper:
+        pid = zookeeper.servers[0].pid
+        assert pid is not None
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            arguments = cmdline.read().decode().split("\0")
+        assert arguments.index("-Xmx2g") > arguments.index("-Xmx1g")
+        assert zookeeper.servers[0].mode() == "standalone"

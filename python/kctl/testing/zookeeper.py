@@ -37,7 +37,7 @@ import ssl
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
@@ -222,6 +222,7 @@ class ZooKeeperServer(JavaProcess):
         security: ServerSecurity | None = None,
         secure_port: int | None = None,
         log_sessions: bool = False,
+        jvm_options: Sequence[str] = (),
     ) -> None:
         self.installation = installation
         self.directory = directory
@@ -233,6 +234,7 @@ class ZooKeeperServer(JavaProcess):
         self._force_sync = force_sync
         self._security = security
         self._log_sessions = log_sessions
+        self._jvm_options = tuple(jvm_options)
         super().__init__()
 
     def __repr__(self) -> str:
@@ -305,6 +307,7 @@ class ZooKeeperServer(JavaProcess):
             "-Dzookeeper.admin.enableServer=false",
             "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
             *options,
+            *self._jvm_options,
             "-cp",
             self.installation.classpath,
             MAIN_CLASS,
@@ -342,6 +345,8 @@ class ZooKeeperEnsemble:
     clients (``secure_hosts`` for TLS, given a ``security`` with a keystore). ``force_sync=False`` (the default) skips fsync on every write, as test servers usually
     do: it measures the client and the protocol rather than this machine's disk.
     ``log_sessions=True`` logs each session's expiry with a timestamp (:data:`SESSION_LOG_OPTIONS`).
+    ``jvm_options`` go after the defaults (``-Xms64m -Xmx1g -XX:+UseSerialGC``), so a later
+    ``-Xmx`` wins: a server holding millions of znodes needs more heap than a test's.
     """
 
     def __init__(
@@ -353,6 +358,7 @@ class ZooKeeperEnsemble:
         force_sync: bool = False,
         security: ServerSecurity | None = None,
         log_sessions: bool = False,
+        jvm_options: Sequence[str] = (),
     ) -> None:
         if size < 1:
             raise ValueError(f"an ensemble needs at least one server, not {size}")
@@ -362,6 +368,7 @@ class ZooKeeperEnsemble:
         self._force_sync = force_sync
         self._security = security
         self._log_sessions = log_sessions
+        self._jvm_options = tuple(jvm_options)
         self._directory: Path | None = None
         self._ports: list[int] = []
         self.servers: list[ZooKeeperServer] = []
@@ -464,6 +471,7 @@ class ZooKeeperEnsemble:
                 self._security,
                 secure_port,
                 self._log_sessions,
+                self._jvm_options,
             )
             for i, (client, _, secure_port) in enumerate(members)
         ]
