@@ -907,15 +907,21 @@ def _check_live(session: Session) -> None:
         raise StoreUnavailableError(f"session {session.id:#x} has {session.ended}{reconnect}")
 
 
+_TOPICS = "/brokers/topics/"
+_STATE = "/state"
+
+
 def _state_key(path: str) -> tuple[str, int] | None:
-    """``(topic, partition)`` when ``path`` is a partition-state znode (kept in the state table)."""
-    if not path.endswith("/state"):
+    """``(topic, partition)`` when ``path`` is a partition-state znode (kept in the state table):
+    ``/brokers/topics/<topic>/partitions/<p>/state`` with no other ``/``. Every state read and
+    write of a controller passes here, so no split into a list and no regular expression."""
+    if not (path.endswith(_STATE) and path.startswith(_TOPICS)):
         return None
-    parts = path.split("/")
-    if len(parts) != 7 or parts[1:3] != ["brokers", "topics"] or parts[4] != "partitions":
+    topic, partitions, name = path[len(_TOPICS):-len(_STATE)].partition("/partitions/")
+    if not partitions or "/" in topic or "/" in name:
         return None
-    partition = paths.parse_id(parts[5])
-    return None if partition is None else (parts[3], partition)
+    partition = paths.parse_id(name)
+    return None if partition is None else (topic, partition)
 
 
 def _row_of(data: object) -> _StateRow | None:

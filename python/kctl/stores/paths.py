@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable
 
 from kctl.model import INT32_MAX, TopicPartition
@@ -55,15 +54,12 @@ PERSISTENT_PATHS = (
 """Created (if absent) when a broker or controller starts, as Kafka's ``makeSurePersistentPathsExists``."""
 
 
-_ID_NAME = re.compile(r"0|[1-9][0-9]{0,9}")
-
-
 def parse_id(name: str) -> int | None:
     """The broker or partition id a znode is named by (``/brokers/ids/<id>``,
     ``/brokers/topics/<t>/partitions/<p>``), or None when ``name`` is not one: Kafka's ``Int``,
     non-negative, in ASCII digits without sign or leading zeros (the only spelling :func:`broker`
     and :func:`topic_partition` produce, so the znode can be addressed again)."""
-    if not _ID_NAME.fullmatch(name):
+    if not (name.isdigit() and name.isascii()) or len(name) > 10 or (name[0] == "0" and len(name) > 1):
         return None
     value = int(name)
     return value if value <= INT32_MAX else None
