@@ -38,7 +38,7 @@ import random
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -50,10 +50,10 @@ import pytest
 from kctl import admin
 from kctl.model import TopicPartition
 from kctl.testing.kafka import SHIPPED_JVM_OPTIONS, KafkaCluster, KafkaInstallation, kafka_installation
-from kctl.testing.zookeeper import ZooKeeperEnsemble, zookeeper_server
+from kctl.testing.zookeeper import ZooKeeperEnsemble, require_zookeeper
 from tests.support.kafka_harness import SideBySide, side_by_side
 
-__all__ = ["kafka_installation", "zookeeper_server"]
+__all__ = ["kafka_installation"]
 
 pytestmark = pytest.mark.kafka_bench
 
@@ -75,8 +75,61 @@ KAFKA_CONFIG = {**CONFIG, "zookeeper.session.timeout.ms": "18000", "controller.s
 sessions under this load and bounced, moving the controller between the measured steps. A broker
 waits up to 5 minutes for the answer to its ControlledShutdown (30 s by default: a busy controller
 answered later, and the broker gave up and retried)."""
+ZOOKEEPER_JVM_OPTIONS = ("-Xms512m", "-Xmx512m", "-XX:+UseParallelGC")
+"""The one ZooKeeper server both sides share, with a fixed heap (``-Xms`` = ``-Xmx``, 512 MB, as
+Kafka's own ``zookeeper-server-start.sh`` runs ZooKeeper) and the throughput collector, rather than
+the test fixture's heap growing from 64 MB (docs/performance.md: what the server spends per create)."""
+WARM_UP_ZNODES = 100_000
+"""Znodes the server creates and deletes before the sitting, in both sides' shapes (:func:`warm_up`)."""
 MEASURES = ("creation", "failover", "controlled-shutdown", "controller-crash")
 LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] ")
+
+
+@pytest.fixture(scope="module")
+def zookeeper_server() -> Iterator[ZooKeeperEnsemble]:
+    """The sitting's ZooKeeper server (:data:`ZOOKEEPER_JVM_OPTIONS`)."""
+    with ZooKeeperEnsemble(1, installation=require_zookeeper(), jvm_options=ZOOKEEPER_JVM_OPTIONS) as ensemble:
+        warm_up(ensemble.hosts, WARM_UP_ZNODES)
+        yield ensemble
+
+
+def warm_up(hosts: str, znodes: int, multi: int = 1000) -> None:
+    """Create and delete ``znodes`` znodes under ``/warm-up``, half in kctl's shape (multis of
+    ``multi`` creates) and half in Kafka's (one ``multi(check, create)`` per znode, pipelined): a
+    production server has long compiled its request path, a fresh JVM compiles it over the first
+    hundreds of thousands of writes, and that compilation would be charged to whichever side
+    writes first."""
+    from kazoo.client import KazooClient  # type: ignore[import-untyped]
+
+    zk = KazooClient(hosts=hosts, timeout=30.0)
+    zk.start(timeout=60.0)
+    try:
+        zk.ensure_path("/warm-up")
+        paths = [f"/warm-up/{n}" for n in range(znodes)]
+        half = znodes // 2
+        for start in range(0, half, multi):
+            transaction = zk.transaction()
+            for path in paths[start:min(start + multi, half)]:
+                transaction.create(path, b'{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":0,"isr":[1,2]}')
+            transaction.commit()
+        for start in range(half, znodes, multi):
+            pending = []
+            for path in paths[start:start + multi]:
+                transaction = zk.transaction()
+                transaction.check("/warm-up", 0)
+                transaction.create(path, b"")
+                pending.append(transaction.commit_async())
+            for result in pending:
+                result.get()
+        for start in range(0, znodes, multi):
+            transaction = zk.transaction()
+            for path in paths[start:start + multi]:
+                transaction.delete(path)
+            transaction.commit()
+        zk.delete("/warm-up")
+    finally:
+        zk.stop()
+        zk.close()
 
 
 def assignment(partitions: int) -> dict[int, list[int]]:

@@ -46,3 +46,15 @@ def test_jvm_options_come_after_the_defaults_so_a_larger_heap_wins() -> None:
             arguments = cmdline.read().decode().split("\0")
         assert arguments.index("-Xmx2g") > arguments.index("-Xmx1g")
         assert zookeeper.servers[0].mode() == "standalone"
+
+
+def test_a_collector_in_jvm_options_replaces_the_serial_one() -> None:
+    """The JVM refuses two collectors: G1 (as Kafka's zookeeper-server-start.sh runs ZooKeeper)
+    must replace the fixture's serial collector, not come after it."""
+    with ZooKeeperEnsemble(1, installation=require_zookeeper(), jvm_options=["-XX:+UseG1GC"]) as zookeeper:
+        pid = zookeeper.servers[0].pid
+        assert pid is not None
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            arguments = cmdline.read().decode().split("\0")
+        assert "-XX:+UseG1GC" in arguments and "-XX:+UseSerialGC" not in arguments
+        assert zookeeper.servers[0].mode() == "standalone"

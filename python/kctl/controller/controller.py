@@ -115,6 +115,9 @@ E = TypeVar("E", bound=ev.ControllerEvent)
 F = TypeVar("F", bound=ev.EventWithFuture)
 T = TypeVar("T")
 
+_Loaded = tuple[Sequence[TopicPartition], Mapping[int, ReplicaAssignment]]
+"""A topic read into the context: its partitions, and their assignments as read."""
+
 
 def _active_only(handler: Callable[[KafkaController, E], None]) -> Callable[[KafkaController, E], None]:
     """The handler of an event only the active controller acts on: an inactive one drops it."""
@@ -788,13 +791,13 @@ class KafkaController:
         for info, _ in (brokers[b] for b in sorted(brokers)):
             self.channel.add_broker(info)
 
-    def _load_topics(self, topics: Sequence[str]) -> list[Sequence[TopicPartition]]:
+    def _load_topics(self, topics: Sequence[str]) -> dict[str, _Loaded]:
         """Read topics' assignments into the context (giving topic ids to those without);
-        returns each loaded topic's partitions. A topic whose stored assignment is unreadable is
-        logged and skipped."""
+        returns each loaded topic's partitions and their assignments as read. A topic whose stored
+        assignment is unreadable is logged and skipped."""
         ctx = self.context
         read = self.store.get_topic_assignments(topics)
-        added: list[Sequence[TopicPartition]] = []
+        added: dict[str, _Loaded] = {}
         for topic in topics:
             if topic in read.errors:
                 log.error("Skipping topic %s: %s", topic, read.errors[topic])
@@ -807,7 +810,7 @@ class KafkaController:
                 topic_id = admin.generate_topic_id(self.scheduler.rng)
                 self.store.set_topic_assignment(topic, TopicAssignment(assignment.partitions, topic_id), ctx.epoch_zk_version)
             ctx.add_topic(topic, topic_id)
-            added.append(ctx.put_topic_assignment(topic, assignment.partitions))
+            added[topic] = (ctx.put_topic_assignment(topic, assignment.partitions), assignment.partitions)
         return added
 
     def _update_leader_and_isr_cache(self, partitions: Iterable[TopicPartition]) -> None:
@@ -951,11 +954,11 @@ class KafkaController:
         for topic in deleted:
             self._unwatch_topic(topic)
             ctx.remove_topic(topic)
-        added = [tp for partitions in self._load_topics(new) for tp in partitions]
+        loaded = self._load_topics(new)
+        added = [tp for partitions, _ in loaded.values() for tp in partitions]
         if log.isEnabledFor(logging.INFO):  # the assignment of every new partition, as Kafka prints it
-            assignment = ", ".join(f"{tp} -> {ctx.partition_full_replica_assignment(tp)}" for tp in added)
             log.info("New topics: [%s], deleted topics: [%s], new partition replica assignment [%s]",
-                     _joined(new), _joined(deleted), assignment)
+                     _joined(new), _joined(deleted), _assignments_text(added, loaded))
         if added:
             self._on_new_partition_creation(added)
 
@@ -1458,6 +1461,17 @@ class KafkaController:
 def _handler(event_type: type[E], handler: Callable[[E], None]) -> tuple[type[ev.ControllerEvent], Callable[[Any], None]]:
     """One entry of the event table; mypy checks that ``handler`` takes ``event_type``."""
     return event_type, handler
+
+
+def _assignments_text(partitions: Iterable[TopicPartition], loaded: Mapping[str, _Loaded]) -> str:
+    """``<tp> -> <assignment>`` of each of ``partitions`` (of the ``loaded`` topics), as Kafka logs
+    new topics: a topic's partitions share a few assignments, so each is made text once."""
+    texts: dict[ReplicaAssignment, str] = {}
+    return ", ".join(
+        f"{tp} -> {texts.get(a) or texts.setdefault(a, str(a))}"
+        for tp in partitions
+        for a in (loaded[tp.topic][1][tp.partition],)
+    )
 
 
 def _joined(items: Iterable[object]) -> str:

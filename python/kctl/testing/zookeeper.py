@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -86,6 +87,9 @@ SESSION_LOG_OPTIONS = (
 """With ``log_sessions``: the server's session lines (``Expiring session 0x…``) in its log, stamped
 as log4j stamps Kafka's lines (``[%d]``), so that a session's expiry can be timed against them."""
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+_COLLECTOR = re.compile(r"-XX:\+Use\w+GC")
+"""A JVM option choosing the garbage collector: given in ``jvm_options``, it replaces the default
+(the JVM refuses two)."""
 
 
 class ZooKeeperNotInstalledError(RuntimeError):
@@ -301,7 +305,7 @@ class ZooKeeperServer(JavaProcess):
             self.installation.java,
             "-Xms64m",
             "-Xmx1g",
-            "-XX:+UseSerialGC",
+            *(() if any(_COLLECTOR.fullmatch(o) for o in self._jvm_options) else ("-XX:+UseSerialGC",)),
             "-Djava.net.preferIPv4Stack=true",
             f"-Dzookeeper.forceSync={'yes' if self._force_sync else 'no'}",
             "-Dzookeeper.admin.enableServer=false",
@@ -346,7 +350,8 @@ class ZooKeeperEnsemble:
     do: it measures the client and the protocol rather than this machine's disk.
     ``log_sessions=True`` logs each session's expiry with a timestamp (:data:`SESSION_LOG_OPTIONS`).
     ``jvm_options`` go after the defaults (``-Xms64m -Xmx1g -XX:+UseSerialGC``), so a later
-    ``-Xmx`` wins: a server holding millions of znodes needs more heap than a test's.
+    ``-Xmx`` wins: a server holding millions of znodes needs more heap than a test's; a collector
+    named there (``-XX:+UseG1GC``) replaces the serial one.
     """
 
     def __init__(
