@@ -363,6 +363,17 @@ def test_topic_assignments_round_trip(
     assert TopicZNode.decode(TopicZNode.encode(assignment), "/brokers/topics/t") == assignment
 
 
+def test_topic_assignments_share_equal_replica_lists() -> None:
+    """A failover decodes every topic of the cluster: partitions with the same replicas (a cluster
+    of 100 brokers has a few thousand distinct lists) hold one object, in partition order."""
+    a = TopicZNode.decode(b'{"version":3,"partitions":{"0":[1,2,3],"1":[2,3,1]}}', "/brokers/topics/a")
+    b = TopicZNode.decode(b'{"version":2,"partitions":{"1":[1,2,3],"0":[2,3,1]},"adding_replicas":{}}',
+                          "/brokers/topics/b")
+    assert list(b.partitions) == [0, 1]
+    assert b.partitions[1] is a.partitions[0] and b.partitions[0] is a.partitions[1]
+    assert a.partitions[0] == ReplicaAssignment((1, 2, 3))
+
+
 @given(st.dictionaries(st.text(min_size=1), st.text()))
 def test_configs_round_trip(config: dict[str, str]) -> None:
     assert ConfigEntityZNode.decode(ConfigEntityZNode.encode(config), "/config/topics/t") == config
@@ -410,6 +421,20 @@ CORRUPT: dict[str, tuple[Callable[[bytes | None, str], object], bytes | None, st
         TopicZNode.decode,
         b'{"version":3,"partitions":{"0":[1]},"adding_replicas":{"0":[2,"x"]}}',
         "adding_replicas.0[1]",
+    ),
+    "topic_partition_key_with_comma": (TopicZNode.decode, b'{"version":3,"partitions":{"0":[1],"1,2":[1]}}', "partitions.1,2"),
+    "topic_partition_key_leading_zero": (TopicZNode.decode, b'{"version":3,"partitions":{"01":[1]}}', "partitions.01"),
+    "topic_partition_key_over_int32": (
+        TopicZNode.decode, b'{"version":3,"partitions":{"0":[1],"2147483648":[1]}}', "partitions.2147483648"
+    ),
+    "topic_replica_boolean": (TopicZNode.decode, b'{"version":3,"partitions":{"0":[1],"1":[true]}}', "partitions.1[0]"),
+    "topic_replica_float": (TopicZNode.decode, b'{"version":3,"partitions":{"0":[1,2.0]}}', "partitions.0[1]"),
+    "topic_replica_over_int32": (TopicZNode.decode, b'{"version":3,"partitions":{"0":[2147483648]}}', "partitions.0[0]"),
+    "topic_replica_under_int32": (TopicZNode.decode, b'{"version":3,"partitions":{"0":[-2147483649]}}', "partitions.0[0]"),
+    "topic_replica_list": (TopicZNode.decode, b'{"version":3,"partitions":{"0":[[1]]}}', "partitions.0[0]"),
+    "topic_replicas_null": (TopicZNode.decode, b'{"version":3,"partitions":{"0":[1],"1":null}}', "partitions.1"),
+    "topic_adding_not_a_map": (
+        TopicZNode.decode, b'{"version":3,"partitions":{"0":[1]},"adding_replicas":[]}', "adding_replicas"
     ),
     "topic_missing_partitions": (TopicZNode.decode, b'{"version":3}', "partitions"),
     "topic_id": (TopicZNode.decode, b'{"version":3,"topic_id":7,"partitions":{}}', "topic_id"),
