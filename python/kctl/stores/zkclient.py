@@ -1472,7 +1472,8 @@ class ZooKeeperClient:
             for entry in entries:
                 entry.snapshot = self._arm(entry)
             return None
-        client, failed = self._client, None
+        client = self._client
+        failed: StoreError | None = None
         answers = self._gather([functools.partial(client.exists_async, entry.path, entry) for entry in entries])
         for entry, answer in zip(entries, answers):
             try:
