@@ -422,20 +422,6 @@ CORRUPT: dict[str, tuple[Callable[[bytes | None, str], object], bytes | None, st
         b'{"version":3,"partitions":{"0":[1]},"adding_replicas":{"0":[2,"x"]}}',
         "adding_replicas.0[1]",
     ),
-    "topic_partition_key_with_comma": (TopicZNode.decode, b'{"version":3,"partitions":{"0":[1],"1,2":[1]}}', "partitions.1,2"),
-    "topic_partition_key_leading_zero": (TopicZNode.decode, b'{"version":3,"partitions":{"01":[1]}}', "partitions.01"),
-    "topic_partition_key_over_int32": (
-        TopicZNode.decode, b'{"version":3,"partitions":{"0":[1],"2147483648":[1]}}', "partitions.2147483648"
-    ),
-    "topic_replica_boolean": (TopicZNode.decode, b'{"version":3,"partitions":{"0":[1],"1":[true]}}', "partitions.1[0]"),
-    "topic_replica_float": (TopicZNode.decode, b'{"version":3,"partitions":{"0":[1,2.0]}}', "partitions.0[1]"),
-    "topic_replica_over_int32": (TopicZNode.decode, b'{"version":3,"partitions":{"0":[2147483648]}}', "partitions.0[0]"),
-    "topic_replica_under_int32": (TopicZNode.decode, b'{"version":3,"partitions":{"0":[-2147483649]}}', "partitions.0[0]"),
-    "topic_replica_list": (TopicZNode.decode, b'{"version":3,"partitions":{"0":[[1]]}}', "partitions.0[0]"),
-    "topic_replicas_null": (TopicZNode.decode, b'{"version":3,"partitions":{"0":[1],"1":null}}', "partitions.1"),
-    "topic_adding_not_a_map": (
-        TopicZNode.decode, b'{"version":3,"partitions":{"0":[1]},"adding_replicas":[]}', "adding_replicas"
-    ),
     "topic_missing_partitions": (TopicZNode.decode, b'{"version":3}', "partitions"),
     "topic_id": (TopicZNode.decode, b'{"version":3,"topic_id":7,"partitions":{}}', "topic_id"),
     "topic_version": (TopicZNode.decode, b'{"version":"3","partitions":{}}', "version"),
@@ -519,6 +505,25 @@ CORRUPT: dict[str, tuple[Callable[[bytes | None, str], object], bytes | None, st
         "block_start",
     ),
 }
+
+TOPIC_PARTITIONS_TO_CHECK_FIELD_BY_FIELD = {
+    "key_with_comma": (b'{"0":[1],"1,2":[1]}', "partitions.1,2"),
+    "key_leading_zero": (b'{"01":[1]}', "partitions.01"),
+    "key_over_int32": (b'{"0":[1],"2147483648":[1]}', "partitions.2147483648"),
+    "replica_boolean": (b'{"0":[1],"1":[true]}', "partitions.1[0]"),
+    "replica_float": (b'{"0":[1,2.0]}', "partitions.0[1]"),
+    "replica_over_int32": (b'{"0":[2147483648]}', "partitions.0[0]"),
+    "replica_under_int32": (b'{"0":[-2147483649]}', "partitions.0[0]"),
+    "replica_list": (b'{"0":[[1]]}', "partitions.0[0]"),
+    "replicas_null": (b'{"0":[1],"1":null}', "partitions.1"),
+    "adding_not_a_map": (b'{"0":[1]},"adding_replicas":[]', "adding_replicas"),
+}
+"""Topic documents the bulk check of the usual one (``zkdata._plain_partitions``) must refuse, so
+that the field-by-field decoder names the problem: the ``partitions`` map (and what follows)."""
+CORRUPT.update(
+    (f"topic_{name}", (TopicZNode.decode, b'{"version":3,"partitions":' + partitions + b"}", field))
+    for name, (partitions, field) in TOPIC_PARTITIONS_TO_CHECK_FIELD_BY_FIELD.items()
+)
 
 
 @pytest.mark.parametrize("decode, data, field", CORRUPT.values(), ids=CORRUPT.keys())
