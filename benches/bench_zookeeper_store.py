@@ -5,6 +5,11 @@ Group ``zookeeper:state-writes`` compares the store's fenced, conditional
 with the controller-epoch check, data pre-encoded), on kazoo's stock threading handler and on the
 store's polling handler. Group ``zookeeper:state-reads`` compares ``get_partition_states``
 (multiRead, and pipelined gets with ``multi_read=False``) with raw pipelined ``get_async``.
+Groups ``zookeeper:controlled-shutdown`` and ``zookeeper:failover`` time the controller on Kafka
+1.1's published setup; ``zookeeper:failover-scale`` times a failover at issue #16's size (1M
+partitions, 100 brokers, RF 3, on a server of its own with a 4 GiB heap; 10K in the smoke run,
+``KCTL_BENCH_ZK_FAILOVER_PARTITIONS`` for any other size) with the peak RSS of this process and
+the ZooKeeper server's CPU time next to it.
 
 A standalone ZooKeeper server is started for the module (``kctl.testing.zookeeper``); like the
 tests, this fails under ``CI=true`` when Java or ZooKeeper is missing. Run with
@@ -13,14 +18,20 @@ tests, this fails under ``CI=true`` when Java or ZooKeeper is missing. Run with
 
 from __future__ import annotations
 
+import os
+import random
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import SequentialThreadingHandler
 
+from kctl.admin import generate_topic_id
+from kctl.assignment import BrokerMetadata, assign_replicas_to_brokers
 from kctl.context import default_engine
 from kctl.controller import KafkaController
 from kctl.model import BrokerInfo, EndPoint, LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
@@ -272,17 +283,21 @@ class ControllerSetup:
         assert len(self.brokers.update_partition_states(steady, 1, MATCH_ANY_VERSION).successful) == len(self.tps)
 
     def start_controller(self) -> KafkaController:
-        """A controller on its own session, returned once its failover is complete."""
-        store = ZooKeeperStore(self.hosts)
-        config = {"auto.leader.rebalance.enable": False}
-        controller = KafkaController(1, store, NullTransport(), config, default_engine(), RealTimeScheduler(name="bench"))
-        controller.startup()
-        controller.list_partition_reassignments().result(timeout=600)  # queued after the failover
-        assert controller.is_active
-        return controller
+        return start_controller(self.hosts)
 
     def close(self) -> None:
         self.brokers.close()
+
+
+def start_controller(hosts: str) -> KafkaController:
+    """A controller on its own session, returned once its failover is complete."""
+    store = ZooKeeperStore(hosts)
+    config = {"auto.leader.rebalance.enable": False}
+    controller = KafkaController(1, store, NullTransport(), config, default_engine(), RealTimeScheduler(name="bench"))
+    controller.startup()
+    controller.list_partition_reassignments().result(timeout=600)  # queued after the failover
+    assert controller.is_active
+    return controller
 
 
 def replica_pair(partition: int) -> tuple[int, int]:
@@ -364,3 +379,146 @@ def test_controller_failover(benchmark: Any, failover_cluster: ControllerSetup) 
         assert controller.metrics()["OfflinePartitionsCount"] == 0
     finally:
         stop_previous()
+
+
+# --- Failover at scale: a million partitions on a real ZooKeeper (issue #16) ------------------------
+
+SCALE_BROKERS, SCALE_RF = 100, 3
+SCALE_PARTITIONS_ENV = "KCTL_BENCH_ZK_FAILOVER_PARTITIONS"
+"""Partitions of the large failover (a multiple of 1,000), instead of the scale's size."""
+SCALE_TARGET_S = 10.0
+"""Issue #16: winning the election to ready at 1M partitions, from a real ZooKeeper (recorded,
+not asserted: on a shared 2-core machine the wall time follows the other jobs' load)."""
+SCALE_SERVER_OPTIONS = ("-Xmx4g", "-Dzookeeper.snapCount=10000000")
+"""Two million znodes need a larger heap than a test server's; the snapshot interval is raised so
+that filling the server does not write twenty ever larger snapshots (the failover writes nothing)."""
+FILL_TOPICS = 20
+"""Topics whose partition states are created in one call: 20K partitions' multis pipelined, and
+this process's memory bounded while it fills the server."""
+
+
+def scale_partitions(bench_scale: Scale) -> int:
+    """``KCTL_BENCH_ZK_FAILOVER_PARTITIONS``, else 1M at the ``full`` scale and 10K for CI's smoke run."""
+    text = os.environ.get(SCALE_PARTITIONS_ENV)
+    partitions = int(text) if text else 1_000_000 if bench_scale.name == "full" else 10_000
+    if partitions <= 0 or partitions % PARTITIONS_PER_TOPIC:
+        raise pytest.UsageError(f"{SCALE_PARTITIONS_ENV}={partitions}: expected a positive multiple of {PARTITIONS_PER_TOPIC}")
+    return partitions
+
+
+def proc_status_bytes(pid: int | str, field: str) -> int:
+    """A ``/proc/<pid>/status`` memory figure (``VmHWM``: the peak resident set; ``VmRSS``) in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no {field} in /proc/{pid}/status")
+
+
+def process_cpu_s(pid: int) -> float:
+    """User and system CPU seconds of a process, all its threads (a JVM's collector too)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class LargeCluster:
+    """A chroot holding Kafka's znodes for ``partitions`` partitions: ``SCALE_BROKERS`` registered
+    brokers, topics of 1,000 partitions with RF 3 placed by Kafka's rack-unaware assignment, each
+    partition led by its preferred replica with a full ISR."""
+
+    hosts: str
+    brokers: ZooKeeperStore  # the session holding the broker registrations
+    partitions: int
+    fill_s: float
+
+    @classmethod
+    def fill(cls, server: ZooKeeperEnsemble, chroot: str, partitions: int) -> LargeCluster:
+        """Kafka's znodes written through the store's own bulk paths (``create_topic``, then
+        ``create_partition_states``: ``/partitions``, ``/partitions/<p>`` and ``state`` in large
+        fenced multis), ``FILL_TOPICS`` topics at a time."""
+        started = time.perf_counter()
+        hosts = server.hosts + chroot
+        brokers = ZooKeeperStore(hosts)
+        for b in range(1, SCALE_BROKERS + 1):
+            brokers.register_broker(BrokerInfo(b, (EndPoint("127.0.0.1", 9000 + b),)))
+        metadata = [BrokerMetadata(b) for b in range(1, SCALE_BROKERS + 1)]
+        _, version = brokers.register_controller_and_increment_epoch(0)
+        topics = partitions // PARTITIONS_PER_TOPIC
+        for first in range(0, topics, FILL_TOPICS):
+            states: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
+            for t in range(first, min(first + FILL_TOPICS, topics)):
+                rng = random.Random(t)
+                placed = assign_replicas_to_brokers(metadata, PARTITIONS_PER_TOPIC, SCALE_RF, rng=rng)
+                topic = f"topic-{t}"
+                brokers.create_topic(topic, {p: ReplicaAssignment(tuple(r)) for p, r in placed.items()},
+                                     topic_id=generate_topic_id(rng))
+                states.update((TopicPartition(topic, p), LeaderIsrAndControllerEpoch(LeaderAndIsr(r[0], tuple(r)), 1))
+                              for p, r in placed.items())
+            assert set(brokers.create_partition_states(states, version).values()) == {None}
+        brokers.delete_controller(version)
+        return cls(hosts, brokers, partitions, time.perf_counter() - started)
+
+    def close(self) -> None:
+        self.brokers.close()
+
+
+@pytest.fixture
+def large_cluster(bench_scale: Scale) -> Iterator[tuple[ZooKeeperEnsemble, LargeCluster]]:
+    """A server of its own, stopped (its memory given back) as soon as the benchmark is done."""
+    partitions = scale_partitions(bench_scale)
+    with ZooKeeperEnsemble(1, installation=require_zookeeper(), jvm_options=SCALE_SERVER_OPTIONS) as server:
+        cluster = LargeCluster.fill(server, "/bench-failover-scale", partitions)
+        try:
+            yield server, cluster
+        finally:
+            cluster.close()
+
+
+def test_controller_failover_at_scale(benchmark: Any, bench_scale: Scale,
+                                      large_cluster: tuple[ZooKeeperEnsemble, LargeCluster]) -> None:
+    """A fresh controller takes over a cluster of 1M partitions (``full``) on a real ZooKeeper:
+    elected, it loads 100 brokers, 1,000 topics and every partition state and starts both state
+    machines. Next to the time: the peak RSS of this process (the fill streams, so the controller
+    makes the peak), its CPU time and the ZooKeeper server's per failover (what a loaded machine
+    inflates far less than the wall time), the server's memory and the load average."""
+    server, cluster = large_cluster
+    pid = server.servers[0].pid
+    assert pid is not None
+    controllers: list[KafkaController] = []
+    own_cpu: list[float] = []
+    server_cpu: list[float] = []
+
+    def stop_previous() -> None:
+        while controllers:
+            stop_controller(controllers.pop())
+
+    def fail_over() -> KafkaController:
+        own, served = time.process_time(), process_cpu_s(pid)
+        controllers.append(start_controller(cluster.hosts))
+        own_cpu.append(time.process_time() - own)
+        server_cpu.append(process_cpu_s(pid) - served)
+        return controllers[-1]
+
+    benchmark.group = "zookeeper:failover-scale"
+    peak_before = proc_status_bytes("self", "VmHWM")
+    try:
+        controller = benchmark.pedantic(fail_over, setup=stop_previous, rounds=3, iterations=1)
+        assert len(controller.context.all_partitions()) == cluster.partitions
+        assert len(controller.context.live_broker_ids) == SCALE_BROKERS
+        assert controller.metrics()["OfflinePartitionsCount"] == 0
+    finally:
+        stop_previous()
+    figures = {
+        "fill_s": round(cluster.fill_s, 1),
+        "peak_rss_before_mib": round(peak_before / 2**20),
+        "peak_rss_mib": round(proc_status_bytes("self", "VmHWM") / 2**20),
+        "process_cpu_s": [round(s, 2) for s in own_cpu],
+        "zookeeper_cpu_s": [round(s, 2) for s in server_cpu],
+        "zookeeper_rss_mib": round(proc_status_bytes(pid, "VmRSS") / 2**20),
+        "load_average": round(os.getloadavg()[0], 2),
+    }
+    if benchmark.stats is not None:
+        figures["target_met"] = benchmark.stats.stats.median <= SCALE_TARGET_S
+    benchmark.extra_info.update(engine=default_engine(), store="zookeeper", partitions=cluster.partitions,
+                                brokers=SCALE_BROKERS, rf=SCALE_RF, seed=0, target_s=SCALE_TARGET_S, **figures)
+    print(f"\nfailover at {cluster.partitions} partitions: " + ", ".join(f"{k} {v}" for k, v in figures.items()))

@@ -373,6 +373,17 @@ def test_topic_assignments_round_trip(
     assert TopicZNode.decode(TopicZNode.encode(assignment), "/brokers/topics/t") == assignment
 
 
+def test_topic_assignments_share_equal_replica_lists() -> None:
+    """A failover decodes every topic of the cluster: partitions with the same replicas (a cluster
+    of 100 brokers has a few thousand distinct lists) hold one object, in partition order."""
+    a = TopicZNode.decode(b'{"version":3,"partitions":{"0":[1,2,3],"1":[2,3,1]}}', "/brokers/topics/a")
+    b = TopicZNode.decode(b'{"version":2,"partitions":{"1":[1,2,3],"0":[2,3,1]},"adding_replicas":{}}',
+                          "/brokers/topics/b")
+    assert list(b.partitions) == [0, 1]
+    assert b.partitions[1] is a.partitions[0] and b.partitions[0] is a.partitions[1]
+    assert a.partitions[0] == ReplicaAssignment((1, 2, 3))
+
+
 @given(st.dictionaries(st.text(min_size=1), st.text()))
 def test_configs_round_trip(config: dict[str, str]) -> None:
     assert ConfigEntityZNode.decode(ConfigEntityZNode.encode(config), "/config/topics/t") == config
@@ -504,6 +515,25 @@ CORRUPT: dict[str, tuple[Callable[[bytes | None, str], object], bytes | None, st
         "block_start",
     ),
 }
+
+TOPIC_PARTITIONS_TO_CHECK_FIELD_BY_FIELD = {
+    "key_with_comma": (b'{"0":[1],"1,2":[1]}', "partitions.1,2"),
+    "key_leading_zero": (b'{"01":[1]}', "partitions.01"),
+    "key_over_int32": (b'{"0":[1],"2147483648":[1]}', "partitions.2147483648"),
+    "replica_boolean": (b'{"0":[1],"1":[true]}', "partitions.1[0]"),
+    "replica_float": (b'{"0":[1,2.0]}', "partitions.0[1]"),
+    "replica_over_int32": (b'{"0":[2147483648]}', "partitions.0[0]"),
+    "replica_under_int32": (b'{"0":[-2147483649]}', "partitions.0[0]"),
+    "replica_list": (b'{"0":[[1]]}', "partitions.0[0]"),
+    "replicas_null": (b'{"0":[1],"1":null}', "partitions.1"),
+    "adding_not_a_map": (b'{"0":[1]},"adding_replicas":[]', "adding_replicas"),
+}
+"""Topic documents the bulk check of the usual one (``zkdata._plain_partitions``) must refuse, so
+that the field-by-field decoder names the problem: the ``partitions`` map (and what follows)."""
+CORRUPT.update(
+    (f"topic_{name}", (TopicZNode.decode, b'{"version":3,"partitions":' + partitions + b"}", field))
+    for name, (partitions, field) in TOPIC_PARTITIONS_TO_CHECK_FIELD_BY_FIELD.items()
+)
 
 
 @pytest.mark.parametrize("decode, data, field", CORRUPT.values(), ids=CORRUPT.keys())

@@ -61,6 +61,7 @@ from kctl.stores.zookeeper import ZooKeeperStore
 GARBAGE = b"\x00not JSON any reader accepts"
 END = MultiHeader(-1, True, -1).serialize()  # a multi's end marker
 MIB = 1024 * 1024
+TOPIC_DATA = b'{"version":3,"partitions":{"0":[1,2]}}'
 
 Connect = Callable[..., ZooKeeperStore]
 
@@ -579,6 +580,40 @@ def test_watch_keys_are_type_checked(store: ZooKeeperStore) -> None:
         store.watch(WatchKind.TOPICS, "t")
     with pytest.raises(TypeError, match="TopicPartition"):
         store.watch(WatchKind.PARTITION_STATE, ("t", 0))
+
+
+def test_watches_set_together_take_one_round_and_fire_as_single_ones(
+    store: ZooKeeperStore, raw: KazooClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failover watches every topic and broker at once (``watch_all``): their watches are set
+    by one round of pipelined requests, and each then fires as a watch set alone would, that of
+    a topic created later included."""
+    store.create_topic("a", {0: ASSIGNMENT[0]})
+    recorder, rounds = Recorder(), []
+    store.add_listener(recorder)
+    gather = store.client._gather
+
+    def counted(sends: Any, *rest: Any) -> Any:
+        sends = list(sends)
+        rounds.append(len(sends))
+        return gather(sends, *rest)
+
+    monkeypatch.setattr(store.client, "_gather", counted)
+    store.watch_all(WatchKind.TOPIC, ["a", "b"])
+    store.watch_all(WatchKind.TOPIC, ["a", "b"])  # set already: nothing sent
+    assert rounds == [2]
+    with pytest.raises(TypeError, match="BROKER watch takes a int key"):
+        store.watch_all(WatchKind.BROKER, [1, "2"])
+    assert (WatchKind.BROKER, 1) not in store.client._watches  # nothing registered
+    raw.set("/brokers/topics/a", TOPIC_DATA)
+    recorder.take(WatchEvent(WatchKind.TOPIC, ChangeType.DATA_CHANGED, "a"))
+    store.create_topic("b", {0: ASSIGNMENT[0]})
+    raw.set("/brokers/topics/b", TOPIC_DATA)
+    recorder.wait_for(WatchEvent(WatchKind.TOPIC, ChangeType.DATA_CHANGED, "b"))
+    raw.set("/brokers/topics/a", TOPIC_DATA)  # re-armed when it fired
+    recorder.wait_for(WatchEvent(WatchKind.TOPIC, ChangeType.DATA_CHANGED, "a"))
+    assert {e.key for e in recorder.events} == {"a", "b"}
+    assert {e.change for e in recorder.events} == {ChangeType.DATA_CHANGED}
 
 
 def test_every_change_of_the_controller_znode_is_reported(

@@ -86,6 +86,7 @@ from kctl.stores import paths
 from kctl.stores.base import (
     FEATURE_STATUS_DISABLED,
     FEATURE_STATUS_ENABLED,
+    BulkWatches,
     ChangeType,
     FinalizedFeatures,
     ProducerIdBlock,
@@ -452,6 +453,18 @@ class KafkaController:
         self._watches.add((kind, key))
         self.store.watch(kind, key)
 
+    def _watch_all(self, kind: WatchKind, keys: Sequence[object]) -> None:
+        """:meth:`_watch` for each key; in one round of requests when the store can
+        (:class:`~kctl.stores.base.BulkWatches`): a failover watches every topic and broker."""
+        if kind is WatchKind.TOPIC:
+            self._fired_topic_watches.difference_update(map(str, keys))
+        self._watches.update((kind, key) for key in keys)
+        if isinstance(self.store, BulkWatches):
+            self.store.watch_all(kind, keys)
+            return
+        for key in keys:
+            self.store.watch(kind, key)
+
     def _unwatch(self, kind: WatchKind, key: object = None) -> None:
         self._watches.discard((kind, key))
         self.store.unwatch(kind, key)
@@ -780,13 +793,12 @@ class KafkaController:
         brokers = self._live_brokers()
         ctx.set_live_brokers({b: epoch for b, (_, epoch) in brokers.items()}, {b: info for b, (info, _) in brokers.items()})
         topics = sorted(store.get_all_topics())
-        for topic in topics:
-            self._watch_topic(topic)
+        self._watch_all(WatchKind.TOPIC, topics)  # what _watch_topic watches, for every topic
+        self._watch_all(WatchKind.TOPIC_CONFIG, topics)
         self._load_topics(topics)
         ctx.clear_partition_leadership()
         ctx.remove_shutting_down_brokers(list(ctx.shutting_down_broker_ids))
-        for broker in sorted(brokers):
-            self._watch(WatchKind.BROKER, broker)
+        self._watch_all(WatchKind.BROKER, sorted(brokers))
         self._update_leader_and_isr_cache(ctx.all_partitions())
         for info, _ in (brokers[b] for b in sorted(brokers)):
             self.channel.add_broker(info)

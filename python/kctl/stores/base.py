@@ -336,6 +336,16 @@ class StateStore(Protocol):
 # configs) always goes through the ``StateStore`` methods.
 
 
+@runtime_checkable
+class BulkWatches(Protocol):
+    """A store that registers many watches of one kind at once (a failover watches every topic
+    and every broker): the ZooKeeper store sets their watches in one round of pipelined requests
+    instead of a round trip each. The controller registers them one by one on other stores."""
+
+    def watch_all(self, kind: WatchKind, keys: Iterable[object]) -> None:
+        """:meth:`StateStore.watch` for each of ``keys``."""
+
+
 class NativeStateTable(Protocol):
     """The in-memory fast path: the engine reads and writes the store's native state table
     (``kctl._engine.StateTable``) directly, inside one bulk operation at a time."""

@@ -600,6 +600,16 @@ class _Watch:
         return [WatchEvent(self.kind, change, self.key) for change in changes if change in self.changes]
 
 
+def _deactivate(entries: Iterable[_Watch]) -> None:
+    for entry in entries:
+        entry.active = False
+
+
+def _node_snapshot(stat: Any) -> _Snapshot:
+    """What a data or existence watch sees of a node: (czxid, mzxid), None when it is absent."""
+    return None if stat is None else (int(stat.czxid), int(stat.mzxid))
+
+
 def _fired_changes(children: bool, event_type: str, after: _Snapshot) -> list[ChangeType]:
     """The changes a fired ZooKeeper watch reports, given what re-arming it found: a node that was
     created (or changed) and is gone again was also deleted, one deleted and back was recreated,
@@ -869,25 +879,40 @@ class ZooKeeperClient:
     def watch(self, kind: WatchKind, key: object = None) -> None:
         """Register a watch; while the session is expired it is only recorded, and armed by
         :meth:`reconnect` (registrations belong to the client, as in the memory store)."""
-        target = _target(kind, key)
-        if target is None:
-            return  # SESSION events reach every listener
+        self.watch_all(kind, [key])
+
+    def watch_all(self, kind: WatchKind, keys: Iterable[object]) -> None:
+        """:meth:`watch` for many keys of one kind (a failover watches every topic and broker):
+        the watches of nodes' data are set by pipelined requests, one round trip for them all. A
+        key whose watch cannot be set is left unregistered, and the first such error is raised
+        once the others are set."""
+        targets = [(key, _target(kind, key)) for key in keys]  # every key's type checked first
+        entries: list[_Watch] = []
         with self._lock:
-            entry = self._watches.get((kind, key))
-            if entry is None or not entry.active:
-                # A new watcher: an unwatched one may still fire for a change made before now.
-                entry = self._watches[kind, key] = _Watch(self, kind, key, target)
-            elif entry.armed:
-                return
+            for key, target in targets:
+                if target is None:
+                    continue  # SESSION events reach every listener
+                entry = self._watches.get((kind, key))
+                if entry is None or not entry.active:
+                    # A new watcher: an unwatched one may still fire for a change made before now.
+                    entry = self._watches[kind, key] = _Watch(self, kind, key, target)
+                elif entry.armed:
+                    continue
+                entries.append(entry)
+        if not entries:
+            return
         try:
-            entry.snapshot = self._arm(entry)
+            failed = self._arm_all(entries)
         except StoreUnavailableError:
-            if not (self._closed or self._expired.is_set()):
-                entry.active = False
-                raise
-        except BaseException:
-            entry.active = False
+            if self._closed or self._expired.is_set():
+                return  # recorded: armed by reconnect()
+            _deactivate(entries)
             raise
+        except BaseException:
+            _deactivate(entries)
+            raise
+        if failed is not None:
+            raise failed
 
     def unwatch(self, kind: WatchKind, key: object = None) -> None:
         with self._lock:
@@ -1437,8 +1462,29 @@ class ZooKeeperClient:
             stat = self._result(self._ask(lambda: client.exists_async(entry.path, entry)), entry.path)
             if stat is None or not entry.children:
                 entry.armed = True
-                return None if stat is None else (int(stat.czxid), int(stat.mzxid))
+                return _node_snapshot(stat)
             # the parent of a children watch appeared meanwhile: watch its children instead
+
+    def _arm_all(self, entries: Sequence[_Watch]) -> StoreError | None:
+        """Set the entries' ZooKeeper watches, those on nodes' data with pipelined requests; an
+        entry whose watch cannot be set is made inactive, and the first such error returned."""
+        if any(entry.children for entry in entries):  # at most one: children kinds take no key
+            for entry in entries:
+                entry.snapshot = self._arm(entry)
+            return None
+        client = self._client
+        failed: StoreError | None = None
+        answers = self._gather([functools.partial(client.exists_async, entry.path, entry) for entry in entries])
+        for entry, answer in zip(entries, answers):
+            try:
+                stat = self._result(answer, entry.path)
+            except StoreError as exc:
+                entry.active = False
+                failed = failed or exc
+                continue
+            entry.armed = True
+            entry.snapshot = _node_snapshot(stat)
+        return failed
 
     def _fired(self, entry: _Watch, event: Any) -> None:
         """A one-shot watch fired: re-arm it, then tell the listeners (who re-read afterwards, so

@@ -17,6 +17,7 @@ nothing deeply nested gets past a decoder.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import reprlib
@@ -347,6 +348,9 @@ class TopicZNode:
         """Versions 1 to 3: missing ``adding_replicas``/``removing_replicas`` maps or entries are empty."""
         doc = _Fields.parse(data, path)
         doc.integer("version")
+        plain = _plain_partitions(doc)
+        if plain is not None:
+            return TopicAssignment(plain, doc.optional_string("topic_id"))
         replicas, adding, removing = (
             {_partition_id(lists, key): lists.integers(key) for key in lists.keys()}
             for lists in (
@@ -365,6 +369,48 @@ class TopicZNode:
                 assignment = made[key] = ReplicaAssignment(*key)
             partitions[p] = assignment
         return TopicAssignment(partitions, doc.optional_string("topic_id"))
+
+
+class _SharedAssignments(dict[tuple[int, ...], ReplicaAssignment]):
+    """Assignments without a reassignment, one per replica list: a cluster of 100 brokers has a few
+    thousand distinct lists however many partitions it has, so a failover reading a million
+    partitions makes a few thousand objects, not a million (they are immutable)."""
+
+    def __missing__(self, replicas: tuple[int, ...]) -> ReplicaAssignment:
+        if len(self) >= _SHARED_ASSIGNMENTS_MAX:
+            self.clear()
+        assignment = self[replicas] = ReplicaAssignment(replicas)
+        return assignment
+
+
+_SHARED_ASSIGNMENTS_MAX = 1 << 16
+_SHARED_ASSIGNMENTS = _SharedAssignments()
+_PARTITION_IDS = re.compile(r"(?:0|[1-9][0-9]{0,9})(?:,(?:0|[1-9][0-9]{0,9}))*")
+"""Partition ids (:func:`kctl.stores.paths.parse_id`'s spelling) joined by commas."""
+
+
+def _plain_partitions(doc: _Fields) -> dict[int, ReplicaAssignment] | None:
+    """A topic document's assignments when it is the usual one, checked in bulk rather than field
+    by field (a failover decodes every partition of the cluster): no reassignment in flight, every
+    key a partition id, every value a list of Kafka Ints. None when anything differs, and the
+    field-by-field decoder then decides, and names the problem."""
+    partitions = doc.value("partitions", None)
+    if type(partitions) is not dict or not partitions:
+        return None
+    for moving in (doc.value("adding_replicas", {}), doc.value("removing_replicas", {})):
+        if type(moving) is not dict or moving:
+            return None
+    keys = ",".join(partitions)
+    if keys.count(",") != len(partitions) - 1 or not _PARTITION_IDS.fullmatch(keys):
+        return None  # a key holding a comma, or not an id
+    ids = list(map(int, partitions))
+    lists = list(partitions.values())
+    if max(ids) > INT32_MAX or set(map(type, lists)) != {list}:
+        return None
+    replicas = list(itertools.chain.from_iterable(lists))
+    if replicas and (set(map(type, replicas)) != {int} or min(replicas) < INT32_MIN or max(replicas) > INT32_MAX):
+        return None
+    return dict(sorted(zip(ids, map(_SHARED_ASSIGNMENTS.__getitem__, map(tuple, lists)))))
 
 
 class TopicPartitionsZNode:

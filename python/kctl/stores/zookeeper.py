@@ -33,7 +33,7 @@ from kctl.model import (
     LeaderRecoveryState,
     TopicPartition,
 )
-from kctl.stores.base import MATCH_ANY_VERSION, ReadResult, UpdateResult
+from kctl.stores.base import MATCH_ANY_VERSION, ReadResult, UpdateResult, WatchKind
 from kctl.stores.kafkazk import KafkaZkClient, ZnodeFormat
 from kctl.stores.zkacl import AclPolicy
 from kctl.stores.zkclient import JUTE_MAXBUFFER, ZooKeeperClient
@@ -126,6 +126,10 @@ class ZooKeeperStore(KafkaZkClient):
     def new_session(self) -> ZooKeeperStore:
         """Another client of the same ensemble and chroot (another broker or controller process)."""
         return ZooKeeperStore(self._client.hosts, self._client.chroot, **self._client.options)
+
+    def watch_all(self, kind: WatchKind, keys: Iterable[object]) -> None:
+        """See :meth:`ZooKeeperClient.watch_all`: one round of pipelined requests."""
+        self._client.watch_all(kind, keys)
 
     # --- Brokers under an ACL policy -------------------------------------------------------------
 
