@@ -299,16 +299,6 @@ def test_topic_assignment_lists_only_moving_partitions() -> None:
     assert list(encoded["partitions"]) == ["0", "1"]
 
 
-def test_partitions_with_equal_assignments_share_one_object() -> None:
-    """A topic of 20K partitions on a few brokers has a handful of distinct assignments: decoding
-    makes one object each (frozen, so sharing is safe), not one per partition."""
-    data = b'{"version":3,"partitions":{"0":[1,2],"1":[2,1],"2":[1,2],"3":[1,2,3]},"adding_replicas":{"3":[3]}}'
-    partitions = TopicZNode.decode(data, "/brokers/topics/t").partitions
-    assert partitions == {0: ReplicaAssignment((1, 2)), 1: ReplicaAssignment((2, 1)), 2: ReplicaAssignment((1, 2)),
-                          3: ReplicaAssignment((1, 2, 3), (3,))}
-    assert partitions[0] is partitions[2] and partitions[0] is not partitions[1]
-
-
 def test_paths_are_kafkas() -> None:
     tp = TopicPartition("t", 3)
     assert ControllerZNode.path() == "/controller"

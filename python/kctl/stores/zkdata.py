@@ -359,16 +359,10 @@ class TopicZNode:
                 doc.mapping("removing_replicas", {}),
             )
         )
-        # A topic of many partitions has few distinct assignments: one object each (they are frozen)
-        made: dict[tuple[tuple[int, ...], ...], ReplicaAssignment] = {}
-        partitions = {}
-        for p, r in sorted(replicas.items()):
-            key = (r, adding.get(p, ()), removing.get(p, ()))
-            assignment = made.get(key)
-            if assignment is None:
-                assignment = made[key] = ReplicaAssignment(*key)
-            partitions[p] = assignment
-        return TopicAssignment(partitions, doc.optional_string("topic_id"))
+        return TopicAssignment(
+            {p: ReplicaAssignment(r, adding.get(p, ()), removing.get(p, ())) for p, r in sorted(replicas.items())},
+            doc.optional_string("topic_id"),
+        )
 
 
 class _SharedAssignments(dict[tuple[int, ...], ReplicaAssignment]):
