@@ -699,26 +699,22 @@ mod tests {
             let (a, b) = (parts[0], parts[1]);
             let mut batch = RequestBatch::default();
             let sent_order = |batch: &mut RequestBatch, ctx: &Context| -> [Vec<(Part, i32)>; 2] {
-                let sent = batch.send(ctx, 3, &mut |_| {});
-                let lai = sent.iter().find_map(|s| match s {
-                    Sent::LeaderAndIsr { entries, .. } => Some(
-                        entries
-                            .iter()
-                            .map(|e| (e.part, e.leader_epoch))
-                            .collect::<Vec<_>>(),
-                    ),
-                    _ => None,
-                });
-                let um = sent.iter().find_map(|s| match s {
-                    Sent::UpdateMetadata { entries, .. } => Some(
-                        entries
-                            .iter()
-                            .map(|e| (e.part, e.leader_epoch))
-                            .collect::<Vec<_>>(),
-                    ),
-                    _ => None,
-                });
-                [lai.unwrap(), um.unwrap()]
+                // (partition, leader epoch) of the LeaderAndIsr request, then of the UpdateMetadata.
+                batch
+                    .send(ctx, 3, &mut |_| {})
+                    .iter()
+                    .filter_map(|s| match s {
+                        Sent::LeaderAndIsr { entries, .. } => {
+                            Some(entries.iter().map(|e| (e.part, e.leader_epoch)).collect())
+                        }
+                        Sent::UpdateMetadata { entries, .. } => {
+                            Some(entries.iter().map(|e| (e.part, e.leader_epoch)).collect())
+                        }
+                        Sent::StopReplica { .. } => None,
+                    })
+                    .collect::<Vec<_>>()
+                    .try_into()
+                    .expect("one request of each")
             };
             let add = |batch: &mut RequestBatch, ctx: &Context, p: Part| {
                 batch.add_leader_and_isr_assigned(ctx, &[1], p, &ctx.leadership(p).unwrap(), false);
