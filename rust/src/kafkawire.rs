@@ -65,8 +65,8 @@ impl WireState for LeaderAndIsrEntry {
     fn write_fields(&self, w: &mut Writer, version: i16) {
         w.head(self.head());
         if version >= 3 {
-            w.i32_array(&self.adding);
-            w.i32_array(&self.removing);
+            w.i32_array(self.adding());
+            w.i32_array(self.removing());
         }
         if version >= 1 {
             w.buf.push(u8::from(self.is_new));
@@ -271,8 +271,7 @@ mod tests {
             isr: smallvec![1],
             partition_epoch: 0,
             replicas: smallvec![1],
-            adding: smallvec![],
-            removing: smallvec![],
+            reassignment: None,
             recovery: LeaderRecoveryState::Recovering,
         };
         let entries = vec![LeaderAndIsrEntry {

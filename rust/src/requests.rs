@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::hash::{IndexMap, IndexSet};
+use crate::hash::{HashMap, HashSet, IndexMap, IndexSet};
 
 use crate::context::{Context, Part, Replicas};
 use crate::model::{
@@ -25,9 +25,23 @@ pub struct LeaderAndIsrState {
     pub isr: Replicas,
     pub partition_epoch: i32,
     pub replicas: Replicas,
-    pub adding: Replicas,
-    pub removing: Replicas,
+    /// AR and RR of a partition being reassigned, boxed: most are not, and a failover keeps a
+    /// state per partition, 96 bytes with the `Arc`'s counts where the lists inline took 160
+    /// (mimalloc's size class of their 136).
+    pub reassignment: Option<Box<(Replicas, Replicas)>>,
     pub recovery: LeaderRecoveryState,
+}
+
+impl LeaderAndIsrState {
+    /// The adding replicas (AR).
+    pub fn adding(&self) -> &[BrokerId] {
+        self.reassignment.as_ref().map_or(&[], |r| &r.0)
+    }
+
+    /// The removing replicas (RR).
+    pub fn removing(&self) -> &[BrokerId] {
+        self.reassignment.as_ref().map_or(&[], |r| &r.1)
+    }
 }
 
 /// One broker's LeaderAndIsr entry for a partition: the shared state and the broker's own
@@ -43,6 +57,74 @@ impl std::ops::Deref for LeaderAndIsrEntry {
 
     fn deref(&self) -> &LeaderAndIsrState {
         &self.state
+    }
+}
+
+/// One broker's LeaderAndIsr entries in the order their partitions were first added (adding one
+/// again replaces its entry in place, with a sticky `is_new`): what a map from partition to entry
+/// held, without a hash or key kept with each entry, and sent as it is where the map was copied
+/// out. Entries appended as new (a failover's 3M at 1M partitions) are indexed only when
+/// something looks one up.
+#[derive(Debug, Default)]
+pub struct LeaderAndIsrEntries {
+    entries: Vec<LeaderAndIsrEntry>,
+    /// Partition → position in `entries`, for the first `indexed` entries.
+    at: HashMap<Part, u32>,
+    indexed: usize,
+}
+
+impl LeaderAndIsrEntries {
+    fn index(&mut self) {
+        for (i, e) in self.entries.iter().enumerate().skip(self.indexed) {
+            let at = u32::try_from(i).expect("fewer entries than u32::MAX");
+            self.at.insert(e.part, at);
+        }
+        self.indexed = self.entries.len();
+    }
+
+    fn put(&mut self, state: &Arc<LeaderAndIsrState>, is_new: bool) {
+        self.index();
+        let fresh = u32::try_from(self.entries.len()).expect("fewer entries than u32::MAX");
+        let at = *self.at.entry(state.part).or_insert(fresh);
+        if at == fresh {
+            self.entries.push(LeaderAndIsrEntry {
+                state: state.clone(),
+                is_new,
+            });
+            self.indexed = self.entries.len();
+        } else {
+            let old = &mut self.entries[at as usize];
+            old.state = state.clone();
+            old.is_new |= is_new;
+        }
+    }
+
+    /// An entry (`is_new` false) for a partition that has none here, appended without a lookup.
+    fn append_new(&mut self, state: Arc<LeaderAndIsrState>) {
+        debug_assert!(self.get(state.part).is_none(), "{} added twice", state.part);
+        self.entries.push(LeaderAndIsrEntry {
+            state,
+            is_new: false,
+        });
+    }
+
+    pub fn get(&self, p: Part) -> Option<&LeaderAndIsrEntry> {
+        match self.at.get(&p) {
+            Some(at) => Some(&self.entries[*at as usize]),
+            None => self.entries[self.indexed..].iter().find(|e| e.part == p),
+        }
+    }
+
+    pub fn values(&self) -> std::slice::Iter<'_, LeaderAndIsrEntry> {
+        self.entries.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
     }
 }
 
@@ -123,21 +205,23 @@ fn leader_and_isr_state(
         isr: lai.isr.clone(),
         partition_epoch: lai.partition_epoch,
         replicas: replicas.into(),
-        adding: adding.into(),
-        removing: removing.into(),
+        reassignment: (!adding.is_empty() || !removing.is_empty())
+            .then(|| Box::new((adding.into(), removing.into()))),
         recovery: lai.recovery,
     })
 }
 
 #[derive(Debug, Default)]
 pub struct RequestBatch {
-    leader_and_isr: BTreeMap<BrokerId, IndexMap<Part, LeaderAndIsrEntry>>,
+    leader_and_isr: BTreeMap<BrokerId, LeaderAndIsrEntries>,
     stop_replica: BTreeMap<BrokerId, IndexMap<Part, StopReplicaEntry>>,
     update_metadata_brokers: IndexSet<BrokerId>,
-    update_metadata_parts: IndexMap<Part, UpdateMetadataEntry>,
-    /// The keys of `update_metadata_parts` as bits by partition index: a membership test that
-    /// stays in cache where a lookup in a million-entry map would not.
-    update_metadata_bits: Vec<u64>,
+    /// The UpdateMetadata entries in the order their partitions were first added (adding one again
+    /// replaces its entry in place): sent as they are, where a map of them was copied out at send.
+    update_metadata_parts: Vec<UpdateMetadataEntry>,
+    /// By partition index, 1 + the position of its entry in `update_metadata_parts` (0: none): a
+    /// membership test and lookup that stays in cache where a million-entry map's would not.
+    update_metadata_at: Vec<u32>,
     /// The states `add_leader_and_isr_unchanged` made, by partition index, to share.
     unchanged_states: Vec<Option<Arc<LeaderAndIsrState>>>,
     /// The context's live generation whose brokers are all in `update_metadata_brokers` already
@@ -176,7 +260,7 @@ impl RequestBatch {
     }
 
     /// Make room for the UpdateMetadata entries of a bulk state change of `partitions` (each adds
-    /// at most one), so the map is not grown and rehashed step by step.
+    /// at most one), so that they are not grown and copied step by step.
     pub fn reserve(&mut self, partitions: usize) {
         self.update_metadata_parts.reserve(partitions);
     }
@@ -225,36 +309,49 @@ impl RequestBatch {
     /// batch last made them through this method: they would come out the same, so the state is
     /// shared and the entry stands. A failover adds every partition once per replica, so this
     /// makes one state and one entry where it made three of each.
-    /// `expected`: how many entries the broker's request is about to get (sizes a new one).
+    /// `parts`: distinct partitions that `broker`'s request has no entry for yet, appended
+    /// without a lookup each (a failover's 3M; the first lookup after indexes them).
     pub fn add_leader_and_isr_unchanged(
         &mut self,
         ctx: &Context,
         broker: BrokerId,
-        p: Part,
-        expected: usize,
+        parts: &[Part],
     ) {
-        let i = p as usize;
-        let state = match self.unchanged_states.get(i) {
-            Some(Some(state)) => state.clone(),
-            _ => {
-                let Some(lice) = ctx.leadership(p) else {
-                    return;
-                };
-                let (adding, removing) = ctx.reassignment_lists(p);
-                let state = leader_and_isr_state(p, &lice, (ctx.replicas(p), adding, removing));
-                if self.unchanged_states.len() <= i {
-                    self.unchanged_states
-                        .resize(ctx.partition_count().max(i + 1), None);
-                }
-                self.unchanged_states[i] = Some(state.clone());
-                state
+        let mut entries = self.leader_and_isr.remove(&broker).unwrap_or_default();
+        entries.entries.reserve(parts.len());
+        for &p in parts {
+            let Some(state) = self.unchanged_state(ctx, p) else {
+                continue;
+            };
+            if broker >= 0 {
+                entries.append_new(state);
             }
-        };
-        self.put_leader_and_isr_entry(&[broker], p, &state, false, expected);
-        self.register_update_metadata_brokers(ctx);
-        if !self.has_update_metadata(p) {
-            self.add_update_metadata(ctx, &[], &[p]);
+            self.register_update_metadata_brokers(ctx);
+            if !self.has_update_metadata(p) {
+                self.add_update_metadata(ctx, &[], &[p]);
+            }
         }
+        if !entries.is_empty() {
+            self.leader_and_isr.insert(broker, entries);
+        }
+    }
+
+    /// The state [`Self::add_leader_and_isr_unchanged`] made for `p` in this batch, made now if
+    /// it made none yet (None without cached leadership).
+    fn unchanged_state(&mut self, ctx: &Context, p: Part) -> Option<Arc<LeaderAndIsrState>> {
+        let i = p as usize;
+        if let Some(Some(state)) = self.unchanged_states.get(i) {
+            return Some(state.clone());
+        }
+        let lice = ctx.leadership(p)?;
+        let (adding, removing) = ctx.reassignment_lists(p);
+        let state = leader_and_isr_state(p, &lice, (ctx.replicas(p), adding, removing));
+        if self.unchanged_states.len() <= i {
+            self.unchanged_states
+                .resize(ctx.partition_count().max(i + 1), None);
+        }
+        self.unchanged_states[i] = Some(state.clone());
+        Some(state)
     }
 
     fn add_leader_and_isr_state(
@@ -267,32 +364,21 @@ impl RequestBatch {
         is_new: bool,
     ) {
         let state = leader_and_isr_state(p, lice, lists);
-        self.put_leader_and_isr_entry(brokers, p, &state, is_new, 0);
+        self.put_leader_and_isr_entry(brokers, &state, is_new);
         self.add_update_metadata_for_registered(ctx, &[p]);
     }
 
     fn put_leader_and_isr_entry(
         &mut self,
         brokers: &[BrokerId],
-        p: Part,
         state: &Arc<LeaderAndIsrState>,
         is_new: bool,
-        expected: usize,
     ) {
         for broker in brokers.iter().copied().filter(|b| *b >= 0) {
-            // Replaced in place (the partition keeps its position), with a sticky `is_new`.
             self.leader_and_isr
                 .entry(broker)
-                .or_insert_with(|| IndexMap::with_capacity_and_hasher(expected, Default::default()))
-                .entry(p)
-                .and_modify(|old| {
-                    old.state = state.clone();
-                    old.is_new |= is_new;
-                })
-                .or_insert_with(|| LeaderAndIsrEntry {
-                    state: state.clone(),
-                    is_new,
-                });
+                .or_default()
+                .put(state, is_new);
         }
     }
 
@@ -311,9 +397,24 @@ impl RequestBatch {
     }
 
     fn has_update_metadata(&self, p: Part) -> bool {
-        self.update_metadata_bits
-            .get(p as usize / 64)
-            .is_some_and(|word| word & (1 << (p % 64)) != 0)
+        self.update_metadata_at
+            .get(p as usize)
+            .is_some_and(|at| *at != 0)
+    }
+
+    /// The UpdateMetadata entries, leaving none. The positions of a bulk batch are released; a
+    /// small batch's are reset one by one and kept (a broker failure's next batch would otherwise
+    /// zero a position per partition again).
+    fn take_update_metadata_parts(&mut self) -> Vec<UpdateMetadataEntry> {
+        let parts = std::mem::take(&mut self.update_metadata_parts);
+        if parts.len() >= self.update_metadata_at.len() / 16 {
+            self.update_metadata_at = Vec::new();
+        } else {
+            for e in &parts {
+                self.update_metadata_at[e.part as usize] = 0;
+            }
+        }
+        parts
     }
 
     pub fn add_update_metadata(&mut self, ctx: &Context, brokers: &[BrokerId], parts: &[Part]) {
@@ -336,24 +437,29 @@ impl RequestBatch {
                 } else {
                     (lai.leader, lai.leader_epoch, lai.partition_epoch)
                 };
-            let (word, bit) = (p as usize / 64, p % 64);
-            if self.update_metadata_bits.len() <= word {
-                self.update_metadata_bits.resize(word + 1, 0);
+            let entry = UpdateMetadataEntry {
+                part: p,
+                controller_epoch: lice.controller_epoch,
+                leader,
+                leader_epoch,
+                isr: lai.isr,
+                partition_epoch: version,
+                replicas: replicas.into(),
+                offline_replicas: offline,
+            };
+            let i = p as usize;
+            if self.update_metadata_at.len() <= i {
+                self.update_metadata_at
+                    .resize(ctx.partition_count().max(i + 1), 0);
             }
-            self.update_metadata_bits[word] |= 1 << bit;
-            self.update_metadata_parts.insert(
-                p,
-                UpdateMetadataEntry {
-                    part: p,
-                    controller_epoch: lice.controller_epoch,
-                    leader,
-                    leader_epoch,
-                    isr: lai.isr,
-                    partition_epoch: version,
-                    replicas: replicas.into(),
-                    offline_replicas: offline,
-                },
-            );
+            match self.update_metadata_at[i] {
+                0 => {
+                    self.update_metadata_parts.push(entry);
+                    self.update_metadata_at[i] = u32::try_from(self.update_metadata_parts.len())
+                        .expect("fewer UpdateMetadata entries than partition indices");
+                }
+                at => self.update_metadata_parts[at as usize - 1] = entry,
+            }
         }
     }
 
@@ -383,7 +489,7 @@ impl RequestBatch {
         }
     }
 
-    pub fn pending_leader_and_isr(&self) -> &BTreeMap<BrokerId, IndexMap<Part, LeaderAndIsrEntry>> {
+    pub fn pending_leader_and_isr(&self) -> &BTreeMap<BrokerId, LeaderAndIsrEntries> {
         &self.leader_and_isr
     }
 
@@ -394,7 +500,7 @@ impl RequestBatch {
     pub fn pending_update_metadata(&self) -> (Vec<BrokerId>, Vec<&UpdateMetadataEntry>) {
         (
             self.update_metadata_brokers.iter().copied().collect(),
-            self.update_metadata_parts.values().collect(),
+            self.update_metadata_parts.iter().collect(),
         )
     }
 
@@ -417,20 +523,25 @@ impl RequestBatch {
                 "Sending LeaderAndIsr request to broker {broker} with {leaders} become-leader and {} become-follower partitions",
                 states.len() - leaders
             ));
-            let mut live_leaders: Vec<BrokerId> = states.values().map(|s| s.leader).collect();
+            // Distinct first (a few brokers lead a failover's 30K entries per request).
+            let mut distinct = HashSet::default();
+            let mut live_leaders: Vec<BrokerId> = states
+                .values()
+                .map(|s| s.leader)
+                .filter(|b| distinct.insert(*b))
+                .collect();
             live_leaders.sort_unstable();
-            live_leaders.dedup();
             live_leaders.retain(|b| ctx.is_registered(*b));
             sent.push(Sent::LeaderAndIsr {
                 broker,
                 broker_epoch: epoch(broker),
-                entries: states.into_values().collect(),
+                entries: states.entries,
                 live_leaders,
             });
         }
 
         if self.update_metadata_brokers.is_empty() {
-            self.update_metadata_parts.clear();
+            self.take_update_metadata_parts();
         } else {
             let mut requested: Vec<BrokerId> =
                 self.update_metadata_brokers.iter().copied().collect();
@@ -444,11 +555,7 @@ impl RequestBatch {
                     .join(", "),
                 self.update_metadata_parts.len()
             ));
-            let entries: std::sync::Arc<Vec<UpdateMetadataEntry>> = std::sync::Arc::new(
-                std::mem::take(&mut self.update_metadata_parts)
-                    .into_values()
-                    .collect(),
-            );
+            let entries = Arc::new(self.take_update_metadata_parts());
             for broker in requested.into_iter().filter(|b| ctx.is_registered(*b)) {
                 sent.push(Sent::UpdateMetadata {
                     broker,
@@ -459,8 +566,7 @@ impl RequestBatch {
             self.update_metadata_brokers.clear();
         }
         self.update_metadata_generation = None;
-        self.update_metadata_bits.clear();
-        self.unchanged_states.clear();
+        self.unchanged_states = Vec::new(); // 8 bytes a partition, released before the requests leave
 
         for (broker, states) in std::mem::take(&mut self.stop_replica) {
             if !ctx.is_registered(broker) {
@@ -557,6 +663,134 @@ mod tests {
     }
 
     #[test]
+    fn a_partition_state_is_small_without_a_reassignment() {
+        // A failover keeps one per partition, behind an `Arc` (mimalloc's 96-byte class).
+        assert!(std::mem::size_of::<LeaderAndIsrState>() <= 80);
+    }
+
+    #[test]
+    fn entries_added_again_keep_their_place_within_a_batch_only() {
+        for partitions in [2, 100] {
+            // 100: a batch with few entries resets their positions instead of releasing them all.
+            let mut ctx = Context::new();
+            ctx.set_live_brokers(&[(1, 10)]);
+            let parts: Vec<Part> = (0..partitions).map(|i| ctx.intern_part("t", i)).collect();
+            let led = |ctx: &mut Context, p: Part, leader_epoch: i32| {
+                let mut lai = LeaderAndIsr::new(1, smallvec::smallvec![1]);
+                lai.leader_epoch = leader_epoch;
+                ctx.update_assignment(
+                    p,
+                    &ReplicaAssignment {
+                        replicas: smallvec::smallvec![1],
+                        ..Default::default()
+                    },
+                );
+                ctx.put_leadership(
+                    p,
+                    &LeaderIsrAndControllerEpoch {
+                        leader_and_isr: lai,
+                        controller_epoch: 1,
+                    },
+                );
+            };
+            for &p in &parts {
+                led(&mut ctx, p, 0);
+            }
+            let (a, b) = (parts[0], parts[1]);
+            let mut batch = RequestBatch::default();
+            let sent_order = |batch: &mut RequestBatch, ctx: &Context| -> [Vec<(Part, i32)>; 2] {
+                // (partition, leader epoch) of the LeaderAndIsr request, then of the UpdateMetadata.
+                batch
+                    .send(ctx, 3, &mut |_| {})
+                    .iter()
+                    .filter_map(|s| match s {
+                        Sent::LeaderAndIsr { entries, .. } => {
+                            Some(entries.iter().map(|e| (e.part, e.leader_epoch)).collect())
+                        }
+                        Sent::UpdateMetadata { entries, .. } => {
+                            Some(entries.iter().map(|e| (e.part, e.leader_epoch)).collect())
+                        }
+                        Sent::StopReplica { .. } => None,
+                    })
+                    .collect::<Vec<_>>()
+                    .try_into()
+                    .expect("one request of each")
+            };
+            let add = |batch: &mut RequestBatch, ctx: &Context, p: Part| {
+                batch.add_leader_and_isr_assigned(ctx, &[1], p, &ctx.leadership(p).unwrap(), false);
+            };
+            add(&mut batch, &ctx, a);
+            add(&mut batch, &ctx, b);
+            led(&mut ctx, a, 7);
+            add(&mut batch, &ctx, a);
+            let expected = vec![(a, 7), (b, 0)];
+            assert_eq!(sent_order(&mut batch, &ctx), [expected.clone(), expected]);
+            // The next batch starts afresh: b first now.
+            add(&mut batch, &ctx, b);
+            add(&mut batch, &ctx, a);
+            let expected = vec![(b, 0), (a, 7)];
+            assert_eq!(sent_order(&mut batch, &ctx), [expected.clone(), expected]);
+        }
+    }
+
+    #[test]
+    fn a_run_added_unchanged_is_found_and_replaced_in_place_later() {
+        let mut ctx = Context::new();
+        ctx.set_live_brokers(&[(1, 10), (2, 20)]);
+        let parts: Vec<Part> = (0..3).map(|i| ctx.intern_part("t", i)).collect();
+        let ra = ReplicaAssignment {
+            replicas: smallvec::smallvec![1, 2],
+            ..Default::default()
+        };
+        let lice = |leader_epoch| LeaderIsrAndControllerEpoch {
+            leader_and_isr: LeaderAndIsr {
+                leader_epoch,
+                ..LeaderAndIsr::new(1, smallvec::smallvec![1, 2])
+            },
+            controller_epoch: 1,
+        };
+        for &p in &parts[..2] {
+            ctx.update_assignment(p, &ra);
+            ctx.put_leadership(p, &lice(0));
+        }
+        let mut batch = RequestBatch::default();
+        // The third partition has no leadership: no entry.
+        batch.add_leader_and_isr_unchanged(&ctx, 1, &parts);
+        batch.add_leader_and_isr_unchanged(&ctx, 2, &parts[1..]);
+        let entries = |batch: &RequestBatch, b| -> Vec<(Part, i32, bool)> {
+            batch.pending_leader_and_isr()[&b]
+                .values()
+                .map(|e| (e.part, e.leader_epoch, e.is_new))
+                .collect()
+        };
+        assert_eq!(
+            entries(&batch, 1),
+            [(parts[0], 0, false), (parts[1], 0, false)]
+        );
+        assert!(Arc::ptr_eq(
+            &batch.pending_leader_and_isr()[&1]
+                .get(parts[1])
+                .unwrap()
+                .state,
+            &batch.pending_leader_and_isr()[&2]
+                .get(parts[1])
+                .unwrap()
+                .state,
+        ));
+        batch.add_leader_and_isr(&ctx, &[1], parts[1], &lice(4), &ra, true);
+        batch.add_leader_and_isr(&ctx, &[1], parts[2], &lice(5), &ra, false);
+        assert_eq!(
+            entries(&batch, 1),
+            [
+                (parts[0], 0, false),
+                (parts[1], 4, true),
+                (parts[2], 5, false)
+            ]
+        );
+        assert_eq!(entries(&batch, 2), [(parts[1], 0, false)]);
+    }
+
+    #[test]
     fn sticky_flags_sentinels_and_order() {
         let mut ctx = Context::new();
         ctx.set_live_brokers(&[(1, 10), (2, 20)]);
@@ -576,7 +810,7 @@ mod tests {
         batch.add_leader_and_isr(&ctx, &[1, -1], p, &lice, &ra, true);
         batch.add_leader_and_isr(&ctx, &[1], p, &lice, &ra, false);
         assert!(
-            batch.pending_leader_and_isr()[&1][&p].is_new,
+            batch.pending_leader_and_isr()[&1].get(p).unwrap().is_new,
             "is_new is sticky"
         );
         batch.add_stop_replica(&ctx, &[2], p, true);

@@ -109,6 +109,65 @@ fn dedupe<T: Copy + Eq + std::hash::Hash>(items: &[T]) -> Vec<T> {
     items.iter().copied().filter(|i| seen.insert(*i)).collect()
 }
 
+/// The replicas without repeats (the first kept), grouped by broker in ascending id order, each
+/// group in input order: what deduplicating and then sorting stably by broker gives, counted into
+/// place and deduplicated with a bit per partition instead (a failover hands over 3M replicas,
+/// where a set of them and a sort cost a third of its replica state machine's startup).
+fn group_by_broker(replicas: &[Replica]) -> Vec<Replica> {
+    let mut slots: HashMap<BrokerId, usize> = HashMap::default();
+    let mut counts: Vec<usize> = Vec::new();
+    let mut slot_per_replica: Vec<u32> = Vec::with_capacity(replicas.len());
+    for &(_, b) in replicas {
+        let fresh = slots.len();
+        let slot = *slots.entry(b).or_insert(fresh);
+        if slot == fresh {
+            counts.push(0);
+        }
+        counts[slot] += 1;
+        slot_per_replica.push(u32::try_from(slot).expect("fewer brokers than u32::MAX"));
+    }
+    let mut order: Vec<(BrokerId, usize)> = slots.into_iter().collect();
+    order.sort_unstable();
+    let mut next = vec![0; counts.len()];
+    let mut start = 0;
+    for (_, slot) in order {
+        next[slot] = start;
+        start += counts[slot];
+    }
+    let mut grouped = vec![(0, 0); replicas.len()];
+    for (&r, &slot) in replicas.iter().zip(&slot_per_replica) {
+        let at = &mut next[slot as usize];
+        grouped[*at] = r;
+        *at += 1;
+    }
+    drop(slot_per_replica);
+    // A repeat is the same partition twice in its broker's group.
+    let words = replicas
+        .iter()
+        .map(|(p, _)| *p as usize / 64 + 1)
+        .max()
+        .unwrap_or(0);
+    let mut seen = vec![0u64; words];
+    let (mut read, mut kept) = (0, 0);
+    while read < grouped.len() {
+        let (group_start, broker) = (kept, grouped[read].1);
+        while read < grouped.len() && grouped[read].1 == broker {
+            let p = grouped[read].0 as usize;
+            if seen[p / 64] & (1 << (p % 64)) == 0 {
+                seen[p / 64] |= 1 << (p % 64);
+                grouped[kept] = grouped[read];
+                kept += 1;
+            }
+            read += 1;
+        }
+        for &(p, _) in &grouped[group_start..kept] {
+            seen[p as usize / 64] = 0;
+        }
+    }
+    grouped.truncate(kept);
+    grouped
+}
+
 impl Machine<'_> {
     fn new_batch(&mut self) -> Result<(), Failure> {
         self.batch
@@ -625,20 +684,40 @@ impl Machine<'_> {
         replicas: &[Replica],
         target: ReplicaState,
     ) -> Result<Vec<(Replica, ReplicaOutcome)>, Failure> {
-        let replicas = dedupe(replicas);
-        if replicas.is_empty() {
+        self.replica_state_changes_by_broker(&group_by_broker(replicas), target, true)
+    }
+
+    /// [`Self::handle_replica_state_changes`] for a caller that reads no result (the state
+    /// machine's startup): the same transitions, requests and log lines, without a result per
+    /// replica held to the end (at a failover of 1M partitions they were 3M, about 0.5 KB per
+    /// partition once handed to Python).
+    pub fn handle_replica_state_changes_unread(
+        &mut self,
+        replicas: &[Replica],
+        target: ReplicaState,
+    ) -> Result<(), Failure> {
+        self.replica_state_changes_by_broker(&group_by_broker(replicas), target, false)
+            .map(drop)
+    }
+
+    /// The transitions of unique replicas grouped by broker in ascending order
+    /// ([`group_by_broker`]), the groups visited in Kafka's order; `keep_results: false` drops
+    /// each group's results once it is done.
+    fn replica_state_changes_by_broker(
+        &mut self,
+        by_broker: &[Replica],
+        target: ReplicaState,
+        keep_results: bool,
+    ) -> Result<Vec<(Replica, ReplicaOutcome)>, Failure> {
+        if by_broker.is_empty() {
             return Ok(Vec::new());
         }
-        self.batch.reserve(replicas.len());
+        // An UpdateMetadata entry per partition at most, and a failover has three replicas each.
+        self.batch
+            .reserve(by_broker.len().min(self.ctx.partition_count()));
         let mut results = Vec::new();
         let attempt = (|| -> Result<(), Failure> {
             self.new_batch()?;
-            // Grouped by broker (a stable sort keeps the input order in each group), the groups
-            // visited in Kafka's order.
-            let mut by_broker = replicas.clone();
-            if !by_broker.is_sorted_by_key(|(_, b)| *b) {
-                by_broker.sort_by_key(|(_, b)| *b);
-            }
             let groups: Vec<&[Replica]> = by_broker.chunk_by(|x, y| x.1 == y.1).collect();
             let brokers: Vec<BrokerId> = groups.iter().map(|group| group[0].1).collect();
             let mut assignments_grew = false;
@@ -653,6 +732,9 @@ impl Machine<'_> {
                     &mut results,
                     &mut assignments_grew,
                 )?;
+                if !keep_results {
+                    results.clear();
+                }
             }
             self.send();
             Ok(())
@@ -769,7 +851,8 @@ impl Machine<'_> {
     }
 
     /// `assignments_grew`: whether this call (of [`Self::handle_replica_state_changes`]) grew an
-    /// assignment yet, which makes the batch's UpdateMetadata entries possibly stale.
+    /// assignment yet, which makes the batch's UpdateMetadata entries possibly stale. A broker's
+    /// replicas (distinct) are the only ones this call adds to its LeaderAndIsr request.
     fn become_online_replica(
         &mut self,
         broker: BrokerId,
@@ -777,24 +860,36 @@ impl Machine<'_> {
         results: &mut Vec<(Replica, ReplicaOutcome)>,
         assignments_grew: &mut bool,
     ) {
-        for &r in replicas {
-            let p = r.0;
-            if self.replica_state(r) == ReplicaState::New {
-                if !self.ctx.replicas(p).contains(&broker) {
-                    let mut grown = self.ctx.assignment(p);
-                    grown.replicas.push(broker);
-                    self.ctx.update_assignment(p, &grown);
-                    *assignments_grew = true;
-                }
-            } else if !*assignments_grew {
-                // Until an assignment grows, this call changes nothing the requests read.
-                self.batch
-                    .add_leader_and_isr_unchanged(self.ctx, broker, p, replicas.len());
-            } else if let Some(lice) = self.ctx.leadership(p) {
-                self.batch
-                    .add_leader_and_isr_assigned(self.ctx, &[broker], p, &lice, false);
+        let is_new = |m: &Self, r: Replica| m.replica_state(r) == ReplicaState::New;
+        if !*assignments_grew && !replicas.iter().any(|r| is_new(self, *r)) {
+            // Nothing the requests read changes in this group (a failover's every group), so its
+            // entries go in as one run.
+            let parts: Vec<Part> = replicas.iter().map(|(p, _)| *p).collect();
+            self.batch
+                .add_leader_and_isr_unchanged(self.ctx, broker, &parts);
+            for &r in replicas {
+                self.transition(r, ReplicaState::Online);
             }
-            self.transition(r, ReplicaState::Online);
+        } else {
+            for &r in replicas {
+                let p = r.0;
+                if is_new(self, r) {
+                    if !self.ctx.replicas(p).contains(&broker) {
+                        let mut grown = self.ctx.assignment(p);
+                        grown.replicas.push(broker);
+                        self.ctx.update_assignment(p, &grown);
+                        *assignments_grew = true;
+                    }
+                } else if !*assignments_grew {
+                    // Until an assignment grows, this call changes nothing the requests read.
+                    self.batch
+                        .add_leader_and_isr_unchanged(self.ctx, broker, &[p]);
+                } else if let Some(lice) = self.ctx.leadership(p) {
+                    self.batch
+                        .add_leader_and_isr_assigned(self.ctx, &[broker], p, &lice, false);
+                }
+                self.transition(r, ReplicaState::Online);
+            }
         }
         results.extend(replicas.iter().map(|r| (*r, Ok(ReplicaState::Online))));
     }
@@ -1663,5 +1758,78 @@ mod tests {
             kafka_broker_order(&[1, 33, 65, 97, 7, 1000, 1001, 1002, 1003]),
             [1001, 1, 33, 1002, 7, 1000, 1003, 65, 97]
         );
+    }
+
+    #[test]
+    fn replicas_are_grouped_as_deduplicated_and_sorted_stably_by_broker() {
+        // Repeats near and far, brokers unordered, negative and large ids, partitions across
+        // bit words (a repeat's bit must be cleared for the next broker's group).
+        let mut replicas: Vec<Replica> = vec![(5, 2), (70, -1), (5, 2), (1, 9), (64, 2), (0, 2)];
+        replicas.extend((0..300).map(|i| ((i * 37) % 130, [3, 2, 1_000_000, -1][i as usize % 4])));
+        replicas.extend([(70, -1), (1, 9), (5, 2)]);
+        let mut expected = dedupe(&replicas);
+        expected.sort_by_key(|(_, b)| *b);
+        assert_eq!(group_by_broker(&replicas), expected);
+        assert_eq!(group_by_broker(&[]), Vec::<Replica>::new());
+    }
+
+    #[test]
+    fn unread_replica_changes_do_what_read_ones_do() {
+        let run = |keep: bool| {
+            let mut c = Cluster::new();
+            let mut replicas = Vec::new();
+            for id in 0..4 {
+                let p = c.ctx.intern_part("u", id);
+                c.ctx.update_assignment(
+                    p,
+                    &ReplicaAssignment {
+                        replicas: [1, 2, 3].as_slice().into(),
+                        ..ReplicaAssignment::default()
+                    },
+                );
+                let leader = 1 + id % 3;
+                c.ctx.put_leadership(
+                    p,
+                    &LeaderIsrAndControllerEpoch {
+                        leader_and_isr: LeaderAndIsr::new(leader, [1, 2, 3].as_slice().into()),
+                        controller_epoch: 5,
+                    },
+                );
+                replicas.extend([(p, 3), (p, 1), (p, 2), (p, 3)]);
+            }
+            c.log.trace = true;
+            c.log.batch_info = true;
+            let mut results = 0;
+            // New (the leaders refused), then Online from New and from Online (a failover's).
+            for target in [
+                ReplicaState::New,
+                ReplicaState::Online,
+                ReplicaState::Online,
+            ] {
+                let mut m = c.machine();
+                if keep {
+                    results += m
+                        .handle_replica_state_changes(&replicas, target)
+                        .unwrap()
+                        .len();
+                } else {
+                    m.handle_replica_state_changes_unread(&replicas, target)
+                        .unwrap();
+                }
+            }
+            let lines: Vec<String> = c.log.lines.iter().map(|l| l.text.clone()).collect();
+            (results, lines, c.sent.clone())
+        };
+        let (read, unread) = (run(true), run(false));
+        assert_eq!((read.0, unread.0), (12 + 8 + 8, 0));
+        assert!(read
+            .1
+            .iter()
+            .any(|l| l.contains("cannot be moved to NewReplica")));
+        assert!(
+            read.2.len() >= 3 * 2,
+            "LeaderAndIsr and UpdateMetadata per call"
+        );
+        assert_eq!((read.1, read.2), (unread.1, unread.2));
     }
 }

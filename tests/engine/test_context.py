@@ -6,7 +6,7 @@ from the ordering rules of ``kctl.context``'s module docstring.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import pytest
 
@@ -513,3 +513,31 @@ class TestOrdering:
         ctx.add_topic("y")
         assert dict(ctx.topic_ids) == {"x": "id-x"}
         assert set(ctx.all_topics) == {"x", "y"}
+
+
+class _FreshAssignments(Mapping[int, ReplicaAssignment]):
+    """A topic's assignment whose items are made as they are read and dropped right after (the
+    next one may reuse the address)."""
+
+    def __init__(self, replicas: dict[int, tuple[int, ...]]) -> None:
+        self._replicas = replicas
+
+    def __getitem__(self, partition: int) -> ReplicaAssignment:
+        return ReplicaAssignment(self._replicas[partition], adding_replicas=self._replicas[partition][:1])
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._replicas)
+
+    def __len__(self) -> int:
+        return len(self._replicas)
+
+
+def test_put_topic_assignment_reads_shared_and_fresh_assignment_objects(ctx: ControllerContext) -> None:
+    shared = ReplicaAssignment((1, 2))
+    ctx.put_topic_assignment("a", {0: shared, 1: ReplicaAssignment((2, 3)), 2: shared})
+    replicas = {p: (1 + p % 4, 1 + (p + 1) % 4) for p in range(50)}
+    ctx.put_topic_assignment("b", _FreshAssignments(replicas))
+    assert [ctx.partition_full_replica_assignment(TopicPartition("a", p)) for p in range(3)] == [
+        shared, ReplicaAssignment((2, 3)), shared]
+    assert {p: ctx.partition_full_replica_assignment(TopicPartition("b", p)) for p in range(50)} == {
+        p: ReplicaAssignment(r, adding_replicas=r[:1]) for p, r in replicas.items()}

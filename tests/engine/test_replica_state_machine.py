@@ -499,6 +499,27 @@ def test_startup() -> None:
     ]
 
 
+def test_unread_results_change_and_send_as_read_ones() -> None:
+    """``results=False`` (what the rust engine's startup asks for) keeps none, and changes nothing
+    else: the same states, store, requests and log lines, whatever the replicas' order and
+    repeats (the engine groups them by broker itself)."""
+    runs = []
+    for results in (True, False):
+        h = make_harness((1, 2, 3), engine="rust", topics={"t": {0: [1, 2, 3], 1: [3, 1], 2: [2, 1]}})
+        h.write_state(TP, 1, [1, 2], leader_epoch=4, version=2)
+        h.write_state(TP1, 3, [3, 1], leader_epoch=1, version=1)
+        h.context.remove_live_brokers([2])
+        replicas = [PartitionReplica(TopicPartition("t", p), b) for p, b in
+                    ((1, 3), (0, 2), (0, 1), (1, 3), (2, 2), (0, 3), (2, 1), (1, 1), (0, 2))]
+        for target in (NEW, ONLINE, OFFLINE):
+            outcome = h.replica_sm.handle_state_changes(replicas, target, results=results)  # type: ignore[call-arg]
+            assert len(outcome) > 0 if results else len(outcome) == 0
+        states = h.replica_states([PartitionReplica(r.tp, r.broker) for r in replicas])
+        runs.append((states, h.stored_states([TP, TP1]), [(s.broker, s.request) for s in h.channel.sent], h.log, h.batch_log))
+    assert runs[0] == runs[1]
+    assert runs[0][2] and runs[0][3]
+
+
 def test_startup_marks_offline_replicas_ineligible_before_going_offline() -> None:
     h = make_harness((1, 2), topics={"t": {0: [1, 2]}})
     replica = PartitionReplica(TP, 2)
@@ -506,11 +527,11 @@ def test_startup_marks_offline_replicas_ineligible_before_going_offline() -> Non
     seen: list[ReplicaState] = []
     original = h.replica_sm.handle_state_changes
 
-    def spy(replicas, target, election=None):  # type: ignore[no-untyped-def]
+    def spy(replicas, target, election=None, **options):  # type: ignore[no-untyped-def]
         replicas = list(replicas)
         if replica in replicas:
             seen.append(h.context.replica_state(replica))
-        return original(replicas, target)
+        return original(replicas, target, **options)
 
     h.replica_sm.handle_state_changes = spy  # type: ignore[method-assign]
     h.replica_sm.startup()

@@ -84,20 +84,31 @@ class NativeReplicaStateMachine(ReplicaStateMachine):
     context: NativeContext
     batch: NativeRequestBatch
 
+    def startup(self) -> None:
+        """Every engine's startup, its two bulk transitions keeping no result per replica: nothing
+        reads them, and a failover at 1M partitions moves 3M replicas."""
+        self._initialize_replica_states()
+        online, offline = self.context.online_and_offline_replicas()
+        self.handle_state_changes(online, ReplicaState.ONLINE, results=False)
+        self.handle_state_changes(offline, ReplicaState.OFFLINE, results=False)
+
     def _initialize_replica_states(self) -> None:
         self.context.native.initialize_replica_states()
 
     def handle_state_changes(
-        self, replicas: Iterable[PartitionReplica], target_state: ReplicaState, election: None = None
+        self, replicas: Iterable[PartitionReplica], target_state: ReplicaState, election: None = None,
+        *, results: bool = True,
     ) -> Mapping[PartitionReplica, ReplicaOutcome]:
+        """``results=False``: the caller reads no result, and the mapping returned is empty."""
         native = self.context.native
-        results, lines, raw = native.replica_state_changes(
+        outcomes, lines, raw = native.replica_state_changes(
             self.batch.slot, native_set(replicas), target_state.state_id, self.store, _options(self, self.batch.config),
+            results,
         )
         emit(self.state_change_logger, self.batch.state_change_logger, lines)
         try:
             self.batch.deliver_raw(self.context.epoch, raw, record=False)
         except IllegalStateError:  # as the reference: logged, the transitions stand
             replica_log.error("Error while moving some replicas to %s state", target_state, exc_info=True)
-        return LazyOutcomes(native, results, replicas=True)
+        return LazyOutcomes(native, outcomes, replicas=True)
 

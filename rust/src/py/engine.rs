@@ -3,6 +3,7 @@
 //! API. Partition and replica sets travel as opaque [`Parts`] / [`Replicas`] handles (or as lists of
 //! `(topic, partition[, broker])` when they come from Python); results as [`Outcomes`].
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use pyo3::exceptions::{PyKeyError, PyValueError};
@@ -11,6 +12,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::context::{Context, Part, Replica};
 use crate::election::Strategy;
+use crate::hash::HashMap;
 use crate::model::{BrokerId, Brokers, PartitionState, ReplicaAssignment, ReplicaState};
 use crate::py::convert::{
     detached, failure_to_err, failure_to_py, leader_and_isr_to_py, state_from_tuple,
@@ -160,18 +162,22 @@ impl Engine {
             .collect())
     }
 
-    fn resolve_replicas(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<Vec<Replica>> {
+    /// Replicas given as one of this engine's handles (read in place: a failover's are 3M) or as
+    /// `(topic, partition, broker)` triples (interned).
+    fn resolve_replicas<'a>(&mut self, obj: &'a Bound<'_, PyAny>) -> PyResult<Cow<'a, [Replica]>> {
         if let Ok(handle) = obj.cast::<Replicas>() {
             let handle = handle.get();
             if handle.owner == self.owner() {
-                return Ok(handle.items.clone());
+                return Ok(Cow::Borrowed(&handle.items));
             }
         }
         let items: Vec<ReplicaTuple> = obj.extract()?;
-        Ok(items
-            .into_iter()
-            .map(|(t, p, b)| (self.ctx.intern_part(&t, p), b))
-            .collect())
+        Ok(Cow::Owned(
+            items
+                .into_iter()
+                .map(|(t, p, b)| (self.ctx.intern_part(&t, p), b))
+                .collect(),
+        ))
     }
 
     /// Run one state-machine call with a Python store and selector: its results as `Outcomes`, the
@@ -564,17 +570,29 @@ impl Engine {
     ) -> PyResult<Parts> {
         let py = partitions.py();
         let mut items: Vec<(i32, ReplicaAssignment)> = Vec::new();
+        // A store may share one `ReplicaAssignment` among the partitions with the same replicas
+        // (the memory store does: a cluster has a few thousand distinct ones), so each object is
+        // read once. Held here, an object keeps its address for the whole call.
+        let mut read: HashMap<usize, (Py<PyAny>, ReplicaAssignment)> = HashMap::default();
         let mut add = |partition: &Bound<'_, PyAny>, assignment: &Bound<'_, PyAny>| {
-            items.push((
-                partition.extract()?,
-                ReplicaAssignment {
-                    replicas: brokers_of(&assignment.getattr(pyo3::intern!(py, "replicas"))?)?,
-                    adding: brokers_of(&assignment.getattr(pyo3::intern!(py, "adding_replicas"))?)?,
-                    removing: brokers_of(
-                        &assignment.getattr(pyo3::intern!(py, "removing_replicas"))?,
-                    )?,
-                },
-            ));
+            let key = assignment.as_ptr() as usize;
+            let assignment = match read.get(&key) {
+                Some((_, known)) => known.clone(),
+                None => {
+                    let fresh = ReplicaAssignment {
+                        replicas: brokers_of(&assignment.getattr(pyo3::intern!(py, "replicas"))?)?,
+                        adding: brokers_of(
+                            &assignment.getattr(pyo3::intern!(py, "adding_replicas"))?,
+                        )?,
+                        removing: brokers_of(
+                            &assignment.getattr(pyo3::intern!(py, "removing_replicas"))?,
+                        )?,
+                    };
+                    read.insert(key, (assignment.clone().unbind(), fresh.clone()));
+                    fresh
+                }
+            };
+            items.push((partition.extract()?, assignment));
             PyResult::Ok(())
         };
         if let Ok(dict) = partitions.cast::<PyDict>() {
@@ -1112,7 +1130,9 @@ impl Engine {
     }
 
     /// The replica state machine's `handle_state_changes`: `(results, log lines, sent)`; a moved
-    /// controller raises.
+    /// controller raises. `results=False`: the caller reads none, so none are kept (empty).
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (slot, replicas, target, store, options, results=true))]
     fn replica_state_changes<'py>(
         &mut self,
         py: Python<'py>,
@@ -1121,6 +1141,7 @@ impl Engine {
         target: u8,
         store: Bound<'py, PyAny>,
         options: CallOptions,
+        results: bool,
     ) -> PyResult<CallResult<'py>> {
         let target = replica_state(target)?;
         let replicas = self.resolve_replicas(replicas)?;
@@ -1129,7 +1150,14 @@ impl Engine {
             slot,
             &store,
             &options,
-            |m| m.handle_replica_state_changes(&replicas, target),
+            |m| {
+                if results {
+                    m.handle_replica_state_changes(&replicas, target)
+                } else {
+                    m.handle_replica_state_changes_unread(&replicas, target)
+                        .map(|()| Vec::new())
+                }
+            },
             |r| r,
             |s| Outcome::State(s as u8),
         )

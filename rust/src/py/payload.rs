@@ -92,8 +92,8 @@ impl PartitionStates {
                 let cls = classes.leader_and_isr_partition_state.bind(py);
                 for (key, e) in self.keys.iter().zip(entries) {
                     let mut args = head(py, key, e.head())?;
-                    args.push(PyTuple::new(py, &e.adding)?.into_any());
-                    args.push(PyTuple::new(py, &e.removing)?.into_any());
+                    args.push(PyTuple::new(py, e.adding())?.into_any());
+                    args.push(PyTuple::new(py, e.removing())?.into_any());
                     args.push(pyo3::types::PyBool::new(py, e.is_new).to_owned().into_any());
                     args.push(classes.recovery_state(py, e.recovery).clone());
                     out.push(cls.call1(PyTuple::new(py, args)?)?);
