@@ -305,3 +305,36 @@ def test_a_fan_out_sent_in_one_call_is_delivered_as_one_by_one() -> None:
     assert (handled, responses) == fan_out(bulk=False)
     assert handled[:3] == [(1, 0.001, 11), (2, 0.001, 12), (3, 0.001, 13)]
     assert len(handled) == len(responses) == 6  # broker 9's requests are dropped
+
+
+def test_each_message_of_a_batch_is_handled_as_if_alone(scheduler: SimulatedScheduler,
+                                                         transport: InProcessTransport) -> None:
+    """The deliveries and responses due at one instant are one call, message by message: a broker
+    that is down or fails is retried without holding up the others, and a response callback that
+    removes a later broker's queue drops that broker's response, as separate callbacks did."""
+    brokers = {b: Broker(scheduler) for b in (1, 3, 4)}
+    failed: list[float] = []
+
+    def failing_once(req: Any) -> StopReplicaResponse:
+        failed.append(round(scheduler.now(), 6))
+        if len(failed) == 1:
+            raise RuntimeError("connection reset")
+        return StopReplicaResponse()
+
+    channel = transport.controller_channel(0)
+    for b, handler in [*brokers.items(), (2, failing_once)]:
+        transport.bind_broker(b, handler)
+    for b in (1, 2, 3, 4, 5):  # broker 5 is down
+        channel.add_broker(BrokerInfo(b))
+    responses: list[tuple[float, Any]] = []
+
+    def first(response: Any) -> None:
+        responses.append((round(scheduler.now(), 6), 1))
+        channel.remove_broker(3)
+
+    channel.send_requests([(1, request(1), first), *((b, request(b), collect(scheduler, responses, b)) for b in (2, 3, 4, 5))])
+    scheduler.advance(0.15)
+
+    assert [h for b in (1, 3, 4) for h in brokers[b].handled] == [(0.001, 1), (0.001, 3), (0.001, 4)]
+    assert failed == [0.001, 0.101] and channel.queued(5) == 1
+    assert responses == [(0.002, 1), (0.002, 4), (0.102, 2)]  # broker 3's response went with its queue

@@ -58,16 +58,20 @@ def test_a_negative_delay_means_now() -> None:
     assert ran == ["first", "second"] and scheduler.now() == 0.0
 
 
-def batched_run(scheduler: SimulatedScheduler, ran: list[str]) -> None:
+def batched_run(scheduler: SimulatedScheduler, ran: list[str], calls: list[list[str]] | None = None) -> None:
     """A fan-out of batched callbacks at 0.1 (one of them scheduling another now), a plain
-    callback between two runs of them, and a batched one of another kind."""
-    def deliver(item: str) -> None:
-        ran.append(item)
-        if item == "d2":
-            scheduler.schedule_batched(deliver, 0.0, "d2+0")
+    callback between two runs of them, and a batched one of another kind; ``calls`` gets the
+    items of each call."""
+    def deliver(items: list[str]) -> None:
+        if calls is not None:
+            calls.append(list(items))
+        for item in items:
+            ran.append(item)
+            if item == "d2":
+                scheduler.schedule_batched(deliver, 0.0, "d2+0")
 
-    def other(item: str) -> None:
-        ran.append(item)
+    def other(items: list[str]) -> None:
+        ran.extend(items)
 
     for item in ("d1", "d2", "d3"):
         scheduler.schedule_batched(deliver, 0.1, item)
@@ -78,14 +82,15 @@ def batched_run(scheduler: SimulatedScheduler, ran: list[str]) -> None:
 
 
 def test_batched_callbacks_run_as_callbacks_of_their_own_would() -> None:
-    scheduler, ran = SimulatedScheduler(), []
-    batched_run(scheduler, ran)
+    scheduler, ran, calls = SimulatedScheduler(), [], []
+    batched_run(scheduler, ran, calls)
     assert scheduler.pending() == 7
 
     scheduler.advance(1.0)
 
     assert ran == ["d1", "d2", "d3", "plain", "d4", "o1", "d2+0", "d5"]
     assert scheduler.steps == 8 and scheduler.pending() == 0
+    assert calls == [["d1", "d2", "d3"], ["d4"], ["d2+0"], ["d5"]]  # a batch is one call
 
 
 @pytest.mark.parametrize("stop_after", range(1, 8))

@@ -86,17 +86,15 @@ class _Scheduled(list):  # type: ignore[type-arg]
 class _Batch:
     """Callbacks ``run(item)`` due at one instant, scheduled one after another with nothing
     between them (:meth:`SimulatedScheduler.schedule_batched`): one entry of the scheduler for a
-    fan-out of messages instead of one per message."""
+    fan-out of messages instead of one per message, run as one call ``run(items)``."""
 
     __slots__ = ("items", "run")
 
-    def __init__(self, run: Callable[[Any], None], items: list[Any]) -> None:
+    def __init__(self, run: Callable[[list[Any]], None], items: list[Any]) -> None:
         self.run, self.items = run, items
 
     def __call__(self) -> None:
-        run = self.run
-        for item in self.items:
-            run(item)
+        self.run(self.items)
 
 
 class SimulatedScheduler:
@@ -131,12 +129,14 @@ class SimulatedScheduler:
         due.append(entry)
         return entry
 
-    def schedule_batched(self, run: Callable[[Any], None], delay: float, item: Any) -> None:
-        """Run ``run(item)`` after ``delay`` seconds, exactly as ``schedule(delay, lambda:
-        run(item))`` would, but sharing the entry of the callback scheduled just before when that
-        one is ``run`` of another item due at the same instant (and not cancellable). A transport
-        delivering a fan-out to every broker schedules one entry, not one per broker, and the
-        callbacks still run in submission order: the items of an entry are consecutive callbacks."""
+    def schedule_batched(self, run: Callable[[list[Any]], None], delay: float, item: Any) -> None:
+        """Run ``run([item])`` after ``delay`` seconds, exactly as ``schedule(delay, lambda:
+        run([item]))`` would, but sharing the entry of the callback scheduled just before when
+        that one is ``run`` of other items due at the same instant (and not cancellable): the
+        entry then makes one call, ``run(items)``. ``run`` must handle a list as it would each
+        item in turn. A transport delivering a fan-out to every broker schedules one entry and
+        makes one call, not one per broker, and the callbacks still run in submission order: the
+        items of an entry are consecutive callbacks."""
         if not 0.0 <= delay < math.inf:
             delay = _delay(delay, "a batched callback")
         when = self._now + delay
@@ -167,6 +167,15 @@ class SimulatedScheduler:
         self.steps += 1
         return True
 
+    def take_turns(self, turns: int) -> bool:
+        """:meth:`take_turn` for ``turns`` callbacks in a row that schedule and cancel nothing:
+        each is granted when the first is (nothing they do can change the answer), so all are
+        counted at once or none is."""
+        if not self.take_turn():
+            return False
+        self.steps += turns - 1
+        return True
+
     def pending(self) -> int:
         return sum(_count(entry[0]) for due in self._at.values() for entry in due)
 
@@ -194,7 +203,7 @@ class SimulatedScheduler:
         self._now = max(self._now, when)
         self.steps += 1
         if type(fn) is _Batch and len(fn.items) > 1:  # one step is one callback: the batch's first
-            fn.run(fn.items.pop(0))
+            fn.run([fn.items.pop(0)])
         else:
             due.popleft()
             fn()
@@ -262,7 +271,7 @@ class SimulatedScheduler:
                 due.appendleft(_Scheduled((_Batch(run, items[i:]),)))
                 self.steps -= len(items) - i
                 return True
-            run(item)
+            run([item])
         return False
 
     def advance(self, seconds: float) -> None:

@@ -21,6 +21,7 @@ import pytest
 from kctl.cluster import EmbeddedCluster
 from kctl.context import ENGINES, ControllerContext
 from kctl.controller import KafkaController
+from kctl.controller.event_manager import ControllerEventManager
 from kctl.controller.events import PartitionModifications
 from kctl.broker.agent import BrokerAgent, HandledRequest
 from kctl.errors import Errors
@@ -29,6 +30,7 @@ from kctl.invariants import BrokerAnswerCheck, check_broker_answers
 from kctl.model import ReplicaAssignment, TopicPartition
 from kctl.native.request_batch import NativeRequestBatch
 from kctl.requests import ControllerBrokerRequestBatch
+from kctl.scheduler import SimulatedScheduler
 from kctl.sim.demo import demo_scenario
 from kctl.sim.runner import run_scenario
 from kctl.stores.memtree import _changed_partitions
@@ -305,20 +307,24 @@ def test_accepted_updates_are_kept_without_a_record_until_handled_is_read() -> N
         assert agent.handled is handled and not any(type(answer) is tuple for answer in agent._answers)
 
 
-def _traced_demo(engine: str) -> tuple[object, ...]:
-    """The demo at 6 brokers × 30 partitions (seed 3), traced: its report, every request sent
-    (time, controller, broker, API, epochs) in order, every answer of every broker in order, and
-    each controller's events processed by kind after every step."""
+def _traced_demo(engine: str, brokers: int = 6, partitions: int = 30, seed: int = 3) -> tuple[object, ...]:
+    """The demo (6 brokers × 30 partitions, seed 3, unless told), traced: its report, every
+    request sent (time, controller, broker, API, epochs) in order, every answer of every broker
+    in order, and after every step the scheduler's steps and each controller's events processed
+    by kind."""
     held: list[EmbeddedCluster] = []
     events: list[object] = []
 
     def step_done(result: object) -> None:
-        for controller_id, controller in sorted(held[0].controllers.items()):
+        cluster = held[0]
+        events.append(cluster.scheduler.steps)  # type: ignore[attr-defined]
+        for controller_id, controller in sorted(cluster.controllers.items()):
             stats = controller.event_manager.stats
-            events.append((controller_id, stats.processed, stats.queue_time_ms.count,
+            events.append((controller_id, stats.processed, stats.queue_time_ms.count, controller.event_manager.queue_size,
                            sorted((state.name, h.count) for state, h in stats.processing_time_ms.items())))
 
-    report = run_scenario(demo_scenario(6, 30, seed=3), engine=engine, on_start=held.append, on_step=step_done)
+    report = run_scenario(demo_scenario(brokers, partitions, seed=seed), engine=engine, on_start=held.append,
+                          on_step=step_done)
     cluster = held[0]
     sent = [(r.time, r.controller, r.broker, r.request.api, r.request.controller_epoch, r.request.broker_epoch)
             for r in cluster.sent_requests]
@@ -353,3 +359,22 @@ def test_answering_update_metadata_in_short_changes_nothing_in_a_run(engine: str
 
     assert len(listened) == sum(len(a) for a in full[2].values())  # type: ignore[attr-defined]
     assert full == short
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize(("brokers", "partitions", "seed"), [(4, 4, 0), (6, 30, 1), (12, 100, 7)])
+def test_batched_fan_outs_change_nothing_in_a_run(
+    engine: str, brokers: int, partitions: int, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The deliveries and responses due at one instant are one scheduler callback, and a
+    fan-out's accepted UpdateMetadata answers one entry of the controller's queue: the same run
+    as with every message a scheduler entry of its own and every answer an event queued alone,
+    request for request, answer for answer, event for event and step for step."""
+    batched = _traced_demo(engine, brokers, partitions, seed)
+    assert batched[0].ok and len(batched[1]) > 100  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(SimulatedScheduler, "schedule_batched", None)  # the transport schedules each message
+    monkeypatch.setattr(ControllerEventManager, "put_repeatable", ControllerEventManager.put)
+    one_by_one = _traced_demo(engine, brokers, partitions, seed)
+
+    assert one_by_one == batched

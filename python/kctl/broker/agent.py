@@ -392,10 +392,9 @@ class BrokerAgent:
         with self._lock:
             if not self._running:  # it crashed while the request was on the way: the send fails
                 raise IllegalStateError(f"broker {self.broker_id} is not running")
-            if isinstance(request, UpdateMetadataRequest):  # most requests: one per partition change and broker
+            if type(request) is UpdateMetadataRequest:  # most requests: one per partition change and broker
                 process, epoch = self.broker_epoch, request.controller_epoch
-                if (epoch == self._controller_epoch and self._accepted == (process, epoch)
-                        and type(request) is UpdateMetadataRequest and self._on_answer is None
+                if (epoch == self._controller_epoch and self._on_answer is None and self._accepted == (process, epoch)
                         and not process > request.broker_epoch != UNKNOWN_BROKER_EPOCH):
                     # Nearly all of them, answered in short: _fenced would pass them (the epochs
                     # are those last accepted) and the answer is not notable (see _note).
@@ -403,6 +402,7 @@ class BrokerAgent:
                     if self._keep_answers:
                         self._answers.append((self.scheduler.now(), request, process))
                     return UPDATE_METADATA_ACCEPTED
+            if isinstance(request, UpdateMetadataRequest):
                 response: ControllerResponse = self._update_metadata(request)
             elif isinstance(request, LeaderAndIsrRequest):
                 response = self._leader_and_isr(request)

@@ -204,9 +204,6 @@ class KafkaController:
             self._process, self.scheduler, threaded=threaded, name=f"controller-{broker_id}-event-thread"
         )
         self.active_controller_id = -1
-        self._metadata_responses: dict[int, ev.UpdateMetadataResponseReceived] = {}
-        """Each broker's last UpdateMetadata response event, queued again for the same (immutable)
-        response object: a simulated broker answers every UpdateMetadata it accepts with one."""
         self._watches: set[tuple[WatchKind, object]] = set()
         self._fired_topic_watches: set[str] = set()
         self._rebalance_timer: Timer | None = None
@@ -370,6 +367,7 @@ class KafkaController:
             self.config,
             channel=self.channel,
             on_response=self._on_response,
+            update_metadata_callback=self._update_metadata_callback,
             state_change_logger=self.state_change_logger,
         )
 
@@ -395,13 +393,26 @@ class KafkaController:
         return future
 
     def _on_response(self, received: ResponseReceived) -> None:
-        if type(received) is UpdateMetadataResponseReceived:  # the same answer again: the same event
-            event = self._metadata_responses.get(received.broker)
-            if event is None or event.received.response is not received.response:
-                event = self._metadata_responses[received.broker] = ev.UpdateMetadataResponseReceived(received=received)
-            self.event_manager.put(event)
-        else:
-            self.event_manager.put(ev.BrokerResponseReceived.of(received))
+        self.event_manager.put(ev.BrokerResponseReceived.of(received))
+
+    def _update_metadata_callback(self, broker: int) -> Callable[[Any], None]:
+        """What hears the broker's UpdateMetadata responses: each is an event, the same event
+        while the broker answers with the same (immutable) response object, as a simulated broker
+        answers every accepted request; an accepted answer's event, which processing only counts,
+        is queued as a repeatable one (a fan-out's answers share an entry of the queue)."""
+        put, put_repeatable = self.event_manager.put, self.event_manager.put_repeatable
+        last: ev.UpdateMetadataResponseReceived | None = None
+
+        def answered(response: Any) -> None:
+            nonlocal last
+            event = last
+            if event is None or event.received.response is not response:
+                event = last = ev.UpdateMetadataResponseReceived(received=UpdateMetadataResponseReceived(broker, response))
+            if response.error is _NO_ERROR:
+                put_repeatable(event)
+            else:
+                put(event)
+        return answered
 
     def _on_watch(self, event: WatchEvent) -> None:
         """Store watches become controller events (the store calls this; it must not block)."""

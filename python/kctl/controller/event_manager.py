@@ -12,6 +12,7 @@ in Kafka, where everything the controller does is an event.
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import threading
 import time
@@ -66,12 +67,14 @@ class Histogram:
         self.total = 0.0
         self._sample: collections.deque[float] = collections.deque(maxlen=HISTOGRAM_SAMPLE_SIZE)
 
-    def update(self, value: float) -> None:
-        self.count += 1
+    def update(self, value: float, times: int = 1) -> None:
+        """Add ``value`` (``times`` times: the same count, total and sample as one at a time)."""
+        self.count += times
         if value > self.max:
             self.max = value
-        self.total += value
-        self._sample.append(value)
+        for _ in range(times):
+            self.total += value
+        self._sample.extend(itertools.repeat(value, min(times, HISTOGRAM_SAMPLE_SIZE)))
 
     @property
     def mean(self) -> float:
@@ -112,15 +115,17 @@ class EventStats:
     _last: tuple[ControllerState | None, Histogram] = field(default_factory=lambda: (None, Histogram()), repr=False,
                                                             compare=False)
 
-    def record(self, state: ControllerState, queued_for: float, took: float) -> None:
-        self.processed += 1
-        self.queue_time_ms.update(queued_for * 1000.0)
+    def record(self, state: ControllerState, queued_for: float, took: float, times: int = 1) -> None:
+        """``times`` events of ``state``, each queued for ``queued_for`` seconds and processed in
+        ``took``."""
+        self.processed += times
+        self.queue_time_ms.update(queued_for * 1000.0, times)
         last_state, histogram = self._last
         if state is not last_state:  # events come in runs of one kind; hashing an Enum runs Python code
             found = self.processing_time_ms.get(state)
             histogram = self.processing_time_ms[state] = Histogram() if found is None else found
             self._last = (state, histogram)
-        histogram.update(took * 1000.0)
+        histogram.update(took * 1000.0, times)
 
 
 _IDLE = ControllerState.IDLE
@@ -129,6 +134,20 @@ _IDLE = ControllerState.IDLE
 
 def _no_turn() -> bool:
     return False
+
+
+def _no_turns(turns: int) -> bool:
+    return False
+
+
+class _Queued:
+    """An event in the queue, and when it was queued; ``times`` > 0 marks a repeatable event
+    (:meth:`ControllerEventManager.put_repeatable`) standing for that many in a row."""
+
+    __slots__ = ("enqueued", "event", "times")
+
+    def __init__(self, event: ControllerEvent, enqueued: float, times: int) -> None:
+        self.event, self.enqueued, self.times = event, enqueued, times
 
 
 class ControllerEventManager:
@@ -143,8 +162,9 @@ class ControllerEventManager:
         self._process = process
         self._scheduler = scheduler
         self._take_turn: Callable[[], bool] = getattr(scheduler, "take_turn", _no_turn)
+        self._take_turns: Callable[[int], bool] = getattr(scheduler, "take_turns", _no_turns)
         self._threaded = threaded
-        self._queue: collections.deque[tuple[ControllerEvent, float]] = collections.deque()
+        self._queue: collections.deque[_Queued] = collections.deque()
         self._lock = threading.RLock()  # what needs no waiting takes the lock alone: cheaper
         self._cond = threading.Condition(self._lock)
         self._drain_scheduled = False
@@ -182,13 +202,29 @@ class ControllerEventManager:
     def put(self, event: ControllerEvent) -> ControllerEvent:
         """Queue ``event``; once the manager is closed, preempt it at once instead (its caller is
         answered, as it would have been had the event been queued before the close)."""
+        return self._put(event, 0)
+
+    def put_repeatable(self, event: ControllerEvent) -> ControllerEvent:
+        """:meth:`put` for an event whose processing does nothing but be counted, so that any
+        event of its kind would do as well (an accepted UpdateMetadata answer: Kafka only logs
+        the errors). Simulated, repeatable events of one kind queued one after another at one
+        instant share a queue entry: a fan-out's answers from every broker are one entry, whose
+        event is processed once and counted, and each of them is an event of the statistics, a
+        step of the scheduler and one of :attr:`queue_size`, exactly as if queued one by one."""
+        with self._lock:
+            queue = self._queue
+            if queue and not self._threaded:
+                last = queue[-1]
+                if last.times and type(last.event) is type(event) and last.enqueued == self._scheduler.now():
+                    last.times += 1  # its drain is scheduled already (or running, and reschedules)
+                    return event
+        return self._put(event, 1)
+
+    def _put(self, event: ControllerEvent, times: int) -> ControllerEvent:
         with self._lock:
             closed = self._closed
             if not closed:
-                if self._idle_since is None and not self._threaded:  # _append's usual case: once per broker answer
-                    self._queue.append((event, self._scheduler.now()))
-                else:
-                    self._append(event)
+                self._append(event, times)
         if closed:
             event.preempt()
         elif not self._threaded and not self._drain_scheduled:
@@ -200,20 +236,21 @@ class ControllerEventManager:
         with self._cond:
             drained = list(self._queue)
             self._queue.clear()
-            self._append(event)
+            self._append(event, 0)
             self._closed = self._closed or isinstance(event, ShutdownEventThread)
-        for queued, _ in drained:
-            queued.preempt()
+        for queued in drained:
+            for _ in range(max(queued.times, 1)):
+                queued.event.preempt()
         if not self._threaded:
             self._schedule_drain()
         return event
 
-    def _append(self, event: ControllerEvent) -> None:
+    def _append(self, event: ControllerEvent, times: int) -> None:
         now = self._scheduler.now()
         if self._idle_since is not None:
             self._expire_queue_time(now)
             self._idle_since = None
-        self._queue.append((event, now))
+        self._queue.append(_Queued(event, now, times))
         if self._threaded:
             self._cond.notify()
 
@@ -237,7 +274,9 @@ class ControllerEventManager:
 
     @property
     def queue_size(self) -> int:
-        return len(self._queue)
+        """Events queued, each repeatable event counted (see :meth:`put_repeatable`)."""
+        with self._lock:
+            return sum(max(queued.times, 1) for queued in self._queue)
 
     @property
     def stats(self) -> EventStats:
@@ -266,12 +305,22 @@ class ControllerEventManager:
 
     def _drain(self) -> None:
         """Process the next event, as one scheduler step; the following ones too while the
-        scheduler says that their own steps would come next (``take_turn``)."""
+        scheduler says that their own steps would come next (``take_turn``). The repeats of a
+        repeatable event are counted without processing them again, all at once when the
+        scheduler grants them all their turns (``take_turns``), else one per step."""
         self._drain_scheduled = False
         queue = self._queue
         while queue:
-            event, enqueued = queue.popleft()
-            self._handle(event, enqueued)
+            queued = queue[0]
+            if queued.times > 1:
+                queued.times -= 1
+            else:
+                queue.popleft()
+            took = self._handle(queued.event, queued.enqueued)
+            repeats = queued.times if queue and queue[0] is queued else 0
+            if repeats and not self._drain_scheduled and self._running and self._take_turns(repeats):
+                queue.popleft()
+                self._record(queued.event.state, queued.enqueued, took, repeats)
             if self._drain_scheduled or not (queue and self._running and self._take_turn()):
                 break
         self._schedule_drain()
@@ -282,7 +331,8 @@ class ControllerEventManager:
                 while not self._queue and not self._calls:
                     self._cond.wait()
                 calls, self._calls = self._calls, []
-                event, enqueued = self._queue.popleft() if self._queue and not calls else (None, 0.0)
+                queued = self._queue.popleft() if self._queue and not calls else None  # threaded, each alone
+                event, enqueued = (None, 0.0) if queued is None else (queued.event, queued.enqueued)
                 if isinstance(event, ShutdownEventThread):
                     self._taking_calls = False  # later calls run on their own threads
             if calls:
@@ -301,10 +351,11 @@ class ControllerEventManager:
                 except BaseException as e:  # the caller gets it, the event thread goes on
                     future.set_exception(e)
 
-    def _handle(self, event: ControllerEvent, enqueued: float) -> None:
+    def _handle(self, event: ControllerEvent, enqueued: float) -> float:
+        """Process ``event``; returns the seconds it took."""
         if isinstance(event, ShutdownEventThread):
             self._running = False
-            return
+            return 0.0
         state = self.state = event.state
         started = time.perf_counter()
         try:
@@ -313,9 +364,15 @@ class ControllerEventManager:
             log.exception("Uncaught error processing event %s", event.name)
         finally:
             took = time.perf_counter() - started
-            now = self._scheduler.now()
-            with self._lock:
-                self._stats.record(state, now - enqueued, took)
-                if not self._queue:
-                    self._idle_since = now
+            self._record(state, enqueued, took, 1)
             self.state = _IDLE
+        return took
+
+    def _record(self, state: ControllerState, enqueued: float, took: float, times: int) -> None:
+        """Count ``times`` events of ``state`` processed now; the controller is idle from now
+        when nothing is left in the queue."""
+        now = self._scheduler.now()
+        with self._lock:
+            self._stats.record(state, now - enqueued, took, times)
+            if not self._queue:
+                self._idle_since = now

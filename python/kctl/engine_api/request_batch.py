@@ -55,12 +55,15 @@ class PendingRequests:
 
 
 def _update_metadata_callback(batch: ControllerBrokerRequestBatch, broker: int) -> Callable[[Any], None] | None:
-    """What hears the broker's UpdateMetadata responses: ``on_response`` with the same report
-    while the broker answers with the same (immutable) response object, as a simulated broker
-    answers every accepted request (a fan-out is answered by every broker, often)."""
+    """What hears the broker's UpdateMetadata responses: the batch's ``update_metadata_callback``
+    for it, else ``on_response`` with the same report while the broker answers with the same
+    (immutable) response object, as a simulated broker answers every accepted request (a fan-out
+    is answered by every broker, often)."""
     on_response = batch.on_response
     if on_response is None:
         return None
+    if batch.update_metadata_callback is not None:
+        return batch.update_metadata_callback(broker)
     last: object = None
     received: UpdateMetadataResponseReceived | None = None
 
@@ -107,6 +110,9 @@ class ControllerBrokerRequestBatch(abc.ABC):
 
     :param channel: where requests go when the batch is sent (None: only returned).
     :param on_response: called with a ``*ResponseReceived`` event for each response.
+    :param update_metadata_callback: makes the callback of a broker's UpdateMetadata responses,
+        once per broker, instead of one reporting to ``on_response`` (the controller's queues an
+        answer's event without a call in between: a fan-out is answered by every broker).
     """
 
     def __new__(cls, controller_id: int, context: ControllerContext, *args: Any, **kwargs: Any) -> ControllerBrokerRequestBatch:
@@ -122,6 +128,7 @@ class ControllerBrokerRequestBatch(abc.ABC):
         *,
         channel: RequestChannel | None = None,
         on_response: Callable[[ResponseReceived], None] | None = None,
+        update_metadata_callback: Callable[[int], Callable[[Any], None]] | None = None,
         state_change_logger: StateChangeLogger | None = None,
     ) -> None:
         from kctl.statechange import StateChangeLogger
@@ -131,6 +138,7 @@ class ControllerBrokerRequestBatch(abc.ABC):
         self.config = config
         self.channel = channel
         self.on_response = on_response
+        self.update_metadata_callback = update_metadata_callback
         self.state_change_logger = state_change_logger or StateChangeLogger(controller_id, lambda: context.epoch)
         self._metadata_callbacks: dict[int, Callable[[Any], None] | None] = {}
         """Each broker's UpdateMetadata callback (:func:`_update_metadata_callback`), made once."""

@@ -120,41 +120,47 @@ class InProcessControllerChannel:
                 self.remove_broker(broker_id)
         self._transport.forget_channel(self)
 
-    def _deliver(self, queue: _BrokerQueue) -> None:
+    def _deliver(self, queues: list[_BrokerQueue]) -> None:
+        """Hand each queue's head request to its broker, in order: the deliveries due at one
+        instant (a fan-out's, one per broker) are one call."""
         transport = self._transport
-        with transport.lock:
-            if queue.closed:
-                return
-            request, callback = queue.requests[0]
-            handler = transport._brokers.get(queue.broker_id)
-        if handler is None:  # the broker process is down: try again, as the send thread reconnects
-            self._deliver_after(transport.retry_backoff, queue)
-            return
-        try:
-            response = handler(request)
-        except Exception:  # Kafka closes the connection and retries the same request
-            logger.exception("Broker %d failed to handle %s; retrying", queue.broker_id, request.api)
-            self._deliver_after(transport.retry_backoff, queue)
-            return
-        self._respond_after(transport.latency, (queue, callback, response))
+        lock, brokers, respond_after, latency = transport.lock, transport._brokers, self._respond_after, transport.latency
+        for queue in queues:
+            with lock:
+                if queue.closed:
+                    continue
+                request, callback = queue.requests[0]
+                handler = brokers.get(queue.broker_id)
+            if handler is None:  # the broker process is down: try again, as the send thread reconnects
+                self._deliver_after(transport.retry_backoff, queue)
+                continue
+            try:
+                response = handler(request)
+            except Exception:  # Kafka closes the connection and retries the same request
+                logger.exception("Broker %d failed to handle %s; retrying", queue.broker_id, request.api)
+                self._deliver_after(transport.retry_backoff, queue)
+                continue
+            respond_after(latency, (queue, callback, response))
 
-    def _respond(self, answer: tuple[_BrokerQueue, Callback | None, Any]) -> None:
-        queue, callback, response = answer
-        lock = self._transport.lock
-        with lock:
-            if queue.closed:  # the broker was removed: its connection, and the response, are gone
-                return
-            requests = queue.requests
-            requests.popleft()
-        if callback is not None:
-            callback(response)
-        with lock:
-            if queue.closed:
-                return
-            if requests:
-                self._deliver_after(self._transport.latency, queue)
-            else:
-                queue.busy = False
+    def _respond(self, answers: list[tuple[_BrokerQueue, Callback | None, Any]]) -> None:
+        """Hand each response to its callback and send the broker's next request, in order: the
+        responses due at one instant are one call."""
+        lock, deliver_after, latency = self._transport.lock, self._deliver_after, self._transport.latency
+        for queue, callback, response in answers:
+            with lock:
+                if queue.closed:  # the broker was removed: its connection, and the response, are gone
+                    continue
+                requests = queue.requests
+                requests.popleft()
+            if callback is not None:
+                callback(response)
+            with lock:
+                if queue.closed:
+                    continue
+                if requests:
+                    deliver_after(latency, queue)
+                else:
+                    queue.busy = False
 
 
 class InProcessTransport:
@@ -174,7 +180,7 @@ class InProcessTransport:
             scheduler.schedule, name="inprocess-transport"
         )
         """``after(delay, fn)``: run ``fn`` in ``delay`` seconds (a partial: no Python frame per message)."""
-        self._batched: Callable[[Callable[[Any], None], float, Any], None] | None = getattr(
+        self._batched: Callable[[Callable[[list[Any]], None], float, Any], None] | None = getattr(
             scheduler, "schedule_batched", None
         )
         self._brokers: dict[int, BrokerHandler] = {}
@@ -245,14 +251,14 @@ class InProcessTransport:
 
     # --- Used by the channels ----------------------------------------------------------------------
 
-    def batched(self, run: Callable[[T], None]) -> Callable[[float, T], None]:
-        """``later(delay, item)``: ``run(item)`` in ``delay`` seconds. On a simulated scheduler the
-        deliveries of a fan-out (one per broker, due at the same instant) share one scheduler
-        entry, in the same order as entries of their own."""
+    def batched(self, run: Callable[[list[T]], None]) -> Callable[[float, T], None]:
+        """``later(delay, item)``: ``run([item])`` in ``delay`` seconds. On a simulated scheduler
+        the deliveries of a fan-out (one per broker, due at the same instant) share one scheduler
+        entry and one call ``run(items)``, in the same order as entries of their own."""
         if self._batched is not None:
             return partial(self._batched, run)
         after = self.after
-        return lambda delay, item: after(delay, partial(run, item))
+        return lambda delay, item: after(delay, partial(run, [item]))
 
     def broker_handler(self, broker_id: int) -> BrokerHandler | None:
         with self.lock:
