@@ -19,6 +19,7 @@ import pytest
 
 from kctl.bench.environment import ARCHIVE_ALIAS, CACHE_ENV
 from kctl.bench.job import main
+from kctl.bench.session import JIT_OPTIONS
 from kctl.bench.report import METRICS
 from kctl.plugins import PluginHost
 from kctl.testing.ports import listening_ports
@@ -62,6 +63,8 @@ def test_a_grid_on_two_workers_runs_in_the_packed_environment_as_it_runs_locally
         assert worker.tasks_started() > 0, f"the worker on port {worker.port} ran no task"
         assert f"'org.apache.spark.network.netty.NettyBlockTransferService' on port {worker.block_manager_port}." \
             in worker.executor_logs()  # its executor's block manager on the port the worker was given
+        commands = [line for line in worker.executor_logs().splitlines() if line.startswith("Spark Executor Command:")]
+        assert commands and all(JIT_OPTIONS in command.split('" "') for command in commands)  # C1 only
         unpacked = sorted(worker.work_dir.glob(f"app-*/*/{ARCHIVE_ALIAS}/lib/python3*/site-packages"))
         assert unpacked, f"no executor of the worker on port {worker.port} unpacked {archive.name}"
         for site in unpacked:
