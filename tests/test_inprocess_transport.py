@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -157,18 +158,24 @@ def test_requests_to_a_broker_without_a_queue_are_dropped_with_a_warning(
     assert "dropping StopReplica request to broker 7, which has no queue" in caplog.text
 
 
-def test_a_handler_failure_is_retried_like_a_broken_connection(
-    scheduler: SimulatedScheduler, transport: InProcessTransport, caplog: pytest.LogCaptureFixture
-) -> None:
-    calls: list[float] = []
+def failing_once(scheduler: SimulatedScheduler, calls: list[float]) -> Callable[[Any], StopReplicaResponse]:
+    """A broker's handler that records when it is called and fails the first call, as a broken
+    connection does."""
 
-    def flaky(req: Any) -> StopReplicaResponse:
+    def handler(req: Any) -> StopReplicaResponse:
         calls.append(round(scheduler.now(), 6))
         if len(calls) == 1:
             raise RuntimeError("connection reset")
         return StopReplicaResponse()
 
-    transport.bind_broker(1, flaky)
+    return handler
+
+
+def test_a_handler_failure_is_retried_like_a_broken_connection(
+    scheduler: SimulatedScheduler, transport: InProcessTransport, caplog: pytest.LogCaptureFixture
+) -> None:
+    calls: list[float] = []
+    transport.bind_broker(1, failing_once(scheduler, calls))
     channel = transport.controller_channel(0)
     channel.add_broker(BrokerInfo(1))
     responses: list[tuple[float, Any]] = []
@@ -314,15 +321,8 @@ def test_each_message_of_a_batch_is_handled_as_if_alone(scheduler: SimulatedSche
     removes a later broker's queue drops that broker's response, as separate callbacks did."""
     brokers = {b: Broker(scheduler) for b in (1, 3, 4)}
     failed: list[float] = []
-
-    def failing_once(req: Any) -> StopReplicaResponse:
-        failed.append(round(scheduler.now(), 6))
-        if len(failed) == 1:
-            raise RuntimeError("connection reset")
-        return StopReplicaResponse()
-
     channel = transport.controller_channel(0)
-    for b, handler in [*brokers.items(), (2, failing_once)]:
+    for b, handler in [*brokers.items(), (2, failing_once(scheduler, failed))]:
         transport.bind_broker(b, handler)
     for b in (1, 2, 3, 4, 5):  # broker 5 is down
         channel.add_broker(BrokerInfo(b))
