@@ -6,6 +6,7 @@ from the ordering rules of ``kctl.context``'s module docstring.
 
 from __future__ import annotations
 
+import tracemalloc
 from collections.abc import Iterator, Mapping, Sequence
 
 import pytest
@@ -541,3 +542,30 @@ def test_put_topic_assignment_reads_shared_and_fresh_assignment_objects(ctx: Con
         shared, ReplicaAssignment((2, 3)), shared]
     assert {p: ctx.partition_full_replica_assignment(TopicPartition("b", p)) for p in range(50)} == {
         p: ReplicaAssignment(r, adding_replicas=r[:1]) for p, r in replicas.items()}
+
+
+def test_reference_scans_keep_only_what_they_find() -> None:
+    """The reference engine's scans of every partition (offline leaders, partitions in a state)
+    make each partition in turn and keep only those they return: when they listed every partition
+    first, a 1M broker failure's two scans held 2M new partitions past the young collections and
+    brought eight full ones (issue 13)."""
+    ctx = ControllerContext(engine="reference")
+    ctx.set_live_brokers({1: 11})
+    count = 20_000
+    ctx.add_topic("t")
+    for p in range(count):
+        tp = TopicPartition("t", p)
+        ctx.update_partition_full_replica_assignment(tp, ReplicaAssignment((1,)))
+        ctx.put_partition_leadership(tp, leadership(1, [1]))
+        ctx.put_partition_state(tp, PartitionState.ONLINE)
+    offline = TopicPartition("t", 7)
+    ctx.put_partition_leadership(offline, leadership(2, [2]))
+    ctx.put_partition_state(offline, PartitionState.OFFLINE)
+    tracemalloc.start()
+    try:
+        assert ctx.partitions_with_offline_leader() == [offline]
+        assert ctx.partitions_in_states({PartitionState.OFFLINE}) == [offline]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * count, f"a scan held {peak} bytes at its peak: a list of every partition alone is {8 * count}"

@@ -25,13 +25,13 @@ def test_partition_states_are_read_in_chunks(monkeypatch: pytest.MonkeyPatch) ->
     }
     store.create_partition_states(states, -1)
     asked: list[int] = []
-    get_data = store._znodes.get_data
+    get_partition_states = store._znodes.get_partition_states
 
-    def recording(paths: Any, per_request: int | None = None) -> Any:
-        asked.append(len(paths))
-        return get_data(paths, per_request)
+    def recording(partitions: Any, per_request: int | None = None) -> Any:
+        asked.append(len(partitions))
+        return get_partition_states(partitions, per_request)
 
-    monkeypatch.setattr(store._znodes, "get_data", recording)
+    monkeypatch.setattr(store._znodes, "get_partition_states", recording)
     missing = TopicPartition("t", count)
     read = store.get_partition_states(iter([*states, missing]))
 

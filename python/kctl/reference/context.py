@@ -6,7 +6,7 @@ Python randomises string hashing between runs and results must be reproducible.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence, Set
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence, Set
 
 from kctl.engine_api.context import ControllerContext
 from kctl.errors import KctlError, NoNodeError
@@ -234,7 +234,13 @@ class ReferenceContext(ControllerContext):
         return [TopicPartition(topic, p) for p in self._assignments.get(topic, {})]
 
     def all_partitions(self) -> list[TopicPartition]:
-        return [TopicPartition(t, p) for t, parts in self._assignments.items() for p in parts]
+        return list(self._partitions())
+
+    def _partitions(self) -> Iterator[TopicPartition]:
+        """Every partition in context order, made one at a time: a scan that keeps few of them
+        lets the rest die young, where a list of 1M new partitions outlives the young collections
+        and brings full ones (a 1M broker failure scans twice)."""
+        return (TopicPartition(t, p) for t, parts in self._assignments.items() for p in parts)
 
     @property
     def partition_count(self) -> int:
@@ -304,7 +310,7 @@ class ReferenceContext(ControllerContext):
 
     def _partitions_with_leadership(self) -> Iterable[tuple[TopicPartition, LeaderIsrAndControllerEpoch]]:
         """Cached leadership in context order, topics queued for deletion excluded."""
-        for tp in self.all_partitions():
+        for tp in self._partitions():
             if tp.topic in self._to_be_deleted:
                 continue
             leadership = self._leadership.get(tp)
@@ -367,7 +373,7 @@ class ReferenceContext(ControllerContext):
 
     def unconverged_partitions(self, limit: int | None = None) -> list[TopicPartition]:
         found = []
-        for tp in self.all_partitions():
+        for tp in self._partitions():
             if self.is_topic_queued_up_for_deletion(tp.topic):
                 continue
             online = [r for r in self.partition_replica_assignment(tp) if self.is_replica_online(r, tp)]
@@ -394,7 +400,7 @@ class ReferenceContext(ControllerContext):
 
     def auto_rebalance_candidates(self, ratio: float, reassignments_block: bool) -> list[tuple[int, Sequence[TopicPartition]]]:
         groups: dict[int, tuple[list[TopicPartition], list[TopicPartition]]] = {}
-        for tp in self.all_partitions():
+        for tp in self._partitions():
             replicas = self.partition_replica_assignment(tp)
             if not replicas or tp.topic in self._to_be_deleted:
                 continue
@@ -435,7 +441,7 @@ class ReferenceContext(ControllerContext):
                 self._offline_partition_count -= 1
 
     def partitions_in_states(self, states: Collection[PartitionState], topic: str | None = None) -> list[TopicPartition]:
-        partitions = self.all_partitions() if topic is None else self.partitions_for_topic(topic)
+        partitions = self._partitions() if topic is None else self.partitions_for_topic(topic)
         return [tp for tp in partitions if tp in self._partition_states and self._partition_states[tp] in states]
 
     def replica_state(self, replica: PartitionReplica) -> ReplicaState:

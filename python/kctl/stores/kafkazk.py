@@ -362,7 +362,7 @@ class KafkaZkClient:
             data, stat = _present(path, found)
             return decode(data, path, stat.version)
 
-        return self._read_many(partitions, paths.partition_state, decoded)
+        return self._read_many(partitions, paths.partition_state, decoded, read=self._znodes.get_partition_states)
 
     def create_partition_states(self, states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch],
                                 expected_controller_epoch_version: int) -> dict[TopicPartition, StoreError | None]:
@@ -409,21 +409,19 @@ class KafkaZkClient:
                                 expected_controller_epoch_version: int) -> UpdateResult:
         """Each state written at the version in its ``partition_epoch``, in fenced multis."""
         encode = self._format.partition_state.encode
-        entries = [(tp, state.with_partition_epoch(state.partition_epoch + 1), state.partition_epoch)
-                   for tp, state in updates.items()]
-        items = [
-            [Op("set", paths.partition_state(tp), encode(LeaderIsrAndControllerEpoch(written, controller_epoch)), version)]
-            for tp, written, version in entries
-        ]
+        partitions = list(updates)
+        versions = [state.partition_epoch for state in updates.values()]
+        written = [state.with_partition_epoch(version + 1) for state, version in zip(updates.values(), versions)]
+        data = [encode(LeaderIsrAndControllerEpoch(state, controller_epoch)) for state in written]
+        outcomes = self._znodes.set_partition_states(partitions, data, versions, expected_controller_epoch_version)
         result = UpdateResult()
-        for (tp, written, _), outcome in zip(entries, self._znodes.multi(items, expected_controller_epoch_version)):
-            if not isinstance(outcome, Failure):
-                version = outcome[0].version  # type: ignore[union-attr]  # a set's result is its stat
-                result.successful[tp] = written if version == written.partition_epoch else written.with_partition_epoch(version)
-            elif isinstance(outcome.error, BadVersionError):
+        for tp, state, outcome in zip(partitions, written, outcomes):
+            if isinstance(outcome, int):  # the znode's new version
+                result.successful[tp] = state if outcome == state.partition_epoch else state.with_partition_epoch(outcome)
+            elif isinstance(outcome, BadVersionError):
                 result.to_retry.append(tp)
             else:
-                result.failed[tp] = outcome.error
+                result.failed[tp] = outcome
         return result
 
     # --- Admin requests ------------------------------------------------------------------------
@@ -547,15 +545,18 @@ class KafkaZkClient:
         path_of: Callable[[K], str],
         decode: Callable[[str, Found], V],
         per_request: int | None = None,
+        read: Callable[[list[K], int | None], list[Found | StoreError]] | None = None,
     ) -> ReadResult[K, V]:
-        """Read one znode per key; ``decode(path, None)`` handles an absent node. Each failure is
-        reported for its key. Read ``READ_CHUNK`` keys at a time, so what a read holds until it is
-        decoded dies young instead of filling the collector's oldest generation."""
+        """Read one znode per key (by path, or by key with ``read``); ``decode(path, None)``
+        handles an absent node. Each failure is reported for its key. Read ``READ_CHUNK`` keys at a
+        time, so what a read holds until it is decoded dies young instead of filling the
+        collector's oldest generation."""
         result: ReadResult[K, V] = ReadResult()
         pending = iter(keys)
         while chunk := list(itertools.islice(pending, READ_CHUNK)):
             chunk_paths = [path_of(key) for key in chunk]
-            for key, path, found in zip(chunk, chunk_paths, self._znodes.get_data(chunk_paths, per_request)):
+            answers = self._znodes.get_data(chunk_paths, per_request) if read is None else read(chunk, per_request)
+            for key, path, found in zip(chunk, chunk_paths, answers):
                 try:
                     if isinstance(found, StoreError):
                         raise found

@@ -341,9 +341,9 @@ class MemoryTree:
         self._zxid = 0
         self._rng = rng if rng is not None else random.Random()
         self._states = StateTable(record_history)
-        self._corrupt_states: dict[str, object] = {}
-        """What state znodes holding something other than a partition state hold (their slot in the
-        table is marked corrupt)."""
+        self._corrupt_states: dict[tuple[str, int], object] = {}
+        """What state znodes holding something other than a partition state hold, by (topic,
+        partition) (their slot in the table is marked corrupt)."""
         self._history = _History(self._states) if record_history else None
         self._sessions: dict[int, Session] = {}
         self._session_ids = itertools.count(1)
@@ -376,7 +376,7 @@ class MemoryTree:
             try:
                 yield txn
             except BaseException:
-                txn.rollback_to((0, 0, 0))
+                txn.rollback_to((0, 0, 0, 0))
                 raise
             txn._commit()
         self._drain()
@@ -481,8 +481,10 @@ class MemoryTree:
 
     # --- Watches ---------------------------------------------------------------------------------
 
-    def _route(self, changed_paths: list[str], changes: list[ChangeType]) -> None:
-        """Queue the events of a committed transaction for the sessions watching them (under the lock).
+    def _route(self, changed_paths: list[str], changes: list[ChangeType],
+               states_set: Sequence[tuple[str, int]] = ()) -> None:
+        """Queue the events of a committed transaction for the sessions watching them (under the
+        lock): the changed paths', then those of the state znodes set by key (``states_set``).
 
         Repeated events of one transaction are delivered once, as ZooKeeper fires a watch once.
         """
@@ -490,6 +492,10 @@ class MemoryTree:
         if not watching:
             return
         events = dict.fromkeys(e for e in map(_watch_event, changed_paths, changes) if e is not None)
+        if states_set and any(s.state_watches for s in watching):
+            changed = ChangeType.DATA_CHANGED
+            events.update(dict.fromkeys(WatchEvent(WatchKind.PARTITION_STATE, changed, TopicPartition(*key))
+                                        for key in states_set))
         for session in watching:
             for event in events:
                 if (event.kind, event.key) in session.watches:
@@ -560,7 +566,8 @@ _ABSENT = object()
 class _StateWritten(NamedTuple):
     """A write to the state table: what to put back (slot, corrupt data) and the history row to drop."""
 
-    path: str
+    path: str | None
+    """None for a :meth:`Transaction.set_state`, which changes no parent's children."""
     key: tuple[str, int]
     previous: _Slot | None
     corrupt: object
@@ -589,6 +596,8 @@ class Transaction:
         self._undo: list[_Created | _Changed | _Deleted | _PlainWritten | _StateWritten] = []
         self._changed_paths: list[str] = []
         self._changes: list[ChangeType] = []
+        self._states_set: list[tuple[str, int]] = []
+        """The state znodes :meth:`set_state` wrote, routed to watchers by key (no path to parse)."""
         self._recording = tree._history is not None
         self._written: list[tuple[int, str, object]] = []
 
@@ -596,17 +605,21 @@ class Transaction:
         """The node's data and stat, or None when it does not exist."""
         key = _state_key(path)
         if key is not None:
-            slot = self._states.get(*key)
-            if slot is None:
-                return None
-            row, version, czxid, mzxid = slot
-            data = self._tree._corrupt_states.get(path) if row is None else _state_of(row)
-            return data, Stat(version, czxid, mzxid, 0)
+            return self.get_state(key)
         node = self._nodes.get(path)
         if node is None:
             stat = self._plain_stat(path)
             return None if stat is None else (None, stat)
         return node.data, node.stat()
+
+    def get_state(self, key: tuple[str, int]) -> Found:
+        """:meth:`get` of the state znode of partition ``key``, found in the table by key."""
+        slot = self._states.get(*key)
+        if slot is None:
+            return None
+        row, version, czxid, mzxid = slot
+        data = self._tree._corrupt_states.get(key) if row is None else _state_of(row)
+        return data, Stat(version, czxid, mzxid, 0)
 
     def stat(self, path: str) -> Stat | None:
         """The node's stat (without reading its data), or None when it does not exist."""
@@ -717,7 +730,7 @@ class Transaction:
             raise StoreError(f"cannot create {path}: partition-state znodes are persistent here", path)
         if self.exists(path):
             raise NodeExistsError(f"{path} already exists", path)
-        row = self._state_row(path, data)
+        row = self._state_row(key, data)
         _, seq = self._states.create(key[0], key[1], row, self.zxid)
         if parent is not None:
             parent.children.add("state")
@@ -732,13 +745,8 @@ class Transaction:
         """:meth:`set`, returning the node's new stat (a multi's answer)."""
         key = _state_key(path)
         if key is not None:
-            previous = self._slot(path, key)
-            self._check_version(path, previous[1], version)
-            corrupt = self._tree._corrupt_states.get(path, _ABSENT)
-            row = self._state_row(path, data)
-            _, new_version, seq = self._states.set(key[0], key[1], row, MATCH_ANY_VERSION, self.zxid)
-            parent = self._nodes.get(_split(path)[0])
-            self._wrote(_StateWritten(path, key, previous, corrupt, parent, seq), path, data, ChangeType.DATA_CHANGED)
+            previous, new_version = self._set_state(key, data, version, path)
+            self._wrote(_StateWritten(path, key, previous[:4], previous[4], None, previous[5]), path, data, ChangeType.DATA_CHANGED)
             return Stat(new_version, previous[2], self.zxid, 0)
         node = self._node(path)
         self._check_version(path, node.version, version)
@@ -747,6 +755,28 @@ class Transaction:
         self._wrote(undo, path, data, ChangeType.DATA_CHANGED)
         return node.stat()
 
+    def set_state(self, key: tuple[str, int], data: object, version: int = MATCH_ANY_VERSION) -> int:
+        """:meth:`set` of the state znode of partition ``key``, found in the table by key; returns
+        the new version. Watchers hear of it by key, and its record keeps no path (made only for
+        an error): a controller writes tens of thousands of states in one multi."""
+        previous, new_version = self._set_state(key, data, version, None)
+        self._undo.append(_StateWritten(None, key, previous[:4], previous[4], None, previous[5]))
+        self._states_set.append(key)
+        return new_version
+
+    def _set_state(self, key: tuple[str, int], data: object, version: int,
+                   path: str | None) -> tuple[tuple[_StateRow | None, int, int, int, object, int], int]:
+        """Write a state znode's slot: its previous slot with the corrupt data it held and the
+        write's history sequence, and its new version."""
+        slot = self._states.get(*key)
+        if slot is None or (version != MATCH_ANY_VERSION and slot[1] != version):
+            path = path or paths.partition_state(TopicPartition(*key))
+            self._check_version(path, self._slot(path, key)[1], version)
+        corrupt = self._tree._corrupt_states.get(key, _ABSENT)
+        row = self._state_row(key, data)
+        _, new_version, seq = self._states.set(key[0], key[1], row, MATCH_ANY_VERSION, self.zxid)
+        return (*slot, corrupt, seq), new_version  # type: ignore[misc]
+
     def delete(self, path: str, version: int = MATCH_ANY_VERSION) -> None:
         """Delete a childless node, conditional on ``version`` unless -1."""
         parent_path, name = _split(path)
@@ -754,7 +784,7 @@ class Transaction:
         if key is not None:
             previous = self._slot(path, key)
             self._check_version(path, previous[1], version)
-            corrupt = self._tree._corrupt_states.pop(path, _ABSENT)
+            corrupt = self._tree._corrupt_states.pop(key, _ABSENT)
             deleted = self._states.delete(*key)
             seq = 0 if deleted is None else deleted[1]
             parent = self._nodes.get(parent_path)
@@ -805,15 +835,16 @@ class Transaction:
         for i, current in enumerate(reversed(missing)):
             self.create(current, data if i == len(missing) - 1 else None)
 
-    def savepoint(self) -> tuple[int, int, int]:
+    def savepoint(self) -> tuple[int, int, int, int]:
         """A mark that :meth:`rollback_to` undoes the later operations back to."""
-        return len(self._undo), len(self._changed_paths), len(self._written)
+        return len(self._undo), len(self._changed_paths), len(self._written), len(self._states_set)
 
-    def rollback_to(self, savepoint: tuple[int, int, int]) -> None:
+    def rollback_to(self, savepoint: tuple[int, int, int, int]) -> None:
         """Undo the operations since ``savepoint`` (one item of a multi that failed)."""
-        undo, changed, written = savepoint
+        undo, changed, written, states_set = savepoint
         undone = self._undo[undo:]
         del self._undo[undo:], self._changed_paths[changed:], self._changes[changed:], self._written[written:]
+        del self._states_set[states_set:]
         for record in reversed(undone):
             match record:
                 case _Changed(node, data, version, mzxid):
@@ -835,13 +866,13 @@ class Transaction:
                         dirs.drop_plain(name)
                     else:
                         dirs.add_plain(name, czxid)
-                case _StateWritten(path, (topic, partition), previous, corrupt, parent, seq):
+                case _StateWritten(path, (topic, partition) as key, previous, corrupt, parent, seq):
                     self._states.restore(topic, partition, previous, seq)
                     if corrupt is _ABSENT:
-                        self._tree._corrupt_states.pop(path, None)
+                        self._tree._corrupt_states.pop(key, None)
                     else:
-                        self._tree._corrupt_states[path] = corrupt
-                    if parent is None:
+                        self._tree._corrupt_states[key] = corrupt
+                    if parent is None or path is None:
                         pass
                     elif previous is None:
                         parent.children.discard(_split(path)[1])
@@ -855,7 +886,7 @@ class Transaction:
         tree._zxid = self.zxid
         if tree._history is not None:
             tree._history.record(self._written)
-        tree._route(self._changed_paths, self._changes)
+        tree._route(self._changed_paths, self._changes, self._states_set)
 
     def _node(self, path: str) -> _Node:
         node = self._nodes.get(path) or self._materialize(path)
@@ -869,13 +900,13 @@ class Transaction:
             raise NoNodeError(f"{path} does not exist", path)
         return slot
 
-    def _state_row(self, path: str, data: object) -> _StateRow | None:
+    def _state_row(self, key: tuple[str, int], data: object) -> _StateRow | None:
         """The table's row for ``data``; anything but a well-formed state is kept aside as corrupt."""
         row = _row_of(data)
         if row is None:
-            self._tree._corrupt_states[path] = data
-        else:
-            self._tree._corrupt_states.pop(path, None)
+            self._tree._corrupt_states[key] = data
+        elif self._tree._corrupt_states:
+            self._tree._corrupt_states.pop(key, None)
         return row
 
     @staticmethod
@@ -1077,6 +1108,24 @@ class TreeClient:
     def get_children(self, paths: Sequence[str]) -> list[list[str] | None]:
         with self.transaction() as txn:
             return [txn.children(path) if txn.exists(path) else None for path in paths]
+
+    def get_partition_states(self, partitions: Sequence[TopicPartition],
+                             per_request: int | None = None) -> list[Found | StoreError]:
+        """Read from the state table by key."""
+        with self.transaction() as txn:
+            return [txn.get_state(tp) for tp in partitions]
+
+    def set_partition_states(self, partitions: Sequence[TopicPartition], data: Sequence[object],
+                             versions: Sequence[int], fence: int) -> list[int | StoreError]:
+        """Written to the state table by key, in one transaction (each set applies whole or not at all)."""
+        results: list[int | StoreError] = []
+        with self._fenced(fence) as txn:
+            for tp, value, version in zip(partitions, data, versions):
+                try:
+                    results.append(txn.set_state(tp, value, version))
+                except StoreError as exc:
+                    results.append(exc)
+        return results
 
     def exists(self, path: str) -> Stat | None:
         with self.transaction() as txn:

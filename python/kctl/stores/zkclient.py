@@ -70,7 +70,7 @@ from kctl.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from kctl.model import BrokerInfo
+from kctl.model import BrokerInfo, TopicPartition
 from kctl.stores import paths
 from kctl.stores.base import MATCH_ANY_VERSION, ChangeType, WatchEvent, WatchKind, WatchListener, check_watch_key
 from kctl.stores.zkacl import (
@@ -951,6 +951,17 @@ class ZooKeeperClient:
             None if isinstance(answer, no_node) else sorted(self._result(answer, path))
             for path, answer in zip(paths, self._read([(_GET_CHILDREN, path) for path in paths]))
         ]
+
+    def get_partition_states(self, partitions: Sequence[TopicPartition],
+                             per_request: int | None = None) -> list[Found | StoreError]:
+        return self.get_data([paths.partition_state(tp) for tp in partitions], per_request)
+
+    def set_partition_states(self, partitions: Sequence[TopicPartition], data: Sequence[object],
+                             versions: Sequence[int], fence: int) -> list[int | StoreError]:
+        items = ([Op("set", paths.partition_state(tp), value, version)]
+                 for tp, value, version in zip(partitions, data, versions))
+        return [outcome.error if isinstance(outcome, Failure) else outcome[0].version  # type: ignore[union-attr]  # a set answers its stat
+                for outcome in self.multi(items, fence)]
 
     def exists(self, path: str) -> Stat | None:
         stat = self._result(self._ask(lambda: self._client.exists_async(path)), path)

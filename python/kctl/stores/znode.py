@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple, Protocol
 
 from kctl.errors import ControllerMovedError, StoreError
+from kctl.model import TopicPartition
 from kctl.stores.base import MATCH_ANY_VERSION, WatchKind, WatchListener
 
 
@@ -87,6 +88,16 @@ class ZnodeClient(Protocol):
 
     def get_children(self, paths: Sequence[str]) -> list[list[str] | None]:
         """Each node's children, sorted (None when the node does not exist), in order."""
+
+    def get_partition_states(self, partitions: Sequence[TopicPartition],
+                             per_request: int | None = None) -> list[Found | StoreError]:
+        """:meth:`get_data` of the partitions' state znodes, named by partition: the bulk of a
+        controller's reads, which a client may serve without making and parsing their paths."""
+
+    def set_partition_states(self, partitions: Sequence[TopicPartition], data: Sequence[object],
+                             versions: Sequence[int], fence: int) -> list[int | StoreError]:
+        """:meth:`multi` of one conditional ``set`` of each partition's state znode (``data`` and
+        ``versions`` in the partitions' order): per partition, the znode's new version or the error."""
 
     def exists(self, path: str) -> Stat | None: ...
 
