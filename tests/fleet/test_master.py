@@ -72,6 +72,18 @@ def test_the_jit_options_come_before_sparks_own_configuration(tmp_path: Path) ->
                                                 "spark.executor.defaultJavaOptions": f"{JIT_OPTIONS} -Dkctl.admin=1"}
 
 
+@pytest.mark.parametrize("line", ["spark.driver.defaultJavaOptions -Dkctl.admin=1 -Da=b",
+                                  "spark.driver.defaultJavaOptions=-Dkctl.admin=1 -Da=b",
+                                  "  spark.driver.defaultJavaOptions :  -Dkctl.admin=1 -Da=b  "])
+def test_with_a_master_given_the_configured_options_are_kept(tmp_path: Path, line: str) -> None:
+    """``--master`` given: Spark's JVM has not read spark-defaults.conf yet, so kctl reads it rather
+    than replacing the configured options with its own."""
+    (tmp_path / "spark-defaults.conf").write_text(f"# the team's options\n{line}\n")
+    code = "from kctl.bench.session import jit_options; print(repr(jit_options({})))"
+    assert in_a_new_process(tmp_path, code) == {"spark.driver.defaultJavaOptions": f"{JIT_OPTIONS} -Dkctl.admin=1 -Da=b",
+                                                "spark.executor.defaultJavaOptions": JIT_OPTIONS}
+
+
 def test_the_drivers_jvm_compiles_with_c1_only(spark_local: Any) -> None:
     jvm = spark_local.sparkContext._jvm
     assert JIT_OPTIONS in list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())

@@ -41,6 +41,7 @@ rows themselves cost, taken from the Python workers once every core is busy. Pre
 (``-XX:TieredStopAtLevel=4`` for C2) come later and win."""
 _LOCAL = re.compile(r"local(\[(\*|\d+)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]")
 _HOST_PORT = re.compile(r"\[?([^\]]+?)\]?:(\d+)")
+_PROPERTY = re.compile(r"([^\s=:]+)\s*[\s=:]\s*(.*)")
 
 
 class FleetSetupError(KctlError):
@@ -107,16 +108,36 @@ def check_master(master: str) -> None:
 
 def jit_options(conf: Mapping[str, str]) -> dict[str, str]:
     """``spark.{driver,executor}.defaultJavaOptions`` with :data:`JIT_OPTIONS` first, then what
-    ``conf`` or, once Spark's JVM runs, Spark's own configuration (``spark-defaults.conf``) gives."""
+    ``conf`` or Spark's own configuration gives: once Spark's JVM runs, what it read; before (a
+    ``--master`` run never asked it for a master), ``spark-defaults.conf`` itself, since the
+    driver's JVM options must be known when that JVM starts."""
     from pyspark import SparkConf, SparkContext
 
-    configured = SparkConf() if SparkContext._jvm is not None else None
+    configured: Mapping[str, str] | SparkConf = SparkConf() if SparkContext._jvm is not None else spark_defaults()
     options = {}
     for role in ("driver", "executor"):
         name = f"spark.{role}.defaultJavaOptions"
-        given = conf.get(name) or (configured.get(name) if configured is not None else None)
+        given = conf.get(name) or configured.get(name)
         options[name] = given if given and JIT_OPTIONS in given.split() else f"{JIT_OPTIONS} {given or ''}".strip()
     return options
+
+
+def spark_defaults() -> dict[str, str]:
+    """The properties of ``spark-defaults.conf`` in ``SPARK_CONF_DIR`` or ``SPARK_HOME/conf``, as
+    Spark reads them (a Java properties file: ``key value``, ``key=value`` or ``key: value``)."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    directory = os.environ.get("SPARK_CONF_DIR") or str(Path(_find_spark_home()) / "conf")
+    try:
+        lines = (Path(directory) / "spark-defaults.conf").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return {}
+    properties = {}
+    for line in lines:
+        match = _PROPERTY.fullmatch(line.strip())
+        if match and not line.lstrip().startswith(("#", "!")):
+            properties[match.group(1)] = match.group(2).strip()
+    return properties
 
 
 def build_session(
