@@ -19,11 +19,18 @@ command of DESIGN §8), 10 brokers and 500 at ``smoke``, ``B`` and ``P`` at ``<B
 is linear when the time per partition stays the same along the series; ``extra_info`` records the
 requests and seconds of each step, and the CPU time of each round (``cpu_seconds``: the process's
 user and system time, which a busy shared machine inflates far less than the wall time).
+
+Group ``cluster:sim`` plays issue #16's simulation as ``kctl sim`` plays a scenario file: the
+scale's partitions created (RF 3, topics of at most 50,000), a broker crashed and restarted, and a
+topic holding 1% of the partitions reassigned, invariants checked after every step; one round,
+with the CPU time of each step and the process's peak RSS (``--kctl-bench-scale 100x1000000``
+is the issue's size: at most 120 s).
 """
 
 from __future__ import annotations
 
 import gc
+import resource
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +40,7 @@ from kctl.cluster import EmbeddedCluster
 from kctl.context import default_engine
 from kctl.sim.demo import demo_scenario
 from kctl.sim.runner import Report, StepResult, run_scenario
+from kctl.sim.scenario import Scenario, parse_scenario
 
 if TYPE_CHECKING:
     from conftest import Scale
@@ -169,5 +177,58 @@ def test_demo(benchmark: Any, bench_scale: Scale, share: float) -> None:
     benchmark.extra_info.update(
         engine=default_engine(), brokers=brokers, partitions=partitions, scale=bench_scale.name,
         requests=sum(s["requests"] for s in steps), steps=steps, cpu_seconds=cpu_seconds,
+    )
+    assert report.ok, report.failures + report.violations
+
+
+SIM_TOPIC_PARTITIONS = 50_000
+"""Partitions per topic of the large simulation (a topic of RF 3 must fit in one znode)."""
+
+
+def sim_scenario(brokers: int, partitions: int) -> Scenario:
+    """Issue #16's simulation: ``partitions`` partitions (RF 3) on ``brokers`` brokers, a broker
+    crash, its restart and the reassignment of a topic holding 1% of the partitions onto half the
+    brokers, invariants I1–I8 checked after every step."""
+    moved = max(1, partitions // 100)
+    rest = partitions - moved
+    count = -(-rest // SIM_TOPIC_PARTITIONS)
+    sizes = {"moved": moved} | {f"topic-{t}": rest // count + (1 if t < rest % count else 0) for t in range(count)}
+    steps: list[dict[str, Any]] = [
+        *({"action": "create_topic", "name": name, "partitions": size, "replication_factor": RF}
+          for name, size in sizes.items() if size),
+        {"action": "kill_broker", "broker": brokers},
+        {"action": "start_broker", "broker": brokers},
+        {"action": "reassign", "topic": "moved", "brokers": list(range(1, brokers // 2 + 1))},
+        {"action": "expect", "invariants": True, "stable": True, "offline_partitions": 0, "reassigning": []},
+    ]
+    data = {"name": "issue 16 simulation", "steps": steps,
+            "cluster": {"brokers": brokers, "racks": RACKS, "seed": SEED}}
+    return parse_scenario(data, "<bench>")
+
+
+@pytest.mark.benchmark(group="cluster:sim")
+def test_sim(benchmark: Any, bench_scale: Scale) -> None:
+    """The scenario above played as ``kctl sim`` plays a file (creation included): the whole run's
+    CPU time and the process's peak RSS, one round (``100x1000000`` is issue #16's size)."""
+    scenario = sim_scenario(bench_scale.brokers, bench_scale.partitions)
+    steps: list[dict[str, Any]] = []
+    clock = {"last": time.process_time()}
+
+    def record(result: StepResult) -> None:
+        now = time.process_time()
+        steps.append({"step": result.number, "action": result.action, "requests": result.requests,
+                      "cpu_seconds": round(now - clock["last"], 3)})
+        clock["last"] = now
+
+    def play() -> Report:
+        clock["last"] = time.process_time()
+        return run_scenario(scenario, engine=default_engine(), on_step=record)
+
+    started = time.process_time()
+    report = benchmark.pedantic(play, rounds=1, iterations=1)
+    benchmark.extra_info.update(
+        engine=default_engine(), brokers=bench_scale.brokers, partitions=bench_scale.partitions, rf=RF,
+        scale=bench_scale.name, cpu_seconds=round(time.process_time() - started, 3), steps=steps,
+        peak_rss_mib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
     )
     assert report.ok, report.failures + report.violations
