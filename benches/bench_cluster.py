@@ -198,7 +198,7 @@ def sim_scenario(brokers: int, partitions: int) -> Scenario:
           for name, size in sizes.items() if size),
         {"action": "kill_broker", "broker": brokers},
         {"action": "start_broker", "broker": brokers},
-        {"action": "reassign", "topic": "moved", "brokers": list(range(1, brokers // 2 + 1))},
+        {"action": "reassign", "topic": "moved", "brokers": list(range(1, brokers // 2 + 1)), "timeout": 3600},
         {"action": "expect", "invariants": True, "stable": True, "offline_partitions": 0, "reassigning": []},
     ]
     data = {"name": "issue 16 simulation", "steps": steps,

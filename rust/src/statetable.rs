@@ -120,7 +120,9 @@ pub struct StateTable {
     topics: HashMap<Arc<str>, Slots>,
     /// Write sequence shared with the Python tree's history, so both can be merged in order.
     seq: u64,
-    history: Option<HashMap<Arc<str>, Vec<HistoryRow>>>,
+    /// Rows by topic and partition: a partition's history is read without passing over its
+    /// topic's other rows (a simulation reads it for each partition a step changed).
+    history: Option<HashMap<Arc<str>, HashMap<i32, Vec<HistoryRow>>>>,
 }
 
 impl StateTable {
@@ -164,11 +166,16 @@ impl StateTable {
             Some((k, _)) => k.clone(),
             None => Arc::from(topic),
         };
-        history.entry(key).or_default().push(HistoryRow {
-            seq,
-            partition,
-            state,
-        });
+        history
+            .entry(key)
+            .or_default()
+            .entry(partition)
+            .or_default()
+            .push(HistoryRow {
+                seq,
+                partition,
+                state,
+            });
         seq
     }
 
@@ -260,7 +267,12 @@ impl StateTable {
         if seq == 0 {
             return;
         }
-        if let Some(rows) = self.history.as_mut().and_then(|h| h.get_mut(topic)) {
+        let rows = self
+            .history
+            .as_mut()
+            .and_then(|h| h.get_mut(topic))
+            .and_then(|partitions| partitions.get_mut(&partition));
+        if let Some(rows) = rows {
             if let Some(at) = rows.iter().rposition(|r| r.seq == seq) {
                 rows.remove(at);
             }
@@ -279,7 +291,8 @@ impl StateTable {
         Some(
             history
                 .get(topic)
-                .map(|rows| rows.iter().filter(|r| r.partition == partition).collect())
+                .and_then(|partitions| partitions.get(&partition))
+                .map(|rows| rows.iter().collect())
                 .unwrap_or_default(),
         )
     }
