@@ -17,9 +17,11 @@ from typing import Any
 
 import pytest
 
-from kctl.election import ControlledShutdownElection
+from kctl.election import ControlledShutdownElection, OfflineElection
 from kctl.errors import ControllerMovedError
-from kctl.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, PartitionReplica, PartitionState, ReplicaState, TopicPartition
+from kctl.model import (
+    LeaderAndIsr, LeaderIsrAndControllerEpoch, PartitionReplica, PartitionState, ReplicaAssignment, ReplicaState, TopicPartition,
+)
 from kctl.stores import MATCH_ANY_VERSION, paths
 from kctl.stores.base import ReadResult, UpdateResult
 from kctl.testing.zookeeper import ZooKeeperEnsemble, in_ci
@@ -31,6 +33,7 @@ except ImportError:
         raise
     pytest.skip("kazoo is not installed: pip install 'kctl[zookeeper]'", allow_module_level=True)
 
+from kctl.stores.kafkazk import KafkaZkClient
 from kctl.stores.zookeeper import ZooKeeperStore
 
 from tests.support.statemachine_harness import Harness, make_harness
@@ -167,3 +170,99 @@ def test_a_deposed_controller_learns_it_on_both_paths(harnesses: dict[str, tuple
     assert outcomes["native"] == outcomes["python"] == outcomes["reference"]
     assert outcomes["native"][0] == ("Controller epoch zkVersion check fails. Expected zkVersion = 1", "BadVersionError")
     assert outcomes["native"][3] == PARTITIONS - 1  # unfenced writes still land (not on the corrupt 6)
+
+
+class KazooCreatesStore(ZooKeeperStore):
+    """Creates through the client's multis (Kafka's semantics in ``KafkaZkClient``, an ``Op`` and a
+    kazoo answer per znode), as they were before the native codec wrote them."""
+
+    def create_partition_states(
+        self, states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch], expected_controller_epoch_version: int
+    ) -> dict[TopicPartition, Any]:
+        return KafkaZkClient.create_partition_states(self, states, expected_controller_epoch_version)
+
+
+NEW = 30  # partitions of the new topic
+
+
+@pytest.fixture
+def creations(zookeeper_server: ZooKeeperEnsemble) -> Iterator[dict[str, tuple[Harness, list[str]]]]:
+    """A new topic ``n`` in three chroots, created natively by the native engine, through the
+    client's multis, and by the reference engine (through the store's own, native, creates); its
+    ``/partitions/1`` exists already, and so does the state of partition 2. Topic ``gone`` is in
+    the context but not in the store. Each with the paths its client's multis were given."""
+    built: dict[str, tuple[Harness, list[str]]] = {}
+    stores: list[ZooKeeperStore] = []
+    for name, cls, engine in (
+        ("native", ZooKeeperStore, "rust"), ("kazoo", KazooCreatesStore, "rust"), ("reference", ZooKeeperStore, "reference")
+    ):
+        chroot = f"/kctl-create-{uuid.uuid4().hex}"
+        store = cls(zookeeper_server.hosts, chroot)
+        stores.append(store)
+        harness = make_harness(store=store, engine=engine, topics={"n": {p: replicas(p) for p in range(NEW)}})
+        harness.context.add_topic("gone", None)
+        harness.context.put_partition_assignments({TopicPartition("gone", p): ReplicaAssignment((1, 2)) for p in (0, 1)})
+        raw = KazooClient(zookeeper_server.hosts + chroot)
+        raw.start()
+        raw.ensure_path(paths.topic_partition(TopicPartition("n", 1)))
+        raw.create(paths.partition_state(TopicPartition("n", 2)), UNUSUAL[7], makepath=True)
+        raw.stop()
+        raw.close()
+        written: list[str] = []
+        multi = store._client.multi
+
+        def recording(items: Iterable[Any], fence: int, written: list[str] = written, multi: Any = multi) -> Any:
+            listed = list(items)
+            written.extend(op.path for ops in listed for op in ops)
+            return multi(listed, fence)
+
+        store._client.multi = recording  # type: ignore[method-assign]  # an instance attribute
+        built[name] = harness, written
+    yield built
+    for harness, _ in built.values():
+        for session in [*harness.broker_sessions.values(), *harness.other_sessions]:
+            session.close()
+    for store in stores:
+        store.close()
+
+
+def create(h: Harness, gone: bool = True) -> object:
+    tps = [*(TopicPartition("n", p) for p in range(NEW)), *(TopicPartition("gone", p) for p in range(2 * gone))]
+    h.partition_sm.handle_state_changes(tps, PartitionState.NEW)
+    try:
+        h.partition_sm.handle_state_changes(tps, PartitionState.ONLINE, OfflineElection())
+    except ControllerMovedError as exc:
+        return str(exc), type(exc.__cause__).__name__
+    return h.partition_states(tps)
+
+
+def test_creation_is_the_same_natively_and_through_the_client(creations: dict[str, tuple[Harness, list[str]]]) -> None:
+    seen = {}
+    for name, (h, written) in creations.items():
+        outcome = create(h)
+        stored = h.store.get_partition_states(TopicPartition("n", p) for p in range(NEW))
+        seen[name] = outcome, h.log, observe(h)[2], stored.values, sorted(written)
+    native, kazoo, reference = seen["native"], seen["kazoo"], seen["reference"]
+    assert native[:4] == kazoo[:4] == reference[:4]
+    states = native[0]
+    assert isinstance(states, dict)
+    assert [str(tp) for tp, s in states.items() if s is not PartitionState.ONLINE] == ["n-2", "gone-0", "gone-1"]
+    errors = [line for line in native[1] if line.startswith("ERROR ")]
+    assert len(errors) == 3
+    assert "/brokers/topics/n/partitions/2/state already exists" in errors[0]
+    assert "cannot create /brokers/topics/gone/partitions: its parent does not exist" in errors[1]
+    # Only a topic's missing /partitions goes through the client's multis; the states are the codec's.
+    assert native[4] == reference[4] == ["/brokers/topics/gone/partitions"]
+    assert len(kazoo[4]) == 1 + 2 * NEW - 2  # n's /partitions/1 and 2 exist
+
+
+def test_a_deposed_controller_creates_nothing_on_any_path(creations: dict[str, tuple[Harness, list[str]]]) -> None:
+    outcomes = {}
+    for name, (h, _) in creations.items():
+        h.another_controller_takes_over()
+        outcome = create(h, gone=False)  # n's /partitions exists: the fence of the states' multis fails
+        stored = h.store.get_partition_states(TopicPartition("n", p) for p in range(NEW))
+        outcomes[name] = outcome, h.log, sorted(str(tp) for tp in stored.values)
+    assert outcomes["native"] == outcomes["kazoo"] == outcomes["reference"]
+    assert outcomes["native"][0] == ("Controller epoch zkVersion check fails. Expected zkVersion = 1", "BadVersionError")
+    assert outcomes["native"][2] == ["n-2"]

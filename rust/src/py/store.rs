@@ -59,7 +59,11 @@ pub fn offers_fast_path(store: &Bound<'_, PyAny>, marker: &str) -> bool {
             if !declared.contains(&marker)? {
                 continue;
             }
-            for method in ["get_partition_states", "update_partition_states"] {
+            for method in [
+                "get_partition_states",
+                "create_partition_states",
+                "update_partition_states",
+            ] {
                 if !cls.getattr(method)?.is(&base.getattr(method)?) {
                     return Ok(false);
                 }
