@@ -11,6 +11,7 @@ deposed controller.
 from __future__ import annotations
 
 import uuid
+from contextlib import contextmanager
 from dataclasses import replace
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -69,46 +70,63 @@ def replicas(p: int) -> tuple[int, int, int]:
     return p % 3 + 1, (p + 1) % 3 + 1, (p + 2) % 3 + 1
 
 
+@contextmanager
+def three_paths(
+    server: ZooKeeperEnsemble, python_path: tuple[str, type[ZooKeeperStore]], topic: str, partitions: int
+) -> Iterator[list[tuple[str, Harness, str, Any]]]:
+    """The same cluster (``topic`` of ``partitions`` partitions) in three chroots: the native engine
+    with a store on the native path and with ``python_path`` (its methods overridden: through
+    Python), and the reference engine; per path its name, harness, chroot and a raw kazoo session
+    on it. Every session is closed at the end (no kazoo thread may outlive the test: it uses the
+    global random)."""
+    made: list[tuple[str, Harness, str, Any]] = []
+    stores: list[ZooKeeperStore] = []
+    try:
+        for name, cls, engine in (("native", ZooKeeperStore, "rust"), (*python_path, "rust"),
+                                  ("reference", ZooKeeperStore, "reference")):
+            chroot = f"/kctl-native-{uuid.uuid4().hex}"
+            store = cls(server.hosts, chroot)
+            stores.append(store)
+            harness = make_harness(store=store, engine=engine, topics={topic: {p: replicas(p) for p in range(partitions)}})
+            raw = KazooClient(server.hosts + chroot)
+            raw.start()
+            made.append((name, harness, chroot, raw))
+        yield made
+    finally:
+        for _, harness, _, raw in made:
+            raw.stop()
+            raw.close()
+            for session in [*harness.broker_sessions.values(), *harness.other_sessions]:
+                session.close()
+        for store in stores:
+            store.close()
+
+
 @pytest.fixture
 def harnesses(zookeeper_server: ZooKeeperEnsemble) -> Iterator[dict[str, tuple[Harness, list[str]]]]:
     """The same cluster in three chroots: the native engine with a store on the native path and
     with one on the Python path, and the reference engine (always through Python); each with the
     partitions the store's Python ``get_partition_states`` was asked for."""
     built: dict[str, tuple[Harness, list[str]]] = {}
-    stores: list[ZooKeeperStore] = []
-    for name, cls, engine in (
-        ("native", ZooKeeperStore, "rust"), ("python", PythonPathStore, "rust"), ("reference", ZooKeeperStore, "reference")
-    ):
-        chroot = f"/kctl-native-{uuid.uuid4().hex}"
-        store = cls(zookeeper_server.hosts, chroot)
-        stores.append(store)
-        harness = make_harness(store=store, engine=engine, topics={"t": {p: replicas(p) for p in range(PARTITIONS)}})
-        tps = [TopicPartition("t", p) for p in range(PARTITIONS)]
-        for tp in tps:
-            if tp.partition != MISSING:
-                harness.write_state(tp, replicas(tp.partition)[0], replicas(tp.partition), cache=False)
-        raw = KazooClient(zookeeper_server.hosts + chroot)
-        raw.start()
-        for p, document in UNUSUAL.items():
-            raw.set(paths.partition_state(TopicPartition("t", p)), document)
-        raw.stop()
-        raw.close()
-        read: list[str] = []
-        python_read = store.get_partition_states
+    with three_paths(zookeeper_server, ("python", PythonPathStore), "t", PARTITIONS) as made:
+        for name, harness, _, raw in made:
+            tps = [TopicPartition("t", p) for p in range(PARTITIONS)]
+            for tp in tps:
+                if tp.partition != MISSING:
+                    harness.write_state(tp, replicas(tp.partition)[0], replicas(tp.partition), cache=False)
+            for p, document in UNUSUAL.items():
+                raw.set(paths.partition_state(TopicPartition("t", p)), document)
+            read: list[str] = []
+            store, python_read = harness.store, harness.store.get_partition_states
 
-        def recording(partitions: Iterable[TopicPartition], read: list[str] = read, python_read: Any = python_read) -> Any:
-            keys = list(partitions)
-            read.extend(str(tp) for tp in keys)
-            return python_read(keys)
+            def recording(partitions: Iterable[TopicPartition], read: list[str] = read, python_read: Any = python_read) -> Any:
+                keys = list(partitions)
+                read.extend(str(tp) for tp in keys)
+                return python_read(keys)
 
-        store.get_partition_states = recording  # type: ignore[method-assign]  # an instance attribute
-        built[name] = harness, read
-    yield built
-    for harness, _ in built.values():
-        for session in [*harness.broker_sessions.values(), *harness.other_sessions]:
-            session.close()  # no kazoo thread may outlive the test (it uses the global random)
-    for store in stores:
-        store.close()
+            store.get_partition_states = recording  # type: ignore[method-assign]  # an instance attribute
+            built[name] = harness, read
+        yield built
 
 
 def observe(h: Harness) -> tuple[object, ...]:
@@ -192,38 +210,24 @@ def creations(zookeeper_server: ZooKeeperEnsemble) -> Iterator[dict[str, tuple[H
     ``/partitions/1`` exists already, and so does the state of partition 2. Topic ``gone`` is in
     the context but not in the store. Each with the paths its client's multis were given."""
     built: dict[str, tuple[Harness, list[str]]] = {}
-    stores: list[ZooKeeperStore] = []
-    for name, cls, engine in (
-        ("native", ZooKeeperStore, "rust"), ("kazoo", KazooCreatesStore, "rust"), ("reference", ZooKeeperStore, "reference")
-    ):
-        chroot = f"/kctl-create-{uuid.uuid4().hex}"
-        store = cls(zookeeper_server.hosts, chroot)
-        stores.append(store)
-        harness = make_harness(store=store, engine=engine, topics={"n": {p: replicas(p) for p in range(NEW)}})
-        harness.context.add_topic("gone", None)
-        harness.context.put_partition_assignments({TopicPartition("gone", p): ReplicaAssignment((1, 2)) for p in (0, 1)})
-        raw = KazooClient(zookeeper_server.hosts + chroot)
-        raw.start()
-        raw.ensure_path(paths.topic_partition(TopicPartition("n", 1)))
-        raw.create(paths.partition_state(TopicPartition("n", 2)), UNUSUAL[7], makepath=True)
-        raw.stop()
-        raw.close()
-        written: list[str] = []
-        multi = store._client.multi
+    with three_paths(zookeeper_server, ("kazoo", KazooCreatesStore), "n", NEW) as made:
+        for name, harness, _, raw in made:
+            harness.context.add_topic("gone", None)
+            harness.context.put_partition_assignments({TopicPartition("gone", p): ReplicaAssignment((1, 2)) for p in (0, 1)})
+            raw.ensure_path(paths.topic_partition(TopicPartition("n", 1)))
+            raw.create(paths.partition_state(TopicPartition("n", 2)), UNUSUAL[7], makepath=True)
+            written: list[str] = []
+            client = harness.store._client  # type: ignore[attr-defined]
+            multi = client.multi
 
-        def recording(items: Iterable[Any], fence: int, written: list[str] = written, multi: Any = multi) -> Any:
-            listed = list(items)
-            written.extend(op.path for ops in listed for op in ops)
-            return multi(listed, fence)
+            def recording(items: Iterable[Any], fence: int, written: list[str] = written, multi: Any = multi) -> Any:
+                listed = list(items)
+                written.extend(op.path for ops in listed for op in ops)
+                return multi(listed, fence)
 
-        store._client.multi = recording  # type: ignore[method-assign]  # an instance attribute
-        built[name] = harness, written
-    yield built
-    for harness, _ in built.values():
-        for session in [*harness.broker_sessions.values(), *harness.other_sessions]:
-            session.close()
-    for store in stores:
-        store.close()
+            client.multi = recording
+            built[name] = harness, written
+        yield built
 
 
 def create(h: Harness, gone: bool = True) -> object:
