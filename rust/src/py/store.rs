@@ -59,12 +59,15 @@ pub fn offers_fast_path(store: &Bound<'_, PyAny>, marker: &str) -> bool {
             if !declared.contains(&marker)? {
                 continue;
             }
-            for method in [
-                "get_partition_states",
-                "create_partition_states",
-                "update_partition_states",
-            ] {
+            for method in ["get_partition_states", "update_partition_states"] {
                 if !cls.getattr(method)?.is(&base.getattr(method)?) {
+                    return Ok(false);
+                }
+            }
+            // Creates: a store that has them (the ZooKeeper store's are native too).
+            let create = "create_partition_states";
+            if let (Ok(own), Ok(declared)) = (cls.getattr(create), base.getattr(create)) {
+                if !own.is(&declared) {
                     return Ok(false);
                 }
             }

@@ -487,6 +487,9 @@ pub fn zk_write_partition_states(
     })
 }
 
+/// A state to create: topic, partition, and whether its `/partitions/<p>` is to be created too.
+type NewState = (String, i32, bool);
+
 /// `ZooKeeperStore.create_partition_states`' bulk create: each `(topic, partition, with_parent,
 /// document)` (the documents encoded by the store, which may write any value), the parents listed
 /// by the caller. Per state None, or the path (without the chroot) of the create that failed and
@@ -504,7 +507,7 @@ pub fn zk_create_partition_states(
             "the store's ACL policy decides each znode's ACL",
         ));
     };
-    let (keys, documents): (Vec<(String, i32, bool)>, Vec<Vec<u8>>) = states
+    let (keys, documents): (Vec<NewState>, Vec<Vec<u8>>) = states
         .into_iter()
         .map(|(topic, partition, with_parent, document)| {
             (
