@@ -9,7 +9,7 @@ leader_epoch, partition_epoch, leader_recovery_state, controller_epoch)``.
 from collections.abc import Mapping, Sequence
 from typing import Any, final, overload
 
-__all__ = ["__version__", "build_profile", "Engine", "MetadataCache", "Outcomes", "PartitionStates", "Parts", "Replicas", "StateTable", "bind", "encode_partition_states", "metadata_digest", "zk_read_partition_states", "zk_write_partition_states"]
+__all__ = ["__version__", "build_profile", "Engine", "MetadataCache", "Outcomes", "PartitionStates", "Parts", "Replicas", "StateTable", "bind", "encode_partition_states", "metadata_digest", "zk_create_partition_states", "zk_read_partition_states", "zk_write_partition_states"]
 
 __version__: str
 build_profile: str
@@ -230,6 +230,16 @@ def zk_write_partition_states(
     ``check(/controller_epoch, fence)`` unless ``fence`` is -1, sent through
     ``store.native_exchange``. Per state its new version (>= 0) or ZooKeeper's error code (< 0);
     raises the store's ``ControllerMovedError`` when the fence check fails."""
+
+def zk_create_partition_states(
+    store: Any, states: Sequence[tuple[str, int, bool, bytes]], fence: int
+) -> list[tuple[str, int] | None]:
+    """``ZooKeeperStore.create_partition_states``' bulk create: each ``(topic, partition,
+    with_parent, document)`` created with its ``/partitions/<p>`` first in the same multi item when
+    ``with_parent`` (and again without it when that turns out to exist), every znode with the ACL
+    of ``store.native_zk()``, in multis fenced as ``zk_write_partition_states``'. Per state None,
+    or the path (without the chroot) of the create that failed and ZooKeeper's error code; raises
+    the store's ``ControllerMovedError`` when the fence check fails."""
 
 def zk_read_partition_states(
     store: Any, partitions: Sequence[tuple[str, int]]

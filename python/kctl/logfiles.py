@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kctl.errors import IllegalArgumentError
-from kctl.statechange import LOG4J_LEVELS, line_records
+from kctl.statechange import LOG4J_LEVELS, Run, line_records
 
 DEFAULT_MAX_FILE_SIZE = 100 * 1024 * 1024
 """Bytes a log file grows to before it rolls over (log4j's ``MaxFileSize``), by default 100MB."""
@@ -125,7 +125,7 @@ class _ToFile(logging.Filter):
     """Passes the records that belong in one file (server.log takes every logger no other file takes)."""
 
     by_name = True
-    """It decides by the record's logger name alone (:func:`kctl.statechange.handle_lines` asks it once per run of lines)."""
+    """It decides by the record's logger name alone (:func:`kctl.statechange.handle_runs` asks it once per record)."""
 
     def __init__(self, loggers: Mapping[str, KafkaLogger], file: LogFile) -> None:
         super().__init__()
@@ -158,33 +158,44 @@ class _RollingFile(logging.handlers.RotatingFileHandler):
         self._write(record)
         self._flush()
 
-    def handle_lines(self, template: logging.LogRecord, lines: list[str]) -> None:
-        """:meth:`handle` of a copy of ``template`` per line (:func:`kctl.statechange.handle_lines`),
+    def handle_runs(self, runs: list[Run]) -> None:
+        """:meth:`handle` of a copy of its run's record per line (:func:`kctl.statechange.handle_runs`),
         under one lock and flushed once at the end (a bulk transition's lines are made at once:
         they appear at once). Its filters look at the logger's name only, and the layout is the
-        same for every line: both are worked out once, and the lines written in one piece unless
-        the file rolls over among them."""
+        same for every line of a record: both are worked out once per record, and the lines
+        written in one piece unless the file rolls over among them."""
         formatter = self.formatter
         with self.lock:  # type: ignore[union-attr]
             if not all(isinstance(f, _ToFile) for f in self.filters) or not isinstance(formatter, Log4jFormatter):
-                for record in line_records(template, lines):
-                    if self.filter(record):
-                        self._write(record)
-            elif self.filter(template):
-                before, after = formatter.affixes(template)
-                text = "".join([before + line + after + self.terminator for line in lines])
+                for template, lines in runs:
+                    for record in line_records(template, lines):
+                        if self.filter(record):
+                            self._write(record)
+            else:
+                layouts: dict[int, tuple[str, str] | None] = {}  # by record: None when filtered out
+                pieces = []
+                for template, lines in runs:
+                    if id(template) not in layouts:
+                        layouts[id(template)] = formatter.affixes(template) if self.filter(template) else None
+                    layout = layouts[id(template)]
+                    if layout is not None:
+                        before, after = layout
+                        pieces += [before + line + after + self.terminator for line in lines]
+                text = "".join(pieces)
                 size = len(text.encode("utf-8", "replace"))
                 if 0 < self.maxBytes < self._size + size:
-                    for record in line_records(template, lines):
-                        self._write(record)
-                else:
+                    for template, lines in runs:
+                        if layouts[id(template)] is not None:
+                            for record in line_records(template, lines):
+                                self._write(record)
+                elif text:
                     try:
                         if self.stream is None:  # closed meanwhile: reopened, as FileHandler does
                             self.stream = self._open()
                         self.stream.write(text)
                         self._size += size
                     except Exception:
-                        self.handleError(template)
+                        self.handleError(runs[0][0])
             self._flush()
 
     def _write(self, record: logging.LogRecord) -> None:

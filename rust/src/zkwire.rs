@@ -1,10 +1,12 @@
 //! ZooKeeper's wire format (jute) for the two bulk requests on the ZooKeeper store's hot paths,
 //! and the loops that drive them, with no Python object per partition:
 //!
-//! - conditional partition-state writes: `multi` requests of `setData` ops, each multi starting
-//!   with `check(/controller_epoch, version)` when fenced, chunked under the ops and byte limits;
-//!   a multi fails as a whole, so the item whose op failed gets the failure and the other items of
-//!   that multi are sent again (the semantics of `ZooKeeperStore._multi`);
+//! - bulk writes: `multi` requests of items (one or more ops each, applied together), each multi
+//!   starting with `check(/controller_epoch, version)` when fenced, chunked under the ops and
+//!   byte limits; a multi fails as a whole, so the item whose op failed gets the failure and the
+//!   other items of that multi are sent again (the semantics of `ZooKeeperStore._multi`). Two
+//!   kinds: conditional partition-state writes (`setData`), and the creation of new partitions'
+//!   state znodes with their parents (`create`, Kafka's order);
 //! - partition-state reads: `multiRead` requests (ZooKeeper 3.6+) of `getData` ops.
 //!
 //! Sending is the caller's: an `exchange` closure takes request bodies and returns the response
@@ -17,6 +19,7 @@ use std::fmt;
 /// ZooKeeper's request types.
 pub const MULTI: i32 = 14;
 pub const MULTI_READ: i32 = 22;
+const OP_CREATE: i32 = 1;
 const OP_GET_DATA: i32 = 4;
 const OP_SET_DATA: i32 = 5;
 const OP_CHECK: i32 = 13;
@@ -26,6 +29,7 @@ const OP_ERROR: i32 = -1;
 pub const OK: i32 = 0;
 pub const RUNTIME_INCONSISTENCY: i32 = -2;
 pub const NO_NODE: i32 = -101;
+pub const NODE_EXISTS: i32 = -110;
 pub const BAD_VERSION: i32 = -103;
 
 /// The per-op overhead the server adds when it logs a multi as a transaction (the store's
@@ -76,6 +80,15 @@ pub fn set_op(out: &mut Vec<u8>, path: &str, data: &[u8], version: i32) {
     out.extend_from_slice(&version.to_be_bytes());
 }
 
+/// `create(path, data, acl, persistent)` as an op of a multi; `acl` is the jute-encoded ACL list.
+pub fn create_op(out: &mut Vec<u8>, path: &str, data: &[u8], acl: &[u8]) {
+    header(out, OP_CREATE);
+    buffer(out, path.as_bytes());
+    buffer(out, data);
+    out.extend_from_slice(acl);
+    out.extend_from_slice(&0i32.to_be_bytes());
+}
+
 /// The limits of one request.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
@@ -98,6 +111,21 @@ pub struct SetItem {
     pub path: String,
     pub data: Vec<u8>,
     pub version: i32,
+}
+
+/// One item of a bulk write: its ops encoded, how many, and the full path its errors as a request
+/// are named after when the multis are not fenced.
+pub struct Item {
+    pub wire: Vec<u8>,
+    pub ops: usize,
+    pub path: String,
+}
+
+/// What became of one item: its ops' results, or which of its ops failed with ZooKeeper's code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ItemOutcome {
+    Applied(Vec<OpResult>),
+    Failed(usize, i32),
 }
 
 /// What became of one write: its new version, or ZooKeeper's error code for it.
@@ -129,6 +157,7 @@ impl<E> From<WireError> for BulkError<E> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpResult {
     Check,
+    Create,
     Set { version: i32 },
     Error(i32),
 }
@@ -169,6 +198,19 @@ impl<'a> Reader<'a> {
         Ok((op, done, err))
     }
 
+    /// A jute buffer: None for null (-1); any other negative length is corrupt.
+    fn buffer(&mut self) -> Result<Option<&'a [u8]>, WireError> {
+        match self.int()? {
+            -1 => Ok(None),
+            length => {
+                let n = usize::try_from(length).map_err(|_| {
+                    WireError(format!("a length of {length} at byte {}", self.at - 4))
+                })?;
+                Ok(Some(self.take(n)?))
+            }
+        }
+    }
+
     fn stat_version(&mut self) -> Result<i32, WireError> {
         let stat = self.take(STAT)?;
         let v = &stat[STAT_VERSION..STAT_VERSION + 4];
@@ -201,11 +243,15 @@ fn decode_results<T>(
     }
 }
 
-/// The results of a multi made of check and setData ops.
+/// The results of a multi made of check, create and setData ops.
 pub fn decode_multi(buf: &[u8]) -> Result<Vec<OpResult>, WireError> {
     decode_results(buf, "a multi", |op, r| {
         Ok(match op {
             OP_CHECK => Some(OpResult::Check),
+            OP_CREATE => {
+                r.buffer()?; // the created path
+                Some(OpResult::Create)
+            }
             OP_SET_DATA => Some(OpResult::Set {
                 version: r.stat_version()?,
             }),
@@ -228,16 +274,7 @@ pub fn decode_multi_read(buf: &[u8]) -> Result<Vec<DataRead>, WireError> {
     decode_results(buf, "a multiRead", |op, r| {
         Ok(match op {
             OP_GET_DATA => {
-                // As jute's readBuffer: -1 is null, any other negative length is corrupt.
-                let data = match r.int()? {
-                    -1 => None,
-                    length => {
-                        let n = usize::try_from(length).map_err(|_| {
-                            WireError(format!("a data length of {length} at byte {}", r.at - 4))
-                        })?;
-                        Some(r.take(n)?.to_vec())
-                    }
-                };
+                let data = r.buffer()?.map(<[u8]>::to_vec);
                 Some(DataRead::Found(data, r.stat_version()?))
             }
             OP_ERROR => Some(DataRead::Failed(r.int()?)),
@@ -303,28 +340,20 @@ pub fn read_all<E>(
     Ok(reads)
 }
 
-/// Conditionally write every item, fenced by `fence` (`(path of /controller_epoch, version)`)
-/// when given: all multis of a round in one exchange, then the innocent items of failed multis
-/// again, until every item has its outcome. With no items, a fenced call still sends the check
-/// alone, so a deposed controller learns it.
-pub fn conditional_sets<E>(
-    items: &[SetItem],
+/// Apply every item, fenced by `fence` (`(path of /controller_epoch, version)`) when given: all
+/// multis of a round in one exchange, then the innocent items of failed multis again, until every
+/// item has its outcome. With no items, a fenced call still sends the check alone, so a deposed
+/// controller learns it.
+pub fn apply_items<E>(
+    items: &[Item],
     fence: Option<(&str, i32)>,
     limits: Limits,
     exchange: &mut impl FnMut(i32, Vec<Request>) -> Result<Vec<Vec<u8>>, E>,
-) -> Result<Vec<SetOutcome>, BulkError<E>> {
+) -> Result<Vec<ItemOutcome>, BulkError<E>> {
     let check = fence.map(|(path, version)| check_op(path, version));
     let check_ops = usize::from(check.is_some());
     let head: &[u8] = check.as_deref().unwrap_or(&[]);
-    let wires: Vec<Vec<u8>> = items
-        .iter()
-        .map(|item| {
-            let mut wire = Vec::with_capacity(HEADER + 12 + item.path.len() + item.data.len());
-            set_op(&mut wire, &item.path, &item.data, item.version);
-            wire
-        })
-        .collect();
-    let mut outcomes: Vec<Option<SetOutcome>> = vec![None; items.len()];
+    let mut outcomes: Vec<Option<ItemOutcome>> = vec![None; items.len()];
     let mut todo: Vec<usize> = (0..items.len()).collect();
     if todo.is_empty() {
         if let Some((path, _)) = fence {
@@ -346,15 +375,15 @@ pub fn conditional_sets<E>(
         return Ok(Vec::new());
     }
     while !todo.is_empty() {
-        let chunks = chunk(&todo, &wires, check_ops, head.len(), limits)?;
+        let chunks = chunk(&todo, items, check_ops, head.len(), limits)?;
         let requests = chunks
             .iter()
             .map(|chunk| {
-                let size = head.len() + chunk.iter().map(|&i| wires[i].len()).sum::<usize>();
+                let size = head.len() + chunk.iter().map(|&i| items[i].wire.len()).sum::<usize>();
                 let mut body = Vec::with_capacity(size + HEADER);
                 body.extend_from_slice(head);
                 for &i in chunk {
-                    body.extend_from_slice(&wires[i]);
+                    body.extend_from_slice(&items[i].wire);
                 }
                 body.extend_from_slice(&END);
                 let path = match fence {
@@ -376,41 +405,146 @@ pub fn conditional_sets<E>(
         let mut retry = Vec::new();
         for (chunk, response) in chunks.iter().zip(&responses) {
             let results = decode_multi(response)?;
-            if results.len() != check_ops + chunk.len() {
-                return Err(WireError(format!(
-                    "{} results for {} ops",
-                    results.len(),
-                    check_ops + chunk.len()
-                ))
-                .into());
+            let ops = check_ops + chunk.iter().map(|&i| items[i].ops).sum::<usize>();
+            if results.len() != ops {
+                return Err(WireError(format!("{} results for {ops} ops", results.len())).into());
             }
-            match first_failure(&results) {
-                Some((at, code)) if at < check_ops => return Err(BulkError::Fenced(code)),
-                Some((at, code)) => {
-                    for (n, &i) in chunk.iter().enumerate() {
-                        if n + check_ops == at {
-                            outcomes[i] = Some(SetOutcome::Failed(code));
-                        } else {
-                            retry.push(i);
-                        }
+            let failed = first_failure(&results);
+            if let Some((_, code)) = failed.filter(|&(at, _)| at < check_ops) {
+                return Err(BulkError::Fenced(code));
+            }
+            let mut position = check_ops;
+            for &i in chunk {
+                let count = items[i].ops;
+                outcomes[i] = match failed {
+                    None => Some(ItemOutcome::Applied(
+                        results[position..position + count].to_vec(),
+                    )),
+                    Some((at, code)) if (position..position + count).contains(&at) => {
+                        Some(ItemOutcome::Failed(at - position, code))
                     }
-                }
-                None => {
-                    for (&i, result) in chunk.iter().zip(&results[check_ops..]) {
-                        let OpResult::Set { version } = *result else {
-                            return Err(WireError(format!("{result:?} answers a setData")).into());
-                        };
-                        outcomes[i] = Some(SetOutcome::Written(version));
+                    Some(_) => {
+                        retry.push(i);
+                        None
                     }
-                }
+                };
+                position += count;
             }
         }
         todo = retry;
     }
     Ok(outcomes
         .into_iter()
-        .map(|o| o.unwrap_or(SetOutcome::Failed(RUNTIME_INCONSISTENCY)))
+        .map(|o| o.unwrap_or(ItemOutcome::Failed(0, RUNTIME_INCONSISTENCY)))
         .collect())
+}
+
+/// Conditionally write every item (see [`apply_items`]).
+pub fn conditional_sets<E>(
+    items: &[SetItem],
+    fence: Option<(&str, i32)>,
+    limits: Limits,
+    exchange: &mut impl FnMut(i32, Vec<Request>) -> Result<Vec<Vec<u8>>, E>,
+) -> Result<Vec<SetOutcome>, BulkError<E>> {
+    let wires: Vec<Item> = items
+        .iter()
+        .map(|item| {
+            let mut wire = Vec::with_capacity(HEADER + 12 + item.path.len() + item.data.len());
+            set_op(&mut wire, &item.path, &item.data, item.version);
+            Item {
+                wire,
+                ops: 1,
+                path: item.path.clone(),
+            }
+        })
+        .collect();
+    apply_items(&wires, fence, limits, &mut *exchange)?
+        .into_iter()
+        .map(|outcome| match outcome {
+            ItemOutcome::Applied(results) => match results[..] {
+                [OpResult::Set { version }] => Ok(SetOutcome::Written(version)),
+                _ => Err(WireError(format!("{results:?} answers a setData")).into()),
+            },
+            ItemOutcome::Failed(_, code) => Ok(SetOutcome::Failed(code)),
+        })
+        .collect()
+}
+
+/// One partition state to create (full paths): its data, and its `/partitions/<p>` parent when
+/// that is to be created too (in the same item, first: Kafka's order).
+pub struct CreateItem {
+    pub parent: Option<String>,
+    pub path: String,
+    pub data: Vec<u8>,
+}
+
+/// Why a create failed: whether at the parent (else at the state), and ZooKeeper's code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CreateFailure {
+    pub at_parent: bool,
+    pub code: i32,
+}
+
+/// Create every item's znodes with `acl` (jute-encoded), fenced as [`apply_items`]; an item whose
+/// parent turns out to exist (created meanwhile) is created again without it. Per item, None
+/// when created.
+pub fn create_states<E>(
+    items: &[CreateItem],
+    acl: &[u8],
+    fence: Option<(&str, i32)>,
+    limits: Limits,
+    exchange: &mut impl FnMut(i32, Vec<Request>) -> Result<Vec<Vec<u8>>, E>,
+) -> Result<Vec<Option<CreateFailure>>, BulkError<E>> {
+    let mut outcomes = vec![None; items.len()];
+    let mut pending: Vec<(usize, bool)> = items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| (i, item.parent.is_some()))
+        .collect();
+    while !pending.is_empty() {
+        let wires: Vec<Item> = pending
+            .iter()
+            .map(|&(i, with_parent)| {
+                let item = &items[i];
+                let parent = item.parent.as_deref().filter(|_| with_parent);
+                let mut wire = Vec::with_capacity(
+                    2 * (HEADER + 12 + acl.len() + item.path.len()) + item.data.len(),
+                );
+                if let Some(parent) = parent {
+                    create_op(&mut wire, parent, &[], acl);
+                }
+                create_op(&mut wire, &item.path, &item.data, acl);
+                Item {
+                    wire,
+                    ops: 1 + usize::from(parent.is_some()),
+                    path: parent.unwrap_or(&item.path).to_owned(),
+                }
+            })
+            .collect();
+        let mut retry = Vec::new();
+        let applied = apply_items(&wires, fence, limits, &mut *exchange).map_err(|e| match e {
+            BulkError::TooLarge(at, size) => BulkError::TooLarge(pending[at].0, size),
+            e => e,
+        })?;
+        for (&(i, with_parent), outcome) in pending.iter().zip(applied) {
+            match outcome {
+                ItemOutcome::Applied(results) => {
+                    if let Some(other) = results.iter().find(|r| **r != OpResult::Create) {
+                        return Err(WireError(format!("{other:?} answers a create")).into());
+                    }
+                }
+                ItemOutcome::Failed(0, NODE_EXISTS) if with_parent => retry.push((i, false)),
+                ItemOutcome::Failed(op, code) => {
+                    outcomes[i] = Some(CreateFailure {
+                        at_parent: with_parent && op == 0,
+                        code,
+                    });
+                }
+            }
+        }
+        pending = retry;
+    }
+    Ok(outcomes)
 }
 
 /// The op that made a multi fail, and its code: ZooKeeper reports OK for the ops before it and
@@ -425,7 +559,7 @@ fn first_failure(results: &[OpResult]) -> Option<(usize, i32)> {
 /// The items of `todo` in runs that each fit one multi (`ZooKeeperStore._chunks`).
 fn chunk<E>(
     todo: &[usize],
-    wires: &[Vec<u8>],
+    items: &[Item],
     base_ops: usize,
     base_size: usize,
     limits: Limits,
@@ -434,18 +568,20 @@ fn chunk<E>(
     let mut current = Vec::new();
     let (mut ops, mut size) = (base_ops, base_size + TXN_SLACK * base_ops);
     for &i in todo {
-        let item_size = wires[i].len() + TXN_SLACK;
+        let count = items[i].ops;
+        let item_size = items[i].wire.len() + TXN_SLACK * count;
         if base_size + item_size > limits.max_bytes {
             return Err(BulkError::TooLarge(i, item_size));
         }
-        if !current.is_empty() && (ops + 1 > limits.max_ops || size + item_size > limits.max_bytes)
+        if !current.is_empty()
+            && (ops + count > limits.max_ops || size + item_size > limits.max_bytes)
         {
             chunks.push(std::mem::take(&mut current));
             ops = base_ops;
             size = base_size + TXN_SLACK * base_ops;
         }
         current.push(i);
-        ops += 1;
+        ops += count;
         size += item_size;
     }
     if !current.is_empty() {
@@ -593,6 +729,164 @@ mod tests {
         assert!(zk.multis.iter().all(|&ops| ops <= 4));
     }
 
+    /// A server of znodes (paths) applying multis of creates as ZooKeeper does: all or none, a
+    /// create failing when its node exists or its parent does not.
+    struct Tree {
+        nodes: Vec<String>,
+        multis: Vec<usize>,
+    }
+
+    impl Tree {
+        fn apply(&mut self, body: &[u8], acl: &[u8]) -> Vec<u8> {
+            let mut r = Reader { buf: body, at: 0 };
+            let mut ops = Vec::new();
+            loop {
+                let (op, done, _) = r.header().unwrap();
+                if done {
+                    break;
+                }
+                let path = String::from_utf8(r.buffer().unwrap().unwrap().to_vec()).unwrap();
+                if op == OP_CREATE {
+                    r.buffer().unwrap();
+                    assert_eq!(r.take(acl.len()).unwrap(), acl);
+                    assert_eq!(r.int().unwrap(), 0); // persistent
+                } else {
+                    r.int().unwrap(); // the check's version: always right here
+                }
+                ops.push((op, path));
+            }
+            self.multis.push(ops.len());
+            let mut staged = self.nodes.clone();
+            let mut failure = None;
+            for (n, (op, path)) in ops.iter().enumerate() {
+                if *op != OP_CREATE {
+                    continue;
+                }
+                let parent = &path[..path.rfind('/').unwrap()];
+                if staged.contains(path) {
+                    failure = Some((n, NODE_EXISTS));
+                } else if !staged.iter().any(|p| p.as_str() == parent) {
+                    failure = Some((n, NO_NODE));
+                } else {
+                    staged.push(path.clone());
+                    continue;
+                }
+                break;
+            }
+            let mut out = Vec::new();
+            for (n, (op, path)) in ops.iter().enumerate() {
+                match failure {
+                    Some((at, code)) if n == at => out.extend(error_result(code)),
+                    Some((at, _)) => out.extend(error_result(if n < at {
+                        OK
+                    } else {
+                        RUNTIME_INCONSISTENCY
+                    })),
+                    None if *op == OP_CHECK => out.extend(check_result()),
+                    None => {
+                        header(&mut out, OP_CREATE);
+                        buffer(&mut out, path.as_bytes());
+                    }
+                }
+            }
+            if failure.is_none() {
+                self.nodes = staged;
+            }
+            out.extend_from_slice(&END);
+            out
+        }
+    }
+
+    #[test]
+    fn creates_go_in_kafkas_order_parents_first_and_report_each_item() {
+        let acl = [
+            0, 0, 0, 1, 0, 0, 0, 31, 0, 0, 0, 5, b'w', b'o', b'r', b'l', b'd', 0, 0, 0, 6, b'a',
+            b'n', b'y', b'o', b'n', b'e',
+        ];
+        let mut zk = Tree {
+            nodes: [
+                "/t",
+                "/t/partitions",
+                "/t/partitions/1",
+                "/t/partitions/2",
+                "/t/partitions/2/state",
+            ]
+            .map(String::from)
+            .to_vec(),
+            multis: Vec::new(),
+        };
+        let item = |topic: &str, p: usize, parent: bool| CreateItem {
+            parent: parent.then(|| format!("/{topic}/partitions/{p}")),
+            path: format!("/{topic}/partitions/{p}/state"),
+            data: b"{}".to_vec(),
+        };
+        // 1's parent exists (created meanwhile), 2's state too, u has no /partitions.
+        let todo = [
+            item("t", 0, true),
+            item("t", 1, true),
+            item("t", 2, false),
+            item("u", 0, true),
+            item("t", 3, true),
+        ];
+        let outcomes = create_states(
+            &todo,
+            &acl,
+            Some(("/controller_epoch", 3)),
+            LIMITS,
+            &mut |kind, requests| {
+                assert_eq!(kind, MULTI);
+                Ok::<_, ()>(requests.iter().map(|r| zk.apply(&r.body, &acl)).collect())
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            outcomes,
+            vec![
+                None,
+                None,
+                Some(CreateFailure {
+                    at_parent: false,
+                    code: NODE_EXISTS
+                }),
+                Some(CreateFailure {
+                    at_parent: true,
+                    code: NO_NODE
+                }),
+                None
+            ]
+        );
+        for path in [
+            "/t/partitions/0/state",
+            "/t/partitions/1/state",
+            "/t/partitions/3/state",
+        ] {
+            assert!(zk.nodes.iter().any(|n| n.as_str() == path), "{path}");
+        }
+        // The check and one item of two ops fill a multi of at most 4 ops.
+        assert!(zk.multis.iter().all(|&ops| ops <= 4));
+        let fenced = create_states(
+            &todo[..1],
+            &acl,
+            Some(("/controller_epoch", 3)),
+            LIMITS,
+            &mut |_, requests| {
+                Ok::<_, ()>(
+                    requests
+                        .iter()
+                        .map(|_| {
+                            let mut out = error_result(BAD_VERSION);
+                            out.extend(error_result(RUNTIME_INCONSISTENCY));
+                            out.extend(error_result(RUNTIME_INCONSISTENCY));
+                            out.extend_from_slice(&END);
+                            out
+                        })
+                        .collect(),
+                )
+            },
+        );
+        assert!(matches!(fenced, Err(BulkError::Fenced(BAD_VERSION))));
+    }
+
     #[test]
     fn a_failed_fence_stops_everything_even_with_nothing_to_write() {
         for n in [0, 5] {
@@ -736,6 +1030,12 @@ mod tests {
             error_result(NO_NODE),
             set_result(3),
             check_result(),
+            {
+                let mut created = Vec::new();
+                header(&mut created, OP_CREATE);
+                buffer(&mut created, b"/p/0");
+                created
+            },
             END.to_vec(),
         ];
         for _ in 0..20_000 {

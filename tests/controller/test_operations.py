@@ -381,3 +381,28 @@ def test_a_failed_log_dir_takes_its_replicas_offline_and_moves_their_leadership(
         assert cluster.run_until_stable()
         assert set(partition(cluster).isr) == {1, 2, 3}
         assert cluster.check_invariants() == []
+
+
+def test_a_creations_state_change_lines_come_after_its_state_writes() -> None:
+    """The lines of a creation's transitions are held until its partition states are written (at
+    20K partitions, 60K lines before the first write): the NewPartition lines reach the log with
+    the states already in the store."""
+    stored_when_logged: list[object] = []
+
+    class Check(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "to NewPartition" in record.getMessage() and not stored_when_logged:
+                stored_when_logged.append(cluster.store.get_partition_states([TP]).values.get(TP))
+
+    state_change = logging.getLogger("kctl.state_change")
+    saved = state_change.level
+    check = Check()
+    state_change.addHandler(check)
+    state_change.setLevel(logging.INFO)  # (setLevel drops the logger's cached answers)
+    try:
+        with EmbeddedCluster(3, seed=3) as cluster:
+            cluster.create_topic(TP.topic, assignment={TP.partition: [1, 2]})
+    finally:
+        state_change.removeHandler(check)
+        state_change.setLevel(saved)
+    assert len(stored_when_logged) == 1 and stored_when_logged[0] is not None

@@ -11,15 +11,18 @@ deposed controller.
 from __future__ import annotations
 
 import uuid
+from contextlib import contextmanager
 from dataclasses import replace
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import pytest
 
-from kctl.election import ControlledShutdownElection
+from kctl.election import ControlledShutdownElection, OfflineElection
 from kctl.errors import ControllerMovedError
-from kctl.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, PartitionReplica, PartitionState, ReplicaState, TopicPartition
+from kctl.model import (
+    LeaderAndIsr, LeaderIsrAndControllerEpoch, PartitionReplica, PartitionState, ReplicaAssignment, ReplicaState, TopicPartition,
+)
 from kctl.stores import MATCH_ANY_VERSION, paths
 from kctl.stores.base import ReadResult, UpdateResult
 from kctl.testing.zookeeper import ZooKeeperEnsemble, in_ci
@@ -31,6 +34,7 @@ except ImportError:
         raise
     pytest.skip("kazoo is not installed: pip install 'kctl[zookeeper]'", allow_module_level=True)
 
+from kctl.stores.kafkazk import KafkaZkClient
 from kctl.stores.zookeeper import ZooKeeperStore
 
 from tests.support.statemachine_harness import Harness, make_harness
@@ -66,46 +70,63 @@ def replicas(p: int) -> tuple[int, int, int]:
     return p % 3 + 1, (p + 1) % 3 + 1, (p + 2) % 3 + 1
 
 
+@contextmanager
+def three_paths(
+    server: ZooKeeperEnsemble, python_path: tuple[str, type[ZooKeeperStore]], topic: str, partitions: int
+) -> Iterator[list[tuple[str, Harness, str, Any]]]:
+    """The same cluster (``topic`` of ``partitions`` partitions) in three chroots: the native engine
+    with a store on the native path and with ``python_path`` (its methods overridden: through
+    Python), and the reference engine; per path its name, harness, chroot and a raw kazoo session
+    on it. Every session is closed at the end (no kazoo thread may outlive the test: it uses the
+    global random)."""
+    made: list[tuple[str, Harness, str, Any]] = []
+    stores: list[ZooKeeperStore] = []
+    try:
+        for name, cls, engine in (("native", ZooKeeperStore, "rust"), (*python_path, "rust"),
+                                  ("reference", ZooKeeperStore, "reference")):
+            chroot = f"/kctl-native-{uuid.uuid4().hex}"
+            store = cls(server.hosts, chroot)
+            stores.append(store)
+            harness = make_harness(store=store, engine=engine, topics={topic: {p: replicas(p) for p in range(partitions)}})
+            raw = KazooClient(server.hosts + chroot)
+            raw.start()
+            made.append((name, harness, chroot, raw))
+        yield made
+    finally:
+        for _, harness, _, raw in made:
+            raw.stop()
+            raw.close()
+            for session in [*harness.broker_sessions.values(), *harness.other_sessions]:
+                session.close()
+        for store in stores:
+            store.close()
+
+
 @pytest.fixture
 def harnesses(zookeeper_server: ZooKeeperEnsemble) -> Iterator[dict[str, tuple[Harness, list[str]]]]:
     """The same cluster in three chroots: the native engine with a store on the native path and
     with one on the Python path, and the reference engine (always through Python); each with the
     partitions the store's Python ``get_partition_states`` was asked for."""
     built: dict[str, tuple[Harness, list[str]]] = {}
-    stores: list[ZooKeeperStore] = []
-    for name, cls, engine in (
-        ("native", ZooKeeperStore, "rust"), ("python", PythonPathStore, "rust"), ("reference", ZooKeeperStore, "reference")
-    ):
-        chroot = f"/kctl-native-{uuid.uuid4().hex}"
-        store = cls(zookeeper_server.hosts, chroot)
-        stores.append(store)
-        harness = make_harness(store=store, engine=engine, topics={"t": {p: replicas(p) for p in range(PARTITIONS)}})
-        tps = [TopicPartition("t", p) for p in range(PARTITIONS)]
-        for tp in tps:
-            if tp.partition != MISSING:
-                harness.write_state(tp, replicas(tp.partition)[0], replicas(tp.partition), cache=False)
-        raw = KazooClient(zookeeper_server.hosts + chroot)
-        raw.start()
-        for p, document in UNUSUAL.items():
-            raw.set(paths.partition_state(TopicPartition("t", p)), document)
-        raw.stop()
-        raw.close()
-        read: list[str] = []
-        python_read = store.get_partition_states
+    with three_paths(zookeeper_server, ("python", PythonPathStore), "t", PARTITIONS) as made:
+        for name, harness, _, raw in made:
+            tps = [TopicPartition("t", p) for p in range(PARTITIONS)]
+            for tp in tps:
+                if tp.partition != MISSING:
+                    harness.write_state(tp, replicas(tp.partition)[0], replicas(tp.partition), cache=False)
+            for p, document in UNUSUAL.items():
+                raw.set(paths.partition_state(TopicPartition("t", p)), document)
+            read: list[str] = []
+            store, python_read = harness.store, harness.store.get_partition_states
 
-        def recording(partitions: Iterable[TopicPartition], read: list[str] = read, python_read: Any = python_read) -> Any:
-            keys = list(partitions)
-            read.extend(str(tp) for tp in keys)
-            return python_read(keys)
+            def recording(partitions: Iterable[TopicPartition], read: list[str] = read, python_read: Any = python_read) -> Any:
+                keys = list(partitions)
+                read.extend(str(tp) for tp in keys)
+                return python_read(keys)
 
-        store.get_partition_states = recording  # type: ignore[method-assign]  # an instance attribute
-        built[name] = harness, read
-    yield built
-    for harness, _ in built.values():
-        for session in [*harness.broker_sessions.values(), *harness.other_sessions]:
-            session.close()  # no kazoo thread may outlive the test (it uses the global random)
-    for store in stores:
-        store.close()
+            store.get_partition_states = recording  # type: ignore[method-assign]  # an instance attribute
+            built[name] = harness, read
+        yield built
 
 
 def observe(h: Harness) -> tuple[object, ...]:
@@ -167,3 +188,85 @@ def test_a_deposed_controller_learns_it_on_both_paths(harnesses: dict[str, tuple
     assert outcomes["native"] == outcomes["python"] == outcomes["reference"]
     assert outcomes["native"][0] == ("Controller epoch zkVersion check fails. Expected zkVersion = 1", "BadVersionError")
     assert outcomes["native"][3] == PARTITIONS - 1  # unfenced writes still land (not on the corrupt 6)
+
+
+class KazooCreatesStore(ZooKeeperStore):
+    """Creates through the client's multis (Kafka's semantics in ``KafkaZkClient``, an ``Op`` and a
+    kazoo answer per znode), as they were before the native codec wrote them."""
+
+    def create_partition_states(
+        self, states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch], expected_controller_epoch_version: int
+    ) -> dict[TopicPartition, Any]:
+        return KafkaZkClient.create_partition_states(self, states, expected_controller_epoch_version)
+
+
+NEW = 30  # partitions of the new topic
+
+
+@pytest.fixture
+def creations(zookeeper_server: ZooKeeperEnsemble) -> Iterator[dict[str, tuple[Harness, list[str]]]]:
+    """A new topic ``n`` in three chroots, created natively by the native engine, through the
+    client's multis, and by the reference engine (through the store's own, native, creates); its
+    ``/partitions/1`` exists already, and so does the state of partition 2. Topic ``gone`` is in
+    the context but not in the store. Each with the paths its client's multis were given."""
+    built: dict[str, tuple[Harness, list[str]]] = {}
+    with three_paths(zookeeper_server, ("kazoo", KazooCreatesStore), "n", NEW) as made:
+        for name, harness, _, raw in made:
+            harness.context.add_topic("gone", None)
+            harness.context.put_partition_assignments({TopicPartition("gone", p): ReplicaAssignment((1, 2)) for p in (0, 1)})
+            raw.ensure_path(paths.topic_partition(TopicPartition("n", 1)))
+            raw.create(paths.partition_state(TopicPartition("n", 2)), UNUSUAL[7], makepath=True)
+            written: list[str] = []
+            client = harness.store._client  # type: ignore[attr-defined]
+            multi = client.multi
+
+            def recording(items: Iterable[Any], fence: int, written: list[str] = written, multi: Any = multi) -> Any:
+                listed = list(items)
+                written.extend(op.path for ops in listed for op in ops)
+                return multi(listed, fence)
+
+            client.multi = recording
+            built[name] = harness, written
+        yield built
+
+
+def create(h: Harness, gone: bool = True) -> object:
+    tps = [*(TopicPartition("n", p) for p in range(NEW)), *(TopicPartition("gone", p) for p in range(2 * gone))]
+    h.partition_sm.handle_state_changes(tps, PartitionState.NEW)
+    try:
+        h.partition_sm.handle_state_changes(tps, PartitionState.ONLINE, OfflineElection())
+    except ControllerMovedError as exc:
+        return str(exc), type(exc.__cause__).__name__
+    return h.partition_states(tps)
+
+
+def test_creation_is_the_same_natively_and_through_the_client(creations: dict[str, tuple[Harness, list[str]]]) -> None:
+    seen = {}
+    for name, (h, written) in creations.items():
+        outcome = create(h)
+        stored = h.store.get_partition_states(TopicPartition("n", p) for p in range(NEW))
+        seen[name] = outcome, h.log, observe(h)[2], stored.values, sorted(written)
+    native, kazoo, reference = seen["native"], seen["kazoo"], seen["reference"]
+    assert native[:4] == kazoo[:4] == reference[:4]
+    states = native[0]
+    assert isinstance(states, dict)
+    assert [str(tp) for tp, s in states.items() if s is not PartitionState.ONLINE] == ["n-2", "gone-0", "gone-1"]
+    errors = [line for line in native[1] if line.startswith("ERROR ")]
+    assert len(errors) == 3
+    assert "/brokers/topics/n/partitions/2/state already exists" in errors[0]
+    assert "cannot create /brokers/topics/gone/partitions: its parent does not exist" in errors[1]
+    # Only a topic's missing /partitions goes through the client's multis; the states are the codec's.
+    assert native[4] == reference[4] == ["/brokers/topics/gone/partitions"]
+    assert len(kazoo[4]) == 1 + 2 * NEW - 2  # n's /partitions/1 and 2 exist
+
+
+def test_a_deposed_controller_creates_nothing_on_any_path(creations: dict[str, tuple[Harness, list[str]]]) -> None:
+    outcomes = {}
+    for name, (h, _) in creations.items():
+        h.another_controller_takes_over()
+        outcome = create(h, gone=False)  # n's /partitions exists: the fence of the states' multis fails
+        stored = h.store.get_partition_states(TopicPartition("n", p) for p in range(NEW))
+        outcomes[name] = outcome, h.log, sorted(str(tp) for tp in stored.values)
+    assert outcomes["native"] == outcomes["kazoo"] == outcomes["reference"]
+    assert outcomes["native"][0] == ("Controller epoch zkVersion check fails. Expected zkVersion = 1", "BadVersionError")
+    assert outcomes["native"][2] == ["n-2"]

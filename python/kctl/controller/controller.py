@@ -763,8 +763,9 @@ class KafkaController:
         self.deletion_manager.init(queued, ineligible)
 
         self._send_update_metadata_to_all()
-        self.replica_state_machine.startup()
-        self.partition_state_machine.startup()
+        with self.state_change_logger.held():  # their lines after the elections' writes
+            self.replica_state_machine.startup()
+            self.partition_state_machine.startup()
         log.info("Ready to serve as the new controller with epoch %s", ctx.epoch)
         self.reassignment_manager.initialize()
         self.deletion_manager.try_topic_deletion()
@@ -978,7 +979,10 @@ class KafkaController:
             self._unwatch_topic(topic)
             ctx.remove_topic(topic)
         loaded = self._load_topics(new)
-        added = [tp for partitions, _ in loaded.values() for tp in partitions]
+        lists = [partitions for partitions, _ in loaded.values()]
+        # one new topic (the usual case): its partitions as the context returned them, which the
+        # native engine takes back as they are rather than one object per partition
+        added = lists[0] if len(lists) == 1 else [tp for partitions in lists for tp in partitions]
         if log.isEnabledFor(logging.INFO):  # the assignment of every new partition, as Kafka prints it
             log.info("New topics: [%s], deleted topics: [%s], new partition replica assignment [%s]",
                      _joined(new), _joined(deleted), _assignments_text(added, loaded))
@@ -1015,15 +1019,16 @@ class KafkaController:
         assignment = {p: ctx.partition_full_replica_assignment(TopicPartition(topic, p)) for p in partitions}
         self.store.set_topic_assignment(topic, TopicAssignment(assignment, ctx.topic_ids.get(topic)), ctx.epoch_zk_version)
 
-    def _on_new_partition_creation(self, partitions: list[TopicPartition]) -> None:
+    def _on_new_partition_creation(self, partitions: Sequence[TopicPartition]) -> None:
         log.info("New partition creation callback for %s", ", ".join(map(str, partitions)))
         replicas = self.context.replicas_for_partitions(partitions)
-        self.partition_state_machine.handle_state_changes(partitions, PartitionState.NEW)
-        self.replica_state_machine.handle_state_changes(replicas, ReplicaState.NEW)
-        self.partition_state_machine.handle_state_changes(
-            partitions, PartitionState.ONLINE, for_config(ElectionKind.OFFLINE, self.config, self.plugins)
-        )
-        self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
+        with self.state_change_logger.held():  # the New transitions' lines after the states' writes
+            self.partition_state_machine.handle_state_changes(partitions, PartitionState.NEW)
+            self.replica_state_machine.handle_state_changes(replicas, ReplicaState.NEW)
+            self.partition_state_machine.handle_state_changes(
+                partitions, PartitionState.ONLINE, for_config(ElectionKind.OFFLINE, self.config, self.plugins)
+            )
+            self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
 
     @_active_only
     def _process_TopicDeletion(self, event: ev.TopicDeletion) -> None:

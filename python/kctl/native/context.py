@@ -264,7 +264,7 @@ class NativeContext(ControllerContext):
         return ReplicaList(self.native, self.native.replicas_for_topic(topic))
 
     def replicas_for_partitions(self, partitions: Iterable[TopicPartition]) -> Sequence[PartitionReplica]:
-        return ReplicaList(self.native, self.native.replicas_for_partitions(list(partitions)))
+        return ReplicaList(self.native, self.native.replicas_for_partitions(native_set(partitions)))
 
     def online_and_offline_replicas(self) -> tuple[Sequence[PartitionReplica], Sequence[PartitionReplica]]:
         online, offline = self.native.online_and_offline_replicas()

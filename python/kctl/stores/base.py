@@ -332,8 +332,8 @@ class StateStore(Protocol):
 # store whose class (or a base class) defines the protocol's first method, and only while that
 # class's partition-state methods are the store's own: a subclass that overrides them (a fault
 # injector) is used through them. Whatever a fast path cannot decode is read again through
-# ``get_partition_states``, so errors read the same on both paths; everything else (creates,
-# configs) always goes through the ``StateStore`` methods.
+# ``get_partition_states``, so errors read the same on both paths; everything else (configs, and
+# creates but on ZooKeeper) always goes through the ``StateStore`` methods.
 
 
 @runtime_checkable
@@ -367,19 +367,30 @@ class NativeZooKeeperCodec(Protocol):
     """The ZooKeeper fast path: the engine builds the multi and multiRead request bodies for
     partition states and decodes the answers itself; the store only moves bytes over its
     connection and names the errors. The engine's ``zk_read_partition_states`` /
-    ``zk_write_partition_states`` use the same methods for the store's own bulk calls."""
+    ``zk_write_partition_states`` / ``zk_create_partition_states`` use the same methods for the
+    store's own bulk calls."""
 
     def native_exchange(self, opcode: int, requests: Sequence[tuple[bytes, str]]) -> list[bytes]:
         """Send complete request bodies of type ``opcode`` (multi or multiRead), pipelined, and
         return the response bodies in order; each ``(body, path)`` names the znode an error of the
         request as a whole is reported for."""
 
-    def native_zk(self) -> tuple[str, int, int, int, bool]:
+    def native_zk(self) -> tuple[str, int, int, int, bool, bytes | None]:
         """The chroot, the ops per multi, the reads per multiRead, the bytes of ops per request,
-        and whether the servers have multiRead (without it, reads go through Python)."""
+        whether the servers have multiRead (without it, reads go through Python), and the ACL
+        (jute-encoded) every created znode gets (None: a policy decides per path, and creates go
+        through ``create_partition_states``)."""
+
+    def native_partition_parents(self, topics: Sequence[str], fence: int) -> list[list[str] | StoreError]:
+        """Before creating partition states: per topic, the names of its ``/partitions``
+        children, that znode created (fenced) where missing; or the error of a topic that does
+        not exist."""
 
     def native_error(self, path: str, code: int) -> StoreError:
         """The store's error for ZooKeeper's error ``code`` on ``path`` (without the chroot)."""
+
+    def native_create_error(self, path: str, code: int) -> StoreError:
+        """The store's error for a create of ``path`` (without the chroot) that failed with ``code``."""
 
     def native_fence_error(self, code: int, fence: int) -> ControllerMovedError:
         """The error of a multi whose ``check(/controller_epoch, fence)`` failed with ``code``."""

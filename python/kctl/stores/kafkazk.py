@@ -366,24 +366,17 @@ class KafkaZkClient:
 
     def create_partition_states(self, states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch],
                                 expected_controller_epoch_version: int) -> dict[TopicPartition, StoreError | None]:
-        """Kafka's order: ``/partitions`` of each topic, then per partition ``/partitions/<p>`` and
-        its state in one multi item; parents that exist already are not created again."""
+        """Kafka's order: ``/partitions`` of each topic (:meth:`_partition_parents`), then per
+        partition ``/partitions/<p>`` and its state in one multi item; parents that exist already
+        are not created again."""
         fence = expected_controller_epoch_version
         results: dict[TopicPartition, StoreError | None] = {}
-        topics = list(dict.fromkeys(tp.topic for tp in states))
         existing: dict[str, set[str]] = {}
-        unlisted = []
-        for topic, children in zip(topics, self._znodes.get_children([paths.topic_partitions(t) for t in topics])):
-            if children is None:
-                unlisted.append(topic)
+        for topic, found in self._partition_parents(list(dict.fromkeys(tp.topic for tp in states)), fence).items():
+            if isinstance(found, StoreError):  # the topic does not exist
+                results.update((tp, found) for tp in states if tp.topic == topic)
             else:
-                existing[topic] = set(children)
-        creates = [[Op("create", paths.topic_partitions(t))] for t in unlisted]
-        for topic, outcome in zip(unlisted, self._znodes.multi(creates, fence)):
-            if not isinstance(outcome, Failure) or isinstance(outcome.error, NodeExistsError):
-                existing[topic] = set()
-            else:  # the topic does not exist
-                results.update((tp, outcome.error) for tp in states if tp.topic == topic)
+                existing[topic] = found
 
         encode = self._format.partition_state.encode
         pending = [(tp, str(tp.partition) not in existing[tp.topic]) for tp in states if tp.topic in existing]
@@ -404,6 +397,24 @@ class KafkaZkClient:
                     results[tp] = outcome.error
             pending = retry
         return {tp: results[tp] for tp in states}
+
+    def _partition_parents(self, topics: Sequence[str], fence: int) -> dict[str, set[str] | StoreError]:
+        """Each topic's ``/partitions`` children (created, fenced, where missing), or the error
+        of a topic whose ``/partitions`` cannot be created (the topic does not exist)."""
+        found: dict[str, set[str] | StoreError] = {}
+        unlisted = []
+        for topic, children in zip(topics, self._znodes.get_children([paths.topic_partitions(t) for t in topics])):
+            if children is None:
+                unlisted.append(topic)
+            else:
+                found[topic] = set(children)
+        creates = [[Op("create", paths.topic_partitions(t))] for t in unlisted]
+        for topic, outcome in zip(unlisted, self._znodes.multi(creates, fence)):
+            if not isinstance(outcome, Failure) or isinstance(outcome.error, NodeExistsError):
+                found[topic] = set()
+            else:
+                found[topic] = outcome.error
+        return {topic: found[topic] for topic in topics}
 
     def update_partition_states(self, updates: Mapping[TopicPartition, LeaderAndIsr], controller_epoch: int,
                                 expected_controller_epoch_version: int) -> UpdateResult:

@@ -1019,10 +1019,13 @@ class ZooKeeperClient:
 
     # --- The native codec's transport (kctl._engine) ---------------------------------------------
 
-    def native_zk(self) -> tuple[str, int, int, int, bool]:
+    def native_zk(self) -> tuple[str, int, int, int, bool, bytes | None]:
         """What the native codec needs to build requests: the chroot, the ops per multi, the reads
-        per multiRead, the bytes of ops per request, and whether the servers have multiRead."""
-        return self.chroot, self._max_multi_ops, self._max_read_ops, self._max_request_bytes, self._multi_read
+        per multiRead, the bytes of ops per request, whether the servers have multiRead, and the
+        ACL (jute-encoded) of every znode this client creates, None when an ACL policy decides
+        it per path."""
+        acl = self._creator_acl_wire if self.acl_policy is None else None
+        return self.chroot, self._max_multi_ops, self._max_read_ops, self._max_request_bytes, self._multi_read, acl
 
     def native_exchange(self, opcode: int, requests: Sequence[tuple[bytes, str]]) -> list[bytes]:
         """Send complete request bodies of type ``opcode`` (multi or multiRead), pipelined, and
@@ -1036,6 +1039,10 @@ class ZooKeeperClient:
     def native_error(self, path: str, code: int) -> StoreError:
         """kctl's error for ZooKeeper's error ``code`` on ``path`` (without the chroot)."""
         return self._error(self._kazoo.exceptions.EXCEPTIONS[code](), path)
+
+    def native_create_error(self, path: str, code: int) -> StoreError:
+        """kctl's error for a create of ``path`` (without the chroot) that failed with ``code``."""
+        return self._op_error(Op("create", path), self._kazoo.exceptions.EXCEPTIONS[code]())
 
     def native_fence_error(self, code: int, fence: int) -> ControllerMovedError:
         """The error of a multi whose ``check(/controller_epoch, fence)`` failed with ``code``."""

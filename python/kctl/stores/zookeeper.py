@@ -23,7 +23,7 @@ import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from kctl._engine import zk_read_partition_states, zk_write_partition_states
+from kctl._engine import zk_create_partition_states, zk_read_partition_states, zk_write_partition_states
 from kctl.errors import ControllerMovedError, StoreError
 from kctl.hookspecs import hookimpl
 from kctl.model import (
@@ -183,6 +183,29 @@ class ZooKeeperStore(KafkaZkClient):
                     errors[tp] = exc
         return result
 
+    def create_partition_states(self, states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch],
+                                expected_controller_epoch_version: int) -> dict[TopicPartition, StoreError | None]:
+        """Kafka's order (:meth:`KafkaZkClient.create_partition_states`), the requests encoded and
+        answered by the native codec; under an ACL policy, which decides each znode's ACL, through
+        the client."""
+        if self._client.acl_policy is not None:
+            return super().create_partition_states(states, expected_controller_epoch_version)
+        fence = expected_controller_epoch_version
+        parents = self._partition_parents(list(dict.fromkeys(tp.topic for tp in states)), fence)
+        results: dict[TopicPartition, StoreError | None] = {}
+        encode = self._format.partition_state.encode
+        created = []
+        for tp, state in states.items():
+            existing = parents[tp.topic]
+            if isinstance(existing, StoreError):
+                results[tp] = existing
+            else:
+                created.append((tp.topic, tp.partition, str(tp.partition) not in existing, encode(state)))
+        outcomes = zk_create_partition_states(self, created, fence)
+        for (topic, partition, *_), outcome in zip(created, outcomes):
+            results[TopicPartition(topic, partition)] = None if outcome is None else self.native_create_error(*outcome)
+        return {tp: results[tp] for tp in states}
+
     def update_partition_states(self, updates: Mapping[TopicPartition, LeaderAndIsr], controller_epoch: int,
                                 expected_controller_epoch_version: int) -> UpdateResult:
         """Conditional writes in fenced multis, encoded (JSON and requests) and answered by the
@@ -213,9 +236,15 @@ class ZooKeeperStore(KafkaZkClient):
 
     # --- The native codec's transport (kctl._engine calls these on the store) -------------------
 
-    def native_zk(self) -> tuple[str, int, int, int, bool]:
+    def native_zk(self) -> tuple[str, int, int, int, bool, bytes | None]:
         """See :meth:`ZooKeeperClient.native_zk`."""
         return self._client.native_zk()
+
+    def native_partition_parents(self, topics: Sequence[str], fence: int) -> list[list[str] | StoreError]:
+        """Per topic, the names of its ``/partitions`` children, that znode created (fenced)
+        where missing; or the error of a topic that does not exist."""
+        return [found if isinstance(found, StoreError) else list(found)
+                for found in self._partition_parents(topics, fence).values()]
 
     def native_exchange(self, opcode: int, requests: Sequence[tuple[bytes, str]]) -> list[bytes]:
         """See :meth:`ZooKeeperClient.native_exchange`."""
@@ -223,6 +252,9 @@ class ZooKeeperStore(KafkaZkClient):
 
     def native_error(self, path: str, code: int) -> StoreError:
         return self._client.native_error(path, code)
+
+    def native_create_error(self, path: str, code: int) -> StoreError:
+        return self._client.native_create_error(path, code)
 
     def native_fence_error(self, code: int, fence: int) -> ControllerMovedError:
         return self._client.native_fence_error(code, fence)

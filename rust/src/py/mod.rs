@@ -76,5 +76,6 @@ fn engine_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(metadata::metadata_digest, m)?)?;
     m.add_function(wrap_pyfunction!(zookeeper::zk_write_partition_states, m)?)?;
     m.add_function(wrap_pyfunction!(zookeeper::zk_read_partition_states, m)?)?;
+    m.add_function(wrap_pyfunction!(zookeeper::zk_create_partition_states, m)?)?;
     Ok(())
 }

@@ -64,6 +64,13 @@ pub fn offers_fast_path(store: &Bound<'_, PyAny>, marker: &str) -> bool {
                     return Ok(false);
                 }
             }
+            // Creates: a store that has them (the ZooKeeper store's are native too).
+            let create = "create_partition_states";
+            if let (Ok(own), Ok(declared)) = (cls.getattr(create), base.getattr(create)) {
+                if !own.is(&declared) {
+                    return Ok(false);
+                }
+            }
             return Ok(true);
         }
         Ok(false)

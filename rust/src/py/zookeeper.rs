@@ -6,40 +6,47 @@
 //! - [`NativeZooKeeper`]: the engine's store for a plain `ZooKeeperStore`, with no Python object
 //!   per partition (the store's other operations, and documents that are not the usual ones, go
 //!   through Python);
-//! - `zk_write_partition_states` / `zk_read_partition_states`: the same loops for the store's own
-//!   `update_partition_states` / `get_partition_states`.
+//! - `zk_write_partition_states` / `zk_read_partition_states` / `zk_create_partition_states`: the
+//!   same loops for the store's own `update_partition_states` / `get_partition_states` /
+//!   `create_partition_states`.
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 
 use crate::context::{Context, Part, TopicIdx};
+use crate::hash::{HashMap, HashSet};
 use crate::model::{LeaderAndIsr, LeaderIsrAndControllerEpoch, LeaderRecoveryState};
 use crate::py::convert::{attached, failure_from_exception, or_failure};
 use crate::py::store::{offers_fast_path, PyStore};
 use crate::store::{partition_state_path, Failure, Read, Store, Updated};
 use crate::zkjson;
-use crate::zkwire::{self, BulkError, DataRead, Limits, Request, SetItem, SetOutcome};
+use crate::zkwire::{
+    self, BulkError, CreateFailure, CreateItem, DataRead, Limits, Request, SetItem, SetOutcome,
+};
 
 const CONTROLLER_EPOCH: &str = "/controller_epoch";
 
-/// What `ZooKeeperStore.native_zk()` tells: the chroot, the limits, and whether the servers
-/// have multiRead.
+/// What `ZooKeeperStore.native_zk()` tells: the chroot, the limits, whether the servers have
+/// multiRead, and the ACL every znode the store creates gets (jute-encoded; None when an ACL
+/// policy decides it per path, and creates go through Python).
 #[derive(Clone)]
 pub struct ZkParams {
     chroot: String,
     limits: Limits,
     multi_read: bool,
+    create_acl: Option<Vec<u8>>,
 }
 
 impl ZkParams {
     fn of(store: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let (chroot, max_ops, max_reads, max_bytes, multi_read): (
+        let (chroot, max_ops, max_reads, max_bytes, multi_read, create_acl): (
             String,
             usize,
             usize,
             usize,
             bool,
+            Option<Bound<'_, PyBytes>>,
         ) = store.call_method0("native_zk")?.extract()?;
         Ok(Self {
             chroot,
@@ -49,6 +56,7 @@ impl ZkParams {
                 max_reads,
             },
             multi_read,
+            create_acl: create_acl.map(|acl| acl.as_bytes().to_vec()),
         })
     }
 }
@@ -189,6 +197,65 @@ fn set_items(
         .collect()
 }
 
+/// A partition state to create: topic, partition, whether its `/partitions/<p>` is to be created
+/// too, and the state's JSON.
+type StateToCreate<'a> = (&'a str, i32, bool, Vec<u8>);
+
+/// Create each state (and the parents asked for) with `acl`, fenced unless `fence` is -1; per
+/// state None, or the path (without the chroot) of the create that failed and ZooKeeper's code.
+fn create_states(
+    store: &Py<PyAny>,
+    params: &ZkParams,
+    acl: &[u8],
+    states: Vec<StateToCreate<'_>>,
+    fence: i32,
+) -> Result<Vec<Option<(String, i32)>>, PyErr> {
+    let chroot = params.chroot.as_str();
+    let items: Vec<CreateItem> = states
+        .into_iter()
+        .map(|(topic, partition, with_parent, data)| {
+            let path = format!("{chroot}{}", partition_state_path(topic, partition));
+            let parent = with_parent.then(|| path[..path.len() - "/state".len()].to_owned());
+            CreateItem { parent, path, data }
+        })
+        .collect();
+    let epoch_path = format!("{chroot}{CONTROLLER_EPOCH}");
+    let fenced = (fence != -1).then_some((epoch_path.as_str(), fence));
+    let first_path = |i: usize| {
+        let item: &CreateItem = &items[i];
+        item.parent.as_deref().unwrap_or(&item.path)[chroot.len()..].to_owned()
+    };
+    let outcomes =
+        zkwire::create_states(&items, acl, fenced, params.limits, &mut |kind, requests| {
+            exchange(store, kind, requests)
+        })
+        .map_err(|e| bulk_error(store, e, &first_path, fence))?;
+    Ok(items
+        .iter()
+        .zip(outcomes)
+        .map(|(item, outcome)| {
+            outcome.map(|CreateFailure { at_parent, code }| {
+                let path = if at_parent {
+                    item.parent.as_deref().unwrap_or(&item.path)
+                } else {
+                    &item.path
+                };
+                (path[chroot.len()..].to_owned(), code)
+            })
+        })
+        .collect())
+}
+
+/// The store's error for a create of `path` that failed with `code`, as a failure.
+fn create_failure(store: &Py<PyAny>, path: &str, code: i32) -> Result<Failure, Failure> {
+    attached(|py| {
+        let error = store
+            .bind(py)
+            .call_method1("native_create_error", (path, code))?;
+        Ok(failure_from_exception(py, &error))
+    })
+}
+
 impl Store for NativeZooKeeper {
     fn read_states(&mut self, ctx: &Context, parts: &[Part]) -> Result<Vec<Read>, Failure> {
         if !self.params.multi_read {
@@ -231,13 +298,84 @@ impl Store for NativeZooKeeper {
         Ok(reads)
     }
 
+    /// Kafka's order, as `KafkaZkClient.create_partition_states`: the store makes sure each
+    /// topic's `/partitions` exists and lists its children (`native_partition_parents`), then
+    /// every state goes in one item with its `/partitions/<p>` where that is missing.
     fn create_states(
         &mut self,
         ctx: &Context,
         states: &[(Part, LeaderIsrAndControllerEpoch)],
         fence: i32,
     ) -> Result<Vec<Option<Failure>>, Failure> {
-        self.inner.create_states(ctx, states, fence)
+        let Some(acl) = self.params.create_acl.clone() else {
+            return self.inner.create_states(ctx, states, fence);
+        };
+        let store = &self.inner.store;
+        let mut seen = HashSet::default();
+        let topics: Vec<TopicIdx> = states
+            .iter()
+            .map(|(p, _)| ctx.partition_topic(*p))
+            .filter(|t| seen.insert(*t))
+            .collect();
+        let names: Vec<&str> = topics.iter().map(|t| ctx.topic_name(*t)).collect();
+        // Per topic: the ids of its partitions that have a znode, or the failure of its states.
+        let parents: HashMap<TopicIdx, Result<HashSet<String>, Failure>> = attached(|py| {
+            let found: Vec<Bound<'_, PyAny>> = store
+                .bind(py)
+                .call_method1("native_partition_parents", (names, fence))?
+                .extract()?;
+            if found.len() != topics.len() {
+                return Err(PyValueError::new_err(format!(
+                    "native_partition_parents answered {} of {} topics",
+                    found.len(),
+                    topics.len()
+                )));
+            }
+            topics
+                .iter()
+                .zip(found)
+                .map(|(t, children)| -> PyResult<_> {
+                    let listed: Result<HashSet<String>, Failure> =
+                        if children.is_instance_of::<PyList>() {
+                            Ok(children.extract::<Vec<String>>()?.into_iter().collect())
+                        } else {
+                            Err(failure_from_exception(py, &children))
+                        };
+                    Ok((*t, listed))
+                })
+                .collect()
+        })?;
+        let mut results: Vec<Option<Failure>> = Vec::with_capacity(states.len());
+        let mut to_create = Vec::with_capacity(states.len());
+        let mut positions = Vec::with_capacity(states.len());
+        for (p, state) in states {
+            let t = ctx.partition_topic(*p);
+            match &parents[&t] {
+                Ok(existing) => {
+                    let partition = ctx.partition_id(*p);
+                    let with_parent = !existing.contains(&partition.to_string());
+                    let lai = &state.leader_and_isr;
+                    let data = zkjson::partition_state((
+                        lai.leader,
+                        &lai.isr,
+                        lai.leader_epoch,
+                        lai.recovery,
+                        state.controller_epoch,
+                    ));
+                    positions.push(results.len());
+                    to_create.push((ctx.topic_name(t), partition, with_parent, data.into_bytes()));
+                    results.push(None);
+                }
+                Err(failure) => results.push(Some(failure.clone())),
+            }
+        }
+        let outcomes = or_failure(create_states(store, &self.params, &acl, to_create, fence))?;
+        for (at, outcome) in positions.into_iter().zip(outcomes) {
+            if let Some((path, code)) = outcome {
+                results[at] = Some(create_failure(store, &path, code)?);
+            }
+        }
+        Ok(results)
     }
 
     fn update_states(
@@ -346,6 +484,48 @@ pub fn zk_write_partition_states(
                 SetOutcome::Failed(code) => code,
             })
             .collect())
+    })
+}
+
+/// A state to create: topic, partition, and whether its `/partitions/<p>` is to be created too.
+type NewState = (String, i32, bool);
+
+/// `ZooKeeperStore.create_partition_states`' bulk create: each `(topic, partition, with_parent,
+/// document)` (the documents encoded by the store, which may write any value), the parents listed
+/// by the caller. Per state None, or the path (without the chroot) of the create that failed and
+/// ZooKeeper's code; raises the store's `ControllerMovedError` when the fence check fails.
+#[pyfunction]
+pub fn zk_create_partition_states(
+    py: Python<'_>,
+    store: Bound<'_, PyAny>,
+    states: Vec<(String, i32, bool, Bound<'_, PyBytes>)>,
+    fence: i32,
+) -> PyResult<Vec<Option<(String, i32)>>> {
+    let params = ZkParams::of(&store)?;
+    let Some(acl) = params.create_acl.clone() else {
+        return Err(PyValueError::new_err(
+            "the store's ACL policy decides each znode's ACL",
+        ));
+    };
+    let (keys, documents): (Vec<NewState>, Vec<Vec<u8>>) = states
+        .into_iter()
+        .map(|(topic, partition, with_parent, document)| {
+            (
+                (topic, partition, with_parent),
+                document.as_bytes().to_vec(),
+            )
+        })
+        .unzip();
+    let store = store.unbind();
+    py.detach(|| {
+        let states = keys
+            .iter()
+            .zip(documents)
+            .map(|((topic, partition, with_parent), document)| {
+                (topic.as_str(), *partition, *with_parent, document)
+            })
+            .collect();
+        create_states(&store, &params, &acl, states, fence)
     })
 }
 
