@@ -35,7 +35,7 @@ from kctl.controller import KafkaController
 from kctl.errors import IllegalArgumentError, IllegalStateError, KctlError, UnknownTopicOrPartitionError
 from kctl.model import NO_LEADER, ReplicaAssignment, TopicPartition, validate_int, validate_partition_id
 from kctl.plugins import PluginHost, get_plugin_host
-from kctl.messages import ControllerRequest, Outgoing, send_all
+from kctl.messages import ControllerRequest, Outgoing, built_request, send_all
 from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler, check_duration
 from kctl.stores.base import StateStore
 from kctl.stores.memory import MemoryTree, PartitionSnapshot
@@ -87,8 +87,9 @@ class SentRecord:
 class _SentLog:
     """What the controllers sent, in order, with each fan-out kept as one entry (its time, its
     controller and what it handed over) until the records are read: a reassignment at 50 brokers
-    sends over a million UpdateMetadata requests, whose records (:class:`SentRecord`) are built
-    only if someone reads them, once."""
+    sends over a million UpdateMetadata requests, whose records (:class:`SentRecord`), and the
+    requests themselves (:meth:`~kctl.messages.UpdateMetadataFanOut.request`), are built only if
+    someone reads them, once."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()  # sends on the scheduler's thread, reads on the caller's
@@ -112,7 +113,8 @@ class _SentLog:
     def records(self) -> list[SentRecord]:
         with self._lock:
             for time, controller, outgoing in self._fan_outs:
-                self._records.extend([SentRecord(time, controller, broker, request) for broker, request, _ in outgoing])
+                self._records.extend([SentRecord(time, controller, broker, built_request(request, broker))
+                                      for broker, request, _ in outgoing])
             self._fan_outs.clear()
             return list(self._records)
 
