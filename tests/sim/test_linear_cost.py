@@ -22,7 +22,7 @@ from kctl.cluster import EmbeddedCluster
 from kctl.context import ENGINES, ControllerContext
 from kctl.controller import KafkaController
 from kctl.controller.event_manager import ControllerEventManager
-from kctl.controller.events import PartitionModifications
+from kctl.controller.events import ControllerEvent, PartitionModifications
 from kctl.broker.agent import BrokerAgent, HandledRequest
 from kctl.errors import Errors
 from kctl.engine_api import request_batch
@@ -369,14 +369,21 @@ def test_batched_fan_outs_change_nothing_in_a_run(
     engine: str, brokers: int, partitions: int, seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The deliveries and responses due at one instant are one scheduler callback, and a
-    fan-out's accepted UpdateMetadata answers one entry of the controller's queue: the same run
-    as with every message a scheduler entry of its own and every answer an event queued alone,
-    request for request, answer for answer, event for event and step for step."""
+    fan-out's accepted UpdateMetadata answers one entry of the controller's queue, queued at once:
+    the same run as with every message a scheduler entry of its own and every answer an event
+    queued alone by its own callback, request for request, answer for answer, event for event and
+    step for step."""
     batched = _traced_demo(engine, brokers, partitions, seed)
     assert batched[0].ok and len(batched[1]) > 100  # type: ignore[attr-defined]
 
+    def each_alone(manager: ControllerEventManager, event: ControllerEvent, times: int = 1) -> ControllerEvent:
+        for _ in range(times):
+            manager.put(event)
+        return event
+
     monkeypatch.setattr(SimulatedScheduler, "schedule_batched", None)  # the transport schedules each message
-    monkeypatch.setattr(ControllerEventManager, "put_repeatable", ControllerEventManager.put)
+    monkeypatch.setattr(ControllerEventManager, "put_repeatable", each_alone)
+    monkeypatch.setattr(inprocess, "REPEAT", "not-an-attribute")  # each answer to its own callback
     one_by_one = _traced_demo(engine, brokers, partitions, seed)
 
     assert one_by_one == batched

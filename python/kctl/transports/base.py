@@ -49,6 +49,26 @@ def takes_fan_outs(handler: BrokerHandler) -> bool:
 
 
 _ANSWERS_FAN_OUTS = "kctl_answers_fan_outs"
+
+C = TypeVar("C", bound=Callable[[Any], None])
+
+Repeat = Callable[[int, Any, int], bool]
+"""``repeat(broker, response, times)``: see :func:`repeatable`."""
+
+
+def repeatable(callback: C, repeat: Repeat) -> C:
+    """Mark a response callback as one of those sharing ``repeat``: ``repeat(broker, response,
+    times)`` stands for ``times`` calls of such callbacks, in a row, with ``response``, the first
+    for ``broker``'s answer, and returns False when it cannot (the callbacks are then called one
+    by one). A channel may make that one call for consecutive answers so marked (a fan-out's
+    UpdateMetadata answers, counted at once), handing them over before it sends the brokers'
+    next requests: marked callbacks must leave the channel alone."""
+    setattr(callback, REPEAT, repeat)
+    return callback
+
+
+REPEAT = "kctl_repeat"
+"""The attribute :func:`repeatable` sets (a channel reads it with ``getattr(callback, REPEAT, None)``)."""
 ControllerHandler = Callable[[BrokerToControllerRequest, Callable[[Any], None]], None]
 """A controller takes a broker request and calls back with the response when it has one."""
 

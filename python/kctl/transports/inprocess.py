@@ -33,7 +33,7 @@ from kctl.messages import (
     built_request,
 )
 from kctl.scheduler import Scheduler
-from kctl.transports.base import BrokerHandler, ControllerHandler, error_response, takes_fan_outs
+from kctl.transports.base import REPEAT, BrokerHandler, ControllerHandler, error_response, takes_fan_outs
 
 if TYPE_CHECKING:
     from kctl.registry import TransportRegistry
@@ -185,27 +185,40 @@ class InProcessControllerChannel:
 
     def _respond(self, answers: list[tuple[_BrokerQueue, Callback | None, Any]]) -> None:
         """Hand each response to its callback and send the broker's next request, in order: the
-        responses due at one instant are one call."""
+        responses due at one instant are one call, and consecutive ones whose callbacks repeat one
+        another (``transports.base.repeatable``: a fan-out's answers) one call of their ``repeat``,
+        their next requests sent after it."""
         transport = self._transport
         lock, deliver_after, latency, batching = transport.lock, self._deliver_after, transport.latency, transport.batching
         batch = None  # the next deliveries' batch, appended to while open
-        for queue, callback, response in answers:
+        start, count = 0, len(answers)
+        while start < count:
+            _, callback, response = answers[start]
+            end, repeat = start + 1, getattr(callback, REPEAT, None)
+            if repeat is not None:
+                while end < count and answers[end][2] is response and getattr(answers[end][1], REPEAT, None) is repeat:
+                    end += 1
+            with lock:  # the broker was removed: its connection, and the response, are gone
+                run = [answer for answer in answers[start:end] if not answer[0].closed]
+                for queue, _, _ in run:
+                    queue.requests.popleft()
+            start = end
+            if not run:
+                continue
+            if len(run) == 1 or repeat is None or not repeat(run[0][0].broker_id, response, len(run)):
+                for _, each, answer in run:
+                    if each is not None:
+                        each(answer)
             with lock:
-                if queue.closed:  # the broker was removed: its connection, and the response, are gone
-                    continue
-                requests = queue.requests
-                requests.popleft()
-            if callback is not None:
-                callback(response)
-            with lock:
-                if queue.closed:
-                    continue
-                if not requests:
-                    queue.busy = False
-                elif batch is not None and batch is batching.open_batch:
-                    batch.append(queue)
-                else:
-                    batch = deliver_after(latency, queue)
+                for queue, _, _ in run:
+                    if queue.closed:
+                        continue
+                    if not queue.requests:
+                        queue.busy = False
+                    elif batch is not None and batch is batching.open_batch:
+                        batch.append(queue)
+                    else:
+                        batch = deliver_after(latency, queue)
 
 
 class InProcessTransport:
