@@ -149,19 +149,17 @@ class UpdateMetadataFanOut:
         self.version, self.controller_id, self.controller_epoch = version, controller_id, controller_epoch
         self.partition_states, self.live_brokers, self.topic_ids = partition_states, live_brokers, topic_ids
         self.broker_epochs = broker_epochs
-        self._built: dict[int, UpdateMetadataRequest] | None = None
+        self._built: dict[int, UpdateMetadataRequest] = {}
 
     def request(self, broker: int) -> UpdateMetadataRequest:
         """The request sent to ``broker`` (the same object at every call)."""
         built = self._built
-        if built is None:
-            built = self._built = {}
         request = built.get(broker)
-        if request is None:
-            request = built[broker] = UpdateMetadataRequest(
+        if request is None:  # setdefault: threads building it at once get the same one
+            request = built.setdefault(broker, UpdateMetadataRequest(
                 self.version, self.controller_id, self.controller_epoch, self.broker_epochs.get(broker, -1),
                 self.partition_states, self.live_brokers, self.topic_ids,
-            )
+            ))
         return request
 
     def __repr__(self) -> str:

@@ -198,7 +198,7 @@ class InProcessControllerChannel:
             if repeat is not None:
                 while end < count and answers[end][2] is response and getattr(answers[end][1], REPEAT, None) is repeat:
                     end += 1
-            with lock:  # the broker was removed: its connection, and the response, are gone
+            with lock:  # a removed broker's connection, and its response, are gone
                 run = [answer for answer in answers[start:end] if not answer[0].closed]
                 for queue, _, _ in run:
                     queue.requests.popleft()
