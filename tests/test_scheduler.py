@@ -124,8 +124,8 @@ def test_appending_to_the_open_batch_is_scheduling_one_more_item_of_it() -> None
     def deliver(items: list[str]) -> None:
         calls.append(list(items))
         if items[0] == "d1":  # running: closed, so a message scheduled now for now is a batch of its own
-            assert scheduler.open_batch is None
-            assert scheduler.schedule_batched(deliver, 0.0, "d1+0") is scheduler.open_batch
+            assert scheduler.open_batch is not items
+            assert scheduler.schedule_batched(deliver, 0.0, "d1+0") is scheduler.open_batch is not items
 
     batch = scheduler.schedule_batched(deliver, 0.1, "d1")
     assert scheduler.open_batch is batch
