@@ -157,6 +157,10 @@ class _RecordingTransport:
     def __init__(self, inner: Any, cluster: EmbeddedCluster) -> None:
         self._inner, self._cluster = inner, cluster
 
+    def idle(self) -> bool:
+        """The transport's (asked between every two instants of a simulation: no ``__getattr__``)."""
+        return bool(self._inner.idle())
+
     def controller_channel(self, controller_id: int) -> Any:
         return _RecordingChannel(self._inner.controller_channel(controller_id), controller_id, self._cluster)
 
@@ -392,6 +396,8 @@ class EmbeddedCluster:
         """Quiet, with nothing the controller can still finish: reassignments and deletions are
         done (or wait for a dead broker), every live replica that can be in its ISR is, and every
         live broker's metadata matches the store."""
+        if not self.transport.idle():  # the usual answer in the middle of a step: requests in flight
+            return False
         controller = self.active_controller
         if controller is None or not self._quiet(controller):
             return False

@@ -85,6 +85,7 @@ class InProcessControllerChannel:
         self.controller_id = controller_id
         self._transport = transport
         self._queues: dict[int, _BrokerQueue] = {}
+        self._busy = 0  # queues with a request in flight: idle() is asked between every two instants
         self._deliver_after = transport.batched(self._deliver)
         self._respond_after = transport.batched(self._respond)
 
@@ -100,6 +101,9 @@ class InProcessControllerChannel:
             if queue is not None:
                 queue.closed = True
                 queue.requests.clear()
+                if queue.busy:
+                    queue.busy = False
+                    self._busy -= 1
 
     def brokers(self) -> list[int]:
         """The brokers that have a queue, sorted."""
@@ -107,8 +111,9 @@ class InProcessControllerChannel:
             return sorted(self._queues)
 
     def idle(self) -> bool:
+        """No request is queued (a queue is busy from its first request until it is empty)."""
         with self._transport.lock:
-            return not any(queue.requests for queue in self._queues.values())
+            return not self._busy
 
     def queued(self, broker_id: int) -> int:
         """Requests waiting for the broker, the one in flight included (0 without a queue)."""
@@ -128,6 +133,7 @@ class InProcessControllerChannel:
             queue.requests.append((request, callback))
             if not queue.busy:
                 queue.busy = True
+                self._busy += 1
                 self._deliver_after(self._transport.latency, queue)
 
     def send_requests(self, outgoing: list[Outgoing]) -> None:
@@ -146,6 +152,7 @@ class InProcessControllerChannel:
                 queue.requests.append((request, callback))
                 if not queue.busy:
                     queue.busy = True
+                    self._busy += 1
                     if batch is not None and batch is batching.open_batch:
                         batch.append(queue)
                     else:
@@ -215,6 +222,7 @@ class InProcessControllerChannel:
                         continue
                     if not queue.requests:
                         queue.busy = False
+                        self._busy -= 1
                     elif batch is not None and batch is batching.open_batch:
                         batch.append(queue)
                     else:
