@@ -10,6 +10,7 @@ returns the implementation of the context's engine.
 from __future__ import annotations
 
 import abc
+import itertools
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -155,6 +156,8 @@ class ControllerBrokerRequestBatch(abc.ABC):
         self.state_change_logger = state_change_logger or StateChangeLogger(controller_id, lambda: context.epoch)
         self._metadata_callbacks: dict[int, Callable[[Any], None] | None] = {}
         """Each broker's UpdateMetadata callback (:func:`_update_metadata_callback`), made once."""
+        self._fan_out_callbacks: dict[tuple[int, ...], list[Callable[[Any], None] | None]] = {}
+        """Those of each list of brokers fanned out to: the fan-outs of a reassignment go to the same."""
 
     # --- Building and delivering requests (shared by every engine) -------------------------------
 
@@ -203,13 +206,16 @@ class ControllerBrokerRequestBatch(abc.ABC):
         topic_ids = {t: known[t] for t in _topics(states) if t in known}
         fan_out = UpdateMetadataFanOut(self.config.update_metadata_version, self.controller_id, controller_epoch, states,
                                        live_brokers, topic_ids, _shared_broker_epochs(ctx.live_broker_epochs()))
-        callbacks = self._metadata_callbacks
-        outgoing: list[Outgoing] = []
-        for broker in brokers:  # _deliver for the whole fan-out: it is a request per broker, built when read
-            callback = callbacks.get(broker)
-            if callback is None and broker not in callbacks:
-                callback = callbacks[broker] = _update_metadata_callback(self, broker)
-            outgoing.append((broker, fan_out, callback))
+        key = tuple(brokers)
+        callbacks = self._fan_out_callbacks.get(key)
+        if callbacks is None:
+            made = self._metadata_callbacks
+            for broker in key:
+                if broker not in made:
+                    made[broker] = _update_metadata_callback(self, broker)
+            callbacks = self._fan_out_callbacks[key] = [made[broker] for broker in key]
+        # _deliver for the whole fan-out: it is a request per broker, built when read
+        outgoing: list[Outgoing] = list(zip(key, itertools.repeat(fan_out), callbacks))
         if sent is not None:
             sent.extend([SentRequest(broker, fan_out.request(broker)) for broker in brokers])
         if self.channel is not None:
