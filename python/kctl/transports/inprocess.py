@@ -153,7 +153,7 @@ class InProcessControllerChannel:
                 if not queue.busy:
                     queue.busy = True
                     self._busy += 1
-                    if batch is not None and batch is batching.open_batch:
+                    if batch is batching.open_batch and batch is not None:
                         batch.append(queue)
                     else:
                         batch = deliver_after(latency, queue)
@@ -185,7 +185,7 @@ class InProcessControllerChannel:
                 logger.exception("Broker %d failed to handle %s; retrying", queue.broker_id, request.api)
                 self._deliver_after(transport.retry_backoff, queue)
                 continue
-            if batch is not None and batch is batching.open_batch:
+            if batch is batching.open_batch and batch is not None:
                 batch.append((queue, callback, response))
             else:
                 batch = respond_after(latency, (queue, callback, response))
@@ -223,7 +223,7 @@ class InProcessControllerChannel:
                     if not queue.requests:
                         queue.busy = False
                         self._busy -= 1
-                    elif batch is not None and batch is batching.open_batch:
+                    elif batch is batching.open_batch and batch is not None:
                         batch.append(queue)
                     else:
                         batch = deliver_after(latency, queue)
