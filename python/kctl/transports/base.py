@@ -32,6 +32,9 @@ logger = logging.getLogger(__name__)
 BrokerHandler = Callable[[ControllerRequest], ControllerResponse]
 """A broker's answer to a controller request (computed synchronously)."""
 
+ControllerHandler = Callable[[BrokerToControllerRequest, Callable[[Any], None]], None]
+"""A controller takes a broker request and calls back with the response when it has one."""
+
 H = TypeVar("H", bound=Callable[..., Any])
 
 
@@ -69,8 +72,6 @@ def repeatable(callback: C, repeat: Repeat) -> C:
 
 REPEAT = "kctl_repeat"
 """The attribute :func:`repeatable` sets (a channel reads it with ``getattr(callback, REPEAT, None)``)."""
-ControllerHandler = Callable[[BrokerToControllerRequest, Callable[[Any], None]], None]
-"""A controller takes a broker request and calls back with the response when it has one."""
 
 
 def error_response(
