@@ -19,8 +19,12 @@ from kctl.requests import (
     ControlledShutdownResponse,
     StopReplicaRequest,
     StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
 )
+from kctl.messages import UpdateMetadataFanOut
 from kctl.scheduler import RealTimeScheduler, SimulatedScheduler
+from kctl.transports.base import answers_fan_outs, repeatable
 from kctl.transports.inprocess import InProcessTransport
 
 
@@ -338,3 +342,78 @@ def test_each_message_of_a_batch_is_handled_as_if_alone(scheduler: SimulatedSche
     assert [h for b in (1, 3, 4) for h in brokers[b].handled] == [(0.001, 1), (0.001, 3), (0.001, 4)]
     assert failed == [0.001, 0.101] and channel.queued(5) == 1
     assert responses == [(0.002, 1), (0.002, 4), (0.102, 2)]  # broker 3's response went with its queue
+
+
+def test_a_fan_out_reaches_each_broker_as_its_request_or_as_it_is_to_a_handler_that_takes_it(
+    scheduler: SimulatedScheduler, transport: InProcessTransport
+) -> None:
+    """An UpdateMetadata fan-out is handed over as one object for every broker: a plain handler
+    gets the request built for its broker (its own broker epoch), a handler marked with
+    ``answers_fan_outs`` the fan-out itself, and a broker without a queue drops its request."""
+    got: dict[int, Any] = {}
+
+    def plain(broker_id: int) -> Callable[[Any], UpdateMetadataResponse]:
+        def handle(req: Any) -> UpdateMetadataResponse:
+            got[broker_id] = req
+            return UpdateMetadataResponse()
+        return handle
+
+    @answers_fan_outs
+    def taking(req: Any) -> UpdateMetadataResponse:
+        got[3] = req
+        return UpdateMetadataResponse()
+
+    for b, handler in [(1, plain(1)), (2, plain(2)), (3, taking)]:
+        transport.bind_broker(b, handler)
+    channel = transport.controller_channel(0)
+    for b in (1, 2, 3):
+        channel.add_broker(BrokerInfo(b))
+    fan_out = UpdateMetadataFanOut(7, 0, 4, (), (), {}, {1: 11, 2: 12, 3: 13, 9: 19})
+    responses: list[tuple[float, Any]] = []
+    channel.send_requests([(b, fan_out, collect(scheduler, responses, b)) for b in (1, 9, 2, 3)])
+    scheduler.advance(0.01)
+
+    assert got[1] == UpdateMetadataRequest(7, 0, 4, 11, (), (), {}) and got[2].broker_epoch == 12
+    assert got[1] is fan_out.request(1) and type(got[2]) is UpdateMetadataRequest
+    assert got[3] is fan_out and fan_out.request(4).broker_epoch == -1  # not a live broker's
+    assert responses == [(0.002, 1), (0.002, 2), (0.002, 3)]
+
+
+@pytest.mark.parametrize("counted", [True, False])
+def test_answers_whose_callbacks_repeat_one_another_are_handed_over_in_one_call(
+    scheduler: SimulatedScheduler, transport: InProcessTransport, counted: bool
+) -> None:
+    """Consecutive answers with one response object whose callbacks share a ``repeat`` are one
+    call of it (the first answering broker named), once the queues of removed brokers are left
+    out; a ``repeat`` that declines leaves each callback called in turn. Either way the brokers'
+    next requests go out after it, as one by one."""
+    calls: list[tuple[float, Any]] = []
+    response = UpdateMetadataResponse()
+
+    def repeat(broker: int, answer: Any, times: int) -> bool:
+        calls.append((round(scheduler.now(), 6), ("repeat", broker, answer is response, times)))
+        return counted
+
+    def callback(broker: int) -> Callable[[Any], None]:
+        return repeatable(lambda answer: calls.append((round(scheduler.now(), 6), ("each", broker))), repeat)
+
+    handled: list[tuple[int, float]] = []
+    for b in (1, 2, 3, 4):
+        def handle(req: Any, b: int = b) -> UpdateMetadataResponse:
+            handled.append((b, round(scheduler.now(), 6)))
+            return response
+        transport.bind_broker(b, handle)
+    channel = transport.controller_channel(0)
+    for b in (1, 2, 3, 4):
+        channel.add_broker(BrokerInfo(b))
+    for _ in range(2):  # two fan-outs: the second waits for the first's answers
+        channel.send_requests([(b, request(b), callback(b)) for b in (1, 2, 3, 4)])
+    scheduler.schedule(0.0015, lambda: channel.remove_broker(2))  # its answer is on the way
+    scheduler.advance(0.01)
+
+    first = [(0.002, ("repeat", 1, True, 3))]
+    each = [(0.002, ("each", b)) for b in (1, 3, 4)]
+    expected = first if counted else first + each
+    assert calls[:len(expected)] == expected
+    assert [h for h in handled if h[1] == 0.003] == [(1, 0.003), (3, 0.003), (4, 0.003)]
+    assert calls[len(calls) // 2] == (0.004, ("repeat", 1, True, 3)) and channel.idle()

@@ -113,3 +113,32 @@ def test_one_step_runs_one_batched_callback() -> None:
     while scheduler.step():
         pass
     assert ran == ["d1", "d2", "d3", "plain", "d4", "o1", "d2+0", "d5"] and scheduler.steps == 8
+
+
+def test_appending_to_the_open_batch_is_scheduling_one_more_item_of_it() -> None:
+    """``open_batch`` is the items of the batch scheduled last until anything else is scheduled
+    or the batch starts running: appending to it then is a ``schedule_batched`` of that item."""
+    calls: list[list[str]] = []
+    scheduler = SimulatedScheduler()
+
+    def deliver(items: list[str]) -> None:
+        calls.append(list(items))
+        if items[0] == "d1":  # running: closed, so a message scheduled now for now is a batch of its own
+            assert scheduler.open_batch is not items
+            assert scheduler.schedule_batched(deliver, 0.0, "d1+0") is scheduler.open_batch is not items
+
+    batch = scheduler.schedule_batched(deliver, 0.1, "d1")
+    assert scheduler.open_batch is batch
+    batch.append("d2")
+    assert scheduler.schedule_batched(deliver, 0.1, "d3") is batch is scheduler.open_batch
+    scheduler.schedule(0.2, lambda: calls.append(["plain"]))
+    assert scheduler.open_batch is None  # a later instant: the batch stays last at 0.1, and joinable
+    assert scheduler.schedule_batched(deliver, 0.1, "d4") is batch is scheduler.open_batch
+    other = scheduler.schedule_batched(deliver, 0.2, "d5")  # another instant: a batch of its own
+    assert other is not batch and scheduler.open_batch is other
+    assert scheduler.pending() == 6
+
+    scheduler.advance(1.0)
+
+    assert calls == [["d1", "d2", "d3", "d4"], ["d1+0"], ["plain"], ["d5"]] and scheduler.steps == 7
+    assert scheduler.open_batch is None

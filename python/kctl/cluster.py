@@ -18,6 +18,7 @@ stopping brokers and controllers is serialised.
 
 from __future__ import annotations
 
+import operator
 import random
 import threading
 import time
@@ -35,7 +36,7 @@ from kctl.controller import KafkaController
 from kctl.errors import IllegalArgumentError, IllegalStateError, KctlError, UnknownTopicOrPartitionError
 from kctl.model import NO_LEADER, ReplicaAssignment, TopicPartition, validate_int, validate_partition_id
 from kctl.plugins import PluginHost, get_plugin_host
-from kctl.messages import ControllerRequest, Outgoing, send_all
+from kctl.messages import ControllerRequest, Outgoing, built_request, send_all
 from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler, check_duration
 from kctl.stores.base import StateStore
 from kctl.stores.memory import MemoryTree, PartitionSnapshot
@@ -87,8 +88,9 @@ class SentRecord:
 class _SentLog:
     """What the controllers sent, in order, with each fan-out kept as one entry (its time, its
     controller and what it handed over) until the records are read: a reassignment at 50 brokers
-    sends over a million UpdateMetadata requests, whose records (:class:`SentRecord`) are built
-    only if someone reads them, once."""
+    sends over a million UpdateMetadata requests, whose records (:class:`SentRecord`), and the
+    requests themselves (:meth:`~kctl.messages.UpdateMetadataFanOut.request`), are built only if
+    someone reads them, once."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()  # sends on the scheduler's thread, reads on the caller's
@@ -112,7 +114,8 @@ class _SentLog:
     def records(self) -> list[SentRecord]:
         with self._lock:
             for time, controller, outgoing in self._fan_outs:
-                self._records.extend([SentRecord(time, controller, broker, request) for broker, request, _ in outgoing])
+                self._records.extend([SentRecord(time, controller, broker, built_request(request, broker))
+                                      for broker, request, _ in outgoing])
             self._fan_outs.clear()
             return list(self._records)
 
@@ -123,9 +126,12 @@ class _SentLog:
             position = len(self._records)
             for _, _, outgoing in self._fan_outs:
                 if position + len(outgoing) > start:
-                    apis.update(request.api for _, request, _ in outgoing[max(start - position, 0):])
+                    apis.update(map(_API, map(_REQUEST, outgoing[max(start - position, 0):])))  # in C: a reassignment sends millions
                 position += len(outgoing)
             return apis
+
+
+_REQUEST, _API = operator.itemgetter(1), operator.attrgetter("api")
 
 
 class _RecordingChannel:
@@ -150,6 +156,10 @@ class _RecordingChannel:
 class _RecordingTransport:
     def __init__(self, inner: Any, cluster: EmbeddedCluster) -> None:
         self._inner, self._cluster = inner, cluster
+
+    def idle(self) -> bool:
+        """The transport's (asked between every two instants of a simulation: no ``__getattr__``)."""
+        return bool(self._inner.idle())
 
     def controller_channel(self, controller_id: int) -> Any:
         return _RecordingChannel(self._inner.controller_channel(controller_id), controller_id, self._cluster)
@@ -386,6 +396,8 @@ class EmbeddedCluster:
         """Quiet, with nothing the controller can still finish: reassignments and deletions are
         done (or wait for a dead broker), every live replica that can be in its ISR is, and every
         live broker's metadata matches the store."""
+        if not self.transport.idle():  # the usual answer in the middle of a step: requests in flight
+            return False
         controller = self.active_controller
         if controller is None or not self._quiet(controller):
             return False

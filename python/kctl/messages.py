@@ -129,6 +129,49 @@ class StopReplicaRequest:
 ControllerRequest = Union[LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest]
 
 
+class UpdateMetadataFanOut:
+    """One UpdateMetadata payload for many brokers, each with its own broker epoch: Kafka sends
+    every live broker the same request but for that field. :meth:`request` builds a broker's
+    :class:`UpdateMetadataRequest` when something reads it, once: a reassignment at 50 brokers
+    sends over a million, which in-process brokers apply in short and nothing else reads.
+
+    ``broker_epochs`` (the epoch sent to each broker, -1 for one missing) is read-only: fan-outs
+    share it while the live brokers do not change."""
+
+    __slots__ = ("_built", "broker_epochs", "controller_epoch", "controller_id", "live_brokers", "partition_states",
+                 "topic_ids", "version")
+
+    api = "UpdateMetadata"
+
+    def __init__(self, version: int, controller_id: int, controller_epoch: int,
+                 partition_states: Sequence[UpdateMetadataPartitionState], live_brokers: tuple[BrokerInfo, ...],
+                 topic_ids: Mapping[str, str], broker_epochs: Mapping[int, int]) -> None:
+        self.version, self.controller_id, self.controller_epoch = version, controller_id, controller_epoch
+        self.partition_states, self.live_brokers, self.topic_ids = partition_states, live_brokers, topic_ids
+        self.broker_epochs = broker_epochs
+        self._built: dict[int, UpdateMetadataRequest] = {}
+
+    def request(self, broker: int) -> UpdateMetadataRequest:
+        """The request sent to ``broker`` (the same object at every call)."""
+        built = self._built
+        request = built.get(broker)
+        if request is None:  # setdefault: threads building it at once get the same one
+            request = built.setdefault(broker, UpdateMetadataRequest(
+                self.version, self.controller_id, self.controller_epoch, self.broker_epochs.get(broker, -1),
+                self.partition_states, self.live_brokers, self.topic_ids,
+            ))
+        return request
+
+    def __repr__(self) -> str:
+        return (f"UpdateMetadataFanOut(version={self.version}, controller_id={self.controller_id}, "
+                f"controller_epoch={self.controller_epoch}, brokers={sorted(self.broker_epochs)})")
+
+
+def built_request(request: ControllerRequest | UpdateMetadataFanOut, broker: int) -> ControllerRequest:
+    """``request`` as sent to ``broker``: a fan-out's request for it, built if not yet."""
+    return request.request(broker) if isinstance(request, UpdateMetadataFanOut) else request
+
+
 # --- Responses ---------------------------------------------------------------------------------------
 
 
@@ -212,20 +255,23 @@ class RequestChannel(Protocol):
     ) -> None: ...
 
 
-Outgoing = tuple[int, ControllerRequest, Callable[[Any], None] | None]
+Outgoing = tuple[int, ControllerRequest | UpdateMetadataFanOut, Callable[[Any], None] | None]
 """A request for a broker and the callback of its response, as a fan-out hands them over in bulk
-(``send_requests(outgoing)``, which a channel may offer besides ``send_request``)."""
+(``send_requests(outgoing)``, which a channel may offer besides ``send_request``); an
+UpdateMetadata fan-out hands over its :class:`UpdateMetadataFanOut` in place of each broker's
+request, which a channel offering ``send_requests`` takes as it is."""
 
 
 def send_all(channel: RequestChannel, outgoing: list[Outgoing]) -> None:
-    """``channel.send_request`` for each request in order: in one call where the channel has
-    ``send_requests`` (an UpdateMetadata fan-out is a request per broker)."""
+    """``channel.send_request`` for each request in order (a fan-out's built for its broker): in
+    one call, fan-outs as they are, where the channel has ``send_requests`` (an UpdateMetadata
+    fan-out is a request per broker)."""
     send_requests = getattr(channel, "send_requests", None)
     if send_requests is not None:
         send_requests(outgoing)
         return
     for broker_id, request, callback in outgoing:
-        channel.send_request(broker_id, request, callback)
+        channel.send_request(broker_id, built_request(request, broker_id), callback)
 
 
 ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"

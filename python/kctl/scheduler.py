@@ -112,6 +112,11 @@ class SimulatedScheduler:
         self._times: list[float] = []  # a heap of the instants in _at
         self._at: dict[float, deque[_Scheduled]] = {}
         self.steps = 0
+        self.open_batch: list[Any] | None = None
+        """The items of the batch (:meth:`schedule_batched`) scheduled last, while nothing else has
+        been scheduled since and it has not started running: appending an item to it is exactly
+        :meth:`schedule_batched` of that item for the same ``run`` and instant. A transport handing
+        out a fan-out appends the rest of it so, without a call per message."""
         self._unwatched = False  # inside run_until, with nothing checked between callbacks of an instant
 
     def now(self) -> float:
@@ -122,6 +127,7 @@ class SimulatedScheduler:
             delay = _delay(delay, name)
         when = self._now + delay
         entry = _Scheduled((fn,))
+        self.open_batch = None
         due = self._at.get(when)
         if due is None:
             due = self._at[when] = deque()
@@ -129,14 +135,15 @@ class SimulatedScheduler:
         due.append(entry)
         return entry
 
-    def schedule_batched(self, run: Callable[[list[Any]], None], delay: float, item: Any) -> None:
+    def schedule_batched(self, run: Callable[[list[Any]], None], delay: float, item: Any) -> list[Any]:
         """Run ``run([item])`` after ``delay`` seconds, exactly as ``schedule(delay, lambda:
         run([item]))`` would, but sharing the entry of the callback scheduled just before when
         that one is ``run`` of other items due at the same instant (and not cancellable): the
         entry then makes one call, ``run(items)``. ``run`` must handle a list as it would each
         item in turn. A transport delivering a fan-out to every broker schedules one entry and
         makes one call, not one per broker, and the callbacks still run in submission order: the
-        items of an entry are consecutive callbacks."""
+        items of an entry are consecutive callbacks. Returns the entry's items (see
+        :attr:`open_batch`)."""
         if not 0.0 <= delay < math.inf:
             delay = _delay(delay, "a batched callback")
         when = self._now + delay
@@ -147,9 +154,12 @@ class SimulatedScheduler:
         elif due:
             last = due[-1][0]
             if type(last) is _Batch and last.run == run:
-                last.items.append(item)
-                return
-        due.append(_Scheduled((_Batch(run, [item]),)))
+                items = self.open_batch = last.items
+                items.append(item)
+                return items
+        items = self.open_batch = [item]
+        due.append(_Scheduled((_Batch(run, items),)))
+        return items
 
     def take_turn(self) -> bool:
         """Whether a callback that would reschedule itself at once may go on instead: true (and
@@ -206,6 +216,8 @@ class SimulatedScheduler:
             fn.run([fn.items.pop(0)])
         else:
             due.popleft()
+            if type(fn) is _Batch and fn.items is self.open_batch:
+                self.open_batch = None  # running: closed to more items
             fn()
         return True
 
@@ -252,6 +264,8 @@ class SimulatedScheduler:
                 self._now = when
             if type(fn) is _Batch:
                 self.steps += len(fn.items)
+                if fn.items is self.open_batch:
+                    self.open_batch = None  # running: closed to more items
                 if until is not None and not settled:  # checked between the batch's callbacks too
                     if self._run_watched(fn, due, until):
                         return True

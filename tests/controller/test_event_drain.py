@@ -3,6 +3,7 @@ exactly the order, with the steps and the checks of one entry per event."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -203,3 +204,39 @@ def test_clearing_the_queue_preempts_every_repeat() -> None:
     events.clear_and_put(Probe(9))
 
     assert preempted == [1, 1, 1, 4, 4] and events.queue_size == 1
+
+
+@pytest.mark.parametrize("threaded", [False, True])
+def test_repeats_queued_at_once_count_as_queued_one_after_another(threaded: bool) -> None:
+    """``put_repeatable(event, times)`` is ``times`` calls in a row: the same entries, counts,
+    queue times and steps (on an event thread, each processed alone); once closed, each repeat
+    is preempted."""
+    runs = {}
+    for at_once in (True, False):
+        scheduler, seen = SimulatedScheduler(), []
+        events = ControllerEventManager(seen.append, scheduler, threaded=threaded, name="events")
+        events.start()
+
+        for answer, times in [(Answer(1), 3), (Probe(7), 0), (Answer(4), 2)]:
+            if not times:
+                events.put(answer)
+            elif at_once:
+                events.put_repeatable(answer, times)
+            else:
+                for _ in range(times):
+                    events.put_repeatable(answer)
+        if threaded:
+            deadline = time.monotonic() + 30
+            while events.stats.processed < 6 and time.monotonic() < deadline:
+                time.sleep(0.01)
+        else:
+            assert events.queue_size == 6
+            scheduler.advance(0.0)
+        runs[at_once] = counted(events, scheduler), [e.broker if isinstance(e, Answer) else "probe" for e in seen]
+        preempted: list[int] = []
+        events.close()
+        events.put_repeatable(Answer(5, preempted), 3)
+        assert preempted == [5, 5, 5]
+
+    assert runs[True] == runs[False] and runs[True][0][0] == 6
+    assert runs[True][1] == ([1, 1, 1, "probe", 4, 4] if threaded else [1, "probe", 4])

@@ -22,10 +22,11 @@ from kctl.cluster import EmbeddedCluster
 from kctl.context import ENGINES, ControllerContext
 from kctl.controller import KafkaController
 from kctl.controller.event_manager import ControllerEventManager
-from kctl.controller.events import PartitionModifications
+from kctl.controller.events import ControllerEvent, PartitionModifications
 from kctl.broker.agent import BrokerAgent, HandledRequest
 from kctl.errors import Errors
-from kctl.messages import UpdateMetadataResponse
+from kctl.engine_api import request_batch
+from kctl.messages import Outgoing, UpdateMetadataRequest, UpdateMetadataResponse, built_request, send_all
 from kctl.invariants import BrokerAnswerCheck, check_broker_answers
 from kctl.model import ReplicaAssignment, TopicPartition
 from kctl.native.request_batch import NativeRequestBatch
@@ -34,6 +35,7 @@ from kctl.scheduler import SimulatedScheduler
 from kctl.sim.demo import demo_scenario
 from kctl.sim.runner import run_scenario
 from kctl.stores.memtree import _changed_partitions
+from kctl.transports import inprocess
 
 
 @pytest.fixture
@@ -367,14 +369,66 @@ def test_batched_fan_outs_change_nothing_in_a_run(
     engine: str, brokers: int, partitions: int, seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The deliveries and responses due at one instant are one scheduler callback, and a
-    fan-out's accepted UpdateMetadata answers one entry of the controller's queue: the same run
-    as with every message a scheduler entry of its own and every answer an event queued alone,
-    request for request, answer for answer, event for event and step for step."""
+    fan-out's accepted UpdateMetadata answers one entry of the controller's queue, queued at once:
+    the same run as with every message a scheduler entry of its own and every answer an event
+    queued alone by its own callback, request for request, answer for answer, event for event and
+    step for step."""
     batched = _traced_demo(engine, brokers, partitions, seed)
     assert batched[0].ok and len(batched[1]) > 100  # type: ignore[attr-defined]
 
+    def each_alone(manager: ControllerEventManager, event: ControllerEvent, times: int = 1) -> ControllerEvent:
+        for _ in range(times):
+            manager.put(event)
+        return event
+
     monkeypatch.setattr(SimulatedScheduler, "schedule_batched", None)  # the transport schedules each message
-    monkeypatch.setattr(ControllerEventManager, "put_repeatable", ControllerEventManager.put)
+    monkeypatch.setattr(ControllerEventManager, "put_repeatable", each_alone)
+    monkeypatch.setattr(inprocess, "REPEAT", "not-an-attribute")  # each answer to its own callback
     one_by_one = _traced_demo(engine, brokers, partitions, seed)
 
     assert one_by_one == batched
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize(("brokers", "partitions", "seed"), [(4, 4, 0), (6, 30, 1), (12, 100, 7)])
+def test_fan_outs_handed_over_whole_change_nothing_in_a_run(
+    engine: str, brokers: int, partitions: int, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An UpdateMetadata fan-out reaches the in-process brokers as one object, each broker's
+    request built only when read: the same run as with every request built when sent and each
+    broker handed its own, request for request, answer for answer, event for event and step for
+    step."""
+    whole = _traced_demo(engine, brokers, partitions, seed)
+    assert whole[0].ok and len(whole[1]) > 100  # type: ignore[attr-defined]
+
+    def built_when_sent(channel: Any, outgoing: list[Outgoing]) -> None:
+        send_all(channel, [(broker, built_request(request, broker), callback) for broker, request, callback in outgoing])
+
+    monkeypatch.setattr(request_batch, "send_all", built_when_sent)
+    monkeypatch.setattr(inprocess, "takes_fan_outs", lambda handler: False)
+    one_each = _traced_demo(engine, brokers, partitions, seed)
+
+    assert one_each == whole
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_run_builds_the_update_metadata_requests_that_are_read(engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing in a run reads the UpdateMetadata requests of a fan-out that brokers answer in
+    short: only those answered the long way (a new controller epoch, a broker epoch to check) are
+    built while it plays, and reading ``handled`` builds each broker's others."""
+    built: list[int] = []
+    init = UpdateMetadataRequest.__init__
+
+    def counted(self: UpdateMetadataRequest, *args: Any) -> None:
+        built.append(1)
+        init(self, *args)
+
+    monkeypatch.setattr(UpdateMetadataRequest, "__init__", counted)
+    held: list[EmbeddedCluster] = []
+    report = run_scenario(demo_scenario(6, 30), engine=engine, on_start=held.append)
+    sent = held[0].sent_request_apis(0)["UpdateMetadata"]
+    during = len(built)
+
+    assert report.ok and sent > 1_000 and 0 < during < sent / 20
+    answered = sum(h.request.api == "UpdateMetadata" for agent in held[0].brokers.values() for h in agent.handled)
+    assert sent / 2 < answered <= len(built) <= sent  # each built once: when sent, answered or read

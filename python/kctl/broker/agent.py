@@ -47,13 +47,15 @@ from kctl.messages import (
     StopReplicaPartitionState,
     StopReplicaRequest,
     StopReplicaResponse,
+    UpdateMetadataFanOut,
     UpdateMetadataRequest,
     UpdateMetadataResponse,
+    built_request,
     controller_error_response,
 )
 from kctl.scheduler import Scheduler
 from kctl.stores.base import StateStore
-from kctl.transports.base import Transport
+from kctl.transports.base import Transport, answers_fan_outs
 
 logger = logging.getLogger(__name__)
 
@@ -141,9 +143,10 @@ class BrokerAgent:
         self.replica_manager: ReplicaManager = (
             replica_manager if replica_manager is not None else SimulatedReplicaManager(ledger)
         )
-        self._answers: list[HandledRequest | tuple[float, UpdateMetadataRequest, int]] = []
-        """``handled``, with each accepted UpdateMetadata that is not notable kept as (time, request,
-        broker epoch) until ``handled`` is read: a reassignment's fan-outs make millions."""
+        self._answers: list[HandledRequest | tuple[float, UpdateMetadataRequest | UpdateMetadataFanOut, int]] = []
+        """``handled``, with each accepted UpdateMetadata that is not notable kept as (time, request
+        or its fan-out, broker epoch) until ``handled`` is read: a reassignment's fan-outs make
+        millions."""
         self._built = 0  # _answers[:_built] are all HandledRequests
         self.notable: list[HandledRequest] = []
         """The answers in ``handled`` other than an UpdateMetadata accepted from the controller
@@ -181,7 +184,8 @@ class BrokerAgent:
             for i in range(self._built, len(answers)):
                 answer = answers[i]
                 if type(answer) is tuple:
-                    answers[i] = HandledRequest(answer[0], answer[1], UPDATE_METADATA_ACCEPTED, answer[2])
+                    request = built_request(answer[1], self.broker_id)
+                    answers[i] = HandledRequest(answer[0], request, UPDATE_METADATA_ACCEPTED, answer[2])
             self._built = len(answers)
             return answers  # type: ignore[return-value]  # every entry built above
 
@@ -387,21 +391,27 @@ class BrokerAgent:
 
     # --- Controller → broker -----------------------------------------------------------------------
 
-    def handle_request(self, request: ControllerRequest) -> ControllerResponse:
-        """Answer a controller request (the transport's BrokerHandler) and record it."""
+    @answers_fan_outs
+    def handle_request(self, sent: ControllerRequest | UpdateMetadataFanOut) -> ControllerResponse:
+        """Answer a controller request (the transport's BrokerHandler) and record it; an
+        UpdateMetadata fan-out is answered as its request for this broker, built only when the
+        answer takes more than the short path (or ``handled`` is read)."""
         with self._lock:
             if not self._running:  # it crashed while the request was on the way: the send fails
                 raise IllegalStateError(f"broker {self.broker_id} is not running")
-            if type(request) is UpdateMetadataRequest:  # most requests: one per partition change and broker
-                process, epoch = self.broker_epoch, request.controller_epoch
+            if type(sent) is UpdateMetadataFanOut or type(sent) is UpdateMetadataRequest:  # one per partition change and broker
+                process, epoch = self.broker_epoch, sent.controller_epoch
+                broker_epoch = (sent.broker_epochs.get(self.broker_id, UNKNOWN_BROKER_EPOCH)
+                                if isinstance(sent, UpdateMetadataFanOut) else sent.broker_epoch)
                 if (epoch == self._controller_epoch and self._on_answer is None and self._accepted == (process, epoch)
-                        and not process > request.broker_epoch != UNKNOWN_BROKER_EPOCH):
+                        and not process > broker_epoch != UNKNOWN_BROKER_EPOCH):
                     # Nearly all of them, answered in short: _fenced would pass them (the epochs
                     # are those last accepted) and the answer is not notable (see _note).
-                    self.metadata_cache.update(request)
+                    self.metadata_cache.update(sent)
                     if self._keep_answers:
-                        self._answers.append((self.scheduler.now(), request, process))
+                        self._answers.append((self.scheduler.now(), sent, process))
                     return UPDATE_METADATA_ACCEPTED
+            request = built_request(sent, self.broker_id)
             if isinstance(request, UpdateMetadataRequest):
                 response: ControllerResponse = self._update_metadata(request)
             elif isinstance(request, LeaderAndIsrRequest):

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from kctl._engine import MetadataCache, metadata_digest
 from kctl.model import BrokerInfo, TopicPartition
-from kctl.messages import UpdateMetadataPartitionState, UpdateMetadataRequest
+from kctl.messages import UpdateMetadataFanOut, UpdateMetadataPartitionState, UpdateMetadataRequest
 from kctl.stores.base import StateStore
 
 
@@ -113,9 +113,9 @@ class BrokerMetadataCache:
         self._partitions = MetadataCache()
         self.topic_ids: dict[str, str] = {}
 
-    def update(self, request: UpdateMetadataRequest) -> list[TopicPartition]:
-        """Apply an UpdateMetadata request; returns the partitions it removed (those advertised
-        with leader -2, whose topic is being deleted)."""
+    def update(self, request: UpdateMetadataRequest | UpdateMetadataFanOut) -> list[TopicPartition]:
+        """Apply an UpdateMetadata request (or a fan-out's, which carries the same payload); returns
+        the partitions it removed (those advertised with leader -2, whose topic is being deleted)."""
         self.controller_id = request.controller_id if request.controller_id >= 0 else None
         seen, index = _last_index
         self._brokers = index if seen is request.live_brokers else _broker_index(request.live_brokers)

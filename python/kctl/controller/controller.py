@@ -96,7 +96,7 @@ from kctl.stores.base import (
     WatchKind,
 )
 from kctl.topic_config import UNCLEAN_LEADER_ELECTION_ENABLE, parse_topic_config
-from kctl.transports.base import AdvertisedController, Transport
+from kctl.transports.base import AdvertisedController, Repeat, Transport, repeatable
 
 log = logging.getLogger(__name__)
 
@@ -203,6 +203,7 @@ class KafkaController:
         self.event_manager = ControllerEventManager(
             self._process, self.scheduler, threaded=threaded, name=f"controller-{broker_id}-event-thread"
         )
+        self._accepted_updates: Repeat = self._queue_accepted_updates  # one object: what the callbacks share
         self.active_controller_id = -1
         self._watches: set[tuple[WatchKind, object]] = set()
         self._fired_topic_watches: set[str] = set()
@@ -399,7 +400,8 @@ class KafkaController:
         """What hears the broker's UpdateMetadata responses: each is an event, the same event
         while the broker answers with the same (immutable) response object, as a simulated broker
         answers every accepted request; an accepted answer's event, which processing only counts,
-        is queued as a repeatable one (a fan-out's answers share an entry of the queue)."""
+        is queued as a repeatable one (a fan-out's answers share an entry of the queue), and the
+        accepted answers of several brokers in a row can be queued at once (``repeatable``)."""
         put, put_repeatable = self.event_manager.put, self.event_manager.put_repeatable
         last: ev.UpdateMetadataResponseReceived | None = None
 
@@ -412,7 +414,17 @@ class KafkaController:
                 put_repeatable(event)
             else:
                 put(event)
-        return answered
+        return repeatable(answered, self._accepted_updates)
+
+    def _queue_accepted_updates(self, broker: int, response: Any, times: int) -> bool:
+        """``times`` accepted UpdateMetadata answers ``response`` in a row, the first from
+        ``broker``, queued as the repeatable event they are (False for an error, which is an event
+        of its own)."""
+        if response.error is not _NO_ERROR:
+            return False
+        event = ev.UpdateMetadataResponseReceived(received=UpdateMetadataResponseReceived(broker, response))
+        self.event_manager.put_repeatable(event, times)
+        return True
 
     def _on_watch(self, event: WatchEvent) -> None:
         """Store watches become controller events (the store calls this; it must not block)."""

@@ -12,8 +12,10 @@ in Kafka, where everything the controller does is an event.
 from __future__ import annotations
 
 import collections
+import functools
 import itertools
 import logging
+import operator
 import threading
 import time
 from collections.abc import Callable
@@ -72,8 +74,7 @@ class Histogram:
         self.count += times
         if value > self.max:
             self.max = value
-        for _ in range(times):
-            self.total += value
+        self.total = functools.reduce(operator.add, itertools.repeat(value, times), self.total)  # one by one, in C
         self._sample.extend(itertools.repeat(value, min(times, HISTOGRAM_SAMPLE_SIZE)))
 
     @property
@@ -204,21 +205,26 @@ class ControllerEventManager:
         answered, as it would have been had the event been queued before the close)."""
         return self._put(event, 0)
 
-    def put_repeatable(self, event: ControllerEvent) -> ControllerEvent:
-        """:meth:`put` for an event whose processing does nothing but be counted, so that any
-        event of its kind would do as well (an accepted UpdateMetadata answer: Kafka only logs
-        the errors). Simulated, repeatable events of one kind queued one after another at one
-        instant share a queue entry: a fan-out's answers from every broker are one entry, whose
-        event is processed once and counted, and each of them is an event of the statistics, a
-        step of the scheduler and one of :attr:`queue_size`, exactly as if queued one by one."""
+    def put_repeatable(self, event: ControllerEvent, times: int = 1) -> ControllerEvent:
+        """:meth:`put` of ``event`` ``times`` times in a row, for an event whose processing does
+        nothing but be counted, so that any event of its kind would do as well (an accepted
+        UpdateMetadata answer: Kafka only logs the errors). Simulated, repeatable events of one
+        kind queued one after another at one instant share a queue entry: a fan-out's answers
+        from every broker are one entry, whose event is processed once and counted, and each of
+        them is an event of the statistics, a step of the scheduler and one of
+        :attr:`queue_size`, exactly as if queued one by one."""
+        if self._threaded:  # each is processed alone on the event thread
+            for _ in range(times - 1):
+                self._put(event, 1)
+            return self._put(event, 1)
         with self._lock:
             queue = self._queue
-            if queue and not self._threaded:
+            if queue:
                 last = queue[-1]
                 if last.times and type(last.event) is type(event) and last.enqueued == self._scheduler.now():
-                    last.times += 1  # its drain is scheduled already (or running, and reschedules)
+                    last.times += times  # its drain is scheduled already (or running, and reschedules)
                     return event
-        return self._put(event, 1)
+        return self._put(event, times)
 
     def _put(self, event: ControllerEvent, times: int) -> ControllerEvent:
         with self._lock:
@@ -226,7 +232,8 @@ class ControllerEventManager:
             if not closed:
                 self._append(event, times)
         if closed:
-            event.preempt()
+            for _ in range(max(times, 1)):
+                event.preempt()
         elif not self._threaded and not self._drain_scheduled:
             self._schedule_drain()
         return event

@@ -10,6 +10,7 @@ returns the implementation of the context's engine.
 from __future__ import annotations
 
 import abc
+import itertools
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,8 +31,8 @@ from kctl.messages import (
     StopReplicaPartitionState,
     StopReplicaRequest,
     StopReplicaResponseReceived,
+    UpdateMetadataFanOut,
     UpdateMetadataPartitionState,
-    UpdateMetadataRequest,
     UpdateMetadataResponseReceived,
     send_all,
 )
@@ -89,6 +90,19 @@ def _shared_live_brokers(brokers: list[BrokerInfo]) -> tuple[BrokerInfo, ...]:
     return last
 
 
+_last_broker_epochs: dict[int, int] = {}
+
+
+def _shared_broker_epochs(epochs: dict[int, int]) -> dict[int, int]:
+    """The live brokers' epochs, as the same dict as the previous send's (of any batch) while they
+    are the same: a fan-out keeps them until its requests are built, and a reassignment sends tens
+    of thousands of fan-outs between two changes of the live brokers (read-only once shared)."""
+    global _last_broker_epochs
+    if epochs != _last_broker_epochs:
+        _last_broker_epochs = epochs
+    return _last_broker_epochs
+
+
 Sequence.register(PartitionStates)  # the native engine's lazy payloads
 
 
@@ -142,6 +156,8 @@ class ControllerBrokerRequestBatch(abc.ABC):
         self.state_change_logger = state_change_logger or StateChangeLogger(controller_id, lambda: context.epoch)
         self._metadata_callbacks: dict[int, Callable[[Any], None] | None] = {}
         """Each broker's UpdateMetadata callback (:func:`_update_metadata_callback`), made once."""
+        self._fan_out_callbacks: dict[tuple[int, ...], list[Callable[[Any], None] | None]] = {}
+        """Those of each list of brokers fanned out to: the fan-outs of a reassignment go to the same."""
 
     # --- Building and delivering requests (shared by every engine) -------------------------------
 
@@ -188,19 +204,20 @@ class ControllerBrokerRequestBatch(abc.ABC):
         live_brokers = _shared_live_brokers(ctx.live_or_shutting_down_brokers())
         known = ctx.topic_ids
         topic_ids = {t: known[t] for t in _topics(states) if t in known}
-        version, epochs = self.config.update_metadata_version, ctx.live_broker_epochs()
-        controller_id, callbacks = self.controller_id, self._metadata_callbacks
-        outgoing: list[Outgoing] = []
-        for broker in brokers:  # _deliver for the whole fan-out: it is a request per broker
-            request = UpdateMetadataRequest(
-                version, controller_id, controller_epoch, epochs.get(broker, -1), states, live_brokers, topic_ids,
-            )
-            callback = callbacks.get(broker)
-            if callback is None and broker not in callbacks:
-                callback = callbacks[broker] = _update_metadata_callback(self, broker)
-            outgoing.append((broker, request, callback))
+        fan_out = UpdateMetadataFanOut(self.config.update_metadata_version, self.controller_id, controller_epoch, states,
+                                       live_brokers, topic_ids, _shared_broker_epochs(ctx.live_broker_epochs()))
+        key = tuple(brokers)
+        callbacks = self._fan_out_callbacks.get(key)
+        if callbacks is None:
+            made = self._metadata_callbacks
+            for broker in key:
+                if broker not in made:
+                    made[broker] = _update_metadata_callback(self, broker)
+            callbacks = self._fan_out_callbacks[key] = [made[broker] for broker in key]
+        # _deliver for the whole fan-out: it is a request per broker, built when read
+        outgoing: list[Outgoing] = list(zip(key, itertools.repeat(fan_out), callbacks))
         if sent is not None:
-            sent.extend([SentRequest(broker, request) for broker, request, _ in outgoing])
+            sent.extend([SentRequest(broker, fan_out.request(broker)) for broker in brokers])
         if self.channel is not None:
             send_all(self.channel, outgoing)
 

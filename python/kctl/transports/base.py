@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from kctl.errors import Errors
 from kctl.model import BrokerInfo
@@ -31,8 +31,47 @@ logger = logging.getLogger(__name__)
 
 BrokerHandler = Callable[[ControllerRequest], ControllerResponse]
 """A broker's answer to a controller request (computed synchronously)."""
+
 ControllerHandler = Callable[[BrokerToControllerRequest, Callable[[Any], None]], None]
 """A controller takes a broker request and calls back with the response when it has one."""
+
+H = TypeVar("H", bound=Callable[..., Any])
+
+
+def answers_fan_outs(handler: H) -> H:
+    """Mark a broker handler that takes an :class:`~kctl.messages.UpdateMetadataFanOut` as its
+    broker's UpdateMetadata request (``fan_out.request(broker_id)``, which it builds only if it
+    needs it): a transport that hands fan-outs over hands any other handler the built request."""
+    setattr(handler, _ANSWERS_FAN_OUTS, True)
+    return handler
+
+
+def takes_fan_outs(handler: BrokerHandler) -> bool:
+    """Whether ``handler`` was marked with :func:`answers_fan_outs` (a method: its function was)."""
+    return getattr(handler, _ANSWERS_FAN_OUTS, False) is True
+
+
+_ANSWERS_FAN_OUTS = "kctl_answers_fan_outs"
+
+C = TypeVar("C", bound=Callable[[Any], None])
+
+Repeat = Callable[[int, Any, int], bool]
+"""``repeat(broker, response, times)``: see :func:`repeatable`."""
+
+
+def repeatable(callback: C, repeat: Repeat) -> C:
+    """Mark a response callback as one of those sharing ``repeat``: ``repeat(broker, response,
+    times)`` stands for ``times`` calls of such callbacks, in a row, with ``response``, the first
+    for ``broker``'s answer, and returns False when it cannot (the callbacks are then called one
+    by one). A channel may make that one call for consecutive answers so marked (a fan-out's
+    UpdateMetadata answers, counted at once), handing them over before it sends the brokers'
+    next requests: marked callbacks must leave the channel alone."""
+    setattr(callback, REPEAT, repeat)
+    return callback
+
+
+REPEAT = "kctl_repeat"
+"""The attribute :func:`repeatable` sets (a channel reads it with ``getattr(callback, REPEAT, None)``)."""
 
 
 def error_response(

@@ -19,14 +19,21 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from kctl.errors import Errors, IllegalStateError
 from kctl.hookspecs import hookimpl
 from kctl.model import BrokerInfo
-from kctl.messages import BrokerToControllerRequest, ControllerRequest
+from kctl.messages import (
+    BrokerToControllerRequest,
+    ControllerRequest,
+    ControllerResponse,
+    Outgoing,
+    UpdateMetadataFanOut,
+    built_request,
+)
 from kctl.scheduler import Scheduler
-from kctl.transports.base import BrokerHandler, ControllerHandler, error_response
+from kctl.transports.base import REPEAT, BrokerHandler, ControllerHandler, error_response, takes_fan_outs
 
 if TYPE_CHECKING:
     from kctl.registry import TransportRegistry
@@ -36,6 +43,29 @@ logger = logging.getLogger(__name__)
 Callback = Callable[[Any], None]
 T = TypeVar("T")
 
+
+class _Batching(Protocol):
+    """A scheduler that batches (``SimulatedScheduler``): the batch a next item may join."""
+
+    open_batch: list[Any] | None
+
+
+class _NoBatching:
+    """A scheduler that does not batch: no batch is ever open."""
+
+    open_batch: list[Any] | None = None
+
+
+_FanOutHandler = Callable[[ControllerRequest | UpdateMetadataFanOut], ControllerResponse]
+"""A broker handler that takes UpdateMetadata fan-outs as they are (``transports.base.answers_fan_outs``)."""
+
+
+def _built_for(handler: BrokerHandler, broker_id: int, request: ControllerRequest | UpdateMetadataFanOut) -> ControllerResponse:
+    """``handler`` of the request sent to ``broker_id`` (a fan-out's built), for a handler that
+    takes no fan-outs."""
+    return handler(built_request(request, broker_id))
+
+
 class _BrokerQueue:
     """The requests waiting for one broker; the head is in flight while ``busy``."""
 
@@ -43,7 +73,7 @@ class _BrokerQueue:
 
     def __init__(self, broker_id: int) -> None:
         self.broker_id = broker_id
-        self.requests: deque[tuple[ControllerRequest, Callback | None]] = deque()
+        self.requests: deque[tuple[ControllerRequest | UpdateMetadataFanOut, Callback | None]] = deque()
         self.busy = False
         self.closed = False
 
@@ -55,6 +85,7 @@ class InProcessControllerChannel:
         self.controller_id = controller_id
         self._transport = transport
         self._queues: dict[int, _BrokerQueue] = {}
+        self._busy = 0  # queues with a request in flight: idle() is asked between every two instants
         self._deliver_after = transport.batched(self._deliver)
         self._respond_after = transport.batched(self._respond)
 
@@ -70,6 +101,9 @@ class InProcessControllerChannel:
             if queue is not None:
                 queue.closed = True
                 queue.requests.clear()
+                if queue.busy:
+                    queue.busy = False
+                    self._busy -= 1
 
     def brokers(self) -> list[int]:
         """The brokers that have a queue, sorted."""
@@ -77,8 +111,9 @@ class InProcessControllerChannel:
             return sorted(self._queues)
 
     def idle(self) -> bool:
+        """No request is queued (a queue is busy from its first request until it is empty)."""
         with self._transport.lock:
-            return not any(queue.requests for queue in self._queues.values())
+            return not self._busy
 
     def queued(self, broker_id: int) -> int:
         """Requests waiting for the broker, the one in flight included (0 without a queue)."""
@@ -98,21 +133,30 @@ class InProcessControllerChannel:
             queue.requests.append((request, callback))
             if not queue.busy:
                 queue.busy = True
+                self._busy += 1
                 self._deliver_after(self._transport.latency, queue)
 
-    def send_requests(self, outgoing: list[tuple[int, ControllerRequest, Callback | None]]) -> None:
-        """:meth:`send_request` for each, in order (a fan-out, under one hold of the lock)."""
-        with self._transport.lock:
-            queues, latency, deliver_after = self._queues, self._transport.latency, self._deliver_after
+    def send_requests(self, outgoing: list[Outgoing]) -> None:
+        """:meth:`send_request` for each, in order (a fan-out, under one hold of the lock); an
+        :class:`UpdateMetadataFanOut` goes to brokers as it is, its requests built only for a
+        handler that needs them."""
+        transport = self._transport
+        with transport.lock:
+            queues, latency, deliver_after, batching = self._queues, transport.latency, self._deliver_after, transport.batching
+            batch = None  # the deliveries' batch, appended to while open (see SimulatedScheduler.open_batch)
             for broker_id, request, callback in outgoing:
                 queue = queues.get(broker_id)
                 if queue is None:
-                    self.send_request(broker_id, request, callback)  # dropped, with its warning
+                    self.send_request(broker_id, built_request(request, broker_id), callback)  # dropped, with its warning
                     continue
                 queue.requests.append((request, callback))
                 if not queue.busy:
                     queue.busy = True
-                    deliver_after(latency, queue)
+                    self._busy += 1
+                    if batch is batching.open_batch and batch is not None:
+                        batch.append(queue)
+                    else:
+                        batch = deliver_after(latency, queue)
 
     def shutdown(self) -> None:
         with self._transport.lock:
@@ -125,6 +169,7 @@ class InProcessControllerChannel:
         instant (a fan-out's, one per broker) are one call."""
         transport = self._transport
         lock, brokers, respond_after, latency = transport.lock, transport._brokers, self._respond_after, transport.latency
+        batching, batch = transport.batching, None  # the responses' batch, appended to while open
         for queue in queues:
             with lock:
                 if queue.closed:
@@ -140,27 +185,48 @@ class InProcessControllerChannel:
                 logger.exception("Broker %d failed to handle %s; retrying", queue.broker_id, request.api)
                 self._deliver_after(transport.retry_backoff, queue)
                 continue
-            respond_after(latency, (queue, callback, response))
+            if batch is batching.open_batch and batch is not None:
+                batch.append((queue, callback, response))
+            else:
+                batch = respond_after(latency, (queue, callback, response))
 
     def _respond(self, answers: list[tuple[_BrokerQueue, Callback | None, Any]]) -> None:
         """Hand each response to its callback and send the broker's next request, in order: the
-        responses due at one instant are one call."""
-        lock, deliver_after, latency = self._transport.lock, self._deliver_after, self._transport.latency
-        for queue, callback, response in answers:
+        responses due at one instant are one call, and consecutive ones whose callbacks repeat one
+        another (``transports.base.repeatable``: a fan-out's answers) one call of their ``repeat``,
+        their next requests sent after it."""
+        transport = self._transport
+        lock, deliver_after, latency, batching = transport.lock, self._deliver_after, transport.latency, transport.batching
+        batch = None  # the next deliveries' batch, appended to while open
+        start, count = 0, len(answers)
+        while start < count:
+            _, callback, response = answers[start]
+            end, repeat = start + 1, getattr(callback, REPEAT, None)
+            if repeat is not None:
+                while end < count and answers[end][2] is response and getattr(answers[end][1], REPEAT, None) is repeat:
+                    end += 1
+            with lock:  # a removed broker's connection, and its response, are gone
+                run = [answer for answer in answers[start:end] if not answer[0].closed]
+                for queue, _, _ in run:
+                    queue.requests.popleft()
+            start = end
+            if not run:
+                continue
+            if len(run) == 1 or repeat is None or not repeat(run[0][0].broker_id, response, len(run)):
+                for _, each, answer in run:
+                    if each is not None:
+                        each(answer)
             with lock:
-                if queue.closed:  # the broker was removed: its connection, and the response, are gone
-                    continue
-                requests = queue.requests
-                requests.popleft()
-            if callback is not None:
-                callback(response)
-            with lock:
-                if queue.closed:
-                    continue
-                if requests:
-                    deliver_after(latency, queue)
-                else:
-                    queue.busy = False
+                for queue, _, _ in run:
+                    if queue.closed:
+                        continue
+                    if not queue.requests:
+                        queue.busy = False
+                        self._busy -= 1
+                    elif batch is batching.open_batch and batch is not None:
+                        batch.append(queue)
+                    else:
+                        batch = deliver_after(latency, queue)
 
 
 class InProcessTransport:
@@ -180,10 +246,13 @@ class InProcessTransport:
             scheduler.schedule, name="inprocess-transport"
         )
         """``after(delay, fn)``: run ``fn`` in ``delay`` seconds (a partial: no Python frame per message)."""
-        self._batched: Callable[[Callable[[list[Any]], None], float, Any], None] | None = getattr(
+        self._batched: Callable[[Callable[[list[Any]], None], float, Any], list[Any]] | None = getattr(
             scheduler, "schedule_batched", None
         )
-        self._brokers: dict[int, BrokerHandler] = {}
+        self.batching: _Batching = cast(_Batching, scheduler) if self._batched is not None else _NoBatching()
+        """Where the batch that a channel's next message could join is (``open_batch``)."""
+        self._brokers: dict[int, _FanOutHandler] = {}
+        """Each bound broker's handler, taking UpdateMetadata fan-outs as they are (see ``send_requests``)."""
         self._controllers: dict[int, ControllerHandler] = {}
         self._channels: list[InProcessControllerChannel] = []
         self._to_controllers = 0  # broker requests not yet answered
@@ -198,7 +267,8 @@ class InProcessTransport:
         with self.lock:
             if broker_id in self._brokers:
                 raise IllegalStateError(f"broker {broker_id} is already bound to the in-process transport")
-            self._brokers[broker_id] = handler
+            self._brokers[broker_id] = (cast(_FanOutHandler, handler) if takes_fan_outs(handler)
+                                        else partial(_built_for, handler, broker_id))
 
     def unbind_broker(self, broker_id: int) -> None:
         with self.lock:
@@ -251,16 +321,21 @@ class InProcessTransport:
 
     # --- Used by the channels ----------------------------------------------------------------------
 
-    def batched(self, run: Callable[[list[T]], None]) -> Callable[[float, T], None]:
+    def batched(self, run: Callable[[list[T]], None]) -> Callable[[float, T], list[T] | None]:
         """``later(delay, item)``: ``run([item])`` in ``delay`` seconds. On a simulated scheduler
         the deliveries of a fan-out (one per broker, due at the same instant) share one scheduler
-        entry and one call ``run(items)``, in the same order as entries of their own."""
+        entry and one call ``run(items)``, in the same order as entries of their own; ``later``
+        then returns the entry's items, to which the channel appends the next message itself while
+        they are :attr:`batching`'s ``open_batch`` (:attr:`SimulatedScheduler.open_batch`)."""
         if self._batched is not None:
             return partial(self._batched, run)
         after = self.after
-        return lambda delay, item: after(delay, partial(run, [item]))
 
-    def broker_handler(self, broker_id: int) -> BrokerHandler | None:
+        def later(delay: float, item: T) -> None:
+            after(delay, partial(run, [item]))
+        return later
+
+    def broker_handler(self, broker_id: int) -> _FanOutHandler | None:
         with self.lock:
             return self._brokers.get(broker_id)
 
