@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from kctl._engine import MetadataCache, StateTable, metadata_digest
-from kctl.model import BrokerInfo, TopicPartition
+from kctl.model import BrokerInfo, TopicPartition, new_topic_partition
 from kctl.messages import UpdateMetadataPartitionState, UpdateMetadataRequest
 from kctl.stores.base import StateStore
 
@@ -212,8 +212,9 @@ class ExpectedMetadata:
         for topic in reload:
             self._forget(topic)
         self._load(self._assignments(sorted(reload & live)))
-        self._load({tp: self._replicas[tp.topic][tp.partition] for tp in map(TopicPartition._make, states)
-                    if tp.topic not in reload and tp.partition in self._replicas.get(tp.topic, ())})
+        replicas = self._replicas
+        self._load({new_topic_partition((topic, partition)): replicas[topic][partition] for topic, partition in states
+                    if topic not in reload and partition in replicas.get(topic, ())})
         return self._digest
 
     def _assignments(self, topics: list[str]) -> dict[TopicPartition, tuple[int, ...]]:
