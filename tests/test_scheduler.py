@@ -1,10 +1,14 @@
-"""The simulated scheduler's order: by time, then by submission; cancelled callbacks never run."""
+"""The simulated scheduler's order: by time, then by submission; cancelled callbacks never run;
+the collector during a simulation."""
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
-from kctl.errors import IllegalArgumentError
+from kctl.cluster import EmbeddedCluster
+from kctl.errors import IllegalArgumentError, IllegalStateError
 from kctl.scheduler import SimulatedScheduler
 
 
@@ -142,3 +146,24 @@ def test_appending_to_the_open_batch_is_scheduling_one_more_item_of_it() -> None
 
     assert calls == [["d1", "d2", "d3", "d4"], ["d1+0"], ["plain"], ["d5"]] and scheduler.steps == 7
     assert scheduler.open_batch is None
+
+
+def test_a_simulated_cluster_collects_only_young_objects_while_it_runs() -> None:
+    """A simulated cluster's runs towards a condition collect only young objects (its millions of
+    kept requests and data-plane objects are not walked again by every collection of the oldest
+    generation), and leave the collector's thresholds as they were, even when the wait fails."""
+    saved = gc.get_threshold()
+    seen: list[tuple[int, int, int]] = []
+
+    def stable(cluster: EmbeddedCluster) -> bool:
+        seen.append(gc.get_threshold())
+        return cluster.is_stable()
+
+    with EmbeddedCluster(3, seed=1) as cluster:
+        cluster.create_topic("t", 4, 3, wait=False)
+        assert cluster.run_until(lambda: stable(cluster), 60.0)
+        assert gc.get_threshold() == saved
+        with pytest.raises(IllegalStateError, match="never"):
+            cluster.run_until(lambda: bool(seen.append(gc.get_threshold())), 1.0, "never")
+    assert gc.get_threshold() == saved
+    assert seen and all(t[1] >= 1_000_000 and t[2] >= 1_000_000 for t in seen)

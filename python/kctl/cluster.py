@@ -25,6 +25,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -37,7 +38,7 @@ from kctl.errors import IllegalArgumentError, IllegalStateError, KctlError, Unkn
 from kctl.model import NO_LEADER, ReplicaAssignment, TopicPartition, validate_int, validate_partition_id
 from kctl.plugins import PluginHost, get_plugin_host
 from kctl.messages import ControllerRequest, Outgoing, built_request, send_all
-from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler, check_duration
+from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler, check_duration, young_collections_only
 from kctl.stores.base import StateStore
 from kctl.stores.memory import MemoryTree, PartitionSnapshot
 
@@ -364,19 +365,20 @@ class EmbeddedCluster:
         (see :meth:`SimulatedScheduler.run_until`): right for conditions on settled states, and
         cheaper. ``timeout`` is checked as :meth:`advance` checks its seconds."""
         deadline = self.now() + check_duration(timeout, "timeout")
-        while not condition():
-            if self.now() >= deadline:
-                if what:
-                    raise IllegalStateError(f"timed out after {timeout} s waiting for {what}")
-                return False
-            if isinstance(self.scheduler, SimulatedScheduler):
-                next_time = self.scheduler.next_time()
-                step_to = min(deadline, max(self.now() + 0.05, next_time if next_time is not None else deadline))
-                self.scheduler.run_until(step_to, until=condition, settled=settled)
-                if self.on_progress is not None:
-                    self.on_progress()
-            else:
-                time.sleep(0.02)
+        with young_collections_only() if isinstance(self.scheduler, SimulatedScheduler) else nullcontext():
+            while not condition():
+                if self.now() >= deadline:
+                    if what:
+                        raise IllegalStateError(f"timed out after {timeout} s waiting for {what}")
+                    return False
+                if isinstance(self.scheduler, SimulatedScheduler):
+                    next_time = self.scheduler.next_time()
+                    step_to = min(deadline, max(self.now() + 0.05, next_time if next_time is not None else deadline))
+                    self.scheduler.run_until(step_to, until=condition, settled=settled)
+                    if self.on_progress is not None:
+                        self.on_progress()
+                else:
+                    time.sleep(0.02)
         return True
 
     def wait(self, future: Future[T], timeout: float = DEFAULT_TIMEOUT, what: str = "the request") -> T:

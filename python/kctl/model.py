@@ -9,8 +9,10 @@ from __future__ import annotations
 import enum
 import re
 import reprlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from functools import partial
+from typing import NamedTuple, cast
 
 from kctl.errors import IllegalArgumentError, InvalidTopicError, KctlError
 
@@ -66,6 +68,11 @@ class TopicPartition(NamedTuple):
         if len(digits) > len(str(INT32_MAX)) or int(digits) > INT32_MAX:  # int() refuses 4300+ digits
             raise InvalidTopicError(f"'{text}': the partition id must be an integer from 0 to {INT32_MAX}")
         return cls(topic, int(digits))
+
+
+new_topic_partition = cast(Callable[[tuple[str, int]], TopicPartition], partial(tuple.__new__, TopicPartition))
+"""``TopicPartition(*pair)`` without the Python frame of a NamedTuple's constructor (half the
+cost), for loops over the thousands of partitions of one request."""
 
 
 class PartitionReplica(NamedTuple):

@@ -137,3 +137,25 @@ def test_corrupt_partition_states_are_left_out_as_by_the_snapshot() -> None:
         cluster.store.tree.set_raw("/brokers/topics/t/partitions/1/state", b"{not json")  # type: ignore[attr-defined]
         snapshot = MetadataSnapshot.from_store(cluster.store)
         assert list(snapshot.partitions) == [T0] and expected.digest() == snapshot.digest
+
+
+@pytest.mark.usefixtures("engine")
+def test_a_native_state_table_is_read_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a store that offers its native state table (the memory store), the digest follows a
+    restart's rewritten states without building a Python state object per partition (through
+    ``get_partition_states``), and stays the snapshot's."""
+    with EmbeddedCluster(4, seed=3) as cluster:
+        cluster.create_topic("t", 30, 3)
+        expected = ExpectedMetadata(cluster.store)
+        reads: list[int] = []
+        read = cluster.store.get_partition_states
+        monkeypatch.setattr(cluster.store, "get_partition_states",
+                            lambda partitions, *args: reads.append(len(partitions)) or read(partitions, *args))
+        first = expected.digest()
+        cluster.shutdown_broker(2)
+        cluster.start_broker(2)
+        cluster.run_until_stable()
+        digest = expected.digest()
+        monkeypatch.undo()
+        assert reads == []
+        assert digest != first and digest == MetadataSnapshot.from_store(cluster.store).digest

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kctl.broker import DataLossViolation, DataPlaneLedger, ReplicaRole, ReplicaSnapshot, SimulatedReplicaManager
+from kctl.broker import replica_manager
 from kctl.broker.replica_manager import ALTER_PARTITION_RETRY_BACKOFF
 from kctl.errors import Errors, IllegalArgumentError, IllegalStateError
 from kctl.model import LeaderAndIsr, TopicPartition
@@ -372,3 +373,30 @@ def test_ten_thousand_partitions_on_ten_brokers_all_catch_up() -> None:
     for tp in tps:
         assert [leo(cluster, b, tp) for b in assignment[tp.partition]] == [3, 3, 3]
     assert all(cluster.ledger.committed_offset(tp) == 3 for tp in tps)
+
+
+def test_simulated_followers_read_their_leaders_logs_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A simulated follower reads its leader's log where it is: its fetches build no
+    ``LeaderLogView`` (one per partition and round, two when truncating, was the bulk of a fetch
+    in a cluster of 100K partitions), and replicate as before: truncation to the common prefix,
+    copying, the high watermark."""
+    views: list[object] = []
+    view = replica_manager.LeaderLogView
+    monkeypatch.setattr(replica_manager, "LeaderLogView", lambda *fields: views.append(fields) or view(*fields))
+    cluster = SimCluster().start()
+    cluster.controller.create_topic("t", {0: [1, 2, 3], 1: [2, 3, 1]})
+    cluster.run(1)
+    cluster.manager(1).produce(T0, 5)
+    cluster.manager(2).produce(T1, 2)
+    cluster.run(2)
+    cluster.manager(3).pause_fetching()
+    cluster.manager(1).produce(T0, 3)  # offsets 5-7 never reach broker 3
+    cluster.run(2)
+    cluster.controller.elect(T0, 3, [3, 2])  # broker 3 leads from offset 5: brokers 1 and 2 truncate
+    cluster.run(0.1)
+    cluster.manager(3).produce(T0, 1)
+    cluster.run(2)
+    assert [leo(cluster, b) for b in (1, 2, 3)] == [6, 6, 6] and state(cluster, 3).high_watermark == 6
+    assert [leo(cluster, b, T1) for b in (1, 2, 3)] == [2, 2, 2]
+    assert [state(cluster, b, T1).high_watermark for b in (1, 2, 3)] == [2, 2, 2]
+    assert views == []

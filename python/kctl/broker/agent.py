@@ -33,6 +33,7 @@ from kctl.model import (
     BrokerInfo,
     EndPoint,
     TopicPartition,
+    new_topic_partition,
     validate_int,
 )
 from kctl.messages import (
@@ -78,6 +79,9 @@ class HandledRequest:
 
 UPDATE_METADATA_ACCEPTED = UpdateMetadataResponse(Errors.NONE)
 """The answer to an accepted UpdateMetadata (immutable, so shared by every broker)."""
+
+_NO_ERROR = Errors.NONE
+"""Read once per partition of a LeaderAndIsr request: a global costs less than an enum member."""
 
 
 class BrokerStore(StateStore, Protocol):
@@ -485,11 +489,12 @@ class BrokerAgent:
             return controller_error_response(request, error)
         errors: dict[TopicPartition, Errors] = {}
         accepted: list[LeaderAndIsrPartitionState] = []
-        for state in request.partition_states:
-            tp = TopicPartition(state.topic, state.partition)
-            errors[tp] = error = self._leader_and_isr_partition(tp, state)
-            if error is Errors.NONE:
-                self._leader_epochs[tp] = state.leader_epoch
+        check, held_epochs = self._leader_and_isr_partition, self._leader_epochs
+        for state in request.partition_states:  # thousands when a broker starts or a topic is created
+            tp = new_topic_partition((state.topic, state.partition))
+            errors[tp] = error = check(tp, state)
+            if error is _NO_ERROR:
+                held_epochs[tp] = state.leader_epoch
                 accepted.append(state)
         self.replica_manager.become_leader_or_follower(accepted)
         return LeaderAndIsrResponse(Errors.NONE, errors)
@@ -505,7 +510,7 @@ class BrokerAgent:
             return Errors.UNKNOWN_TOPIC_OR_PARTITION
         if held is None and not state.is_new and self._log_dir_failed:
             return Errors.KAFKA_STORAGE_ERROR  # its log may be on the failed directory: never re-create it
-        return Errors.NONE
+        return _NO_ERROR
 
     def _update_metadata(self, request: UpdateMetadataRequest) -> UpdateMetadataResponse:
         error = self._fenced(request)
@@ -520,10 +525,11 @@ class BrokerAgent:
             return controller_error_response(request, error)
         errors: dict[TopicPartition, Errors] = {}
         accepted: list[StopReplicaPartitionState] = []
-        for state in request.partition_states:
-            tp = TopicPartition(state.topic, state.partition)
-            errors[tp] = error = self._stop_replica_partition(tp, state)
-            if error is Errors.NONE:
+        check = self._stop_replica_partition
+        for state in request.partition_states:  # thousands when a broker shuts down
+            tp = new_topic_partition((state.topic, state.partition))
+            errors[tp] = error = check(tp, state)
+            if error is _NO_ERROR:
                 accepted.append(state)
                 if state.delete_partition:
                     self._leader_epochs.pop(tp, None)

@@ -389,13 +389,12 @@ class NetworkReplicaManager(SimulatedReplicaManager):
                 if (part is None or r is None or result.error is not Errors.NONE or r.role is not ReplicaRole.FOLLOWER
                         or (r.leader, r.leader_epoch) != (leader_id, part.leader_epoch)):
                     continue  # the leader moved on, or this replica did, since the request left
-                view = LeaderLogView(result.log_end_offset, result.high_watermark, result.epochs)
                 if part.fetch_offset == EPOCHS_ONLY:
                     if r.truncate:
-                        self._truncate(r, view)
+                        self._truncate(r, result.epochs, result.log_end_offset)
                         self._fetch_state_changed(r)
                 elif not r.truncate and r.leo == part.fetch_offset:
-                    self._apply_fetch(r, part.fetch_offset, view)
+                    self._apply_fetch(r, part.fetch_offset, result.log_end_offset, result.high_watermark, result.epochs)
                     if r.leo != part.fetch_offset:
                         self._fetch_state_changed(r)
 

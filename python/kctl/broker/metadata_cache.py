@@ -11,15 +11,18 @@ per broker instead.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence, Set
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kctl._engine import MetadataCache, metadata_digest
-from kctl.model import BrokerInfo, TopicPartition
+from kctl._engine import MetadataCache, StateTable, metadata_digest
+from kctl.model import BrokerInfo, TopicPartition, new_topic_partition
 from kctl.messages import UpdateMetadataFanOut, UpdateMetadataPartitionState, UpdateMetadataRequest
 from kctl.stores.base import StateStore
 
+
+_Leadership = tuple[int, int, Sequence[int], int]
+"""A stored state's leader, leader epoch, ISR and partition epoch."""
 
 CachedState = tuple[int, int, int, list[int], int, list[int], list[int]]
 """A native cache entry: controller epoch, leader, leader epoch, ISR, partition epoch, replicas,
@@ -209,8 +212,9 @@ class ExpectedMetadata:
         for topic in reload:
             self._forget(topic)
         self._load(self._assignments(sorted(reload & live)))
-        self._load({tp: self._replicas[tp.topic][tp.partition] for tp in map(TopicPartition._make, states)
-                    if tp.topic not in reload and tp.partition in self._replicas.get(tp.topic, ())})
+        replicas = self._replicas
+        self._load({new_topic_partition((topic, partition)): replicas[topic][partition] for topic, partition in states
+                    if topic not in reload and partition in replicas.get(topic, ())})
         return self._digest
 
     def _assignments(self, topics: list[str]) -> dict[TopicPartition, tuple[int, ...]]:
@@ -222,17 +226,41 @@ class ExpectedMetadata:
 
     def _load(self, replicas: Mapping[TopicPartition, tuple[int, ...]]) -> None:
         """(Re)compute the digests of ``replicas``' partitions from their stored states."""
-        states = self._store.get_partition_states(replicas).values
+        states = self._leaderships(replicas)
         for tp in replicas:
             self._digest -= self._digests.pop(tp, 0)
             state = states.get(tp)
             if state is not None:
-                leader_and_isr = state.leader_and_isr
-                digest = metadata_digest(tp.topic, tp.partition, leader_and_isr.leader, leader_and_isr.leader_epoch,
-                                         leader_and_isr.isr, leader_and_isr.partition_epoch, replicas[tp])
+                leader, leader_epoch, isr, partition_epoch = state
+                digest = metadata_digest(tp.topic, tp.partition, leader, leader_epoch, isr, partition_epoch, replicas[tp])
                 self._digests[tp] = digest
                 self._digest += digest
         self._digest %= DIGEST_MODULUS
+
+    def _leaderships(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, _Leadership]:
+        """The leader, leader epoch, ISR and partition epoch of each partition with a stored state:
+        read from the store's native state table when it offers one (``NativeStateTable``), which
+        builds no Python state object per partition (a rolling restart rewrites thousands of
+        states between two checks), else from ``get_partition_states``."""
+        begin = getattr(self._store, "native_begin", None)
+        if begin is None:
+            found: dict[TopicPartition, _Leadership] = {}
+            for tp, state in self._store.get_partition_states(partitions).values.items():
+                leader_and_isr = state.leader_and_isr
+                found[tp] = (leader_and_isr.leader, leader_and_isr.leader_epoch, leader_and_isr.isr,
+                             leader_and_isr.partition_epoch)
+            return found
+        table: StateTable = begin()[0]
+        try:
+            found = {}
+            for tp in partitions:
+                slot = table.get(tp.topic, tp.partition)
+                if slot is not None and slot[0] is not None:  # a state the table could not hold is unreadable
+                    leader, isr, leader_epoch, partition_epoch, _, _ = slot[0]
+                    found[tp] = (leader, leader_epoch, isr, partition_epoch)
+            return found
+        finally:
+            self._store.native_end(False)  # type: ignore[attr-defined]  # the pair of native_begin
 
     def _forget(self, topic: str) -> None:
         for partition in self._replicas.pop(topic, {}):

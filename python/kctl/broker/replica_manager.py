@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 from kctl.config import ControllerConfig
 from kctl.errors import Errors, IllegalArgumentError, IllegalStateError, StoreError
-from kctl.model import EPOCH_DURING_DELETE, LeaderAndIsr, TopicPartition
+from kctl.model import EPOCH_DURING_DELETE, LeaderAndIsr, TopicPartition, new_topic_partition
 from kctl.messages import (
     AlterPartitionRequest,
     AlterPartitionResponse,
@@ -270,6 +270,10 @@ class ReplicaRole(enum.Enum):
     OFFLINE = "offline"
 
 
+_LEADER, _FOLLOWER = ReplicaRole.LEADER, ReplicaRole.FOLLOWER
+"""Read per partition on the hot paths: a global costs less than an enum member."""
+
+
 @dataclass(frozen=True)
 class ReplicaSnapshot:
     """One replica as its broker sees it; ``role`` is None for a log not hosted since start-up."""
@@ -479,26 +483,31 @@ class SimulatedReplicaManager:
     def become_leader_or_follower(self, states: Sequence[LeaderAndIsrPartitionState]) -> None:
         with self.ledger.lock:
             now = self._running().scheduler.now()
-            for state in states:
-                tp = TopicPartition(state.topic, state.partition)
-                r = self._replicas.get(tp)
+            replicas, broker_id = self._replicas, self._broker_id
+            leave_role, become_leader, start_fetching = self._leave_role, self._become_leader, self._start_fetching
+            for state in states:  # thousands when a broker starts or a topic is created
+                tp = new_topic_partition((state.topic, state.partition))
+                r = replicas.get(tp)
                 if r is None:
-                    r = self._replicas[tp] = _Replica(tp)
-                previous = r.followers if r.role is ReplicaRole.LEADER else {}
-                self._leave_role(r, now)
+                    r = replicas[tp] = _Replica(tp)
+                role = r.role
+                previous = r.followers if role is _LEADER else {}
+                if role is _LEADER or role is _FOLLOWER:  # the other roles have nothing to leave
+                    leave_role(r, now)
                 r.leader, r.leader_epoch, r.partition_epoch = state.leader, state.leader_epoch, state.partition_epoch
                 r.controller_epoch, r.isr, r.replicas = state.controller_epoch, state.isr, state.replicas
                 r.adding = state.adding_replicas
-                if state.leader == self._broker_id:
-                    self._become_leader(r, previous, now)
-                else:
-                    self._become_follower(r)
+                if state.leader == broker_id:
+                    become_leader(r, previous, now)
+                else:  # Kafka's makeFollower: fetch from the leader, reconciling the log first
+                    r.role, r.truncate = _FOLLOWER, True
+                    start_fetching(r)
 
     def stop_replicas(self, states: Sequence[StopReplicaPartitionState]) -> None:
         with self.ledger.lock:
             now = self._running().scheduler.now()
             for state in states:
-                tp = TopicPartition(state.topic, state.partition)
+                tp = new_topic_partition((state.topic, state.partition))
                 r = self._replicas.get(tp)
                 if r is not None and r.role is not ReplicaRole.OFFLINE:
                     self._leave_role(r, now)
@@ -612,22 +621,18 @@ class SimulatedReplicaManager:
     def _become_leader(self, r: _Replica, previous: dict[int, _Follower], now: float) -> None:
         """Kafka's makeLeader: the ISR's followers count as caught up now, others as never; a
         leader that keeps its role (epoch bump) keeps what it knew of its followers' logs."""
-        r.role = ReplicaRole.LEADER
-        r.truncate = False
-        r.followers = {
-            b: _Follower(previous[b].leo if b in previous else -1, now if b in r.isr else 0.0, r.leo, now)
-            for b in r.replicas
-            if b != self._broker_id
-        }
-        self.ledger.leader_elected(r.tp, self._broker_id, r.leader_epoch, r.leo, r.isr)
-        if r.followers:
+        r.role, r.truncate = _LEADER, False
+        me, isr, leo = self._broker_id, r.isr, r.leo
+        followers: dict[int, _Follower] = {}
+        r.followers = followers
+        for b in r.replicas:
+            if b != me:
+                known = previous.get(b)
+                followers[b] = _Follower(-1 if known is None else known.leo, now if b in isr else 0.0, leo, now)
+        self.ledger.leader_elected(r.tp, me, r.leader_epoch, leo, isr)
+        if followers:
             self._watch(r.tp)
         self._maybe_advance_high_watermark(r)
-
-    def _become_follower(self, r: _Replica) -> None:
-        r.role = ReplicaRole.FOLLOWER
-        r.truncate = True
-        self._start_fetching(r)
 
     def _start_fetching(self, r: _Replica) -> None:
         if r.leader >= 0 and not self._paused:
@@ -661,42 +666,57 @@ class SimulatedReplicaManager:
         if broker is None or self._paused:
             return False
         now = broker.scheduler.now()
-        for leader_id in list(self._fetch_from):
+        replicas, fetch_from, fetch = self._replicas, self._fetch_from, self._fetch
+        for leader_id in list(fetch_from):
             leader = self.ledger.replica_manager(leader_id)
             if leader is None:
                 continue  # the leader's broker is down: retry next round, as a fetcher reconnects
-            pending = self._fetch_from[leader_id]
+            pending = fetch_from[leader_id]
             for tp in list(pending):
-                if self._fetch(self._replicas[tp], leader, now):
+                if fetch(replicas[tp], leader, now):
                     del pending[tp]
             if not pending:
-                del self._fetch_from[leader_id]
-        return bool(self._fetch_from)
+                del fetch_from[leader_id]
+        return bool(fetch_from)
 
     def _fetch(self, r: _Replica, leader: SimulatedReplicaManager, now: float) -> bool:
-        """Fetch one partition from its leader; True when the follower had already caught up."""
+        """Fetch one partition from its leader, reading the leader's log in place (the epoch
+        history first when truncating); True when the follower had already caught up."""
+        lr = leader._serving(r.tp, self._broker_id, r.leader_epoch)
+        if lr is None:
+            return False
         if r.truncate:
-            view = leader.serve_fetch(r.tp, self._broker_id, r.leader_epoch, None, now)
-            if view is None:
-                return False
-            self._truncate(r, view)
-        view = leader.serve_fetch(r.tp, self._broker_id, r.leader_epoch, r.leo, now)
-        return False if view is None else self._apply_fetch(r, r.leo, view)
+            self._truncate(r, lr.epochs, lr.leo)
+        fetch_offset = r.leo
+        leader._record_fetch(lr, self._broker_id, lr.followers[self._broker_id], fetch_offset, now)
+        return self._apply_fetch(r, fetch_offset, lr.leo, lr.hw, lr.epochs)
 
-    def _truncate(self, r: _Replica, view: LeaderLogView) -> None:
-        """Kafka's truncation on becoming a follower: to the common prefix of the epoch histories."""
-        r.truncate_to(common_log_prefix(r.epochs, r.leo, view.epochs, view.log_end_offset))
+    def _truncate(self, r: _Replica, epochs: tuple[tuple[int, int], ...], log_end_offset: int) -> None:
+        """Kafka's truncation on becoming a follower: to the common prefix of the epoch histories
+        (the leader's ``epochs`` and ``log_end_offset``)."""
+        r.truncate_to(common_log_prefix(r.epochs, r.leo, epochs, log_end_offset))
         r.truncate = False
 
-    def _apply_fetch(self, r: _Replica, fetch_offset: int, view: LeaderLogView) -> bool:
-        """Copy what the leader returned; True when the follower had already caught up."""
-        available = view.log_end_offset - fetch_offset
+    def _apply_fetch(
+        self, r: _Replica, fetch_offset: int, log_end_offset: int, high_watermark: int, epochs: tuple[tuple[int, int], ...]
+    ) -> bool:
+        """Copy what the leader returned (its log's end, high watermark and epochs after the
+        fetch); True when the follower had already caught up."""
+        available = log_end_offset - fetch_offset
         copied = available if self.max_fetch_records is None else min(available, self.max_fetch_records)
         if copied > 0:
             r.leo += copied
-            r.epochs = view.epochs if copied == available else tuple(e for e in view.epochs if e[1] < r.leo)
-        r.hw = min(view.high_watermark, r.leo)
+            r.epochs = epochs if copied == available else tuple(e for e in epochs if e[1] < r.leo)
+        r.hw = min(high_watermark, r.leo)
         return available <= 0
+
+    def _serving(self, tp: TopicPartition, follower_id: int, leader_epoch: int) -> _Replica | None:
+        """This broker's replica of ``tp`` when it leads it at ``leader_epoch`` and knows the
+        follower; None answers NOT_LEADER / FENCED / UNKNOWN_LEADER_EPOCH."""
+        lr = self._replicas.get(tp)
+        if lr is None or lr.role is not _LEADER or lr.leader_epoch != leader_epoch or follower_id not in lr.followers:
+            return None
+        return lr
 
     def serve_fetch(
         self, tp: TopicPartition, follower_id: int, leader_epoch: int, fetch_offset: int | None, now: float
@@ -705,14 +725,11 @@ class SimulatedReplicaManager:
         fetch offset (None: only asking for the epoch history, as OffsetsForLeaderEpoch) and return
         the log's end, high watermark and epochs; None when this broker does not lead ``tp`` at
         ``leader_epoch`` (NOT_LEADER / FENCED / UNKNOWN_LEADER_EPOCH) or does not know the follower."""
-        lr = self._replicas.get(tp)
-        if lr is None or lr.role is not ReplicaRole.LEADER or lr.leader_epoch != leader_epoch:
-            return None
-        follower = lr.followers.get(follower_id)
-        if follower is None:
+        lr = self._serving(tp, follower_id, leader_epoch)
+        if lr is None:
             return None
         if fetch_offset is not None:
-            self._record_fetch(lr, follower_id, follower, fetch_offset, now)
+            self._record_fetch(lr, follower_id, lr.followers[follower_id], fetch_offset, now)
         return LeaderLogView(lr.leo, lr.hw, lr.epochs)
 
     # --- Leading: follower state, high watermark, ISR ----------------------------------------------
@@ -741,6 +758,8 @@ class SimulatedReplicaManager:
 
     def _maybe_advance_high_watermark(self, r: _Replica) -> None:
         """HW = the smallest log end offset of the maximal ISR (committed plus proposed, KIP-497)."""
+        if r.hw >= r.leo:
+            return  # it is at the log's end already (as every HW of a cluster without records)
         isr = r.isr if r.pending is None else dict.fromkeys(r.isr + r.pending)
         hw = r.leo
         for broker_id in isr:
@@ -771,16 +790,17 @@ class SimulatedReplicaManager:
             return False
         now = broker.scheduler.now()
         max_lag = broker.config.replica_lag_time_max_ms / 1000
-        for tp in list(self._isr_watch):
-            r = self._replicas[tp]
+        replicas, watch = self._replicas, self._isr_watch
+        for tp in list(watch):
+            r = replicas[tp]
             if r.pending is not None:
                 continue
-            out, joining, settled = [], [], True
+            out, joining, settled, leo, isr = [], [], True, r.leo, r.isr
             for broker_id, follower in r.followers.items():
-                caught_up = follower.leo >= r.leo
+                caught_up = follower.leo >= leo
                 if caught_up and follower.fetching:
                     follower.caught_up_at = now
-                if broker_id in r.isr:
+                if broker_id in isr:
                     if not caught_up:
                         settled = False
                         if now - follower.caught_up_at > max_lag:
@@ -790,12 +810,12 @@ class SimulatedReplicaManager:
                     if caught_up and follower.fetching:
                         joining.append(broker_id)
             if out:
-                self._propose_isr(r, tuple(b for b in r.isr if b not in out))
+                self._propose_isr(r, tuple(b for b in isr if b not in out))
             elif joining:
-                self._propose_isr(r, r.isr + tuple(joining))
+                self._propose_isr(r, isr + tuple(joining))
             elif settled:
-                del self._isr_watch[tp]
-        return bool(self._isr_watch)
+                del watch[tp]
+        return bool(watch)
 
     def _propose_isr(self, r: _Replica, isr: tuple[int, ...]) -> None:
         r.pending = isr

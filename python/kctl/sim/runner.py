@@ -36,6 +36,7 @@ from kctl.messages import (
     StopReplicaRequest,
     StopReplicaResponse,
 )
+from kctl.scheduler import young_collections_only
 from kctl.sim.scenario import ACTIONS, Scenario, Step, TopicSpec
 
 # --- The report --------------------------------------------------------------------------------------
@@ -339,18 +340,11 @@ def fewer_collections() -> Iterator[None]:
     generations are never collected. When the run ends everything is unfrozen and the thresholds
     are restored.
     """
-    saved = gc.get_threshold()
-    gc.set_threshold(*GC_THRESHOLDS)
     try:
-        yield
+        with young_collections_only():
+            yield
     finally:
         gc.unfreeze()
-        gc.set_threshold(*saved)
-
-
-GC_THRESHOLDS = (50_000, 1_000_000_000, 1_000_000_000)
-"""The collector's thresholds while a scenario plays (Python's default: 700, 10, 10): young
-collections every 50,000 new objects, the older generations never."""
 
 
 def describe_all(cluster: EmbeddedCluster) -> dict[TopicPartition, PartitionDescription]:
