@@ -817,6 +817,9 @@ impl Context {
                     index.add(p, self.replicas(p));
                 }
             }
+            // 4 bytes a replica, not up to twice that from growing by doubling.
+            let lists = index.dense.iter_mut().chain(index.sparse.values_mut());
+            lists.for_each(Vec::shrink_to_fit);
             index
         })
     }

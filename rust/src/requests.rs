@@ -449,8 +449,10 @@ impl RequestBatch {
         for (b, entries, _, _) in open {
             self.leader_and_isr.insert(b, entries);
         }
-        let parts: Vec<Part> = run.iter().map(|(p, _, _)| *p).collect();
-        self.add_update_metadata_for_registered(ctx, &parts);
+        self.register_update_metadata_brokers(ctx);
+        for (p, _, lice) in run {
+            self.put_update_metadata(ctx, *p, lice);
+        }
     }
 
     fn put_leader_and_isr_entry(
@@ -506,45 +508,49 @@ impl RequestBatch {
         self.update_metadata_brokers
             .extend(brokers.iter().copied().filter(|b| *b >= 0));
         for &p in parts {
-            let Some(lice) = ctx.leadership(p) else {
-                continue;
-            };
-            let lai = lice.leader_and_isr;
-            let replicas = ctx.replicas(p);
-            let offline = replicas
-                .iter()
-                .copied()
-                .filter(|r| !ctx.is_replica_online(*r, p, false))
-                .collect();
-            let (leader, leader_epoch, version) =
-                if ctx.is_topic_idx_queued_up_for_deletion(ctx.partition_topic(p)) {
-                    (LEADER_DURING_DELETE, 0, 0)
-                } else {
-                    (lai.leader, lai.leader_epoch, lai.partition_epoch)
-                };
-            let entry = UpdateMetadataEntry {
-                part: p,
-                controller_epoch: lice.controller_epoch,
-                leader,
-                leader_epoch,
-                isr: lai.isr,
-                partition_epoch: version,
-                replicas: replicas.into(),
-                offline_replicas: offline,
-            };
-            let i = p as usize;
-            if self.update_metadata_at.len() <= i {
-                self.update_metadata_at
-                    .resize(ctx.partition_count().max(i + 1), 0);
+            if let Some(lice) = ctx.leadership(p) {
+                self.put_update_metadata(ctx, p, &lice);
             }
-            match self.update_metadata_at[i] {
-                0 => {
-                    self.update_metadata_parts.push(entry);
-                    self.update_metadata_at[i] = u32::try_from(self.update_metadata_parts.len())
-                        .expect("fewer UpdateMetadata entries than partition indices");
-                }
-                at => self.update_metadata_parts[at as usize - 1] = entry,
+        }
+    }
+
+    /// The UpdateMetadata entry of `p`, whose cached leadership is `lice`.
+    fn put_update_metadata(&mut self, ctx: &Context, p: Part, lice: &LeaderIsrAndControllerEpoch) {
+        let lai = &lice.leader_and_isr;
+        let replicas = ctx.replicas(p);
+        let offline = replicas
+            .iter()
+            .copied()
+            .filter(|r| !ctx.is_replica_online(*r, p, false))
+            .collect();
+        let (leader, leader_epoch, version) =
+            if ctx.is_topic_idx_queued_up_for_deletion(ctx.partition_topic(p)) {
+                (LEADER_DURING_DELETE, 0, 0)
+            } else {
+                (lai.leader, lai.leader_epoch, lai.partition_epoch)
+            };
+        let entry = UpdateMetadataEntry {
+            part: p,
+            controller_epoch: lice.controller_epoch,
+            leader,
+            leader_epoch,
+            isr: lai.isr.clone(),
+            partition_epoch: version,
+            replicas: replicas.into(),
+            offline_replicas: offline,
+        };
+        let i = p as usize;
+        if self.update_metadata_at.len() <= i {
+            self.update_metadata_at
+                .resize(ctx.partition_count().max(i + 1), 0);
+        }
+        match self.update_metadata_at[i] {
+            0 => {
+                self.update_metadata_parts.push(entry);
+                self.update_metadata_at[i] = u32::try_from(self.update_metadata_parts.len())
+                    .expect("fewer UpdateMetadata entries than partition indices");
             }
+            at => self.update_metadata_parts[at as usize - 1] = entry,
         }
     }
 
