@@ -136,18 +136,22 @@ impl ReplicaIndex {
     /// Add `p` for each broker of its replica list, once per broker.
     fn add(&mut self, p: Part, replicas: &[BrokerId]) {
         for (k, &b) in replicas.iter().enumerate() {
-            if replicas[..k].contains(&b) {
-                continue;
+            if !replicas[..k].contains(&b) {
+                self.list(b).push(p);
             }
-            if (0..DENSE_BROKER_IDS).contains(&b) {
-                let at = b as usize;
-                if self.dense.len() <= at {
-                    self.dense.resize_with(at + 1, Vec::new);
-                }
-                self.dense[at].push(p);
-            } else {
-                self.sparse.entry(b).or_default().push(p);
+        }
+    }
+
+    /// The broker's list, made empty if it has none.
+    fn list(&mut self, broker: BrokerId) -> &mut Vec<Part> {
+        if (0..DENSE_BROKER_IDS).contains(&broker) {
+            let at = broker as usize;
+            if self.dense.len() <= at {
+                self.dense.resize_with(at + 1, Vec::new);
             }
+            &mut self.dense[at]
+        } else {
+            self.sparse.entry(broker).or_default()
         }
     }
 
@@ -811,15 +815,18 @@ impl Context {
     /// The index of each broker's partitions, made now by one scan if there is none.
     fn replica_index(&self) -> &ReplicaIndex {
         self.replica_index.get_or_init(|| {
+            // Each broker's list sized from the replica counts kept per broker: none regrown.
             let mut index = ReplicaIndex::default();
+            for (b, count) in self.replicas_per_broker.counts() {
+                index
+                    .list(b)
+                    .reserve_exact(usize::try_from(count).unwrap_or(0));
+            }
             for t in &self.assigned_topics {
                 for &p in &self.topics[*t as usize].assigned {
                     index.add(p, self.replicas(p));
                 }
             }
-            // 4 bytes a replica, not up to twice that from growing by doubling.
-            let lists = index.dense.iter_mut().chain(index.sparse.values_mut());
-            lists.for_each(Vec::shrink_to_fit);
             index
         })
     }
