@@ -7,7 +7,7 @@
 //! partition and replica states carry over as they do in the reference's dicts.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::hash::{HashMap, HashSet, IndexSet};
 use smallvec::SmallVec;
@@ -36,6 +36,9 @@ struct Topic {
     by_id: Vec<Part>,
     /// Partitions with an assignment, in the order they got it.
     assigned: Vec<Part>,
+    /// Whether `assigned` is out of index order (a partition given an assignment after one with
+    /// a higher index), so that its order is not the indices'.
+    unordered: bool,
 }
 
 /// Partitions whose assignment changed, for a reader that caches assignments (the Python side
@@ -90,6 +93,11 @@ pub struct Context {
     recovery: Vec<LeaderRecoveryState>,
     isr: Vec<Replicas>,
     p_state: Vec<u8>,
+    /// Partitions in the New or Offline state, and how many, for `partitions_to_trigger_online`
+    /// to visit instead of every partition: each such partition is in `awaiting` (with repeats
+    /// and partitions that left those states, dropped as it grows).
+    awaiting: Vec<Part>,
+    awaiting_count: usize,
     r_states: Vec<SmallVec<[(BrokerId, ReplicaState); 3]>>,
 
     being_reassigned: IndexSet<Part>,
@@ -105,6 +113,62 @@ pub struct Context {
     leaders_per_broker: BrokerTally,
     /// Partitions with a replica per broker (assignments), kept as assignments change.
     replicas_per_broker: BrokerTally,
+    /// Cached leaders that are no broker (`NO_LEADER`, or any other negative id): partitions
+    /// whose leader is offline whichever brokers are registered.
+    negative_leaders: i64,
+    /// Each broker's partitions, made when first asked (see [`ReplicaIndex`]).
+    replica_index: OnceLock<ReplicaIndex>,
+}
+
+/// Each broker's partitions (those with a replica on it) in context order, so that a broker's
+/// failure finds its replicas (30K at 1M partitions) without reading every partition's replicas.
+/// Made by one scan when first asked, and kept while assignments only grow at the end of the
+/// context order (a topic created); any other change of an assignment drops it. 4 bytes per
+/// replica.
+#[derive(Debug, Default)]
+struct ReplicaIndex {
+    /// By broker id below `DENSE_BROKER_IDS`.
+    dense: Vec<Vec<Part>>,
+    sparse: BTreeMap<BrokerId, Vec<Part>>,
+}
+
+impl ReplicaIndex {
+    /// Add `p` for each broker of its replica list, once per broker.
+    fn add(&mut self, p: Part, replicas: &[BrokerId]) {
+        for (k, &b) in replicas.iter().enumerate() {
+            if !replicas[..k].contains(&b) {
+                self.list(b).push(p);
+            }
+        }
+    }
+
+    /// The broker's list, made empty if it has none.
+    fn list(&mut self, broker: BrokerId) -> &mut Vec<Part> {
+        if (0..DENSE_BROKER_IDS).contains(&broker) {
+            let at = broker as usize;
+            if self.dense.len() <= at {
+                self.dense.resize_with(at + 1, Vec::new);
+            }
+            &mut self.dense[at]
+        } else {
+            self.sparse.entry(broker).or_default()
+        }
+    }
+
+    fn of(&self, broker: BrokerId) -> &[Part] {
+        let parts = if (0..DENSE_BROKER_IDS).contains(&broker) {
+            self.dense.get(broker as usize)
+        } else {
+            self.sparse.get(&broker)
+        };
+        parts.map_or(&[][..], Vec::as_slice)
+    }
+
+    fn heap_bytes(&self) -> usize {
+        let lists = self.dense.iter().chain(self.sparse.values());
+        self.dense.capacity() * std::mem::size_of::<Vec<Part>>()
+            + lists.map(|l| l.capacity() * 4).sum::<usize>()
+    }
 }
 
 /// A count per broker id, updated in place as partitions change (dense below
@@ -144,6 +208,15 @@ impl BrokerTally {
         let above = self.sparse.range(DENSE_BROKER_IDS..).map(|(b, n)| (*b, *n));
         below.chain(dense).chain(above).collect()
     }
+}
+
+/// The states `partitions_to_trigger_online` looks for.
+fn awaits_online(state: PartitionState) -> bool {
+    matches!(state, PartitionState::New | PartitionState::Offline)
+}
+
+fn awaits_online_id(id: u8) -> bool {
+    PartitionState::from_id(id).is_some_and(awaits_online)
 }
 
 /// A run of topics in context order.
@@ -530,9 +603,11 @@ impl Context {
         self.all_topics.shift_remove(&t);
         self.topics[t as usize].topic_id = None;
         self.assigned_topics.shift_remove(&t);
+        self.replica_index.take();
         if let AssignmentJournal::Tracking(_) = self.assignment_changes {
             self.assignment_changes = AssignmentJournal::Lost;
         }
+        self.topics[t as usize].unordered = false;
         for p in std::mem::take(&mut self.topics[t as usize].assigned) {
             let i = p as usize;
             self.has_assignment[i] = false;
@@ -552,12 +627,16 @@ impl Context {
                 self.assignment_changes = AssignmentJournal::Lost;
             }
         }
+        let i = p as usize;
+        let fresh = !self.has_assignment[i];
+        let same = self.replica_index.get().is_none() || self.replicas[i] == assignment.replicas;
         self.tracking_imbalance(p, |ctx| {
-            let i = p as usize;
             if !ctx.has_assignment[i] {
                 ctx.has_assignment[i] = true;
                 let t = ctx.p_topic[i];
-                ctx.topics[t as usize].assigned.push(p);
+                let topic = &mut ctx.topics[t as usize];
+                topic.unordered |= topic.assigned.last().is_some_and(|last| *last > p);
+                topic.assigned.push(p);
                 ctx.assigned_topics.insert(t);
             }
             for &b in &ctx.replicas[i] {
@@ -579,6 +658,14 @@ impl Context {
                 );
             }
         });
+        if let Some(index) = self.replica_index.get_mut() {
+            // A partition of the last topic assigned for the first time comes last in context order.
+            if fresh && self.assigned_topics.last() == Some(&self.p_topic[i]) {
+                index.add(p, &assignment.replicas);
+            } else if fresh || !same {
+                self.replica_index.take();
+            }
+        }
     }
 
     /// The partitions whose assignment changed since the previous call (in order, repeats
@@ -680,12 +767,17 @@ impl Context {
     /// partitions the second half of the topics is scanned on another thread.
     fn scan_filter(&self, keep: impl Fn(Part, bool) -> bool + Sync) -> Vec<Part> {
         let topics = self.assigned_topics.as_slice();
+        // Plain loops, topic by topic: the compiler makes a tight loop of each topic's partitions
+        // where a flattened iterator costs several times the test itself.
         let collect = |topics: &TopicSlice, found: &mut Vec<Part>| {
-            found.extend(
-                self.scan_topics(topics)
-                    .filter(|&(p, queued)| keep(p, queued))
-                    .map(|(p, _)| p),
-            );
+            for t in topics {
+                let queued = self.to_be_deleted.contains(t);
+                for &p in &self.topics[*t as usize].assigned {
+                    if keep(p, queued) {
+                        found.push(p);
+                    }
+                }
+            }
         };
         let mut found = Vec::new();
         if self.p_topic.len() < PARALLEL_SCAN || topics.len() < 2 {
@@ -717,7 +809,26 @@ impl Context {
     }
 
     pub fn partitions_on_broker(&self, broker: BrokerId) -> Vec<Part> {
-        self.scan_filter(|p, _| self.replicas(p).contains(&broker))
+        self.replica_index().of(broker).to_vec()
+    }
+
+    /// The index of each broker's partitions, made now by one scan if there is none.
+    fn replica_index(&self) -> &ReplicaIndex {
+        self.replica_index.get_or_init(|| {
+            // Each broker's list sized from the replica counts kept per broker: none regrown.
+            let mut index = ReplicaIndex::default();
+            for (b, count) in self.replicas_per_broker.counts() {
+                index
+                    .list(b)
+                    .reserve_exact(usize::try_from(count).unwrap_or(0));
+            }
+            for t in &self.assigned_topics {
+                for &p in &self.topics[*t as usize].assigned {
+                    index.add(p, self.replicas(p));
+                }
+            }
+            index
+        })
     }
 
     /// Replicas hosted on the brokers, brokers ascending then context order.
@@ -727,11 +838,8 @@ impl Context {
         wanted.sort_unstable();
         wanted.dedup();
         if let [broker] = wanted[..] {
-            return self
-                .partitions_on_broker(broker)
-                .into_iter()
-                .map(|p| (p, broker))
-                .collect();
+            let parts = self.replica_index().of(broker);
+            return parts.iter().map(|p| (*p, broker)).collect();
         }
         let mut by_broker: Vec<Vec<Replica>> = vec![Vec::new(); wanted.len()];
         for (p, _) in self.scan() {
@@ -797,9 +905,13 @@ impl Context {
         let old = std::mem::replace(&mut self.leader[i], leader);
         if old >= 0 {
             self.leaders_per_broker.add(old, -1);
+        } else if old != NO_LEADERSHIP {
+            self.negative_leaders -= 1;
         }
         if leader >= 0 {
             self.leaders_per_broker.add(leader, 1);
+        } else if leader != NO_LEADERSHIP {
+            self.negative_leaders += 1;
         }
     }
 
@@ -841,6 +953,7 @@ impl Context {
     pub fn clear_leadership(&mut self) {
         self.leader.iter_mut().for_each(|l| *l = NO_LEADERSHIP);
         self.leaders_per_broker = BrokerTally::default();
+        self.negative_leaders = 0;
         self.imbalance_count = 0;
     }
 
@@ -853,12 +966,54 @@ impl Context {
     }
 
     pub fn partitions_with_offline_leader(&self) -> Vec<Part> {
+        self.offline_leader_partitions_indexed()
+            .unwrap_or_else(|| self.offline_leader_partitions_scanned())
+    }
+
+    fn offline_leader_partitions_scanned(&self) -> Vec<Part> {
         self.scan_filter(|p, queued| {
             !queued
                 && self
                     .leader(p)
                     .is_some_and(|l| !self.is_replica_online(l, p, false))
         })
+    }
+
+    /// [`Self::partitions_with_offline_leader`] from the leader counts and the replica index,
+    /// when they tell: no log directory offline, no negative leader, and one offline broker
+    /// leading partitions, all of which host a replica on it (a broker failure's case). None
+    /// when the whole cluster must be scanned.
+    fn offline_leader_partitions_indexed(&self) -> Option<Vec<Part>> {
+        if !self.offline_dirs.is_empty() || self.negative_leaders != 0 {
+            return None;
+        }
+        let mut offline = self
+            .leaders_per_broker
+            .counts()
+            .into_iter()
+            .filter(|(b, _)| !self.is_live(*b));
+        let Some((broker, led)) = offline.next() else {
+            return Some(Vec::new());
+        };
+        if offline.next().is_some() {
+            return None;
+        }
+        let found: Vec<Part> = (self.replica_index().of(broker).iter().copied())
+            .filter(|p| self.leader[*p as usize] == broker)
+            .collect();
+        // Fewer than it leads: some of its partitions are unassigned or led from outside their replicas.
+        if i64::try_from(found.len()).ok() != Some(led) {
+            return None;
+        }
+        if self.to_be_deleted.is_empty() {
+            return Some(found);
+        }
+        Some(
+            found
+                .into_iter()
+                .filter(|p| !self.is_queued_for_deletion_part(*p))
+                .collect(),
+        )
     }
 
     pub fn partition_leaders_on_broker(&self, broker: BrokerId) -> Vec<Part> {
@@ -892,6 +1047,26 @@ impl Context {
     pub fn put_partition_state(&mut self, p: Part, state: PartitionState) {
         let current = self.partition_state(p);
         self.p_state[p as usize] = state as u8;
+        match (awaits_online(current), awaits_online(state)) {
+            (false, true) => {
+                self.awaiting_count += 1;
+                self.awaiting.push(p);
+                if self.awaiting.len() > 2 * self.awaiting_count + 1024 {
+                    let p_state = &self.p_state;
+                    self.awaiting
+                        .retain(|p| awaits_online_id(p_state[*p as usize]));
+                    self.awaiting.sort_unstable();
+                    self.awaiting.dedup();
+                }
+            }
+            (true, false) => {
+                self.awaiting_count -= 1;
+                if self.awaiting_count == 0 {
+                    self.awaiting = Vec::new();
+                }
+            }
+            _ => {}
+        }
         if !self.deletion_started.contains(&self.p_topic[p as usize]) {
             if current != PartitionState::Offline && state == PartitionState::Offline {
                 self.offline_partition_count += 1;
@@ -1101,8 +1276,50 @@ impl Context {
                 .into_iter()
                 .filter(wanted)
                 .collect(),
-            None => self.scan_filter(|p, queued| !queued && wanted(&p)),
+            None => self
+                .awaiting_online_indexed()
+                .unwrap_or_else(|| self.scan_filter(|p, queued| !queued && wanted(&p))),
         }
+    }
+
+    /// [`Self::partitions_to_trigger_online`] of every topic from the partitions known to be in
+    /// those states, when they are few (a broker failure's thousands among a million). None
+    /// when the whole cluster must be scanned.
+    fn awaiting_online_indexed(&self) -> Option<Vec<Part>> {
+        if self.awaiting.len() > self.p_topic.len() / 8 {
+            return None;
+        }
+        let mut found: Vec<Part> = (self.awaiting.iter().copied())
+            .filter(|p| {
+                awaits_online_id(self.p_state[*p as usize])
+                    && self.has_assignment(*p)
+                    && !self.is_queued_for_deletion_part(*p)
+            })
+            .collect();
+        found.sort_unstable();
+        found.dedup();
+        self.sort_in_context_order(&mut found);
+        Some(found)
+    }
+
+    /// Distinct assigned partitions into context order: by their topic's place, then by their
+    /// own within the topic (their index's unless the topic is `unordered`).
+    fn sort_in_context_order(&self, parts: &mut [Part]) {
+        let mut places: HashMap<Part, usize> = HashMap::default();
+        for t in parts.iter().map(|p| self.p_topic[*p as usize]) {
+            let topic = &self.topics[t as usize];
+            if topic.unordered && !places.contains_key(&topic.assigned[0]) {
+                places.extend(topic.assigned.iter().enumerate().map(|(at, p)| (*p, at)));
+            }
+        }
+        parts.sort_by_cached_key(|p| {
+            let t = self.p_topic[*p as usize];
+            let within = match places.get(p) {
+                Some(at) => *at,
+                None => *p as usize,
+            };
+            (self.assigned_topics.get_index_of(&t), within)
+        });
     }
 
     /// Replicas online where their broker is, else ReplicaDeletionIneligible (so that a topic being
@@ -1199,6 +1416,8 @@ impl Context {
                 .iter()
                 .map(|t| t.by_id.capacity() * 4 + t.assigned.capacity() * 4)
                 .sum::<usize>()
+            + self.replica_index.get().map_or(0, ReplicaIndex::heap_bytes)
+            + self.awaiting.capacity() * 4
     }
 }
 
@@ -1255,6 +1474,165 @@ mod tests {
             ctx.partitions_with_leaders().len(),
             ctx.p_topic.len() - per_topic
         );
+    }
+
+    /// Each broker's partitions as a scan of the context finds them, in context order.
+    fn scanned_on_broker(ctx: &Context, broker: BrokerId) -> Vec<Part> {
+        let all = ctx.all_partitions().into_iter();
+        all.filter(|p| ctx.replicas(*p).contains(&broker)).collect()
+    }
+
+    #[test]
+    fn replica_index_follows_assignment_changes() {
+        let mut ctx = Context::new();
+        let check = |ctx: &Context, step: &str| {
+            for b in -1..6 {
+                let scanned = scanned_on_broker(ctx, b);
+                assert_eq!(ctx.partitions_on_broker(b), scanned, "broker {b}, {step}");
+                let on: Vec<Replica> = scanned.iter().map(|p| (*p, b)).collect();
+                assert_eq!(ctx.replicas_on_brokers(&[b, b]), on, "broker {b}, {step}");
+            }
+        };
+        let assign = |ctx: &mut Context, topic: &str, id: i32, replicas: &[BrokerId]| {
+            let p = ctx.intern_part(topic, id);
+            ctx.update_assignment(p, &ra(replicas));
+        };
+        assign(&mut ctx, "b", 0, &[1, 2, 3]);
+        assign(&mut ctx, "a", 0, &[2, 3, 4]);
+        check(&ctx, "built");
+        assign(&mut ctx, "a", 1, &[3, 4, 1]);
+        assign(&mut ctx, "c", 0, &[4, 1, 1]);
+        check(&ctx, "partitions appended last, a repeated replica");
+        assert!(ctx.replica_index.get().is_some(), "kept while appending");
+        assign(&mut ctx, "b", 1, &[5, 1]);
+        check(&ctx, "a partition added to an earlier topic");
+        assign(&mut ctx, "a", 0, &[2, 3, 4]);
+        assert!(ctx.replica_index.get().is_some(), "kept when unchanged");
+        assign(&mut ctx, "a", 0, &[5, 2]);
+        check(&ctx, "a reassignment");
+        ctx.remove_topic("b");
+        check(&ctx, "a topic removed");
+        assign(&mut ctx, "b", 1, &[1, 2]);
+        check(&ctx, "a topic re-created");
+        assert_eq!(
+            ctx.partitions_on_broker(1),
+            vec![
+                ctx.part("a", 1).unwrap(),
+                ctx.part("c", 0).unwrap(),
+                ctx.part("b", 1).unwrap()
+            ]
+        );
+        let heap = ctx.heap_bytes();
+        ctx.reset();
+        check(&ctx, "a reset");
+        assert!(ctx.heap_bytes() < heap);
+    }
+
+    #[test]
+    fn offline_leaders_from_the_index_are_the_scans() {
+        let mut ctx = Context::new();
+        ctx.set_live_brokers(&[(1, 1), (2, 1), (3, 1), (4, 1)]);
+        for t in ["x", "y"] {
+            for id in 0..8 {
+                let p = ctx.intern_part(t, id);
+                let first = 1 + id % 4;
+                let replicas = [first, 1 + first % 4];
+                ctx.update_assignment(p, &ra(&replicas));
+                ctx.put_leadership(p, &lice(first, &replicas));
+            }
+        }
+        let x3 = ctx.part("x", 3).unwrap();
+        let check = |ctx: &Context, indexed: bool, step: &str| {
+            let scanned = ctx.offline_leader_partitions_scanned();
+            assert_eq!(ctx.partitions_with_offline_leader(), scanned, "{step}");
+            assert_eq!(
+                ctx.offline_leader_partitions_indexed().is_some(),
+                indexed,
+                "{step}"
+            );
+        };
+        check(&ctx, true, "all live");
+        ctx.remove_live_brokers(&[2]);
+        check(&ctx, true, "a broker failed");
+        assert_eq!(ctx.partitions_with_offline_leader().len(), 4);
+        ctx.queue_topic_deletion(&["y"]);
+        check(&ctx, true, "a topic queued for deletion");
+        ctx.add_shutting_down_broker(3);
+        check(&ctx, false, "and a broker shutting down");
+        ctx.remove_shutting_down_brokers(&[3]);
+        ctx.put_leadership(x3, &lice(2, &[2]));
+        check(&ctx, false, "a leader outside the replicas");
+        ctx.put_leadership(x3, &lice(crate::model::NO_LEADER, &[4]));
+        check(&ctx, false, "no leader");
+        ctx.put_leadership(x3, &lice(4, &[4]));
+        check(&ctx, true, "led again");
+        ctx.add_replicas_on_offline_dirs(1, &[x3]);
+        check(&ctx, false, "an offline log directory");
+        ctx.clear_replicas_on_offline_dirs(&[1]);
+        ctx.add_live_brokers(&[(2, 2)]);
+        check(&ctx, true, "the broker back");
+        assert!(ctx.partitions_with_offline_leader().is_empty());
+    }
+
+    #[test]
+    fn partitions_awaiting_online_from_the_journal_are_the_scans() {
+        let mut ctx = Context::new();
+        // Topic "b" gets its partitions out of index order; "c" is interned before "b".
+        let c0 = ctx.intern_part("c", 0);
+        let parts: Vec<Part> = (0..40)
+            .map(|i| ctx.intern_part(["a", "b"][i % 2], 20 - i as i32 / 2))
+            .collect();
+        // Many more partitions online, so that the few awaiting are looked up, not scanned for.
+        let others: Vec<Part> = (0..2000).map(|i| ctx.intern_part("z", i)).collect();
+        let a = parts.iter().step_by(2);
+        let b = parts.iter().skip(1).step_by(2).rev();
+        let all: Vec<Part> = a.chain(b).chain(&others).chain([&c0]).copied().collect();
+        for &p in &all {
+            ctx.update_assignment(p, &ra(&[1]));
+            ctx.put_partition_state(p, PartitionState::Online);
+        }
+        assert!(ctx.topics[ctx.topic_idx("b").unwrap() as usize].unordered);
+        assert!(!ctx.topics[ctx.topic_idx("a").unwrap() as usize].unordered);
+        let check = |ctx: &Context, step: &str| {
+            let scanned =
+                ctx.scan_filter(|p, queued| !queued && awaits_online(ctx.partition_state(p)));
+            if ctx.awaiting.len() < 200 {
+                assert_eq!(
+                    ctx.awaiting_online_indexed(),
+                    Some(scanned.clone()),
+                    "{step}"
+                );
+            }
+            assert_eq!(ctx.partitions_to_trigger_online(None), scanned, "{step}");
+        };
+        check(&ctx, "none");
+        for (k, &p) in parts.iter().enumerate().rev().step_by(3) {
+            let state = [PartitionState::Offline, PartitionState::New][k % 2];
+            ctx.put_partition_state(p, state);
+        }
+        ctx.put_partition_state(c0, PartitionState::New);
+        check(&ctx, "some offline or new");
+        assert!(!ctx.partitions_to_trigger_online(None).is_empty());
+        ctx.put_partition_state(c0, PartitionState::Offline);
+        ctx.put_partition_state(parts[1], PartitionState::Online);
+        check(&ctx, "some online again");
+        ctx.queue_topic_deletion(&["a"]);
+        check(&ctx, "a topic queued for deletion");
+        ctx.remove_topic("c");
+        check(&ctx, "a topic removed");
+        ctx.update_assignment(c0, &ra(&[2]));
+        check(&ctx, "and re-created");
+        for _ in 0..3000 {
+            ctx.put_partition_state(parts[4], PartitionState::Online);
+            ctx.put_partition_state(parts[4], PartitionState::Offline);
+        }
+        assert!(ctx.awaiting.len() < 2100, "repeats are dropped");
+        check(&ctx, "one partition in and out many times");
+        for &p in &all {
+            ctx.put_partition_state(p, PartitionState::Online);
+        }
+        assert_eq!(ctx.awaiting.capacity(), 0);
+        check(&ctx, "all online");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! once a selector picked a leader. Mirrors `kctl.election`.
 
 use crate::context::{Context, Part};
-use crate::model::{BrokerId, LeaderAndIsr, LeaderRecoveryState};
+use crate::model::{BrokerId, Brokers, LeaderAndIsr, LeaderRecoveryState};
 use crate::store::Failure;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,15 +46,16 @@ pub struct Input {
     pub unclean_allowed: Option<bool>,
 }
 
-/// What a rule allows for one partition.
+/// What a rule allows for one partition (broker lists inline up to three, as replica lists are:
+/// an election batch of a broker failure makes them for tens of thousands of partitions).
 #[derive(Clone, Debug)]
 pub struct Candidates {
     /// The replica list the rule scans (assignment, or target replicas).
-    pub scanned: Vec<BrokerId>,
+    pub scanned: Brokers,
     /// Brokers that receive LeaderAndIsr after a successful election.
-    pub recipients: Vec<BrokerId>,
+    pub recipients: Brokers,
     /// Replicas the rule accepts, in its order; Kafka takes the first.
-    pub allowed: Vec<BrokerId>,
+    pub allowed: Brokers,
     pub unclean: bool,
 }
 
@@ -72,8 +73,8 @@ pub fn candidates(ctx: &Context, strategy: Strategy, input: &Input) -> Candidate
     let isr = &input.current.isr;
     match strategy {
         Strategy::Offline { allow_unclean } => {
-            let assignment = ctx.replicas(p).to_vec();
-            let live: Vec<BrokerId> = assignment
+            let assignment: Brokers = ctx.replicas(p).into();
+            let live: Brokers = assignment
                 .iter()
                 .copied()
                 .filter(|r| ctx.is_replica_online(*r, p, false))
@@ -88,11 +89,11 @@ pub fn candidates(ctx: &Context, strategy: Strategy, input: &Input) -> Candidate
                 return Candidates {
                     scanned: assignment,
                     recipients: live,
-                    allowed: Vec::new(),
+                    allowed: Brokers::new(),
                     unclean: false,
                 };
             };
-            let clean: Vec<BrokerId> = assignment
+            let clean: Brokers = assignment
                 .iter()
                 .copied()
                 .filter(|r| live.contains(r) && isr.contains(r))
@@ -118,7 +119,7 @@ pub fn candidates(ctx: &Context, strategy: Strategy, input: &Input) -> Candidate
             }
         }
         Strategy::Reassign => {
-            let target = ctx.target_replicas(p);
+            let target: Brokers = ctx.target_replicas(p).into();
             let allowed = target
                 .iter()
                 .copied()
@@ -132,12 +133,12 @@ pub fn candidates(ctx: &Context, strategy: Strategy, input: &Input) -> Candidate
             }
         }
         Strategy::Preferred => {
-            let assignment = ctx.replicas(p).to_vec();
+            let assignment: Brokers = ctx.replicas(p).into();
             let allowed = match assignment.first() {
                 Some(head) if ctx.is_replica_online(*head, p, false) && isr.contains(head) => {
-                    vec![*head]
+                    smallvec::smallvec![*head]
                 }
-                _ => Vec::new(),
+                _ => Brokers::new(),
             };
             Candidates {
                 scanned: assignment.clone(),
@@ -147,8 +148,8 @@ pub fn candidates(ctx: &Context, strategy: Strategy, input: &Input) -> Candidate
             }
         }
         Strategy::ControlledShutdown => {
-            let assignment = ctx.replicas(p).to_vec();
-            let live: Vec<BrokerId> = assignment
+            let assignment: Brokers = ctx.replicas(p).into();
+            let live: Brokers = assignment
                 .iter()
                 .copied()
                 .filter(|r| ctx.is_replica_online(*r, p, true))
@@ -244,7 +245,7 @@ mod tests {
             &clean,
         );
         assert_eq!(
-            (c.allowed.clone(), c.unclean, c.recipients.clone()),
+            (c.allowed.to_vec(), c.unclean, c.recipients.to_vec()),
             (vec![2], false, vec![1, 2])
         );
         let s = new_state(
@@ -273,7 +274,7 @@ mod tests {
             },
             &dirty,
         );
-        assert_eq!((c.allowed, c.unclean), (vec![1, 2], true));
+        assert_eq!((c.allowed.to_vec(), c.unclean), (vec![1, 2], true));
         let s = new_state(
             &ctx,
             Strategy::Offline {
@@ -323,7 +324,10 @@ mod tests {
             unclean_allowed: None,
         };
         let c = candidates(&ctx, Strategy::ControlledShutdown, &input);
-        assert_eq!((c.allowed, c.recipients), (vec![1, 2], vec![3, 1, 2]));
+        assert_eq!(
+            (c.allowed.to_vec(), c.recipients.to_vec()),
+            (vec![1, 2], vec![3, 1, 2])
+        );
         let s = new_state(&ctx, Strategy::ControlledShutdown, &input, 1, false);
         assert_eq!(s.isr.as_slice(), &[1, 2]);
     }

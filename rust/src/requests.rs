@@ -211,6 +211,42 @@ fn leader_and_isr_state(
     })
 }
 
+/// The brokers of a recipient list that get requests, each once (the -1 of "no broker" gets none).
+fn distinct_recipients(brokers: &[BrokerId]) -> impl Iterator<Item = &BrokerId> {
+    brokers
+        .iter()
+        .enumerate()
+        .filter(|(k, b)| **b >= 0 && !brokers[..*k].contains(*b))
+        .map(|(_, b)| b)
+}
+
+/// Add `p` to a broker's StopReplica request, replaced in place with a sticky `delete`.
+fn put_stop_replica(
+    ctx: &Context,
+    states: &mut IndexMap<Part, StopReplicaEntry>,
+    p: Part,
+    delete: bool,
+) {
+    let leader_epoch = if ctx.is_topic_idx_queued_up_for_deletion(ctx.partition_topic(p)) {
+        EPOCH_DURING_DELETE
+    } else if ctx.has_leadership(p) {
+        ctx.leader_epoch(p)
+    } else {
+        NO_EPOCH
+    };
+    states
+        .entry(p)
+        .and_modify(|old| {
+            old.leader_epoch = leader_epoch;
+            old.delete |= delete;
+        })
+        .or_insert(StopReplicaEntry {
+            part: p,
+            leader_epoch,
+            delete,
+        });
+}
+
 #[derive(Debug, Default)]
 pub struct RequestBatch {
     leader_and_isr: BTreeMap<BrokerId, LeaderAndIsrEntries>,
@@ -368,6 +404,57 @@ impl RequestBatch {
         self.add_update_metadata_for_registered(ctx, &[p]);
     }
 
+    /// [`Self::add_leader_and_isr_assigned`] (`is_new` false) of a run of distinct partitions,
+    /// each with its recipients and its leadership as the context caches it (which the run does
+    /// not change): each recipient's request is taken out of the map once and grown once, and one
+    /// that had no entries before gets them appended without a lookup each (a broker failure at
+    /// 1M partitions adds 60K entries to 99 requests).
+    pub fn add_leader_and_isr_run<B: AsRef<[BrokerId]>>(
+        &mut self,
+        ctx: &Context,
+        run: &[(Part, B, LeaderIsrAndControllerEpoch)],
+    ) {
+        if run.is_empty() {
+            return; // no UpdateMetadata brokers either
+        }
+        // Each recipient's request, whether it was empty, and how many entries the run adds to it.
+        let mut open: Vec<(BrokerId, LeaderAndIsrEntries, bool, usize)> = Vec::new();
+        let mut slot_of: HashMap<BrokerId, usize> = HashMap::default();
+        for (_, to, _) in run {
+            for &b in distinct_recipients(to.as_ref()) {
+                let slot = *slot_of.entry(b).or_insert_with(|| {
+                    let entries = self.leader_and_isr.remove(&b).unwrap_or_default();
+                    let empty = entries.is_empty();
+                    open.push((b, entries, empty, 0));
+                    open.len() - 1
+                });
+                open[slot].3 += 1;
+            }
+        }
+        for (_, entries, _, adding) in &mut open {
+            entries.entries.reserve(*adding);
+        }
+        for (p, to, lice) in run {
+            let (adding, removing) = ctx.reassignment_lists(*p);
+            let state = leader_and_isr_state(*p, lice, (ctx.replicas(*p), adding, removing));
+            for b in distinct_recipients(to.as_ref()) {
+                let (_, entries, was_empty, _) = &mut open[slot_of[b]];
+                if *was_empty {
+                    entries.append_new(state.clone());
+                } else {
+                    entries.put(&state, false);
+                }
+            }
+        }
+        for (b, entries, _, _) in open {
+            self.leader_and_isr.insert(b, entries);
+        }
+        self.register_update_metadata_brokers(ctx);
+        for (p, _, lice) in run {
+            self.put_update_metadata(ctx, *p, lice);
+        }
+    }
+
     fn put_leader_and_isr_entry(
         &mut self,
         brokers: &[BrokerId],
@@ -421,71 +508,74 @@ impl RequestBatch {
         self.update_metadata_brokers
             .extend(brokers.iter().copied().filter(|b| *b >= 0));
         for &p in parts {
-            let Some(lice) = ctx.leadership(p) else {
-                continue;
-            };
-            let lai = lice.leader_and_isr;
-            let replicas = ctx.replicas(p);
-            let offline = replicas
-                .iter()
-                .copied()
-                .filter(|r| !ctx.is_replica_online(*r, p, false))
-                .collect();
-            let (leader, leader_epoch, version) =
-                if ctx.is_topic_idx_queued_up_for_deletion(ctx.partition_topic(p)) {
-                    (LEADER_DURING_DELETE, 0, 0)
-                } else {
-                    (lai.leader, lai.leader_epoch, lai.partition_epoch)
-                };
-            let entry = UpdateMetadataEntry {
-                part: p,
-                controller_epoch: lice.controller_epoch,
-                leader,
-                leader_epoch,
-                isr: lai.isr,
-                partition_epoch: version,
-                replicas: replicas.into(),
-                offline_replicas: offline,
-            };
-            let i = p as usize;
-            if self.update_metadata_at.len() <= i {
-                self.update_metadata_at
-                    .resize(ctx.partition_count().max(i + 1), 0);
-            }
-            match self.update_metadata_at[i] {
-                0 => {
-                    self.update_metadata_parts.push(entry);
-                    self.update_metadata_at[i] = u32::try_from(self.update_metadata_parts.len())
-                        .expect("fewer UpdateMetadata entries than partition indices");
-                }
-                at => self.update_metadata_parts[at as usize - 1] = entry,
+            if let Some(lice) = ctx.leadership(p) {
+                self.put_update_metadata(ctx, p, &lice);
             }
         }
     }
 
-    pub fn add_stop_replica(&mut self, ctx: &Context, brokers: &[BrokerId], p: Part, delete: bool) {
-        let leader_epoch = if ctx.is_topic_idx_queued_up_for_deletion(ctx.partition_topic(p)) {
-            EPOCH_DURING_DELETE
-        } else if ctx.has_leadership(p) {
-            ctx.leader_epoch(p)
-        } else {
-            NO_EPOCH
+    /// The UpdateMetadata entry of `p`, whose cached leadership is `lice`.
+    fn put_update_metadata(&mut self, ctx: &Context, p: Part, lice: &LeaderIsrAndControllerEpoch) {
+        let lai = &lice.leader_and_isr;
+        let replicas = ctx.replicas(p);
+        let offline = replicas
+            .iter()
+            .copied()
+            .filter(|r| !ctx.is_replica_online(*r, p, false))
+            .collect();
+        let (leader, leader_epoch, version) =
+            if ctx.is_topic_idx_queued_up_for_deletion(ctx.partition_topic(p)) {
+                (LEADER_DURING_DELETE, 0, 0)
+            } else {
+                (lai.leader, lai.leader_epoch, lai.partition_epoch)
+            };
+        let entry = UpdateMetadataEntry {
+            part: p,
+            controller_epoch: lice.controller_epoch,
+            leader,
+            leader_epoch,
+            isr: lai.isr.clone(),
+            partition_epoch: version,
+            replicas: replicas.into(),
+            offline_replicas: offline,
         };
+        let i = p as usize;
+        if self.update_metadata_at.len() <= i {
+            self.update_metadata_at
+                .resize(ctx.partition_count().max(i + 1), 0);
+        }
+        match self.update_metadata_at[i] {
+            0 => {
+                self.update_metadata_parts.push(entry);
+                self.update_metadata_at[i] = u32::try_from(self.update_metadata_parts.len())
+                    .expect("fewer UpdateMetadata entries than partition indices");
+            }
+            at => self.update_metadata_parts[at as usize - 1] = entry,
+        }
+    }
+
+    pub fn add_stop_replica(&mut self, ctx: &Context, brokers: &[BrokerId], p: Part, delete: bool) {
         for broker in brokers.iter().copied().filter(|b| *b >= 0) {
-            // Replaced in place, with a sticky `delete`.
-            self.stop_replica
-                .entry(broker)
-                .or_default()
-                .entry(p)
-                .and_modify(|old| {
-                    old.leader_epoch = leader_epoch;
-                    old.delete |= delete;
-                })
-                .or_insert(StopReplicaEntry {
-                    part: p,
-                    leader_epoch,
-                    delete,
-                });
+            put_stop_replica(ctx, self.stop_replica.entry(broker).or_default(), p, delete);
+        }
+    }
+
+    /// [`Self::add_stop_replica`] of many partitions for one broker, its request looked up and
+    /// grown once (a broker failure stops each of the broker's replicas).
+    pub fn add_stop_replicas(
+        &mut self,
+        ctx: &Context,
+        broker: BrokerId,
+        parts: &[Part],
+        delete: bool,
+    ) {
+        if broker < 0 || parts.is_empty() {
+            return;
+        }
+        let states = self.stop_replica.entry(broker).or_default();
+        states.reserve(parts.len());
+        for &p in parts {
+            put_stop_replica(ctx, states, p, delete);
         }
     }
 
@@ -788,6 +878,98 @@ mod tests {
             ]
         );
         assert_eq!(entries(&batch, 2), [(parts[1], 0, false)]);
+    }
+
+    #[test]
+    fn runs_add_what_partition_by_partition_adds() {
+        let mut ctx = Context::new();
+        ctx.set_live_brokers(&[(1, 10), (2, 20), (3, 30)]);
+        let parts: Vec<Part> = (0..6).map(|i| ctx.intern_part("t", i)).collect();
+        for (i, &p) in parts.iter().enumerate() {
+            let first = 1 + i as BrokerId % 3;
+            let replicas: Replicas = smallvec::smallvec![first, 1 + first % 3];
+            ctx.update_assignment(
+                p,
+                &ReplicaAssignment {
+                    replicas: replicas.clone(),
+                    ..Default::default()
+                },
+            );
+            ctx.put_leadership(
+                p,
+                &LeaderIsrAndControllerEpoch {
+                    leader_and_isr: LeaderAndIsr::new(first, replicas),
+                    controller_epoch: 1,
+                },
+            );
+        }
+        ctx.queue_topic_deletion(&["u"]);
+        // Broker 1's request has an entry already, broker 2's none; recipients repeat and hold -1.
+        let recipients: [&[BrokerId]; 4] = [&[1, 2], &[2, 2, -1], &[], &[3, 1]];
+        let run: Vec<(Part, &[BrokerId], LeaderIsrAndControllerEpoch)> = parts[1..5]
+            .iter()
+            .zip(recipients)
+            .map(|(p, to)| (*p, to, ctx.leadership(*p).unwrap()))
+            .collect();
+        let (mut one_by_one, mut in_a_run) = (RequestBatch::default(), RequestBatch::default());
+        for batch in [&mut one_by_one, &mut in_a_run] {
+            batch.add_leader_and_isr_assigned(
+                &ctx,
+                &[1],
+                parts[4],
+                &ctx.leadership(parts[4]).unwrap(),
+                true,
+            );
+            batch.add_stop_replica(&ctx, &[3], parts[2], true);
+        }
+        for (p, to, lice) in &run {
+            one_by_one.add_leader_and_isr_assigned(&ctx, to, *p, lice, false);
+        }
+        in_a_run.add_leader_and_isr_run(&ctx, &run);
+        for &p in &parts {
+            one_by_one.add_stop_replica(&ctx, &[3], p, false);
+        }
+        in_a_run.add_stop_replicas(&ctx, 3, &parts, false);
+        in_a_run.add_stop_replicas(&ctx, -1, &parts, false);
+        let mut empty = RequestBatch::default();
+        empty.add_leader_and_isr_run::<&[BrokerId]>(&ctx, &[]);
+        assert!(
+            empty.check_empty().is_ok(),
+            "an empty run adds no UpdateMetadata brokers"
+        );
+        assert_eq!(
+            one_by_one
+                .pending_leader_and_isr()
+                .keys()
+                .collect::<Vec<_>>(),
+            in_a_run.pending_leader_and_isr().keys().collect::<Vec<_>>()
+        );
+        for (broker, entries) in one_by_one.pending_leader_and_isr() {
+            let theirs = &in_a_run.pending_leader_and_isr()[broker];
+            assert_eq!(
+                entries.values().collect::<Vec<_>>(),
+                theirs.values().collect::<Vec<_>>()
+            );
+            for e in entries.values() {
+                assert_eq!(theirs.get(e.part), Some(e), "found by partition");
+            }
+        }
+        assert_eq!(
+            one_by_one.pending_update_metadata(),
+            in_a_run.pending_update_metadata()
+        );
+        assert_eq!(
+            one_by_one.pending_stop_replica(),
+            in_a_run.pending_stop_replica()
+        );
+        assert!(
+            in_a_run.pending_stop_replica()[&3][&parts[2]].delete,
+            "delete is sticky"
+        );
+        assert_eq!(
+            one_by_one.send(&ctx, 3, &mut |_| {}),
+            in_a_run.send(&ctx, 3, &mut |_| {})
+        );
     }
 
     #[test]

@@ -7,8 +7,8 @@ use crate::hash::{HashMap, HashSet};
 use crate::context::{Context, Part, Replica};
 use crate::election::{self, Candidates, Input, Pick, Strategy};
 use crate::model::{
-    joined, BrokerId, LeaderAndIsr, LeaderIsrAndControllerEpoch, PartitionState, ReplicaState,
-    NO_LEADER,
+    joined, BrokerId, Brokers, LeaderAndIsr, LeaderIsrAndControllerEpoch, PartitionState,
+    ReplicaState, NO_LEADER,
 };
 use crate::requests::{RequestBatch, Sent};
 use crate::store::{Failure, FailureKind, Read, Store};
@@ -104,7 +104,12 @@ pub struct Machine<'a> {
     pub unclean_default: bool,
 }
 
-fn dedupe<T: Copy + Eq + std::hash::Hash>(items: &[T]) -> Vec<T> {
+/// `items` without repeats, first occurrences in order. Strictly ascending items (the context's
+/// lists of partitions mostly are) have none, which is checked without a set of them.
+fn dedupe<T: Copy + Ord + std::hash::Hash>(items: &[T]) -> Vec<T> {
+    if items.is_sorted_by(|a, b| a < b) {
+        return items.to_vec();
+    }
     let mut seen = HashSet::with_capacity_and_hasher(items.len(), Default::default());
     items.iter().copied().filter(|i| seen.insert(*i)).collect()
 }
@@ -232,13 +237,12 @@ impl Machine<'_> {
         election: Option<Strategy>,
         selector: &mut dyn Selector,
     ) -> Result<Vec<(Part, Outcome)>, Failure> {
+        // One pass: a partition's check reads only its own state (the partitions are distinct).
+        let mut valid = Vec::with_capacity(parts.len());
         for &p in parts {
             if !self.ctx.has_partition_state(p) {
                 self.ctx.put_partition_state(p, PartitionState::NonExistent);
             }
-        }
-        let mut valid = Vec::with_capacity(parts.len());
-        for &p in parts {
             if target
                 .valid_previous_states()
                 .contains(&self.ctx.partition_state(p))
@@ -468,9 +472,10 @@ impl Machine<'_> {
             .map(|i| election::candidates(self.ctx, strategy, i))
             .collect();
         let picks = self.select(strategy, &inputs, &candidates, selector)?;
-        let mut recipients: HashMap<Part, Vec<BrokerId>> = HashMap::default();
-        let mut updates: Vec<(Part, LeaderAndIsr)> = Vec::new();
-        for ((input, cand), pick) in inputs.iter().zip(&candidates).zip(picks) {
+        // Each update's recipients at its position.
+        let mut recipients: Vec<Brokers> = Vec::with_capacity(inputs.len());
+        let mut updates: Vec<(Part, LeaderAndIsr)> = Vec::with_capacity(inputs.len());
+        for ((input, cand), pick) in inputs.iter().zip(candidates).zip(picks) {
             match pick {
                 Pick::Leader(leader) => {
                     if cand.unclean {
@@ -484,7 +489,7 @@ impl Machine<'_> {
                         self.leader_recovery,
                     );
                     updates.push((input.part, state));
-                    recipients.insert(input.part, cand.recipients.clone());
+                    recipients.push(cand.recipients);
                 }
                 Pick::NoLeader => failed.push((
                     input.part,
@@ -500,18 +505,26 @@ impl Machine<'_> {
         let outcome = self
             .store
             .update_states(self.ctx, &updates, self.ctx.epoch, self.fence())?;
-        let mut finished: Vec<(Part, Outcome)> = Vec::new();
+        let mut finished: Vec<(Part, Outcome)> = Vec::with_capacity(updates.len() + failed.len());
+        let at: Vec<usize> = (0..updates.len()).collect();
+        let position = Positions::new(&updates, &at);
+        let mut requests = Vec::with_capacity(outcome.successful.len());
         for (p, state) in outcome.successful {
             let lice = LeaderIsrAndControllerEpoch {
                 leader_and_isr: state.clone(),
                 controller_epoch: self.ctx.epoch,
             };
             self.ctx.put_leadership(p, &lice);
-            let to = recipients.remove(&p).unwrap_or_default();
-            self.batch
-                .add_leader_and_isr_assigned(self.ctx, &to, p, &lice, false);
+            // None for a partition not asked (a store plugin answering for others).
+            let to = position
+                .find(p)
+                .map(|i| std::mem::take(&mut recipients[i]))
+                .unwrap_or_default();
+            requests.push((p, to, lice));
             finished.push((p, Ok(state)));
         }
+        // A partition's requests read nothing another's new leadership changes: one run.
+        self.batch.add_leader_and_isr_run(self.ctx, &requests);
         finished.extend(outcome.failed.into_iter().map(|(p, e)| (p, Err(e))));
         finished.extend(failed);
         Ok((finished, outcome.to_retry))
@@ -753,20 +766,17 @@ impl Machine<'_> {
         results: &mut Vec<(Replica, ReplicaOutcome)>,
         assignments_grew: &mut bool,
     ) -> Result<(), Failure> {
+        // One pass: a replica's check reads only its own state (the replicas are distinct).
+        let mut valid = Vec::with_capacity(replicas.len());
         for &(p, b) in replicas {
-            if self.ctx.replica_state(p, b).is_none() {
+            let state = self.ctx.replica_state(p, b).unwrap_or_else(|| {
                 self.ctx.put_replica_state(p, b, ReplicaState::NonExistent);
-            }
-        }
-        let mut valid = Vec::new();
-        for &r in replicas {
-            if target
-                .valid_previous_states()
-                .contains(&self.replica_state(r))
-            {
-                valid.push(r);
+                ReplicaState::NonExistent
+            });
+            if target.valid_previous_states().contains(&state) {
+                valid.push((p, b));
             } else {
-                self.log_invalid_replica_transition(r, target);
+                self.log_invalid_replica_transition((p, b), target);
             }
         }
         match target {
@@ -900,9 +910,9 @@ impl Machine<'_> {
         replicas: &[Replica],
         results: &mut Vec<(Replica, ReplicaOutcome)>,
     ) -> Result<(), Failure> {
-        for &(p, _) in replicas {
-            self.batch.add_stop_replica(self.ctx, &[broker], p, false);
-        }
+        let parts: Vec<Part> = replicas.iter().map(|(p, _)| *p).collect();
+        self.batch
+            .add_stop_replicas(self.ctx, broker, &parts, false);
         let with: Vec<Part> = replicas
             .iter()
             .filter(|(p, _)| self.ctx.has_leadership(*p))
@@ -920,6 +930,7 @@ impl Machine<'_> {
             self.log_failed_replica(r, current, ReplicaState::Offline, &error);
             results.push((r, Err(error)));
         }
+        let mut requests = Vec::with_capacity(updated.len());
         for (p, lice) in updated {
             if self.log.enabled(Level::Info) {
                 let line = format!(
@@ -932,19 +943,20 @@ impl Machine<'_> {
                 .ctx
                 .is_topic_idx_queued_up_for_deletion(self.ctx.partition_topic(p))
             {
-                let recipients: crate::model::Brokers = self
+                let recipients: Brokers = self
                     .ctx
                     .replicas(p)
                     .iter()
                     .copied()
                     .filter(|r| *r != broker)
                     .collect();
-                self.batch
-                    .add_leader_and_isr_assigned(self.ctx, &recipients, p, &lice, false);
+                requests.push((p, recipients, lice));
             }
             self.transition((p, broker), ReplicaState::Offline);
             results.push(((p, broker), Ok(ReplicaState::Offline)));
         }
+        // Nothing the requests read changes in the transitions: they go in as one run.
+        self.batch.add_leader_and_isr_run(self.ctx, &requests);
         for r in without {
             self.transition(r, ReplicaState::Offline);
             self.batch
@@ -1138,6 +1150,11 @@ impl<'a> Positions<'a> {
 
     /// The position of `p`, one of the partitions asked.
     fn of(&self, p: Part) -> usize {
+        self.find(p).expect("one of the partitions asked")
+    }
+
+    /// The position of `p`, None when it was not asked.
+    fn find(&self, p: Part) -> Option<usize> {
         let start = self.next.get();
         if let Some(offset) = self.asked[start..]
             .iter()
@@ -1145,7 +1162,7 @@ impl<'a> Positions<'a> {
             .position(|(q, _)| *q == p)
         {
             self.next.set(start + offset + 1);
-            return self.at[start + offset];
+            return Some(self.at[start + offset]);
         }
         let index = self.index.get_or_init(|| {
             self.asked
@@ -1154,7 +1171,7 @@ impl<'a> Positions<'a> {
                 .map(|((q, _), at)| (*q, *at))
                 .collect()
         });
-        index[&p]
+        index.get(&p).copied()
     }
 }
 

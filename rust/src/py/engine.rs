@@ -1010,6 +1010,11 @@ impl Engine {
     ) -> PyResult<()> {
         let parts = self.resolve_parts(parts)?;
         self.batch(slot)?;
+        if let [broker] = brokers[..] {
+            // A controlled shutdown stops every partition the broker follows: one run.
+            self.batches[slot].add_stop_replicas(&self.ctx, broker, &parts, delete);
+            return Ok(());
+        }
         for p in parts {
             self.batches[slot].add_stop_replica(&self.ctx, &brokers, p, delete);
         }

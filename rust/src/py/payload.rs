@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyIterator, PyTuple};
 
-use crate::context::Context;
+use crate::context::{Context, Part};
 use crate::kafkawire;
 use crate::metadata::{entry_digest, Payload};
 use crate::py::classes::classes;
@@ -29,8 +29,14 @@ pub enum Entries {
 /// reference engine sends.
 #[pyclass(module = "kctl._engine", frozen, sequence)]
 pub struct PartitionStates {
-    /// `(topic, partition)` of each entry (the context may drop a topic before Python looks).
-    keys: Vec<(Arc<str>, i32)>,
+    /// The topic of each run of entries of one topic and the run's length (the context may drop
+    /// a topic before Python looks): a name reference per topic, where one per entry cost a
+    /// broker failure at 1M partitions 90K counts up and down.
+    topics: Vec<(Arc<str>, usize)>,
+    /// The partition id of each entry.
+    partitions: Vec<i32>,
+    /// `(topic, partition)` of each entry, made when something first reads them.
+    keys: OnceLock<Vec<(Arc<str>, i32)>>,
     entries: Entries,
     materialized: PyOnceLock<Py<PyTuple>>,
     /// The `metadata_digest` of each UpdateMetadata entry, computed by the first broker cache that
@@ -40,23 +46,29 @@ pub struct PartitionStates {
 
 impl PartitionStates {
     pub fn new(ctx: &Context, entries: Entries) -> Self {
-        let key = |p| {
-            (
-                ctx.topic_name_arc(ctx.partition_topic(p)),
-                ctx.partition_id(p),
-            )
-        };
-        let keys = match &entries {
-            Entries::LeaderAndIsr(es) => es.iter().map(|e| key(e.part)).collect(),
-            Entries::UpdateMetadata(es) => es.iter().map(|e| key(e.part)).collect(),
-            Entries::StopReplica(es) => es.iter().map(|e| key(e.part)).collect(),
+        let (topics, partitions) = match &entries {
+            Entries::LeaderAndIsr(es) => named(ctx, es.iter().map(|e| e.part)),
+            Entries::UpdateMetadata(es) => named(ctx, es.iter().map(|e| e.part)),
+            Entries::StopReplica(es) => named(ctx, es.iter().map(|e| e.part)),
         };
         Self {
-            keys,
+            topics,
+            partitions,
+            keys: OnceLock::new(),
             entries,
             materialized: PyOnceLock::new(),
             digests: OnceLock::new(),
         }
+    }
+
+    fn keys(&self) -> &[(Arc<str>, i32)] {
+        self.keys.get_or_init(|| {
+            let names = (self.topics.iter()).flat_map(|(name, n)| std::iter::repeat_n(name, *n));
+            names
+                .zip(&self.partitions)
+                .map(|(name, id)| (name.clone(), *id))
+                .collect()
+        })
     }
 
     /// The `(topic, partition)` keys, entries and entry digests of an UpdateMetadata payload (None
@@ -65,14 +77,14 @@ impl PartitionStates {
         let Entries::UpdateMetadata(entries) = &self.entries else {
             return None;
         };
+        let keys = self.keys();
         let digests = self.digests.get_or_init(|| {
-            self.keys
-                .iter()
+            keys.iter()
                 .zip(entries.iter())
                 .map(|((topic, partition), e)| entry_digest(topic, *partition, e))
                 .collect()
         });
-        Some((&self.keys, entries, digests))
+        Some((keys, entries, digests))
     }
 
     fn materialized<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
@@ -86,11 +98,12 @@ impl PartitionStates {
 
     fn build<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
         let classes = classes(py)?;
-        let mut out = Vec::with_capacity(self.keys.len());
+        let keys = self.keys();
+        let mut out = Vec::with_capacity(keys.len());
         match &self.entries {
             Entries::LeaderAndIsr(entries) => {
                 let cls = classes.leader_and_isr_partition_state.bind(py);
-                for (key, e) in self.keys.iter().zip(entries) {
+                for (key, e) in keys.iter().zip(entries) {
                     let mut args = head(py, key, e.head())?;
                     args.push(PyTuple::new(py, e.adding())?.into_any());
                     args.push(PyTuple::new(py, e.removing())?.into_any());
@@ -101,7 +114,7 @@ impl PartitionStates {
             }
             Entries::UpdateMetadata(entries) => {
                 let cls = classes.update_metadata_partition_state.bind(py);
-                for (key, e) in self.keys.iter().zip(entries.iter()) {
+                for (key, e) in keys.iter().zip(entries.iter()) {
                     let mut args = head(py, key, e.head())?;
                     args.push(PyTuple::new(py, &e.offline_replicas)?.into_any());
                     out.push(cls.call1(PyTuple::new(py, args)?)?);
@@ -109,13 +122,32 @@ impl PartitionStates {
             }
             Entries::StopReplica(entries) => {
                 let cls = classes.stop_replica_partition_state.bind(py);
-                for ((topic, partition), e) in self.keys.iter().zip(entries) {
+                for ((topic, partition), e) in keys.iter().zip(entries) {
                     out.push(cls.call1((&**topic, *partition, e.leader_epoch, e.delete))?);
                 }
             }
         }
         Ok(out)
     }
+}
+
+/// The topic runs and partition ids of the entries' partitions, in order.
+fn named(ctx: &Context, parts: impl Iterator<Item = Part>) -> (Vec<(Arc<str>, usize)>, Vec<i32>) {
+    let mut topics: Vec<(Arc<str>, usize)> = Vec::new();
+    let mut partitions = Vec::with_capacity(parts.size_hint().0);
+    let mut last = None;
+    for p in parts {
+        let t = ctx.partition_topic(p);
+        match topics.last_mut() {
+            Some((_, n)) if last == Some(t) => *n += 1,
+            _ => {
+                topics.push((ctx.topic_name_arc(t), 1));
+                last = Some(t);
+            }
+        }
+        partitions.push(ctx.partition_id(p));
+    }
+    (topics, partitions)
 }
 
 fn head<'py>(
@@ -138,7 +170,7 @@ fn head<'py>(
 #[pymethods]
 impl PartitionStates {
     fn __len__(&self) -> usize {
-        self.keys.len()
+        self.partitions.len()
     }
 
     fn __getitem__<'py>(
@@ -188,13 +220,8 @@ impl PartitionStates {
     /// The topics named, each once, in order of first appearance.
     fn topics(&self) -> Vec<&str> {
         let mut seen = crate::hash::IndexSet::default();
-        let mut last: Option<&Arc<str>> = None;
-        for (topic, _) in &self.keys {
-            // Keys come grouped by topic: hash each run's topic once.
-            if last.is_none_or(|l| !Arc::ptr_eq(l, topic)) {
-                seen.insert(&**topic);
-                last = Some(topic);
-            }
+        for (topic, _) in &self.topics {
+            seen.insert(&**topic);
         }
         seen.into_iter().collect()
     }
@@ -209,7 +236,7 @@ impl PartitionStates {
         topic_ids: std::collections::HashMap<String, [u8; 16]>,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let ids: crate::hash::HashMap<String, kafkawire::TopicId> = topic_ids.into_iter().collect();
-        let keys = &self.keys;
+        let keys = self.keys();
         let encoded = py.detach(|| match &self.entries {
             Entries::LeaderAndIsr(es) => {
                 kafkawire::encode_states(&kafkawire::LEADER_AND_ISR, keys, es, version, &ids)
@@ -231,7 +258,7 @@ impl PartitionStates {
         let Entries::StopReplica(entries) = &self.entries else {
             return Vec::new();
         };
-        self.keys
+        self.keys()
             .iter()
             .zip(entries)
             .filter(|(_, e)| e.delete)
