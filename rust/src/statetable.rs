@@ -115,6 +115,9 @@ impl Slots {
     }
 }
 
+/// Each partition's history rows, by topic and partition.
+type History = HashMap<Arc<str>, HashMap<i32, Vec<HistoryRow>>>;
+
 #[derive(Debug, Default)]
 pub struct StateTable {
     topics: HashMap<Arc<str>, Slots>,
@@ -122,7 +125,7 @@ pub struct StateTable {
     seq: u64,
     /// Rows by topic and partition: a partition's history is read without passing over its
     /// topic's other rows (a simulation reads it for each partition a step changed).
-    history: Option<HashMap<Arc<str>, HashMap<i32, Vec<HistoryRow>>>>,
+    history: Option<History>,
 }
 
 impl StateTable {
