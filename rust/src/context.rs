@@ -316,6 +316,25 @@ impl Context {
         p
     }
 
+    /// Make room for `additional` more partitions in every per-partition column at once. Into
+    /// empty columns (a failover's load) that is the exact size: grown by doubling, a column of
+    /// 10M partitions had room for 16.7M, and the allocator kept the smaller copies it freed.
+    /// Columns with partitions grow as a push would, so loading topic after topic stays linear.
+    pub fn reserve_partitions(&mut self, additional: usize) {
+        self.p_topic.reserve(additional);
+        self.p_id.reserve(additional);
+        self.has_assignment.reserve(additional);
+        self.replicas.reserve(additional);
+        self.leader.reserve(additional);
+        self.leader_epoch.reserve(additional);
+        self.partition_epoch.reserve(additional);
+        self.controller_epoch.reserve(additional);
+        self.recovery.reserve(additional);
+        self.isr.reserve(additional);
+        self.p_state.reserve(additional);
+        self.r_states.reserve(additional);
+    }
+
     pub fn partition_topic(&self, p: Part) -> TopicIdx {
         self.p_topic[p as usize]
     }
@@ -1633,6 +1652,37 @@ mod tests {
         }
         assert_eq!(ctx.awaiting.capacity(), 0);
         check(&ctx, "all online");
+    }
+
+    /// Reserved columns hold the partitions loaded and no more; reserving again in a filled
+    /// context grows them as pushes would (a topic created at a time stays linear).
+    #[test]
+    fn reserved_columns_fit_the_load_and_then_grow_by_doubling() {
+        let mut ctx = Context::new();
+        ctx.reserve_partitions(1_500);
+        for id in 0..1_500 {
+            let p = ctx.intern_part(&format!("t{}", id / 4), id % 4);
+            ctx.update_assignment(p, &ra(&[1, 2]));
+        }
+        let capacities = |ctx: &Context| {
+            [
+                ctx.p_topic.capacity(),
+                ctx.p_id.capacity(),
+                ctx.has_assignment.capacity(),
+                ctx.replicas.capacity(),
+                ctx.leader.capacity(),
+                ctx.leader_epoch.capacity(),
+                ctx.partition_epoch.capacity(),
+                ctx.controller_epoch.capacity(),
+                ctx.recovery.capacity(),
+                ctx.isr.capacity(),
+                ctx.p_state.capacity(),
+                ctx.r_states.capacity(),
+            ]
+        };
+        assert_eq!(capacities(&ctx), [1_500; 12]);
+        ctx.reserve_partitions(4);
+        assert_eq!(capacities(&ctx), [3_000; 12]);
     }
 
     #[test]
