@@ -25,6 +25,8 @@ pub type Replica = (Part, BrokerId);
 
 const NO_LEADERSHIP: i32 = i32::MIN;
 const NO_STATE: u8 = u8::MAX;
+/// Replicas of an assignment whose states have a slot (`Context::r_states`): a nibble each.
+const STATE_SLOTS: usize = 8;
 const ABSENT: Part = Part::MAX;
 
 #[derive(Debug, Default)]
@@ -98,7 +100,13 @@ pub struct Context {
     /// and partitions that left those states, dropped as it grows).
     awaiting: Vec<Part>,
     awaiting_count: usize,
-    r_states: Vec<SmallVec<[(BrokerId, ReplicaState); 3]>>,
+    /// The replica states of the first `STATE_SLOTS` replicas of each assignment, by position: a
+    /// nibble each, the state's id (0: none). A list of `(broker, state)` per partition took 32
+    /// bytes; the replicas of an assignment are the brokers that have states but for a few.
+    r_states: Vec<u32>,
+    /// The states of replicas that have no slot: not (or no longer) in their partition's
+    /// assignment (removed by a reassignment, their topic deleted) or beyond its first slots.
+    r_states_unslotted: HashMap<Part, SmallVec<[(BrokerId, ReplicaState); 2]>>,
 
     being_reassigned: IndexSet<Part>,
     assignment_changes: AssignmentJournal,
@@ -230,6 +238,37 @@ const SHUTTING_DOWN: u8 = 2;
 /// Broker ids below this get dense flags; others (rare) are looked up in the maps.
 const DENSE_BROKER_IDS: BrokerId = 1 << 16;
 
+/// The slot of `broker`'s replica state in a partition with `replicas` (its first position among
+/// the first `STATE_SLOTS`).
+fn state_slot(replicas: &[BrokerId], broker: BrokerId) -> Option<usize> {
+    replicas.iter().take(STATE_SLOTS).position(|&r| r == broker)
+}
+
+fn slot_state(slots: u32, slot: usize) -> Option<ReplicaState> {
+    match (slots >> (4 * slot)) & 0xf {
+        0 => None,
+        id => ReplicaState::from_id(id as u8),
+    }
+}
+
+fn set_slot_state(slots: &mut u32, slot: usize, state: Option<ReplicaState>) {
+    let id = state.map_or(0, |s| s as u32);
+    *slots = (*slots & !(0xf << (4 * slot))) | (id << (4 * slot));
+}
+
+fn put_unslotted(
+    unslotted: &mut HashMap<Part, SmallVec<[(BrokerId, ReplicaState); 2]>>,
+    p: Part,
+    broker: BrokerId,
+    state: ReplicaState,
+) {
+    let states = unslotted.entry(p).or_default();
+    match states.iter_mut().find(|(b, _)| *b == broker) {
+        Some(entry) => entry.1 = state,
+        None => states.push((broker, state)),
+    }
+}
+
 fn next_generation() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -312,8 +351,27 @@ impl Context {
         self.recovery.push(LeaderRecoveryState::Recovered);
         self.isr.push(Replicas::new());
         self.p_state.push(NO_STATE);
-        self.r_states.push(SmallVec::new());
+        self.r_states.push(0);
         p
+    }
+
+    /// Make room for `additional` more partitions in every per-partition column at once. Into
+    /// empty columns (a failover's load) that is the exact size: grown by doubling, a column of
+    /// 10M partitions had room for 16.7M, and the allocator kept the smaller copies it freed.
+    /// Columns with partitions grow as a push would, so loading topic after topic stays linear.
+    pub fn reserve_partitions(&mut self, additional: usize) {
+        self.p_topic.reserve(additional);
+        self.p_id.reserve(additional);
+        self.has_assignment.reserve(additional);
+        self.replicas.reserve(additional);
+        self.leader.reserve(additional);
+        self.leader_epoch.reserve(additional);
+        self.partition_epoch.reserve(additional);
+        self.controller_epoch.reserve(additional);
+        self.recovery.reserve(additional);
+        self.isr.reserve(additional);
+        self.p_state.reserve(additional);
+        self.r_states.reserve(additional);
     }
 
     pub fn partition_topic(&self, p: Part) -> TopicIdx {
@@ -611,6 +669,7 @@ impl Context {
         for p in std::mem::take(&mut self.topics[t as usize].assigned) {
             let i = p as usize;
             self.has_assignment[i] = false;
+            self.move_replica_states(p, &[]);
             for b in std::mem::take(&mut self.replicas[i]) {
                 self.replicas_per_broker.add(b, -1);
             }
@@ -645,6 +704,7 @@ impl Context {
             for &b in &assignment.replicas {
                 ctx.replicas_per_broker.add(b, 1);
             }
+            ctx.move_replica_states(p, &assignment.replicas);
             ctx.replicas[i].clone_from(&assignment.replicas);
             if assignment.adding.is_empty() && assignment.removing.is_empty() {
                 ctx.moving.remove(&p);
@@ -1094,22 +1154,59 @@ impl Context {
     }
 
     pub fn replica_state(&self, p: Part, broker: BrokerId) -> Option<ReplicaState> {
-        self.r_states[p as usize]
-            .iter()
-            .find(|(b, _)| *b == broker)
-            .map(|(_, s)| *s)
+        match state_slot(&self.replicas[p as usize], broker) {
+            Some(slot) => slot_state(self.r_states[p as usize], slot),
+            None => self
+                .r_states_unslotted
+                .get(&p)?
+                .iter()
+                .find(|(b, _)| *b == broker)
+                .map(|(_, s)| *s),
+        }
     }
 
     pub fn put_replica_state(&mut self, p: Part, broker: BrokerId, state: ReplicaState) {
-        let states = &mut self.r_states[p as usize];
-        match states.iter_mut().find(|(b, _)| *b == broker) {
-            Some(entry) => entry.1 = state,
-            None => states.push((broker, state)),
+        match state_slot(&self.replicas[p as usize], broker) {
+            Some(slot) => set_slot_state(&mut self.r_states[p as usize], slot, Some(state)),
+            None => put_unslotted(&mut self.r_states_unslotted, p, broker, state),
         }
     }
 
     pub fn remove_replica_state(&mut self, p: Part, broker: BrokerId) {
-        self.r_states[p as usize].retain(|(b, _)| *b != broker);
+        match state_slot(&self.replicas[p as usize], broker) {
+            Some(slot) => set_slot_state(&mut self.r_states[p as usize], slot, None),
+            None => {
+                if let Some(states) = self.r_states_unslotted.get_mut(&p) {
+                    states.retain(|(b, _)| *b != broker);
+                    if states.is_empty() {
+                        self.r_states_unslotted.remove(&p);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Give the replica states of `p` the slots of its next replica list `next` (before it
+    /// replaces the current one): a broker keeps its state wherever it moves, and a state whose
+    /// broker has no slot in `next` is kept unslotted until it gets one again.
+    fn move_replica_states(&mut self, p: Part, next: &[BrokerId]) {
+        let i = p as usize;
+        if self.r_states[i] == 0 && self.r_states_unslotted.is_empty() {
+            return; // the load of a failover: no states yet
+        }
+        let mut states = self.r_states_unslotted.remove(&p).unwrap_or_default();
+        let slotted = std::mem::take(&mut self.r_states[i]);
+        for (slot, &broker) in self.replicas[i].iter().take(STATE_SLOTS).enumerate() {
+            if let Some(state) = slot_state(slotted, slot) {
+                states.push((broker, state));
+            }
+        }
+        for (broker, state) in states {
+            match state_slot(next, broker) {
+                Some(slot) => set_slot_state(&mut self.r_states[i], slot, Some(state)),
+                None => put_unslotted(&mut self.r_states_unslotted, p, broker, state),
+            }
+        }
     }
 
     pub fn replicas_in_state(&self, topic: &str, state: ReplicaState) -> Vec<Replica> {
@@ -1407,8 +1504,9 @@ impl Context {
         n * (4 + 4 + 1 + 4 + 4 + 4 + 4 + 1 + 1)
             + self.replicas.capacity() * std::mem::size_of::<Replicas>()
             + self.isr.capacity() * std::mem::size_of::<Replicas>()
-            + self.r_states.capacity()
-                * std::mem::size_of::<SmallVec<[(BrokerId, ReplicaState); 3]>>()
+            + self.r_states.capacity() * 4
+            + self.r_states_unslotted.capacity()
+                * std::mem::size_of::<(Part, SmallVec<[(BrokerId, ReplicaState); 2]>)>()
             + spilled(&self.replicas)
             + spilled(&self.isr)
             + self
@@ -1635,6 +1733,37 @@ mod tests {
         check(&ctx, "all online");
     }
 
+    /// Reserved columns hold the partitions loaded and no more; reserving again in a filled
+    /// context grows them as pushes would (a topic created at a time stays linear).
+    #[test]
+    fn reserved_columns_fit_the_load_and_then_grow_by_doubling() {
+        let mut ctx = Context::new();
+        ctx.reserve_partitions(1_500);
+        for id in 0..1_500 {
+            let p = ctx.intern_part(&format!("t{}", id / 4), id % 4);
+            ctx.update_assignment(p, &ra(&[1, 2]));
+        }
+        let capacities = |ctx: &Context| {
+            [
+                ctx.p_topic.capacity(),
+                ctx.p_id.capacity(),
+                ctx.has_assignment.capacity(),
+                ctx.replicas.capacity(),
+                ctx.leader.capacity(),
+                ctx.leader_epoch.capacity(),
+                ctx.partition_epoch.capacity(),
+                ctx.controller_epoch.capacity(),
+                ctx.recovery.capacity(),
+                ctx.isr.capacity(),
+                ctx.p_state.capacity(),
+                ctx.r_states.capacity(),
+            ]
+        };
+        assert_eq!(capacities(&ctx), [1_500; 12]);
+        ctx.reserve_partitions(4);
+        assert_eq!(capacities(&ctx), [3_000; 12]);
+    }
+
     #[test]
     fn assignment_journal_reports_changes_once_read() {
         let mut ctx = Context::new();
@@ -1779,6 +1908,60 @@ mod tests {
         assert_eq!(counts(&ctx), scan(&ctx));
         ctx.reset();
         assert_eq!(counts(&ctx), (vec![], vec![]));
+    }
+
+    /// A replica's state follows its broker through reassignments, a topic's removal and its
+    /// re-creation, whatever slot (or none) the broker has in the assignment.
+    #[test]
+    fn replica_states_follow_their_brokers() {
+        use ReplicaState::*;
+        let mut ctx = Context::new();
+        let p = ctx.intern_part("t", 0);
+        let states = |ctx: &Context| -> Vec<(BrokerId, Option<ReplicaState>)> {
+            (0..=10).map(|b| (b, ctx.replica_state(p, b))).collect()
+        };
+        let expect = |pairs: &[(BrokerId, ReplicaState)]| -> Vec<(BrokerId, Option<ReplicaState>)> {
+            (0..=10)
+                .map(|b| (b, pairs.iter().find(|(x, _)| *x == b).map(|(_, s)| *s)))
+                .collect()
+        };
+        ctx.put_replica_state(p, 4, DeletionIneligible); // no assignment yet: unslotted
+        ctx.update_assignment(p, &ra(&[1, 2, 3]));
+        ctx.put_replica_state(p, 1, Online);
+        ctx.put_replica_state(p, 3, NonExistent);
+        ctx.put_replica_state(p, 3, Offline);
+        assert_eq!(
+            states(&ctx),
+            expect(&[(1, Online), (3, Offline), (4, DeletionIneligible)])
+        );
+        ctx.update_assignment(p, &ra(&[4, 3, 5]));
+        assert_eq!(
+            states(&ctx),
+            expect(&[(1, Online), (3, Offline), (4, DeletionIneligible)])
+        );
+        ctx.remove_replica_state(p, 1);
+        ctx.remove_replica_state(p, 4);
+        ctx.put_replica_state(p, 5, New);
+        assert_eq!(states(&ctx), expect(&[(3, Offline), (5, New)]));
+        let nine: Vec<BrokerId> = (1..=9).collect();
+        ctx.update_assignment(p, &ra(&nine));
+        ctx.put_replica_state(p, 9, Online); // beyond the slots
+        ctx.put_replica_state(p, 8, DeletionStarted);
+        assert_eq!(
+            states(&ctx),
+            expect(&[(3, Offline), (5, New), (8, DeletionStarted), (9, Online)])
+        );
+        ctx.remove_topic("t");
+        assert_eq!(
+            states(&ctx),
+            expect(&[(3, Offline), (5, New), (8, DeletionStarted), (9, Online)])
+        );
+        ctx.update_assignment(p, &ra(&[9, 5]));
+        ctx.remove_replica_state(p, 8);
+        ctx.remove_replica_state(p, 9);
+        assert_eq!(states(&ctx), expect(&[(3, Offline), (5, New)]));
+        ctx.remove_replica_state(p, 3);
+        assert!(ctx.r_states_unslotted.is_empty(), "emptied entries go");
     }
 
     #[test]

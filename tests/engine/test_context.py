@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import pytest
 
+from kctl.cluster import EmbeddedCluster
 from kctl.context import ENGINES, ControllerContext
 from kctl.model import (
     BrokerInfo,
@@ -569,3 +570,23 @@ def test_reference_scans_keep_only_what_they_find() -> None:
     finally:
         tracemalloc.stop()
     assert peak < 8 * count, f"a scan held {peak} bytes at its peak: a list of every partition alone is {8 * count}"
+
+
+def test_a_failover_sizes_the_native_columns_to_the_partitions_it_loads() -> None:
+    """The controller tells the context how many partitions its failover loads, so the rust
+    engine's columns hold that many, not the next power of two: grown partition by partition, 10M
+    partitions took room for 16.7M, and the allocator kept the smaller copies it had freed."""
+
+    def heap_bytes_per_partition(topics: int) -> float:
+        cluster = EmbeddedCluster(3, engine="rust", record_history=False)
+        for t in range(topics):
+            cluster.store.create_topic(f"t{t}", {p: ReplicaAssignment((1 + p % 3, 1 + (p + 1) % 3)) for p in range(4)})
+        with cluster:
+            assert cluster.run_until_stable()
+            controller = cluster.active_controller
+            assert controller is not None and controller.context.partition_count == 4 * topics
+            return controller.context.native.heap_bytes() / (4 * topics)  # type: ignore[attr-defined, no-any-return]
+
+    # 1,500 partitions take as many bytes each as 2,048 (a power of two, so exact either way);
+    # grown by doubling, the 1,500 had room for 2,048 and took a third more.
+    assert heap_bytes_per_partition(375) < 1.05 * heap_bytes_per_partition(512)

@@ -833,6 +833,7 @@ class KafkaController:
         assignment is unreadable is logged and skipped."""
         ctx = self.context
         read = self.store.get_topic_assignments(topics)
+        ctx.reserve_partitions(sum(len(assignment.partitions) for assignment in read.values.values()))
         added: dict[str, _Loaded] = {}
         for topic in topics:
             if topic in read.errors:

@@ -181,6 +181,12 @@ class ControllerContext(abc.ABC):
         """Bulk form of :meth:`update_partition_full_replica_assignment` (failover, topic creation)."""
 
     @abc.abstractmethod
+    def reserve_partitions(self, count: int) -> None:
+        """``count`` partitions are about to be loaded (a failover's topics, created topics): an
+        engine that keeps partitions in columns sizes them once instead of growing them step by
+        step. A hint: nothing observable changes."""
+
+    @abc.abstractmethod
     def put_topic_assignment(self, topic: str, partitions: Mapping[int, ReplicaAssignment]) -> Sequence[TopicPartition]:
         """Load a topic's stored assignment in partition order, marking partitions with adding or
         removing replicas as being reassigned; returns the loaded partitions."""

@@ -211,6 +211,9 @@ class NativeContext(ControllerContext):
     def update_partition_full_replica_assignment(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
         self.native.update_assignment(tp.topic, tp.partition, assignment_tuple(assignment))
 
+    def reserve_partitions(self, count: int) -> None:
+        self.native.reserve_partitions(count)
+
     def put_topic_assignment(self, topic: str, partitions: Mapping[int, ReplicaAssignment]) -> Sequence[TopicPartition]:
         return PartitionList(self.native, self.native.put_topic_assignment(topic, partitions))
 

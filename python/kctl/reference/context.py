@@ -211,6 +211,9 @@ class ReferenceContext(ControllerContext):
         for tp, assignment in assignments.items():
             self.update_partition_full_replica_assignment(tp, assignment)
 
+    def reserve_partitions(self, count: int) -> None:
+        """Nothing to size: dicts grow as they go."""
+
     def put_topic_assignment(self, topic: str, partitions: Mapping[int, ReplicaAssignment]) -> Sequence[TopicPartition]:
         loaded = []
         for partition in sorted(partitions):

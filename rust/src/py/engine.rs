@@ -560,6 +560,11 @@ impl Engine {
         }
     }
 
+    /// Room for `count` more partitions in the context's columns (see `Context::reserve_partitions`).
+    fn reserve_partitions(&mut self, count: usize) {
+        self.ctx.reserve_partitions(count);
+    }
+
     /// Load a topic's stored assignment (a mapping of partition id → `ReplicaAssignment`, read in
     /// place), in partition order; partitions with adding or removing replicas are marked as being
     /// reassigned. Returns the topic's loaded partitions.
