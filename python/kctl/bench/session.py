@@ -28,6 +28,7 @@ from typing import Any
 from kctl.bench.environment import ARCHIVE_ALIAS, EXECUTOR_PYTHON
 from kctl import extras
 from kctl.errors import KctlError
+from kctl.limits import MAX_FILE_BYTES, DocumentError, decode_text, read_file
 
 MASTER_ENV = "KCTL_SPARK_MASTER"
 CONNECT_TIMEOUT = 3.0
@@ -127,11 +128,13 @@ def spark_defaults() -> dict[str, str]:
     Spark reads them (a Java properties file: ``key value``, ``key=value`` or ``key: value``)."""
     from pyspark.find_spark_home import _find_spark_home
 
-    directory = os.environ.get("SPARK_CONF_DIR") or str(Path(_find_spark_home()) / "conf")
+    path = Path(os.environ.get("SPARK_CONF_DIR") or Path(_find_spark_home()) / "conf") / "spark-defaults.conf"
     try:
-        lines = (Path(directory) / "spark-defaults.conf").read_text(encoding="utf-8").splitlines()
+        lines = decode_text(read_file(path), MAX_FILE_BYTES).splitlines()
     except OSError:
         return {}
+    except DocumentError as exc:
+        raise FleetSetupError(f"{path}: {exc}") from None
     properties = {}
     for line in lines:
         match = _PROPERTY.fullmatch(line.strip())
