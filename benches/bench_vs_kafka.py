@@ -122,18 +122,20 @@ def warm_up(hosts: str, partitions: int) -> None:
         assert not failed, f"kctl's warm-up creates failed: {list(failed.items())[:3]}"
     finally:
         kctl.close()
-    zk = KazooClient(hosts=hosts + "/warm-up-kafka", timeout=30.0)
+    zk = KazooClient(hosts=hosts, timeout=30.0)
     zk.start(timeout=60.0)
     try:
+        root = "/warm-up-kafka"  # Kafka's chroot, in each path as Kafka's client sends it
+        topic = root + topic
         zk.ensure_path(topic)
-        zk.create("/controller_epoch", b"1")
+        zk.create(f"{root}/controller_epoch", b"1")
 
         def each(creates: list[tuple[str, bytes]]) -> None:
             for start in range(0, len(creates), 1000):
                 pending = []
                 for path, data in creates[start:start + 1000]:
                     transaction = zk.transaction()
-                    transaction.check("/controller_epoch", 0)
+                    transaction.check(f"{root}/controller_epoch", 0)
                     transaction.create(path, data)
                     pending.append(transaction.commit_async())
                 for result in pending:
