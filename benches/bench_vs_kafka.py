@@ -453,7 +453,8 @@ def sitting(pair: SideBySide, partitions: int, offset: int, progress: Path | Non
     average at the end of each step, and how many partitions the controller crash left without a
     leader), also written to ``progress`` as they come (a sitting at 20K partitions takes most of
     an hour). ``server``: the shared ZooKeeper server's process, quiet too before each step. Each
-    step also records the CPU the server and the other cluster's processes used over it."""
+    step also records how long it took (its figure read) and the CPU the server and the other
+    cluster's processes used meanwhile."""
     sides = {name: Side(name, pair, partitions) for name in ("kafka", "kctl")}
     times: dict[str, dict[str, list[float]]] = {name: {m: [] for m in MEASURES} for name in sides}
     shared = [server] if server is not None else []
@@ -463,7 +464,9 @@ def sitting(pair: SideBySide, partitions: int, offset: int, progress: Path | Non
             quiet = settle(sides, shared)
             others = [pid for other in sides.values() if other is not side for pid in other.pids()]
             server, background = sum(map(cpu_seconds, shared)), sum(map(cpu_seconds, others))
+            started = time.monotonic()
             times[side.name][measure].append(step(side))
+            times[side.name].setdefault(f"{measure} step seconds", []).append(time.monotonic() - started)
             times[side.name].setdefault(f"{measure} load", []).append(os.getloadavg()[0])
             # over the step (until its figure was read): the server's CPU, and the other cluster's
             times[side.name].setdefault(f"{measure} server cpu", []).append(sum(map(cpu_seconds, shared)) - server)
