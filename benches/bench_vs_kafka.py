@@ -327,7 +327,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def settle(sides: Mapping[str, Side], shared: Sequence[int] = (), timeout: float = 180.0, window: float = 3.0,
-           busy: float = 0.1) -> bool:
+           busy: float = 0.35) -> bool:
     """Wait until every live broker of either cluster holds a log for each partition it hosts and
     no process of either cluster, nor the ``shared`` ZooKeeper server, uses more than ``busy`` of a
     core over ``window`` seconds, at most ``timeout`` seconds for the quiet (Kafka's brokers create
