@@ -109,7 +109,9 @@ class AcceptedStates(Sequence[S], Generic[S, R]):
     __slots__ = ("_indices", "_states", "rows")
 
     def __init__(self, states: Sequence[S], rows: list[R], indices: list[int]) -> None:
-        self._states, self.rows, self._indices = states, rows, indices  # rows[k] is states[indices[k]]
+        self._states: Sequence[S] = states
+        self.rows: list[R] = rows
+        self._indices: list[int] = indices  # rows[k] is states[indices[k]]
 
     def __len__(self) -> int:
         return len(self.rows)

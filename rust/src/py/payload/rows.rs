@@ -15,8 +15,7 @@ use crate::requests::HasHead;
 
 /// The rows of `states`, in order: `(tp, controller_epoch, leader, leader_epoch, isr,
 /// partition_epoch, replicas, adding_replicas, is_new)` for LeaderAndIsr, `(tp, leader_epoch,
-/// delete_partition)` for StopReplica; `tp` is a `TopicPartition` whose topic string is shared by
-/// the partitions of one topic.
+/// delete_partition)` for StopReplica; `tp` is a `TopicPartition` (see `keys`).
 pub(super) fn rows<'py>(states: &PartitionStates, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
     let keys = keys(states, py)?;
     let rows: Vec<Bound<'py, PyTuple>> = match &states.entries {
@@ -51,14 +50,16 @@ pub(super) fn rows<'py>(states: &PartitionStates, py: Python<'py>) -> PyResult<B
 }
 
 /// A `TopicPartition` per entry, built as `tuple.__new__` builds it (without the NamedTuple's
-/// Python constructor), one topic string per run of a topic.
+/// Python constructor), with the topic's interned string: the replicas' and epochs' dicts the
+/// broker looks the key up in hold keys of earlier rows, and an equal key with the same string
+/// object compares without reading the characters.
 fn keys<'py>(states: &PartitionStates, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
     let class = classes(py)?.topic_partition.bind(py);
     let new = py.get_type::<PyTuple>().getattr(intern!(py, "__new__"))?;
     let mut keys = Vec::with_capacity(states.partitions.len());
     let mut ids = states.partitions.iter();
     for (topic, n) in &states.topics {
-        let name = PyString::new(py, topic);
+        let name = PyString::intern(py, topic);
         for id in ids.by_ref().take(*n) {
             keys.push(new.call1((class, (&name, *id)))?);
         }
