@@ -650,9 +650,9 @@ class SimulatedReplicaManager:
         return self._broker
 
     def _leave_role(self, r: _Replica, now: float) -> None:
-        if r.role is ReplicaRole.FOLLOWER:
+        if r.role is _FOLLOWER:
             self._stop_fetching(r, now)
-        elif r.role is ReplicaRole.LEADER:
+        elif r.role is _LEADER:
             r.followers = {}
             r.pending = None
             self._alter_queue.pop(r.tp, None)
@@ -698,7 +698,7 @@ class SimulatedReplicaManager:
     def _wake(self, tp: TopicPartition, leader_id: int, leader_epoch: int) -> None:
         """The leader has new records or a new high watermark for this follower to fetch."""
         r = self._replicas.get(tp)
-        if r is not None and r.role is ReplicaRole.FOLLOWER and (r.leader, r.leader_epoch) == (leader_id, leader_epoch):
+        if r is not None and r.role is _FOLLOWER and (r.leader, r.leader_epoch) == (leader_id, leader_epoch):
             self._start_fetching(r)
 
     def _fetch_round(self) -> bool:
@@ -788,7 +788,7 @@ class SimulatedReplicaManager:
 
     def _follower_stopped(self, tp: TopicPartition, follower_id: int, leader_epoch: int, now: float) -> None:
         r = self._replicas.get(tp)
-        if r is None or r.role is not ReplicaRole.LEADER or r.leader_epoch != leader_epoch:
+        if r is None or r.role is not _LEADER or r.leader_epoch != leader_epoch:
             return
         follower = r.followers.get(follower_id)
         if follower is not None and follower.fetching:
@@ -922,7 +922,7 @@ class SimulatedReplicaManager:
             self._alter_in_flight = None
             for tp, sent in batch.items():
                 r = self._replicas.get(tp)
-                if r is None or r.role is not ReplicaRole.LEADER:
+                if r is None or r.role is not _LEADER:
                     continue
                 if (r.leader_epoch, r.pending) != (sent.leader_epoch, sent.isr):
                     continue  # superseded by a LeaderAndIsr
