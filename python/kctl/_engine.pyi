@@ -193,6 +193,10 @@ class PartitionStates(Sequence[Any]):
     def __hash__(self) -> int: ...
     def topics(self) -> list[str]: ...
     def deleted(self) -> list[tuple[str, int]]: ...
+    def rows(self) -> list[tuple[Any, ...]]:
+        """A LeaderAndIsr or StopReplica payload as plain tuples, one per partition (the layouts
+        of ``kctl.messages.LeaderAndIsrRow`` and ``StopReplicaRow``); a ``ValueError`` for
+        UpdateMetadata states."""
     def kafka_encode(self, version: int, topic_ids: Mapping[str, bytes]) -> bytes:
         """Kafka's wire bytes of a LeaderAndIsr or UpdateMetadata payload's states at ``version``
         (the whole ``topic_states`` or ``ungrouped_partition_states`` field), written without the

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from kctl.broker.metadata_cache import BrokerMetadataCache
-from kctl.broker.replica_manager import Ledger, ReplicaManager, SimulatedReplicaManager
+from kctl.broker.replica_manager import AcceptedStates, Ledger, ReplicaManager, SimulatedReplicaManager
 from kctl.config import ControllerConfig
 from kctl.errors import Errors, IllegalArgumentError, IllegalStateError, StaleControllerEpochError, StoreError
 from kctl.model import (
@@ -33,7 +33,6 @@ from kctl.model import (
     BrokerInfo,
     EndPoint,
     TopicPartition,
-    new_topic_partition,
     validate_int,
 )
 from kctl.messages import (
@@ -42,17 +41,19 @@ from kctl.messages import (
     ControlledShutdownResponse,
     ControllerRequest,
     ControllerResponse,
-    LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
-    StopReplicaPartitionState,
+    LeaderAndIsrRow,
     StopReplicaRequest,
     StopReplicaResponse,
+    StopReplicaRow,
     UpdateMetadataFanOut,
     UpdateMetadataRequest,
     UpdateMetadataResponse,
     built_request,
     controller_error_response,
+    leader_and_isr_rows,
+    stop_replica_rows,
 )
 from kctl.scheduler import Scheduler
 from kctl.stores.base import StateStore
@@ -488,27 +489,30 @@ class BrokerAgent:
         if error is not Errors.NONE:
             return controller_error_response(request, error)
         errors: dict[TopicPartition, Errors] = {}
-        accepted: list[LeaderAndIsrPartitionState] = []
+        accepted: list[LeaderAndIsrRow] = []
+        indices: list[int] = []
         check, held_epochs = self._leader_and_isr_partition, self._leader_epochs
-        for state in request.partition_states:  # thousands when a broker starts or a topic is created
-            tp = new_topic_partition((state.topic, state.partition))
-            errors[tp] = error = check(tp, state)
+        # Thousands when a broker starts or a topic is created: read as rows, not state objects.
+        for i, row in enumerate(leader_and_isr_rows(request.partition_states)):
+            tp = row[0]
+            errors[tp] = error = check(tp, row)
             if error is _NO_ERROR:
-                held_epochs[tp] = state.leader_epoch
-                accepted.append(state)
-        self.replica_manager.become_leader_or_follower(accepted)
+                held_epochs[tp] = row[3]
+                accepted.append(row)
+                indices.append(i)
+        self.replica_manager.become_leader_or_follower(AcceptedStates(request.partition_states, accepted, indices))
         return LeaderAndIsrResponse(Errors.NONE, errors)
 
-    def _leader_and_isr_partition(self, tp: TopicPartition, state: LeaderAndIsrPartitionState) -> Errors:
+    def _leader_and_isr_partition(self, tp: TopicPartition, row: LeaderAndIsrRow) -> Errors:
         """ReplicaManager.becomeLeaderOrFollower's per-partition checks."""
         if tp in self._offline:
             return Errors.KAFKA_STORAGE_ERROR
         held = self._leader_epochs.get(tp)
-        if state.leader_epoch <= (NO_EPOCH if held is None else held):
+        if row[3] <= (NO_EPOCH if held is None else held):
             return Errors.STALE_CONTROLLER_EPOCH  # Kafka's code for a leader epoch that is not newer
-        if self.broker_id not in state.replicas:
+        if self.broker_id not in row[6]:
             return Errors.UNKNOWN_TOPIC_OR_PARTITION
-        if held is None and not state.is_new and self._log_dir_failed:
+        if held is None and not row[8] and self._log_dir_failed:
             return Errors.KAFKA_STORAGE_ERROR  # its log may be on the failed directory: never re-create it
         return _NO_ERROR
 
@@ -524,25 +528,27 @@ class BrokerAgent:
         if error is not Errors.NONE:
             return controller_error_response(request, error)
         errors: dict[TopicPartition, Errors] = {}
-        accepted: list[StopReplicaPartitionState] = []
+        accepted: list[StopReplicaRow] = []
+        indices: list[int] = []
         check = self._stop_replica_partition
-        for state in request.partition_states:  # thousands when a broker shuts down
-            tp = new_topic_partition((state.topic, state.partition))
-            errors[tp] = error = check(tp, state)
+        for i, row in enumerate(stop_replica_rows(request.partition_states)):  # thousands when a broker shuts down
+            tp = row[0]
+            errors[tp] = error = check(tp, row[1])
             if error is _NO_ERROR:
-                accepted.append(state)
-                if state.delete_partition:
+                accepted.append(row)
+                indices.append(i)
+                if row[2]:
                     self._leader_epochs.pop(tp, None)
-        self.replica_manager.stop_replicas(accepted)
+        self.replica_manager.stop_replicas(AcceptedStates(request.partition_states, accepted, indices))
         return StopReplicaResponse(Errors.NONE, errors)
 
-    def _stop_replica_partition(self, tp: TopicPartition, state: StopReplicaPartitionState) -> Errors:
+    def _stop_replica_partition(self, tp: TopicPartition, leader_epoch: int) -> Errors:
         """ReplicaManager.stopReplicas' per-partition checks: -2 (topic deletion) and -1 (no
         epoch) always pass; otherwise the epoch must not be older than the one held."""
         if tp in self._offline:
             return Errors.KAFKA_STORAGE_ERROR
         held = self._leader_epochs.get(tp)
-        if held is None or state.leader_epoch in (EPOCH_DURING_DELETE, NO_EPOCH) or state.leader_epoch >= held:
+        if held is None or leader_epoch in (EPOCH_DURING_DELETE, NO_EPOCH) or leader_epoch >= held:
             return Errors.NONE
         return Errors.FENCED_LEADER_EPOCH
 
