@@ -154,3 +154,33 @@ def test_a_run_without_its_requests_recorded_is_the_same_run(engine: str) -> Non
         assert held[1].sent_requests is None
     with pytest.raises(IllegalStateError, match="notable"):
         assert held[1].brokers[1].handled is None
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_partition_znodes_created_by_key_are_those_of_the_multi(engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A topic's creation writes its partition and state znodes through the memory tree's keyed
+    path (``TreeClient.create_partition_states``): the same znodes, stats, zxids, watch events and
+    history as the general multi of create operations, including for partition znodes that exist
+    already (created by an admin before the controller gets to them)."""
+
+    def created() -> object:
+        with EmbeddedCluster(4, engine=engine, seed=0) as cluster:
+            store = cluster.store
+            cluster.create_topic("t", 20, 2)
+            cluster.create_topic("u", 5, 3, wait=False)
+            store.tree.set_raw("/brokers/topics/u/partitions/1", None)  # type: ignore[attr-defined]
+            cluster.run_until_stable()
+            tps = [TopicPartition(t, p) for t, n in (("t", 20), ("u", 5)) for p in range(n)]
+            client = store._client  # type: ignore[attr-defined]
+            paths = [f"/brokers/topics/{tp.topic}/partitions/{tp.partition}" for tp in tps]
+            return (client.get_data(paths), client.get_data([f"{p}/state" for p in paths]),
+                    client.get_children(["/brokers/topics/t/partitions", "/brokers/topics/u/partitions", *paths]),
+                    [cluster.partition_history(tp) for tp in tps], store.changes_since(0),  # type: ignore[attr-defined]
+                    cluster.controllers[cluster.active_controller.broker_id].event_manager.stats.processed,  # type: ignore[union-attr]
+                    cluster.check_invariants())
+
+    by_key = created()
+    monkeypatch.delattr(memtree.TreeClient, "create_partition_states")
+    by_multi = created()
+
+    assert by_key == by_multi

@@ -739,6 +739,31 @@ class Transaction:
         self._wrote(undo, path, data, ChangeType.CREATED, parent_path)
         return path
 
+    def create_partition_znode(self, tp: TopicPartition) -> str:
+        """:meth:`create` of ``tp``'s partition znode, without data: a topic's creation makes one
+        per partition (and its state, :meth:`create_state`), here without parsing its path back.
+        Anything but a new plain znode of a Kafka key takes :meth:`create`'s general path, with
+        its checks and errors."""
+        path = paths.topic_partition(tp)
+        if _is_key(tp):
+            parent_path = paths.topic_partitions(tp.topic)
+            parent = self._nodes.get(parent_path)
+            dirs = None if parent is None or parent.ephemeral_owner else parent.children
+            name = str(tp.partition)
+            if (isinstance(dirs, _PartitionDirs) and path not in self._nodes and dirs.plain(name) is None
+                    and dirs.add_plain(name, self.zxid)):
+                self._wrote(_PlainWritten(dirs, name, -1), path, None, ChangeType.CREATED, parent_path)
+                return path
+        return self.create(path)
+
+    def create_state(self, tp: TopicPartition, partition_path: str, data: object) -> str:
+        """:meth:`create` of the state znode of ``tp``, whose partition znode is at
+        ``partition_path``, found in the table by key when that znode is plain."""
+        path = _join(partition_path, "state")
+        if not _is_key(tp) or partition_path in self._nodes or self._plain(partition_path) is None:
+            return self.create(path, data)
+        return self._create_state(path, partition_path, data, (tp.topic, tp.partition), None, ephemeral=False)
+
     def _create_state(self, path: str, parent_path: str, data: object, key: tuple[str, int], parent: _Node | None, *,
                       ephemeral: bool) -> str:
         """Create a state znode in the table (``parent`` None: a plain partition znode)."""
@@ -974,6 +999,12 @@ def _state_key(path: str) -> tuple[str, int] | None:
     return None if partition is None else (topic, partition)
 
 
+def _is_key(tp: TopicPartition) -> bool:
+    """Whether ``tp``'s znode paths are valid and name it back (:func:`_state_key`)."""
+    topic, partition = tp.topic, tp.partition
+    return bool(topic) and "/" not in topic and type(partition) is int and 0 <= partition <= INT32_MAX
+
+
 def _row_of(data: object) -> _StateRow | None:
     """A partition state as the table stores it; None for anything else."""
     if not isinstance(data, LeaderIsrAndControllerEpoch):
@@ -1171,6 +1202,29 @@ class TreeClient:
                 try:
                     for op in ops:
                         done.append(_APPLY[op.kind](txn, op))
+                except StoreError as exc:
+                    if savepoint is not None:
+                        txn.rollback_to(savepoint)
+                    results.append(Failure(len(done), exc))
+                else:
+                    results.append(done)
+        return results
+
+    def create_partition_states(self, creates: Iterable[tuple[TopicPartition, bool, object]],
+                                fence: int) -> list[ItemResult]:
+        """:meth:`multi` of the items a topic's creation sends, each ``(tp, with_parent, data)``:
+        create ``tp``'s partition znode (``with_parent``) then its state znode with ``data``; the
+        same transaction, results and errors, without an operation and two paths to parse per
+        znode (``KafkaZkClient.create_partition_states`` detects this method)."""
+        results: list[ItemResult] = []
+        with self._fenced(fence) as txn:
+            for tp, with_parent, data in creates:
+                savepoint = txn.savepoint() if with_parent else None
+                done: list[OpResult] = []
+                try:
+                    if with_parent:
+                        done.append(txn.create_partition_znode(tp))
+                    done.append(txn.create_state(tp, paths.topic_partition(tp), data))
                 except StoreError as exc:
                     if savepoint is not None:
                         txn.rollback_to(savepoint)
