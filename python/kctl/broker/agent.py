@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from kctl.broker.metadata_cache import BrokerMetadataCache
 from kctl.broker.replica_manager import AcceptedStates, Ledger, ReplicaManager, SimulatedReplicaManager
@@ -111,7 +111,9 @@ class BrokerAgent:
     :param on_answer: called with each answered controller request, in order, under the agent's
         lock (a broker process logs them).
     :param keep_answers: record every answer in ``handled``; a long-running broker process passes
-        False, since the record would grow with every request it ever answers.
+        False, since the record would grow with every request it ever answers. ``"notable"``
+        keeps only :attr:`notable` and counts the others (:attr:`answer_count`), ``handled``
+        being refused: a long simulation answers millions of UpdateMetadata requests.
 
     ``handled`` records every controller request answered, with its response and time, across
     restarts (for tests and invariant checks).
@@ -132,7 +134,7 @@ class BrokerAgent:
         replica_manager: ReplicaManager | None = None,
         ledger: Ledger | None = None,
         on_answer: Callable[[HandledRequest], None] | None = None,
-        keep_answers: bool = True,
+        keep_answers: bool | Literal["notable"] = True,
     ) -> None:
         if replica_manager is not None and ledger is not None:
             raise IllegalArgumentError("pass the ledger to the replica manager, not to the agent")
@@ -161,7 +163,9 @@ class BrokerAgent:
         millions of times with the others)."""
         self._accepted: tuple[int, int] = (UNKNOWN_BROKER_EPOCH, -1)  # (process, controller epoch) for notable
         self._on_answer = on_answer
-        self._keep_answers = keep_answers
+        self._keep_answers = keep_answers is True
+        self._keep_notable = keep_answers is not False
+        self._unkept = 0  # answers not in _answers (with keep_answers="notable")
         self._store = store
         self._lock = threading.RLock()
         self._incarnation = 0  # bumped when the process starts or stops: older timers and callbacks are void
@@ -185,6 +189,8 @@ class BrokerAgent:
     def handled(self) -> list[HandledRequest]:
         """Every controller request answered, in order (see the class)."""
         with self._lock:
+            if self._keep_notable and not self._keep_answers:
+                raise IllegalStateError(f"broker {self.broker_id} keeps only its notable answers (keep_answers='notable')")
             answers = self._answers
             for i in range(self._built, len(answers)):
                 answer = answers[i]
@@ -197,7 +203,7 @@ class BrokerAgent:
     @property
     def answer_count(self) -> int:
         """``len(handled)``, without building the records."""
-        return len(self._answers)
+        return len(self._answers) + self._unkept
 
     @property
     def store(self) -> BrokerStore:
@@ -415,6 +421,8 @@ class BrokerAgent:
                     self.metadata_cache.update(sent)
                     if self._keep_answers:
                         self._answers.append((self.scheduler.now(), sent, process))
+                    else:
+                        self._unkept += self._keep_notable
                     return UPDATE_METADATA_ACCEPTED
             request = built_request(sent, self.broker_id)
             if isinstance(request, UpdateMetadataRequest):
@@ -430,10 +438,15 @@ class BrokerAgent:
                     and self._on_answer is None and self._accepted == (process, request.controller_epoch)):
                 if self._keep_answers:  # most answers, and not notable (see _note)
                     self._answers.append((now, request, process))
+                else:
+                    self._unkept += self._keep_notable
                 return response
             handled = HandledRequest(now, request, response, process)
             if self._keep_answers:
                 self._answers.append(handled)
+                self._note(handled)
+            elif self._keep_notable:
+                self._unkept += 1
                 self._note(handled)
             if self._on_answer is not None:
                 self._on_answer(handled)
