@@ -67,6 +67,12 @@ pub struct SelectionBatch<'a> {
 pub trait Selector {
     /// One pick per partition of the batch.
     fn select(&mut self, ctx: &Context, batch: &SelectionBatch<'_>) -> Result<Vec<Pick>, Failure>;
+
+    /// Whether the picks are Kafka's rule (the first allowed replica), known without asking: an
+    /// election may then start from a cached state ([`Machine::read_or_cached`]).
+    fn is_kafkas(&self) -> bool {
+        false
+    }
 }
 
 /// Kafka's rule for every strategy.
@@ -83,6 +89,10 @@ impl Selector for KafkaSelector {
                     .map_or(Pick::NoLeader, |b| Pick::Leader(*b))
             })
             .collect())
+    }
+
+    fn is_kafkas(&self) -> bool {
+        true
     }
 }
 
@@ -414,8 +424,11 @@ impl Machine<'_> {
     ) -> Result<Vec<(Part, Outcome)>, Failure> {
         let mut finished: Vec<(Part, Outcome)> = Vec::new();
         let mut remaining = parts.to_vec();
+        // The first round may start from cached states; a retry reads, as Kafka's every round.
+        let mut cache = selector.is_kafkas();
         while !remaining.is_empty() {
-            let (done, retry) = self.do_elect_leaders(&remaining, strategy, selector)?;
+            let (done, retry) = self.do_elect_leaders(&remaining, strategy, selector, cache)?;
+            cache = false;
             for (p, outcome) in &done {
                 if let Err(e) = outcome {
                     let current = self.ctx.partition_state(*p);
@@ -433,9 +446,12 @@ impl Machine<'_> {
         parts: &[Part],
         strategy: Strategy,
         selector: &mut dyn Selector,
+        cache: bool,
     ) -> Result<ElectionRound, Failure> {
-        let reads = match self.store.read_states(self.ctx, parts) {
-            Ok(reads) => reads,
+        let (reads, cached) = match self.read_or_cached(parts, cache, |m, p, lice| {
+            m.cached_election_writes(p, lice, strategy)
+        }) {
+            Ok(found) => found,
             Err(e) => return Ok((all_failed(parts, &e), Vec::new())),
         };
         let mut failed: Vec<(Part, Outcome)> = Vec::new();
@@ -525,9 +541,91 @@ impl Machine<'_> {
         }
         // A partition's requests read nothing another's new leadership changes: one run.
         self.batch.add_leader_and_isr_run(self.ctx, &requests);
-        finished.extend(outcome.failed.into_iter().map(|(p, e)| (p, Err(e))));
+        let (failed_writes, retry) = retry_cached(outcome.failed, outcome.to_retry, &cached);
+        finished.extend(failed_writes.into_iter().map(|(p, e)| (p, Err(e))));
         finished.extend(failed);
-        Ok((finished, outcome.to_retry))
+        Ok((finished, retry))
+    }
+
+    /// Whether a cached state stands in for Kafka's read before an election: written by no newer
+    /// controller, and one that Kafka's rule elects a leader from without the unclean path (which
+    /// reads topic configs first): the election is then a conditional write at the cached version,
+    /// which fails if the state changed since (and the partition is read and elected again).
+    fn cached_election_writes(
+        &self,
+        p: Part,
+        lice: &LeaderIsrAndControllerEpoch,
+        strategy: Strategy,
+    ) -> bool {
+        let current = &lice.leader_and_isr;
+        if lice.controller_epoch > self.ctx.epoch {
+            return false;
+        }
+        let live_isr = || {
+            current
+                .isr
+                .iter()
+                .any(|r| self.ctx.is_replica_online(*r, p, false))
+        };
+        if matches!(strategy, Strategy::Offline { .. }) && !live_isr() {
+            return false;
+        }
+        let input = Input {
+            part: p,
+            current: current.clone(),
+            unclean_allowed: Some(false),
+        };
+        let candidates = election::candidates(self.ctx, strategy, &input);
+        !candidates.allowed.is_empty() && !candidates.unclean
+    }
+
+    /// The states a round of conditional writes starts from, in `parts`' order, and the partitions
+    /// whose state came from the context rather than the store. Kafka reads every state first; where
+    /// `cache` is set and the store asks for it ([`Store::writes_from_cache`]: a read is a round
+    /// trip), the context's state of each partition `stands_in` accepts is used instead (the state
+    /// a failover loaded or a write of this controller returned, with its znode version), and only
+    /// the others are read. `stands_in` accepts only states the round turns into a conditional
+    /// write: the write fails on the version if the znode changed since, and the caller retries
+    /// those partitions with a read ([`retry_cached`]), so every outcome is the one Kafka's read
+    /// gives, and an unchanged znode gets the same write.
+    fn read_or_cached(
+        &mut self,
+        parts: &[Part],
+        cache: bool,
+        stands_in: impl Fn(&Self, Part, &LeaderIsrAndControllerEpoch) -> bool,
+    ) -> Result<(Vec<Read>, HashSet<Part>), Failure> {
+        let mut cached = HashSet::default();
+        if !cache || !self.store.writes_from_cache() {
+            return Ok((self.store.read_states(self.ctx, parts)?, cached));
+        }
+        let mut reads: Vec<Option<Read>> = Vec::with_capacity(parts.len());
+        let mut to_read = Vec::new();
+        for &p in parts {
+            match self.ctx.leadership(p) {
+                Some(lice) if stands_in(self, p, &lice) => {
+                    cached.insert(p);
+                    reads.push(Some(Read::Found(lice)));
+                }
+                _ => {
+                    to_read.push(p);
+                    reads.push(None);
+                }
+            }
+        }
+        if !to_read.is_empty() {
+            let mut found = self.store.read_states(self.ctx, &to_read)?.into_iter();
+            for slot in reads.iter_mut().filter(|r| r.is_none()) {
+                *slot = found.next();
+            }
+        }
+        let unanswered = || Read::Failed(Failure::new(FailureKind::Other, "no state read"));
+        Ok((
+            reads
+                .into_iter()
+                .map(|r| r.unwrap_or_else(unanswered))
+                .collect(),
+            cached,
+        ))
     }
 
     /// Whether each offline election may be unclean (reference §2.3): partitions without a live
@@ -985,9 +1083,17 @@ impl Machine<'_> {
         let mut updated: Vec<Option<LeaderIsrAndControllerEpoch>> = vec![None; parts.len()];
         let mut failures: Vec<(Part, Failure)> = Vec::new();
         let mut remaining: Vec<(usize, Part)> = parts.iter().copied().enumerate().collect();
+        // The first pass may start from cached states; a retry reads, as Kafka's every pass.
+        let mut cache = true;
         while !remaining.is_empty() {
-            remaining =
-                self.do_remove_replica_from_isr(broker, &remaining, &mut updated, &mut failures)?;
+            remaining = self.do_remove_replica_from_isr(
+                broker,
+                &remaining,
+                &mut updated,
+                &mut failures,
+                cache,
+            )?;
+            cache = false;
         }
         let updated = parts
             .iter()
@@ -1005,10 +1111,15 @@ impl Machine<'_> {
         items: &[(usize, Part)],
         updated: &mut [Option<LeaderIsrAndControllerEpoch>],
         failures: &mut Vec<(Part, Failure)>,
+        cache: bool,
     ) -> Result<Vec<(usize, Part)>, Failure> {
         let parts: Vec<Part> = items.iter().map(|(_, p)| *p).collect();
-        let reads = match self.store.read_states(self.ctx, &parts) {
-            Ok(reads) => reads,
+        // A cached state stands in where it makes a write: no newer controller's, `broker` in its ISR.
+        let stands_in = |m: &Self, _: Part, lice: &LeaderIsrAndControllerEpoch| {
+            lice.controller_epoch <= m.ctx.epoch && lice.leader_and_isr.isr.contains(&broker)
+        };
+        let (reads, cached) = match self.read_or_cached(&parts, cache, stands_in) {
+            Ok(found) => found,
             Err(e) => {
                 failures.extend(parts.iter().map(|p| (*p, e.clone())));
                 return Ok(Vec::new());
@@ -1071,7 +1182,8 @@ impl Machine<'_> {
         let outcome =
             self.store
                 .update_states(self.ctx, &adjusted, self.ctx.epoch, self.fence())?;
-        failures.extend(outcome.failed);
+        let (failed_writes, retry) = retry_cached(outcome.failed, outcome.to_retry, &cached);
+        failures.extend(failed_writes);
         let position = Positions::new(&adjusted, &adjusted_at);
         let written = outcome
             .successful
@@ -1085,11 +1197,7 @@ impl Machine<'_> {
             self.ctx.put_leadership(p, &lice);
             updated[at] = Some(lice);
         }
-        Ok(outcome
-            .to_retry
-            .into_iter()
-            .map(|p| (position.of(p), p))
-            .collect())
+        Ok(retry.into_iter().map(|p| (position.of(p), p)).collect())
     }
 
     fn log_invalid_replica_transition(&mut self, r: Replica, target: ReplicaState) {
@@ -1175,6 +1283,24 @@ impl<'a> Positions<'a> {
     }
 }
 
+/// A round's failed writes and the partitions to retry (read again): a write that started from a
+/// cached state ([`Machine::read_or_cached`]) and failed (a znode deleted since, say) is retried
+/// with a read, whose outcome is Kafka's, rather than failed.
+#[allow(clippy::type_complexity)]
+fn retry_cached(
+    failed: Vec<(Part, Failure)>,
+    mut to_retry: Vec<Part>,
+    cached: &HashSet<Part>,
+) -> (Vec<(Part, Failure)>, Vec<Part>) {
+    if cached.is_empty() {
+        return (failed, to_retry);
+    }
+    let (again, failed): (Vec<_>, Vec<_>) =
+        failed.into_iter().partition(|(p, _)| cached.contains(p));
+    to_retry.extend(again.into_iter().map(|(p, _)| p));
+    (failed, to_retry)
+}
+
 fn all_failed(parts: &[Part], e: &Failure) -> Vec<(Part, Outcome)> {
     parts.iter().map(|p| (*p, Err(e.clone()))).collect()
 }
@@ -1234,6 +1360,8 @@ mod tests {
         calls: Vec<&'static str>,
         /// An ISR a partition leader writes just before the controller's next update.
         concurrent_isr: Option<Vec<BrokerId>>,
+        /// What [`Store::writes_from_cache`] answers.
+        from_cache: bool,
     }
 
     impl MemStore {
@@ -1327,6 +1455,10 @@ mod tests {
         ) -> Result<Vec<Result<Option<String>, Failure>>, Failure> {
             self.calls.push("configs");
             Ok(topics.iter().map(|_| Ok(None)).collect())
+        }
+
+        fn writes_from_cache(&self) -> bool {
+            self.from_cache
         }
     }
 
@@ -1848,5 +1980,104 @@ mod tests {
             "LeaderAndIsr and UpdateMetadata per call"
         );
         assert_eq!((read.1, read.2), (unread.1, unread.2));
+    }
+
+    /// What a call does with and without cached states standing in for the reads: the store's
+    /// calls, then everything else (the stored state, results, lines and requests).
+    fn with_and_without_cache(
+        change: impl Fn(&mut Cluster),
+        call: impl Fn(&mut Cluster) -> String,
+    ) -> [(Vec<&'static str>, String); 2] {
+        [false, true].map(|from_cache| {
+            let mut cluster = Cluster::new();
+            cluster.store.from_cache = from_cache;
+            cluster.led(3, &[3, 1, 2]);
+            cluster.ctx.remove_live_brokers(&[3]);
+            for b in [1, 2, 3] {
+                cluster
+                    .ctx
+                    .put_replica_state(cluster.p, b, ReplicaState::Online);
+            }
+            change(&mut cluster); // another party's write, after the context was loaded
+            let results = call(&mut cluster);
+            let calls = std::mem::take(&mut cluster.store.calls)
+                .into_iter()
+                .filter(|c| *c != "configs") // asked for no topic: every ISR has a live member
+                .collect();
+            let lines: Vec<String> = cluster.log.lines.iter().map(|l| l.text.clone()).collect();
+            let done = format!(
+                "{:?} {results} {lines:?} {:?} {:?}",
+                cluster.store.states.get(&cluster.p),
+                cluster.sent,
+                cluster.ctx.leadership(cluster.p)
+            );
+            (calls, done)
+        })
+    }
+
+    fn offline_replica_and_election(cluster: &mut Cluster) -> String {
+        let replicas = cluster.replicas(3, ReplicaState::Offline);
+        cluster
+            .ctx
+            .put_partition_state(cluster.p, PartitionState::Offline);
+        let strategy = Strategy::Offline {
+            allow_unclean: false,
+        };
+        let elected = cluster.partitions(PartitionState::Online, Some(strategy));
+        format!("{replicas:?} {elected:?}")
+    }
+
+    #[test]
+    fn cached_states_stand_in_for_reads_and_write_what_reads_would() {
+        let [read, cached] = with_and_without_cache(|_| {}, offline_replica_and_election);
+        assert_eq!(read.0, ["read", "update", "read", "update"]);
+        assert_eq!(cached.0, ["update", "update"], "no read");
+        assert_eq!(read.1, cached.1);
+        assert!(read.1.contains("leader: 1"), "{}", read.1);
+    }
+
+    #[test]
+    fn a_state_changed_since_it_was_cached_is_read_again_with_kafkas_outcome() {
+        // Another party wrote ISR [3, 2] (version 1) after the controller cached [3, 1, 2] at 0:
+        // the cached write fails on the version, the partition is read and written as Kafka would.
+        let shrink = |cluster: &mut Cluster| {
+            let stored = cluster.store.states.get_mut(&cluster.p).unwrap();
+            stored.leader_and_isr.isr = [3, 2].as_slice().into();
+            stored.leader_and_isr.partition_epoch += 1;
+        };
+        let [read, cached] = with_and_without_cache(shrink, offline_replica_and_election);
+        assert_eq!(read.0, ["read", "update", "read", "update"]);
+        assert_eq!(cached.0, ["update", "read", "update", "update"]);
+        assert_eq!(read.1, cached.1);
+        assert!(read.1.contains("leader: 2"), "{}", read.1);
+
+        // A state znode deleted since: Kafka's read finds it missing, and so does the retry.
+        let delete = |cluster: &mut Cluster| {
+            cluster.store.states.remove(&cluster.p);
+        };
+        let replica =
+            |cluster: &mut Cluster| format!("{:?}", cluster.replicas(3, ReplicaState::Offline));
+        let [read, cached] = with_and_without_cache(delete, replica);
+        assert_eq!(
+            (read.0, cached.0),
+            (vec!["read", "update"], vec!["update", "read", "update"])
+        );
+        assert_eq!(read.1, cached.1);
+        assert!(read.1.contains("leader and isr path in zookeeper is empty"));
+
+        // A newer controller's state is never written over: the retry's read aborts.
+        let newer = |cluster: &mut Cluster| {
+            let stored = cluster.store.states.get_mut(&cluster.p).unwrap();
+            stored.controller_epoch = 6;
+            stored.leader_and_isr.partition_epoch += 1;
+        };
+        let [read, cached] = with_and_without_cache(newer, offline_replica_and_election);
+        assert_eq!(read.1, cached.1);
+        assert!(
+            read.1
+                .contains("another controller was elected with epoch 6"),
+            "{}",
+            read.1
+        );
     }
 }
