@@ -448,10 +448,10 @@ impl Machine<'_> {
         selector: &mut dyn Selector,
         cache: bool,
     ) -> Result<ElectionRound, Failure> {
-        let (reads, cached) = match self.read_or_cached(parts, cache, |m, p, lice| {
+        let reads = match self.read_or_cached(parts, cache, |m, p, lice| {
             m.cached_election_writes(p, lice, strategy)
         }) {
-            Ok(found) => found,
+            Ok(reads) => reads,
             Err(e) => return Ok((all_failed(parts, &e), Vec::new())),
         };
         let mut failed: Vec<(Part, Outcome)> = Vec::new();
@@ -541,10 +541,9 @@ impl Machine<'_> {
         }
         // A partition's requests read nothing another's new leadership changes: one run.
         self.batch.add_leader_and_isr_run(self.ctx, &requests);
-        let (failed_writes, retry) = retry_cached(outcome.failed, outcome.to_retry, &cached);
-        finished.extend(failed_writes.into_iter().map(|(p, e)| (p, Err(e))));
+        finished.extend(outcome.failed.into_iter().map(|(p, e)| (p, Err(e))));
         finished.extend(failed);
-        Ok((finished, retry))
+        Ok((finished, outcome.to_retry))
     }
 
     /// Whether a cached state stands in for Kafka's read before an election: written by no newer
@@ -579,33 +578,29 @@ impl Machine<'_> {
         !candidates.allowed.is_empty() && !candidates.unclean
     }
 
-    /// The states a round of conditional writes starts from, in `parts`' order, and the partitions
-    /// whose state came from the context rather than the store. Kafka reads every state first; where
-    /// `cache` is set and the store asks for it ([`Store::writes_from_cache`]: a read is a round
-    /// trip), the context's state of each partition `stands_in` accepts is used instead (the state
-    /// a failover loaded or a write of this controller returned, with its znode version), and only
-    /// the others are read. `stands_in` accepts only states the round turns into a conditional
-    /// write: the write fails on the version if the znode changed since, and the caller retries
-    /// those partitions with a read ([`retry_cached`]), so every outcome is the one Kafka's read
-    /// gives, and an unchanged znode gets the same write.
+    /// The states a round of conditional writes starts from, in `parts`' order. Kafka reads every
+    /// state first; where `cache` is set and the store asks for it ([`Store::writes_from_cache`]: a
+    /// read is a round trip), the context's state of each partition `stands_in` accepts is used
+    /// instead (the state a failover loaded or a write of this controller returned, with its znode
+    /// version), and only the others are read. `stands_in` accepts only states the round turns into
+    /// a conditional write, which fails if the znode changed since the context got it (BADVERSION:
+    /// read again and retried; NONODE: failed), exactly as Kafka's write fails when the change
+    /// lands between its read and its write: the outcome is Kafka's for that timing, and an
+    /// unchanged znode gets Kafka's write.
     fn read_or_cached(
         &mut self,
         parts: &[Part],
         cache: bool,
         stands_in: impl Fn(&Self, Part, &LeaderIsrAndControllerEpoch) -> bool,
-    ) -> Result<(Vec<Read>, HashSet<Part>), Failure> {
-        let mut cached = HashSet::default();
+    ) -> Result<Vec<Read>, Failure> {
         if !cache || !self.store.writes_from_cache() {
-            return Ok((self.store.read_states(self.ctx, parts)?, cached));
+            return self.store.read_states(self.ctx, parts);
         }
         let mut reads: Vec<Option<Read>> = Vec::with_capacity(parts.len());
         let mut to_read = Vec::new();
         for &p in parts {
             match self.ctx.leadership(p) {
-                Some(lice) if stands_in(self, p, &lice) => {
-                    cached.insert(p);
-                    reads.push(Some(Read::Found(lice)));
-                }
+                Some(lice) if stands_in(self, p, &lice) => reads.push(Some(Read::Found(lice))),
                 _ => {
                     to_read.push(p);
                     reads.push(None);
@@ -619,13 +614,10 @@ impl Machine<'_> {
             }
         }
         let unanswered = || Read::Failed(Failure::new(FailureKind::Other, "no state read"));
-        Ok((
-            reads
-                .into_iter()
-                .map(|r| r.unwrap_or_else(unanswered))
-                .collect(),
-            cached,
-        ))
+        Ok(reads
+            .into_iter()
+            .map(|r| r.unwrap_or_else(unanswered))
+            .collect())
     }
 
     /// Whether each offline election may be unclean (reference §2.3): partitions without a live
@@ -1118,8 +1110,8 @@ impl Machine<'_> {
         let stands_in = |m: &Self, _: Part, lice: &LeaderIsrAndControllerEpoch| {
             lice.controller_epoch <= m.ctx.epoch && lice.leader_and_isr.isr.contains(&broker)
         };
-        let (reads, cached) = match self.read_or_cached(&parts, cache, stands_in) {
-            Ok(found) => found,
+        let reads = match self.read_or_cached(&parts, cache, stands_in) {
+            Ok(reads) => reads,
             Err(e) => {
                 failures.extend(parts.iter().map(|p| (*p, e.clone())));
                 return Ok(Vec::new());
@@ -1182,8 +1174,7 @@ impl Machine<'_> {
         let outcome =
             self.store
                 .update_states(self.ctx, &adjusted, self.ctx.epoch, self.fence())?;
-        let (failed_writes, retry) = retry_cached(outcome.failed, outcome.to_retry, &cached);
-        failures.extend(failed_writes);
+        failures.extend(outcome.failed);
         let position = Positions::new(&adjusted, &adjusted_at);
         let written = outcome
             .successful
@@ -1197,7 +1188,11 @@ impl Machine<'_> {
             self.ctx.put_leadership(p, &lice);
             updated[at] = Some(lice);
         }
-        Ok(retry.into_iter().map(|p| (position.of(p), p)).collect())
+        Ok(outcome
+            .to_retry
+            .into_iter()
+            .map(|p| (position.of(p), p))
+            .collect())
     }
 
     fn log_invalid_replica_transition(&mut self, r: Replica, target: ReplicaState) {
@@ -1283,24 +1278,6 @@ impl<'a> Positions<'a> {
     }
 }
 
-/// A round's failed writes and the partitions to retry (read again): a write that started from a
-/// cached state ([`Machine::read_or_cached`]) and failed (a znode deleted since, say) is retried
-/// with a read, whose outcome is Kafka's, rather than failed.
-#[allow(clippy::type_complexity)]
-fn retry_cached(
-    failed: Vec<(Part, Failure)>,
-    mut to_retry: Vec<Part>,
-    cached: &HashSet<Part>,
-) -> (Vec<(Part, Failure)>, Vec<Part>) {
-    if cached.is_empty() {
-        return (failed, to_retry);
-    }
-    let (again, failed): (Vec<_>, Vec<_>) =
-        failed.into_iter().partition(|(p, _)| cached.contains(p));
-    to_retry.extend(again.into_iter().map(|(p, _)| p));
-    (failed, to_retry)
-}
-
 fn all_failed(parts: &[Part], e: &Failure) -> Vec<(Part, Outcome)> {
     parts.iter().map(|p| (*p, Err(e.clone()))).collect()
 }
@@ -1362,7 +1339,12 @@ mod tests {
         concurrent_isr: Option<Vec<BrokerId>>,
         /// What [`Store::writes_from_cache`] answers.
         from_cache: bool,
+        /// Another party's change of the stored states just before the controller's next update.
+        concurrent: Option<Change>,
     }
+
+    type States = HashMap<Part, LeaderIsrAndControllerEpoch>;
+    type Change = Box<dyn FnOnce(&mut States) + Send>;
 
     impl MemStore {
         fn fenced(&self, fence: i32) -> Result<(), Failure> {
@@ -1416,6 +1398,9 @@ mod tests {
         ) -> Result<Updated, Failure> {
             self.calls.push("update");
             self.fenced(fence)?;
+            if let Some(change) = self.concurrent.take() {
+                change(&mut self.states);
+            }
             if let Some(isr) = self.concurrent_isr.take() {
                 for stored in self.states.values_mut() {
                     let lai = &mut stored.leader_and_isr;
@@ -1982,10 +1967,12 @@ mod tests {
         assert_eq!((read.1, read.2), (unread.1, unread.2));
     }
 
-    /// What a call does with and without cached states standing in for the reads: the store's
-    /// calls, then everything else (the stored state, results, lines and requests).
+    /// What a call does with cached states standing in for Kafka's reads and another party's
+    /// `change` landing after the context got the state, and without them (Kafka's reads) and the
+    /// change landing between the read and the write: the store's calls, then everything else
+    /// (the stored state, results, lines and requests).
     fn with_and_without_cache(
-        change: impl Fn(&mut Cluster),
+        change: fn(&mut States, Part),
         call: impl Fn(&mut Cluster) -> String,
     ) -> [(Vec<&'static str>, String); 2] {
         [false, true].map(|from_cache| {
@@ -1998,7 +1985,12 @@ mod tests {
                     .ctx
                     .put_replica_state(cluster.p, b, ReplicaState::Online);
             }
-            change(&mut cluster); // another party's write, after the context was loaded
+            let p = cluster.p;
+            if from_cache {
+                change(&mut cluster.store.states, p);
+            } else {
+                cluster.store.concurrent = Some(Box::new(move |states| change(states, p)));
+            }
             let results = call(&mut cluster);
             let calls = std::mem::take(&mut cluster.store.calls)
                 .into_iter()
@@ -2029,7 +2021,7 @@ mod tests {
 
     #[test]
     fn cached_states_stand_in_for_reads_and_write_what_reads_would() {
-        let [read, cached] = with_and_without_cache(|_| {}, offline_replica_and_election);
+        let [read, cached] = with_and_without_cache(|_, _| {}, offline_replica_and_election);
         assert_eq!(read.0, ["read", "update", "read", "update"]);
         assert_eq!(cached.0, ["update", "update"], "no read");
         assert_eq!(read.1, cached.1);
@@ -2037,47 +2029,43 @@ mod tests {
     }
 
     #[test]
-    fn a_state_changed_since_it_was_cached_is_read_again_with_kafkas_outcome() {
-        // Another party wrote ISR [3, 2] (version 1) after the controller cached [3, 1, 2] at 0:
-        // the cached write fails on the version, the partition is read and written as Kafka would.
-        let shrink = |cluster: &mut Cluster| {
-            let stored = cluster.store.states.get_mut(&cluster.p).unwrap();
+    fn a_state_changed_since_it_was_cached_gets_kafkas_outcome() {
+        // Another party wrote ISR [3, 2] at version 1 over the cached [3, 1, 2] at 0: the write
+        // fails on the version, and the partition is read and written again, as Kafka's is.
+        fn shrink(states: &mut States, p: Part) {
+            let stored = states.get_mut(&p).unwrap();
             stored.leader_and_isr.isr = [3, 2].as_slice().into();
             stored.leader_and_isr.partition_epoch += 1;
-        };
+        }
         let [read, cached] = with_and_without_cache(shrink, offline_replica_and_election);
-        assert_eq!(read.0, ["read", "update", "read", "update"]);
+        assert_eq!(
+            read.0,
+            ["read", "update", "read", "update", "read", "update"]
+        );
         assert_eq!(cached.0, ["update", "read", "update", "update"]);
         assert_eq!(read.1, cached.1);
         assert!(read.1.contains("leader: 2"), "{}", read.1);
 
-        // A state znode deleted since: Kafka's read finds it missing, and so does the retry.
-        let delete = |cluster: &mut Cluster| {
-            cluster.store.states.remove(&cluster.p);
-        };
-        let replica =
-            |cluster: &mut Cluster| format!("{:?}", cluster.replicas(3, ReplicaState::Offline));
-        let [read, cached] = with_and_without_cache(delete, replica);
-        assert_eq!(
-            (read.0, cached.0),
-            (vec!["read", "update"], vec!["update", "read", "update"])
-        );
-        assert_eq!(read.1, cached.1);
-        assert!(read.1.contains("leader and isr path in zookeeper is empty"));
-
         // A newer controller's state is never written over: the retry's read aborts.
-        let newer = |cluster: &mut Cluster| {
-            let stored = cluster.store.states.get_mut(&cluster.p).unwrap();
+        fn newer(states: &mut States, p: Part) {
+            let stored = states.get_mut(&p).unwrap();
             stored.controller_epoch = 6;
             stored.leader_and_isr.partition_epoch += 1;
-        };
+        }
         let [read, cached] = with_and_without_cache(newer, offline_replica_and_election);
         assert_eq!(read.1, cached.1);
-        assert!(
-            read.1
-                .contains("another controller was elected with epoch 6"),
-            "{}",
-            read.1
-        );
+        for aborted in ["Aborting state change", "Aborted leader election"] {
+            assert!(read.1.contains(aborted), "{}", read.1);
+        }
+
+        // A deleted state znode fails the write.
+        fn delete(states: &mut States, p: Part) {
+            states.remove(&p);
+        }
+        let offline_replica =
+            |cluster: &mut Cluster| format!("{:?}", cluster.replicas(3, ReplicaState::Offline));
+        let [read, cached] = with_and_without_cache(delete, offline_replica);
+        assert_eq!(read.1, cached.1);
+        assert!(read.1.contains("no node"), "{}", read.1);
     }
 }
