@@ -8,6 +8,11 @@ built, the controller ready, the broker failed), the process's peak RSS and its 
 (``time.process_time``, which a loaded machine inflates far less than wall time), plus the
 engine's heap bytes per partition; the benchmark's own time is the child process's wall time.
 
+The broker failure is timed ``FAILURES`` times after the one failover, the cluster healed between
+them as ``bench_engine.py``'s rounds do (untimed): ``broker_failure_cpu_s`` is their median (issue
+#16's 10M target is a median), ``broker_failure_rounds_cpu_s`` each of them, the first one first;
+``peak_rss_mib`` is the peak after the first failure.
+
 Sizes: ``KCTL_BENCH_MEMORY_PARTITIONS`` (comma-separated, e.g. ``1000000,10000000``), else 1M and
 10M at the ``full`` scale (10M takes about 6 GiB and several minutes) and 10K under ``smoke``.
 Run ``python benches/bench_memory.py <partitions>`` to get one size's figures as JSON.
@@ -18,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -31,6 +37,8 @@ from conftest import scale_of
 HERE = Path(__file__).resolve().parent
 TIMEOUT = 3 * 3600
 """Seconds a size may take (10M partitions take minutes on a quiet machine)."""
+FAILURES = 3
+"""Broker failures timed after the failover."""
 
 
 def sizes(config: pytest.Config) -> list[int]:
@@ -63,12 +71,18 @@ def measure(partitions: int) -> dict[str, Any]:
     cluster.check_healthy()
     engine = cluster.active().context.native  # type: ignore[attr-defined]
     figures["engine_heap_bytes_per_partition"] = engine.heap_bytes() / partitions
-    broker = cluster.take_down()
-    started = time.process_time()
-    cluster.sessions[broker].expire_session()
-    cluster.drain()
-    figures.update(broker_failure_cpu_s=time.process_time() - started, peak_rss_mib=peak_rss_mib())
-    check_failed(cluster, broker)
+    failures: list[float] = []
+    for _ in range(FAILURES):
+        if failures:
+            cluster.heal()
+        broker = cluster.take_down()
+        started = time.process_time()
+        cluster.sessions[broker].expire_session()
+        cluster.drain()
+        failures.append(time.process_time() - started)
+        figures.setdefault("peak_rss_mib", peak_rss_mib())
+        check_failed(cluster, broker)
+    figures.update(broker_failure_cpu_s=statistics.median(failures), broker_failure_rounds_cpu_s=failures)
     figures["peak_rss_bytes_per_partition"] = figures["peak_rss_mib"] * 2**20 / partitions
     return figures
 

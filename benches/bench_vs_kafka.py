@@ -9,7 +9,8 @@ the controller's own work, measured from ZooKeeper's znode timestamps and the co
 ``controller.log`` lines (both sides write Kafka's layout; one host, one clock):
 
 - ``creation``: the topic znode's ctime to the last partition state znode's ctime (every
-  partition has a leader: the controller writes each state with its leader);
+  partition has a leader: the controller writes each state with its leader); ``ROUNDS`` times,
+  the topic deleted between them (not measured);
 - ``failover``: ``/controller`` deleted with every broker up; the new controller's "successfully
   elected as the controller. Epoch incremented to E" line to its "Ready to serve as the new
   controller with epoch E" line (Kafka's ``onControllerFailover`` up to the point it serves);
@@ -60,7 +61,9 @@ pytestmark = pytest.mark.kafka_bench
 
 SIZES = tuple(int(n) for n in os.environ.get("KCTL_BENCH_KAFKA_PARTITIONS", "1000,10000,20000").split(","))
 ROUNDS = int(os.environ.get("KCTL_BENCH_KAFKA_ROUNDS", "3"))
-"""Failovers per size and side (the other measures change the cluster, so they run once a size)."""
+"""Failovers and creations per size and side (each creation but the last is followed by the topic's
+deletion, on both sides, before the next; the other measures change the cluster, so they run once
+a size)."""
 BROKERS = (1, 2, 3)
 TOPIC = "bench"
 CONFIG = {"auto.leader.rebalance.enable": "false", "replica.lag.time.max.ms": "3600000"}
@@ -71,11 +74,14 @@ and the partitions the crashed controller's broker led were left without a leade
 sessions keep the harness's timeouts on kctl's side: its controllers 6 s, its brokers 2 s, so that
 a killed kctl broker is gone before the standby controller takes over, as the dead controller's
 broker is on Kafka (one session for both)."""
-KAFKA_CONFIG = {**CONFIG, "zookeeper.session.timeout.ms": "18000", "controller.socket.timeout.ms": "300000"}
+KAFKA_CONFIG = {**CONFIG, "zookeeper.session.timeout.ms": "18000", "controller.socket.timeout.ms": "300000",
+                "file.delete.delay.ms": "0"}
 """Kafka's brokers as they ship (18 s, the default session): with the tests' 6 s they lost their
 sessions under this load and bounced, moving the controller between the measured steps. A broker
 waits up to 5 minutes for the answer to its ControlledShutdown (30 s by default: a busy controller
-answered later, and the broker gave up and retried)."""
+answered later, and the broker gave up and retried). A deleted topic's logs are removed at once
+rather than a minute later (``file.delete.delay.ms``), so that the next creation starts on an empty
+disk, within the machine's file descriptors and without the deletions' disk work alongside."""
 ZOOKEEPER_JVM_OPTIONS = ("-Xms512m", "-Xmx512m", "-XX:+UseParallelGC")
 """The one ZooKeeper server both sides share, with a fixed heap (``-Xms`` = ``-Xmx``, 512 MB, as
 Kafka's own ``zookeeper-server-start.sh`` runs ZooKeeper) and the throughput collector, rather than
@@ -85,6 +91,8 @@ WARM_UP_PARTITIONS = 25_000
 (:func:`warm_up`): 100K znodes in all, created and deleted."""
 MEASURES = ("creation", "failover", "controlled-shutdown", "controller-crash")
 LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] ")
+LIVE_LOG = re.compile(rf"{TOPIC}-\d+")
+"""A partition's log directory (a deleted one is renamed ``<topic>-<p>.<id>-delete`` until it goes)."""
 
 
 @pytest.fixture(scope="module")
@@ -236,6 +244,15 @@ class LogTail:
             self._lines += data[:end].decode(errors="replace").splitlines()
 
 
+def log_dirs(data: Path) -> set[str]:
+    """The names in a Kafka broker's ``log.dirs`` (none before it made the directory)."""
+    try:
+        with os.scandir(data) as entries:
+            return {entry.name for entry in entries}
+    except FileNotFoundError:
+        return set()
+
+
 def logs_created(zk: Any, kafka: KafkaCluster, partitions: int) -> bool:
     """Every running broker of ``kafka`` has a log directory for each partition of the topic
     (:func:`assignment`) it hosts, once the topic exists."""
@@ -244,8 +261,8 @@ def logs_created(zk: Any, kafka: KafkaCluster, partitions: int) -> bool:
     hosted = Counter(broker for replicas in assignment(partitions).values() for broker in replicas)
     for broker_id, broker in kafka.brokers.items():
         data = Path(broker.config["log.dirs"])
-        if broker.running and data.is_dir():
-            found = sum(1 for entry in os.scandir(data) if entry.name.startswith(f"{TOPIC}-"))
+        if broker.running:
+            found = sum(1 for name in log_dirs(data) if LIVE_LOG.fullmatch(name))
             if found < hosted[broker_id]:
                 return False
     return True
@@ -362,6 +379,18 @@ def create(side: Side) -> float:
     return max(st.ctime for st in states.values()) - stat.ctime / 1e3
 
 
+def delete(side: Side) -> None:
+    """Delete the topic (``/admin/delete_topics``, as kafka-topics through ZooKeeper) and wait until
+    its znodes are gone and, on Kafka, its brokers have removed its logs (not measured)."""
+    admin.delete_topic(side.store, TOPIC)
+    wait_for(f"{side.name}: the topic's deletion", side.timeout, lambda: TOPIC not in side.store.get_all_topics()
+             and not side.store.get_topic_deletions(), interval=1.0)
+    if side.name == "kafka":
+        wait_for("kafka: the deleted topic's logs to go", side.timeout, lambda: not any(
+            name.startswith(f"{TOPIC}-") for broker in side.pair.kafka.brokers.values()
+            for name in log_dirs(Path(broker.config["log.dirs"]))), interval=1.0)
+
+
 def fail_over(side: Side) -> float:
     """``/controller`` deleted → the new controller's elected → ready lines."""
     epoch = side.epoch() + 1
@@ -475,7 +504,11 @@ def sitting(pair: SideBySide, partitions: int, offset: int, progress: Path | Non
             if progress is not None:
                 progress.write_text(json.dumps(times, indent=1))
 
-    run("creation", 0, create)
+    for round_ in range(ROUNDS):
+        if round_:
+            for side in sides.values():
+                delete(side)
+        run("creation", round_, create)
     # kctl's controllers are processes of their own: the brokers are chosen by Kafka's controller.
     # The controlled shutdown comes before the failovers: a Kafka broker that saw the controller
     # move several times within seconds may send its ControlledShutdown to a former controller,

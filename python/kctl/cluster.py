@@ -18,6 +18,7 @@ stopping brokers and controllers is serialised.
 
 from __future__ import annotations
 
+import itertools
 import operator
 import random
 import threading
@@ -91,17 +92,25 @@ class _SentLog:
     controller and what it handed over) until the records are read: a reassignment at 50 brokers
     sends over a million UpdateMetadata requests, whose records (:class:`SentRecord`), and the
     requests themselves (:meth:`~kctl.messages.UpdateMetadataFanOut.request`), are built only if
-    someone reads them, once."""
+    someone reads them, once.
 
-    def __init__(self) -> None:
+    Without ``keep`` (a cluster made with ``record_requests=False``) only how many requests of each
+    API were sent, in order, is kept (runs of one API): a simulation of 1M partitions sends
+    millions, whose entries and fan-outs nothing reads."""
+
+    def __init__(self, keep: bool = True) -> None:
         self._lock = threading.Lock()  # sends on the scheduler's thread, reads on the caller's
+        self._keep = keep
         self._records: list[SentRecord] = []
         self._fan_outs: list[tuple[float, int, list[Outgoing]]] = []  # sent after every record
+        self._runs: list[list[Any]] = []  # without keep: [api, requests] in order, one per run of an API
         self.count = 0
 
     def add(self, record: SentRecord) -> None:
         with self._lock:
-            if self._fan_outs:
+            if not self._keep:
+                self._counted([record.request.api])
+            elif self._fan_outs:
                 self._fan_outs.append((record.time, record.controller, [(record.broker, record.request, None)]))
             else:
                 self._records.append(record)
@@ -109,11 +118,25 @@ class _SentLog:
 
     def add_fan_out(self, time: float, controller: int, outgoing: list[Outgoing]) -> None:
         with self._lock:
-            self._fan_outs.append((time, controller, outgoing))
+            if self._keep:
+                self._fan_outs.append((time, controller, outgoing))
+            else:
+                self._counted(map(_API, map(_REQUEST, outgoing)))
             self.count += len(outgoing)
+
+    def _counted(self, apis: Iterable[str]) -> None:
+        runs = self._runs
+        for api, run in itertools.groupby(apis):
+            if runs and runs[-1][0] == api:
+                runs[-1][1] += len(list(run))
+            else:
+                runs.append([api, len(list(run))])
 
     def records(self) -> list[SentRecord]:
         with self._lock:
+            if not self._keep:
+                raise IllegalStateError("the requests sent are not recorded: "
+                                        "make the cluster with EmbeddedCluster(record_requests=True)")
             for time, controller, outgoing in self._fan_outs:
                 self._records.extend([SentRecord(time, controller, broker, built_request(request, broker))
                                       for broker, request, _ in outgoing])
@@ -123,6 +146,8 @@ class _SentLog:
     def apis(self, start: int) -> Counter[str]:
         """How many requests of each API were sent from the ``start``-th on, without the records."""
         with self._lock:
+            if not self._keep:
+                return self._counted_apis(start)
             apis = Counter(r.request.api for r in self._records[start:])
             position = len(self._records)
             for _, _, outgoing in self._fan_outs:
@@ -130,6 +155,15 @@ class _SentLog:
                     apis.update(map(_API, map(_REQUEST, outgoing[max(start - position, 0):])))  # in C: a reassignment sends millions
                 position += len(outgoing)
             return apis
+
+    def _counted_apis(self, start: int) -> Counter[str]:
+        apis: Counter[str] = Counter()
+        position = 0
+        for api, requests in self._runs:
+            if position + requests > start:
+                apis[api] += requests - max(start - position, 0)
+            position += requests
+        return apis
 
 
 _REQUEST, _API = operator.itemgetter(1), operator.attrgetter("api")
@@ -196,6 +230,7 @@ class EmbeddedCluster:
         *,
         controllers: int | Sequence[int] = 3,
         record_history: bool = True,
+        record_requests: bool = True,
         plugins: PluginHost | None = None,
         store_options: Mapping[str, Any] | None = None,
         transport_options: Mapping[str, Any] | None = None,
@@ -204,7 +239,11 @@ class EmbeddedCluster:
     ) -> None:
         """``controller_session(controller_id, session)``, when given, wraps the store session of
         every controller candidate started (fault injection: tests use it to expire a controller's
-        session at a chosen write, or to hide watch events from it)."""
+        session at a chosen write, or to hide watch events from it). Without ``record_requests``
+        the cluster counts the requests sent (:meth:`sent_request_count`,
+        :meth:`sent_request_apis`) without keeping them (:attr:`sent_requests` is refused), and its
+        brokers keep only their notable answers (``BrokerAgent(keep_answers="notable")``): what a
+        long simulation needs, in a fraction of the memory."""
         if isinstance(brokers, int):  # brokers 1…N
             check_broker_count(validate_int("brokers", brokers, 1, error=IllegalStateError))
             self.broker_ids = list(range(1, brokers + 1))
@@ -236,9 +275,11 @@ class EmbeddedCluster:
         self._expected_metadata = ExpectedMetadata(self.store)
         self.ledger = DataPlaneLedger()
         self._broker_options = dict(broker_options or {})
+        if not record_requests:
+            self._broker_options.setdefault("keep_answers", "notable")
         self._controller_session = controller_session
         self._state_change_log: list[str] = []
-        self._sent = _SentLog()
+        self._sent = _SentLog(record_requests)
         self.brokers: dict[int, BrokerAgent] = {}
         self.controllers: dict[int, KafkaController] = {}
         self._lifecycle = threading.RLock()  # starting and stopping brokers and controllers

@@ -14,6 +14,7 @@ from weakref import WeakKeyDictionary
 from kctl.errors import Errors
 from kctl.model import NO_LEADER, TopicPartition
 from kctl.messages import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
+from kctl.stores.base import TopicAssignment
 from kctl.stores.memory import PartitionSnapshot
 
 if TYPE_CHECKING:
@@ -53,10 +54,9 @@ def check_partition_history(tp: TopicPartition, history: Sequence[PartitionSnaps
     stored versions, oldest first, wherever they were recorded (a store's history, or ZooKeeper's
     transaction log replayed by :mod:`kctl.testing.zkhistory`). Returns the number of unclean
     leader changes (a leader from outside the previous ISR) and the violations."""
-    unclean, violations = _i3_elections(tp, history)
-    return unclean, [
-        *_i1_fenced_writes(tp, history), *_i2_leader_epochs(tp, history), *violations, *_i4_isr_never_empty(tp, history)
-    ]
+    rows = _state_rows(history)  # what each check reads, found once
+    unclean, violations = _i3_elections(tp, rows)
+    return unclean, [*_i1_fenced_writes(tp, rows), *_i2_leader_epochs(tp, rows), *violations, *_i4_isr_never_empty(tp, rows)]
 
 
 class HistoryCheck:
@@ -64,27 +64,50 @@ class HistoryCheck:
     cluster's store: a simulation checks the invariants after every step, and a step changes few of the
     partitions' histories. With a store that reports what changed since a zxid
     (``MemoryStore.changes_since``) only the partitions of changed topic znodes and the changed
-    partition states are judged again; other stores' partitions are judged whole every time."""
+    partition states are judged again, and a topic nothing changed in is not even listed (a
+    simulation creating 1M partitions checks after each of its topics); other stores' partitions
+    are judged whole every time."""
 
     def __init__(self) -> None:
         self._zxid = -1
-        self._judged: dict[TopicPartition, tuple[int, list[str]]] = {}
+        self._findings: dict[str, dict[int, tuple[int, list[str]]]] = {}
+        """Per topic judged, its partitions whose history has unclean leader changes or violations."""
 
     def judge(self, cluster: EmbeddedCluster) -> dict[TopicPartition, tuple[int, list[str]]]:
-        """Each stored partition's unclean leader changes and violations, in the store's order."""
-        changes_since = getattr(cluster.store, "changes_since", None)
+        """The stored partitions whose history has unclean leader changes or violations (the
+        others have none), with them, in the store's order."""
+        store = cluster.store
+        changes_since = getattr(store, "changes_since", None)
+        stale: dict[str, list[int]] = {}
         if changes_since is None:
-            self._judged.clear()
+            self._findings.clear()
         else:  # the zxid comes first: what is written while the histories are read is judged next time
             self._zxid, topics, states = changes_since(self._zxid)
-            changed = set(topics)
-            for tp in [tp for tp in self._judged if tp.topic in changed] + list(map(TopicPartition._make, states)):
-                self._judged.pop(tp, None)
+            for topic in topics:
+                self._findings.pop(topic, None)
+            for topic, partition in states:
+                stale.setdefault(topic, []).append(partition)
+        assignments = store.get_topic_assignments(sorted(store.get_all_topics())).values
+        findings: dict[str, dict[int, tuple[int, list[str]]]] = {}
+        for topic, assignment in assignments.items():
+            found = self._findings.get(topic)
+            if found is None:
+                found = self._judged(cluster, topic, assignment.partitions)
+            else:
+                changed = {p for p in stale.get(topic, ()) if p in assignment.partitions}
+                found = {p: f for p, f in found.items() if p not in changed} | self._judged(cluster, topic, sorted(changed))
+            findings[topic] = found
+        self._findings = findings
+        return {TopicPartition(topic, p): found[p] for topic, found in findings.items() for p in sorted(found)}
+
+    @staticmethod
+    def _judged(cluster: EmbeddedCluster, topic: str, partitions: Iterable[int]) -> dict[int, tuple[int, list[str]]]:
         judged = {}
-        for tp in _stored_partitions(cluster):
-            found = self._judged.get(tp)
-            judged[tp] = found if found is not None else check_partition_history(tp, cluster.partition_history(tp))
-        self._judged = judged
+        for partition in partitions:
+            tp = TopicPartition(topic, partition)
+            found = check_partition_history(tp, cluster.partition_history(tp))
+            if found[0] or found[1]:
+                judged[partition] = found
         return judged
 
 
@@ -96,11 +119,6 @@ def _first_partitions(partitions: Iterable[TopicPartition], limit: int = 10) -> 
     """The partitions a violation is about, named (the first ``limit`` of them)."""
     names = [str(tp) for tp in partitions]
     return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
-
-
-def _stored_partitions(cluster: EmbeddedCluster) -> list[TopicPartition]:
-    assignments = cluster.store.get_topic_assignments(sorted(cluster.store.get_all_topics())).values
-    return [TopicPartition(t, p) for t, a in assignments.items() for p in sorted(a.partitions)]
 
 
 def _state_rows(history: Iterable[PartitionSnapshot]) -> list[PartitionSnapshot]:
@@ -125,18 +143,18 @@ def _i1_one_active_controller_per_epoch(cluster: EmbeddedCluster) -> list[str]:
     return [f"I1: controllers {ids} are all active in epoch {epoch}" for epoch, ids in sorted(by_epoch.items()) if len(ids) > 1]
 
 
-def _i1_fenced_writes(tp: TopicPartition, history: Sequence[PartitionSnapshot]) -> list[str]:
-    """A state written by a newer controller is never overwritten by an older one."""
+def _i1_fenced_writes(tp: TopicPartition, rows: Sequence[PartitionSnapshot]) -> list[str]:
+    """A state written by a newer controller is never overwritten by an older one (``rows``: the
+    :func:`_state_rows` of the partition's history, as for the next three)."""
     newest = -1
-    for row in _state_rows(history):
+    for row in rows:
         if row.controller_epoch < newest:
             return [f"I1: {tp} was written by controller epoch {row.controller_epoch} after epoch {newest}"]
         newest = row.controller_epoch
     return []
 
 
-def _i2_leader_epochs(tp: TopicPartition, history: Sequence[PartitionSnapshot]) -> list[str]:
-    rows = _state_rows(history)
+def _i2_leader_epochs(tp: TopicPartition, rows: Sequence[PartitionSnapshot]) -> list[str]:
     for previous, row in zip(rows, rows[1:]):
         if row.leader_epoch < previous.leader_epoch:
             return [f"I2: leader epoch of {tp} went back from {previous.leader_epoch} to {row.leader_epoch}"]
@@ -145,9 +163,8 @@ def _i2_leader_epochs(tp: TopicPartition, history: Sequence[PartitionSnapshot]) 
     return []
 
 
-def _i3_elections(tp: TopicPartition, history: Sequence[PartitionSnapshot]) -> tuple[int, list[str]]:
+def _i3_elections(tp: TopicPartition, rows: Sequence[PartitionSnapshot]) -> tuple[int, list[str]]:
     """Count leader changes to a replica outside the previous ISR (unclean ones)."""
-    rows = _state_rows(history)
     unclean = 0
     for previous, row in zip(rows, rows[1:]):
         if row.leader != NO_LEADER and row.leader != previous.leader and row.leader not in previous.isr:
@@ -157,8 +174,8 @@ def _i3_elections(tp: TopicPartition, history: Sequence[PartitionSnapshot]) -> t
     return unclean, []
 
 
-def _i4_isr_never_empty(tp: TopicPartition, history: Sequence[PartitionSnapshot]) -> list[str]:
-    for row in _state_rows(history):
+def _i4_isr_never_empty(tp: TopicPartition, rows: Sequence[PartitionSnapshot]) -> list[str]:
+    for row in rows:
         if not row.isr:
             return [f"I4: {tp} was stored with an empty ISR (leader {row.leader}, epoch {row.leader_epoch})"]
     return []
@@ -271,12 +288,26 @@ def _i6_reassignments_tracked(cluster: EmbeddedCluster) -> list[str]:
         return []
     stored = cluster.store.get_topic_assignments(sorted(cluster.store.get_all_topics())).values
     tracked = controller.inspect(lambda c: set(c.context.partitions_being_reassigned))
-    return [
-        f"I6: {TopicPartition(t, p)} is being reassigned in the store ({a}) but the controller does not track it"
-        for t, assignment in stored.items()
-        for p, a in sorted(assignment.partitions.items())
-        if a.is_being_reassigned and TopicPartition(t, p) not in tracked
-    ]
+    reassigning = _REASSIGNING.get(cluster.store)
+    if reassigning is None:
+        reassigning = _REASSIGNING[cluster.store] = {}
+    found = []
+    for t, assignment in stored.items():
+        known = reassigning.get(t)
+        if known is None or known[0] is not assignment:
+            known = reassigning[t] = (assignment, [p for p, a in sorted(assignment.partitions.items()) if a.is_being_reassigned])
+        found += [f"I6: {TopicPartition(t, p)} is being reassigned in the store ({assignment.partitions[p]}) but the "
+                  "controller does not track it" for p in known[1] if TopicPartition(t, p) not in tracked]
+    for t in reassigning.keys() - stored.keys():
+        del reassigning[t]
+    return found
+
+
+_REASSIGNING: WeakKeyDictionary[object, dict[str, tuple[TopicAssignment, list[int]]]] = WeakKeyDictionary()
+"""Per store checked, the partitions of each topic's stored assignment that are being reassigned,
+found once per assignment object: the memory store hands back the very object it holds until the
+znode is rewritten, so the check after each step of a simulation does not pass over every
+partition of every topic again (other stores decode a new object per read, found again each time)."""
 
 
 def _unconverged_with_replicas_up(controller: KafkaController) -> list[TopicPartition]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, Union, overload
 
 from kctl.errors import Errors
-from kctl.model import BrokerInfo, LeaderAndIsr, LeaderRecoveryState, TopicPartition
+from kctl.model import BrokerInfo, LeaderAndIsr, LeaderRecoveryState, TopicPartition, new_topic_partition
 
 
 def _fmt(xs: tuple[int, ...]) -> str:
@@ -80,6 +80,31 @@ class StopReplicaPartitionState:
     @property
     def tp(self) -> TopicPartition:
         return TopicPartition(self.topic, self.partition)
+
+
+LeaderAndIsrRow = tuple[TopicPartition, int, int, int, tuple[int, ...], int, tuple[int, ...], tuple[int, ...], bool]
+"""A LeaderAndIsr partition state as a simulated broker reads it: ``(tp, controller_epoch, leader,
+leader_epoch, isr, partition_epoch, replicas, adding_replicas, is_new)``."""
+StopReplicaRow = tuple[TopicPartition, int, bool]
+"""A StopReplica partition state as a simulated broker reads it: ``(tp, leader_epoch, delete_partition)``."""
+
+
+def leader_and_isr_rows(states: Sequence[LeaderAndIsrPartitionState]) -> list[LeaderAndIsrRow]:
+    """``states`` as rows: the native engine's payload builds them without a state object each
+    (``PartitionStates.rows``); the reference engine's objects are read field by field."""
+    rows = getattr(states, "rows", None)
+    if rows is not None:
+        return rows()  # type: ignore[no-any-return]  # kctl._engine.PartitionStates
+    return [(new_topic_partition((s.topic, s.partition)), s.controller_epoch, s.leader, s.leader_epoch, s.isr,
+             s.partition_epoch, s.replicas, s.adding_replicas, s.is_new) for s in states]
+
+
+def stop_replica_rows(states: Sequence[StopReplicaPartitionState]) -> list[StopReplicaRow]:
+    """``states`` as rows (see :func:`leader_and_isr_rows`)."""
+    rows = getattr(states, "rows", None)
+    if rows is not None:
+        return rows()  # type: ignore[no-any-return]  # kctl._engine.PartitionStates
+    return [(new_topic_partition((s.topic, s.partition)), s.leader_epoch, s.delete_partition) for s in states]
 
 
 # --- Requests ----------------------------------------------------------------------------------------

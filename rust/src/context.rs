@@ -172,6 +172,18 @@ impl ReplicaIndex {
         parts.map_or(&[][..], Vec::as_slice)
     }
 
+    /// Each broker's list, brokers ascending (those with none left out).
+    fn by_broker(&self) -> impl Iterator<Item = (BrokerId, &[Part])> {
+        let dense = (self.dense.iter().enumerate()).map(|(b, l)| (b as BrokerId, l));
+        let below = self.sparse.range(..0).map(|(b, l)| (*b, l));
+        let above = self.sparse.range(DENSE_BROKER_IDS..).map(|(b, l)| (*b, l));
+        below
+            .chain(dense)
+            .chain(above)
+            .filter(|(_, l)| !l.is_empty())
+            .map(|(b, l)| (b, l.as_slice()))
+    }
+
     fn heap_bytes(&self) -> usize {
         let lists = self.dense.iter().chain(self.sparse.values());
         self.dense.capacity() * std::mem::size_of::<Vec<Part>>()
@@ -929,6 +941,27 @@ impl Context {
             .partition(|(p, b)| self.is_replica_online(*b, *p, false))
     }
 
+    /// [`Self::online_and_offline_replicas`] without repeats, grouped by broker (ascending ids),
+    /// each broker's in context order: the grouping the replica state machine makes of them,
+    /// read from the replica index (made now if there is none). A failover's startup then neither
+    /// lists its 3M replicas in context order nor regroups them, and the first broker failure
+    /// after it finds the index made (30M replicas to list at 10M partitions).
+    pub fn online_and_offline_replicas_by_broker(&self) -> (Vec<Replica>, Vec<Replica>) {
+        let index = self.replica_index();
+        let total = index.by_broker().map(|(_, parts)| parts.len()).sum();
+        let (mut online, mut offline) = (Vec::with_capacity(total), Vec::new());
+        for (b, parts) in index.by_broker() {
+            for &p in parts {
+                if self.is_replica_online(b, p, false) {
+                    online.push((p, b));
+                } else {
+                    offline.push((p, b));
+                }
+            }
+        }
+        (online, offline)
+    }
+
     pub fn partitions_being_reassigned(&self) -> Vec<Part> {
         self.being_reassigned.iter().copied().collect()
     }
@@ -1421,14 +1454,18 @@ impl Context {
 
     /// Replicas online where their broker is, else ReplicaDeletionIneligible (so that a topic being
     /// deleted is not stuck in ReplicaDeletionStarted after a failover).
+    /// The replicas are read in place, not listed first (3M pairs at 1M partitions).
     pub fn initialize_replica_states(&mut self) {
-        for (p, b) in self.replicas_for_partitions(&self.all_partitions()) {
-            let state = if self.is_replica_online(b, p, false) {
-                ReplicaState::Online
-            } else {
-                ReplicaState::DeletionIneligible
-            };
-            self.put_replica_state(p, b, state);
+        for p in self.all_partitions() {
+            for k in 0..self.replicas[p as usize].len() {
+                let b = self.replicas[p as usize][k];
+                let state = if self.is_replica_online(b, p, false) {
+                    ReplicaState::Online
+                } else {
+                    ReplicaState::DeletionIneligible
+                };
+                self.put_replica_state(p, b, state);
+            }
         }
     }
 
@@ -1578,6 +1615,38 @@ mod tests {
     fn scanned_on_broker(ctx: &Context, broker: BrokerId) -> Vec<Part> {
         let all = ctx.all_partitions().into_iter();
         all.filter(|p| ctx.replicas(*p).contains(&broker)).collect()
+    }
+
+    #[test]
+    fn replicas_by_broker_are_the_online_and_offline_replicas_grouped() {
+        let mut ctx = Context::new();
+        ctx.set_live_brokers(&[(1, 0), (2, 0), (4, 0), (70_000, 0)]);
+        ctx.add_shutting_down_broker(4);
+        for (topic, id, replicas) in [
+            ("b", 0, &[1, 2, 3][..]),
+            ("a", 0, &[2, 3, 70_000]),
+            ("a", 1, &[3, 4, 1, 1]),
+            ("b", 1, &[-1, 2]),
+        ] {
+            let p = ctx.intern_part(topic, id);
+            ctx.update_assignment(p, &ra(replicas));
+        }
+        ctx.add_replicas_on_offline_dirs(2, &[ctx.part("a", 0).unwrap()]);
+        // Stably by broker without repeats: the grouping the replica state machine makes.
+        let grouped = |mut replicas: Vec<Replica>| {
+            replicas.sort_by_key(|(_, b)| *b);
+            replicas.dedup();
+            replicas
+        };
+        let (online, offline) = ctx.online_and_offline_replicas();
+        let expected = (grouped(online), grouped(offline));
+        assert_eq!(ctx.online_and_offline_replicas_by_broker(), expected);
+        assert_eq!(
+            expected.0.len() + expected.1.len(),
+            11,
+            "the repeat dropped"
+        );
+        assert!(ctx.replica_index.get().is_some(), "the index is made");
     }
 
     #[test]

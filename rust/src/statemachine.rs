@@ -2,6 +2,8 @@
 //! `partition_state_machine` and `replica_state_machine` that keeps their order of store calls,
 //! results and log lines, so the two engines can be compared line for line.
 
+use std::borrow::Cow;
+
 use crate::hash::{HashMap, HashSet};
 
 use crate::context::{Context, Part, Replica};
@@ -67,6 +69,12 @@ pub struct SelectionBatch<'a> {
 pub trait Selector {
     /// One pick per partition of the batch.
     fn select(&mut self, ctx: &Context, batch: &SelectionBatch<'_>) -> Result<Vec<Pick>, Failure>;
+
+    /// Whether the picks are Kafka's rule (the first allowed replica), known without asking: an
+    /// election may then start from a cached state ([`Machine::read_or_cached`]).
+    fn is_kafkas(&self) -> bool {
+        false
+    }
 }
 
 /// Kafka's rule for every strategy.
@@ -83,6 +91,10 @@ impl Selector for KafkaSelector {
                     .map_or(Pick::NoLeader, |b| Pick::Leader(*b))
             })
             .collect())
+    }
+
+    fn is_kafkas(&self) -> bool {
+        true
     }
 }
 
@@ -118,7 +130,12 @@ fn dedupe<T: Copy + Ord + std::hash::Hash>(items: &[T]) -> Vec<T> {
 /// group in input order: what deduplicating and then sorting stably by broker gives, counted into
 /// place and deduplicated with a bit per partition instead (a failover hands over 3M replicas,
 /// where a set of them and a sort cost a third of its replica state machine's startup).
-fn group_by_broker(replicas: &[Replica]) -> Vec<Replica> {
+/// Replicas already grouped, ascending by broker then partition (as the startup reads them from
+/// the context's replica index), are returned as they are.
+fn group_by_broker(replicas: &[Replica]) -> Cow<'_, [Replica]> {
+    if replicas.is_sorted_by(|(p, b), (q, c)| (b, p) < (c, q)) {
+        return Cow::Borrowed(replicas);
+    }
     let mut slots: HashMap<BrokerId, usize> = HashMap::default();
     let mut counts: Vec<usize> = Vec::new();
     let mut slot_per_replica: Vec<u32> = Vec::with_capacity(replicas.len());
@@ -170,7 +187,7 @@ fn group_by_broker(replicas: &[Replica]) -> Vec<Replica> {
         }
     }
     grouped.truncate(kept);
-    grouped
+    Cow::Owned(grouped)
 }
 
 impl Machine<'_> {
@@ -414,8 +431,11 @@ impl Machine<'_> {
     ) -> Result<Vec<(Part, Outcome)>, Failure> {
         let mut finished: Vec<(Part, Outcome)> = Vec::new();
         let mut remaining = parts.to_vec();
+        // The first round may start from cached states; a retry reads, as Kafka's every round.
+        let mut cache = selector.is_kafkas();
         while !remaining.is_empty() {
-            let (done, retry) = self.do_elect_leaders(&remaining, strategy, selector)?;
+            let (done, retry) = self.do_elect_leaders(&remaining, strategy, selector, cache)?;
+            cache = false;
             for (p, outcome) in &done {
                 if let Err(e) = outcome {
                     let current = self.ctx.partition_state(*p);
@@ -433,8 +453,11 @@ impl Machine<'_> {
         parts: &[Part],
         strategy: Strategy,
         selector: &mut dyn Selector,
+        cache: bool,
     ) -> Result<ElectionRound, Failure> {
-        let reads = match self.store.read_states(self.ctx, parts) {
+        let reads = match self.read_or_cached(parts, cache, |m, p, lice| {
+            m.cached_election_writes(p, lice, strategy)
+        }) {
             Ok(reads) => reads,
             Err(e) => return Ok((all_failed(parts, &e), Vec::new())),
         };
@@ -528,6 +551,80 @@ impl Machine<'_> {
         finished.extend(outcome.failed.into_iter().map(|(p, e)| (p, Err(e))));
         finished.extend(failed);
         Ok((finished, outcome.to_retry))
+    }
+
+    /// Whether a cached state stands in for Kafka's read before an election: written by no newer
+    /// controller, and one that Kafka's rule elects a leader from without the unclean path (which
+    /// reads topic configs first): the election is then a conditional write at the cached version,
+    /// which fails if the state changed since (and the partition is read and elected again).
+    fn cached_election_writes(
+        &self,
+        p: Part,
+        lice: &LeaderIsrAndControllerEpoch,
+        strategy: Strategy,
+    ) -> bool {
+        let current = &lice.leader_and_isr;
+        if lice.controller_epoch > self.ctx.epoch {
+            return false;
+        }
+        let live_isr = || {
+            current
+                .isr
+                .iter()
+                .any(|r| self.ctx.is_replica_online(*r, p, false))
+        };
+        if matches!(strategy, Strategy::Offline { .. }) && !live_isr() {
+            return false;
+        }
+        let input = Input {
+            part: p,
+            current: current.clone(),
+            unclean_allowed: Some(false),
+        };
+        let candidates = election::candidates(self.ctx, strategy, &input);
+        !candidates.allowed.is_empty() && !candidates.unclean
+    }
+
+    /// The states a round of conditional writes starts from, in `parts`' order. Kafka reads every
+    /// state first; where `cache` is set and the store asks for it ([`Store::writes_from_cache`]: a
+    /// read is a round trip), the context's state of each partition `stands_in` accepts is used
+    /// instead (the state a failover loaded or a write of this controller returned, with its znode
+    /// version), and only the others are read. `stands_in` accepts only states the round turns into
+    /// a conditional write, which fails if the znode changed since the context got it (BADVERSION:
+    /// read again and retried; NONODE: failed), exactly as Kafka's write fails when the change
+    /// lands between its read and its write: the outcome is Kafka's for that timing, and an
+    /// unchanged znode gets Kafka's write.
+    fn read_or_cached(
+        &mut self,
+        parts: &[Part],
+        cache: bool,
+        stands_in: impl Fn(&Self, Part, &LeaderIsrAndControllerEpoch) -> bool,
+    ) -> Result<Vec<Read>, Failure> {
+        if !cache || !self.store.writes_from_cache() {
+            return self.store.read_states(self.ctx, parts);
+        }
+        let mut reads: Vec<Option<Read>> = Vec::with_capacity(parts.len());
+        let mut to_read = Vec::new();
+        for &p in parts {
+            match self.ctx.leadership(p) {
+                Some(lice) if stands_in(self, p, &lice) => reads.push(Some(Read::Found(lice))),
+                _ => {
+                    to_read.push(p);
+                    reads.push(None);
+                }
+            }
+        }
+        if !to_read.is_empty() {
+            let mut found = self.store.read_states(self.ctx, &to_read)?.into_iter();
+            for slot in reads.iter_mut().filter(|r| r.is_none()) {
+                *slot = found.next();
+            }
+        }
+        let unanswered = || Read::Failed(Failure::new(FailureKind::Other, "no state read"));
+        Ok(reads
+            .into_iter()
+            .map(|r| r.unwrap_or_else(unanswered))
+            .collect())
     }
 
     /// Whether each offline election may be unclean (reference §2.3): partitions without a live
@@ -985,9 +1082,17 @@ impl Machine<'_> {
         let mut updated: Vec<Option<LeaderIsrAndControllerEpoch>> = vec![None; parts.len()];
         let mut failures: Vec<(Part, Failure)> = Vec::new();
         let mut remaining: Vec<(usize, Part)> = parts.iter().copied().enumerate().collect();
+        // The first pass may start from cached states; a retry reads, as Kafka's every pass.
+        let mut cache = true;
         while !remaining.is_empty() {
-            remaining =
-                self.do_remove_replica_from_isr(broker, &remaining, &mut updated, &mut failures)?;
+            remaining = self.do_remove_replica_from_isr(
+                broker,
+                &remaining,
+                &mut updated,
+                &mut failures,
+                cache,
+            )?;
+            cache = false;
         }
         let updated = parts
             .iter()
@@ -1005,9 +1110,14 @@ impl Machine<'_> {
         items: &[(usize, Part)],
         updated: &mut [Option<LeaderIsrAndControllerEpoch>],
         failures: &mut Vec<(Part, Failure)>,
+        cache: bool,
     ) -> Result<Vec<(usize, Part)>, Failure> {
         let parts: Vec<Part> = items.iter().map(|(_, p)| *p).collect();
-        let reads = match self.store.read_states(self.ctx, &parts) {
+        // A cached state stands in where it makes a write: no newer controller's, `broker` in its ISR.
+        let stands_in = |m: &Self, _: Part, lice: &LeaderIsrAndControllerEpoch| {
+            lice.controller_epoch <= m.ctx.epoch && lice.leader_and_isr.isr.contains(&broker)
+        };
+        let reads = match self.read_or_cached(&parts, cache, stands_in) {
             Ok(reads) => reads,
             Err(e) => {
                 failures.extend(parts.iter().map(|p| (*p, e.clone())));
@@ -1234,7 +1344,14 @@ mod tests {
         calls: Vec<&'static str>,
         /// An ISR a partition leader writes just before the controller's next update.
         concurrent_isr: Option<Vec<BrokerId>>,
+        /// What [`Store::writes_from_cache`] answers.
+        from_cache: bool,
+        /// Another party's change of the stored states just before the controller's next update.
+        concurrent: Option<Change>,
     }
+
+    type States = HashMap<Part, LeaderIsrAndControllerEpoch>;
+    type Change = Box<dyn FnOnce(&mut States) + Send>;
 
     impl MemStore {
         fn fenced(&self, fence: i32) -> Result<(), Failure> {
@@ -1288,6 +1405,9 @@ mod tests {
         ) -> Result<Updated, Failure> {
             self.calls.push("update");
             self.fenced(fence)?;
+            if let Some(change) = self.concurrent.take() {
+                change(&mut self.states);
+            }
             if let Some(isr) = self.concurrent_isr.take() {
                 for stored in self.states.values_mut() {
                     let lai = &mut stored.leader_and_isr;
@@ -1327,6 +1447,10 @@ mod tests {
         ) -> Result<Vec<Result<Option<String>, Failure>>, Failure> {
             self.calls.push("configs");
             Ok(topics.iter().map(|_| Ok(None)).collect())
+        }
+
+        fn writes_from_cache(&self) -> bool {
+            self.from_cache
         }
     }
 
@@ -1788,6 +1912,10 @@ mod tests {
         expected.sort_by_key(|(_, b)| *b);
         assert_eq!(group_by_broker(&replicas), expected);
         assert_eq!(group_by_broker(&[]), Vec::<Replica>::new());
+        // Ascending by broker then partition (read from the replica index): kept as it is.
+        let mut sorted = expected;
+        sorted.sort_by_key(|(p, b)| (*b, *p));
+        assert!(matches!(group_by_broker(&sorted), Cow::Borrowed(kept) if *kept == sorted[..]));
     }
 
     #[test]
@@ -1848,5 +1976,107 @@ mod tests {
             "LeaderAndIsr and UpdateMetadata per call"
         );
         assert_eq!((read.1, read.2), (unread.1, unread.2));
+    }
+
+    /// What a call does with cached states standing in for Kafka's reads and another party's
+    /// `change` landing after the context got the state, and without them (Kafka's reads) and the
+    /// change landing between the read and the write: the store's calls, then everything else
+    /// (the stored state, results, lines and requests).
+    fn with_and_without_cache(
+        change: fn(&mut States, Part),
+        call: impl Fn(&mut Cluster) -> String,
+    ) -> [(Vec<&'static str>, String); 2] {
+        [false, true].map(|from_cache| {
+            let mut cluster = Cluster::new();
+            cluster.store.from_cache = from_cache;
+            cluster.led(3, &[3, 1, 2]);
+            cluster.ctx.remove_live_brokers(&[3]);
+            for b in [1, 2, 3] {
+                cluster
+                    .ctx
+                    .put_replica_state(cluster.p, b, ReplicaState::Online);
+            }
+            let p = cluster.p;
+            if from_cache {
+                change(&mut cluster.store.states, p);
+            } else {
+                cluster.store.concurrent = Some(Box::new(move |states| change(states, p)));
+            }
+            let results = call(&mut cluster);
+            let calls = std::mem::take(&mut cluster.store.calls)
+                .into_iter()
+                .filter(|c| *c != "configs") // asked for no topic: every ISR has a live member
+                .collect();
+            let lines: Vec<String> = cluster.log.lines.iter().map(|l| l.text.clone()).collect();
+            let done = format!(
+                "{:?} {results} {lines:?} {:?} {:?}",
+                cluster.store.states.get(&cluster.p),
+                cluster.sent,
+                cluster.ctx.leadership(cluster.p)
+            );
+            (calls, done)
+        })
+    }
+
+    fn offline_replica_and_election(cluster: &mut Cluster) -> String {
+        let replicas = cluster.replicas(3, ReplicaState::Offline);
+        cluster
+            .ctx
+            .put_partition_state(cluster.p, PartitionState::Offline);
+        let strategy = Strategy::Offline {
+            allow_unclean: false,
+        };
+        let elected = cluster.partitions(PartitionState::Online, Some(strategy));
+        format!("{replicas:?} {elected:?}")
+    }
+
+    #[test]
+    fn cached_states_stand_in_for_reads_and_write_what_reads_would() {
+        let [read, cached] = with_and_without_cache(|_, _| {}, offline_replica_and_election);
+        assert_eq!(read.0, ["read", "update", "read", "update"]);
+        assert_eq!(cached.0, ["update", "update"], "no read");
+        assert_eq!(read.1, cached.1);
+        assert!(read.1.contains("leader: 1"), "{}", read.1);
+    }
+
+    #[test]
+    fn a_state_changed_since_it_was_cached_gets_kafkas_outcome() {
+        // Another party wrote ISR [3, 2] at version 1 over the cached [3, 1, 2] at 0: the write
+        // fails on the version, and the partition is read and written again, as Kafka's is.
+        fn shrink(states: &mut States, p: Part) {
+            let stored = states.get_mut(&p).unwrap();
+            stored.leader_and_isr.isr = [3, 2].as_slice().into();
+            stored.leader_and_isr.partition_epoch += 1;
+        }
+        let [read, cached] = with_and_without_cache(shrink, offline_replica_and_election);
+        assert_eq!(
+            read.0,
+            ["read", "update", "read", "update", "read", "update"]
+        );
+        assert_eq!(cached.0, ["update", "read", "update", "update"]);
+        assert_eq!(read.1, cached.1);
+        assert!(read.1.contains("leader: 2"), "{}", read.1);
+
+        // A newer controller's state is never written over: the retry's read aborts.
+        fn newer(states: &mut States, p: Part) {
+            let stored = states.get_mut(&p).unwrap();
+            stored.controller_epoch = 6;
+            stored.leader_and_isr.partition_epoch += 1;
+        }
+        let [read, cached] = with_and_without_cache(newer, offline_replica_and_election);
+        assert_eq!(read.1, cached.1);
+        for aborted in ["Aborting state change", "Aborted leader election"] {
+            assert!(read.1.contains(aborted), "{}", read.1);
+        }
+
+        // A deleted state znode fails the write.
+        fn delete(states: &mut States, p: Part) {
+            states.remove(&p);
+        }
+        let offline_replica =
+            |cluster: &mut Cluster| format!("{:?}", cluster.replicas(3, ReplicaState::Offline));
+        let [read, cached] = with_and_without_cache(delete, offline_replica);
+        assert_eq!(read.1, cached.1);
+        assert!(read.1.contains("no node"), "{}", read.1);
     }
 }

@@ -113,6 +113,12 @@ pub trait Store {
         fence: i32,
     ) -> Result<Updated, Failure>;
 
+    /// Whether a conditional write may start from the context's cached state instead of a read
+    /// (`Machine::read_or_cached`): a store whose reads are round trips (ZooKeeper) says so.
+    fn writes_from_cache(&self) -> bool {
+        false
+    }
+
     /// Each topic's `unclean.leader.election.enable` override (None when not set); `Err` when the
     /// whole read failed.
     fn unclean_overrides(

@@ -499,6 +499,19 @@ def test_startup() -> None:
     ]
 
 
+def test_startup_makes_the_index_of_each_brokers_partitions() -> None:
+    """The rust engine's startup reads its replicas, grouped by broker, from the index of each
+    broker's partitions, so the first broker failure after a failover does not make it: finding
+    a broker's partitions afterwards adds nothing to the engine's heap."""
+    h = make_harness((1, 2, 3), engine="rust", topics={"t": {0: [1, 2, 3], 1: [3, 1], 2: [2, 1]}})
+    h.write_state(TP, 1, [1, 2, 3], leader_epoch=5, version=2)
+    native = h.context.native  # type: ignore[attr-defined]
+    h.replica_sm.startup()
+    made = native.heap_bytes()
+    assert list(h.context.partitions_on_broker(1)) == [TP, TP1, TopicPartition("t", 2)]
+    assert native.heap_bytes() == made
+
+
 def test_unread_results_change_and_send_as_read_ones() -> None:
     """``results=False`` (what the rust engine's startup asks for) keeps none, and changes nothing
     else: the same states, store, requests and log lines, whatever the replicas' order and

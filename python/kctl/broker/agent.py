@@ -19,10 +19,10 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from kctl.broker.metadata_cache import BrokerMetadataCache
-from kctl.broker.replica_manager import Ledger, ReplicaManager, SimulatedReplicaManager
+from kctl.broker.replica_manager import AcceptedStates, Ledger, ReplicaManager, SimulatedReplicaManager
 from kctl.config import ControllerConfig
 from kctl.errors import Errors, IllegalArgumentError, IllegalStateError, StaleControllerEpochError, StoreError
 from kctl.model import (
@@ -33,7 +33,6 @@ from kctl.model import (
     BrokerInfo,
     EndPoint,
     TopicPartition,
-    new_topic_partition,
     validate_int,
 )
 from kctl.messages import (
@@ -42,17 +41,19 @@ from kctl.messages import (
     ControlledShutdownResponse,
     ControllerRequest,
     ControllerResponse,
-    LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
-    StopReplicaPartitionState,
+    LeaderAndIsrRow,
     StopReplicaRequest,
     StopReplicaResponse,
+    StopReplicaRow,
     UpdateMetadataFanOut,
     UpdateMetadataRequest,
     UpdateMetadataResponse,
     built_request,
     controller_error_response,
+    leader_and_isr_rows,
+    stop_replica_rows,
 )
 from kctl.scheduler import Scheduler
 from kctl.stores.base import StateStore
@@ -110,7 +111,9 @@ class BrokerAgent:
     :param on_answer: called with each answered controller request, in order, under the agent's
         lock (a broker process logs them).
     :param keep_answers: record every answer in ``handled``; a long-running broker process passes
-        False, since the record would grow with every request it ever answers.
+        False, since the record would grow with every request it ever answers. ``"notable"``
+        keeps only :attr:`notable` and counts the others (:attr:`answer_count`), ``handled``
+        being refused: a long simulation answers millions of UpdateMetadata requests.
 
     ``handled`` records every controller request answered, with its response and time, across
     restarts (for tests and invariant checks).
@@ -131,7 +134,7 @@ class BrokerAgent:
         replica_manager: ReplicaManager | None = None,
         ledger: Ledger | None = None,
         on_answer: Callable[[HandledRequest], None] | None = None,
-        keep_answers: bool = True,
+        keep_answers: bool | Literal["notable"] = True,
     ) -> None:
         if replica_manager is not None and ledger is not None:
             raise IllegalArgumentError("pass the ledger to the replica manager, not to the agent")
@@ -160,7 +163,9 @@ class BrokerAgent:
         millions of times with the others)."""
         self._accepted: tuple[int, int] = (UNKNOWN_BROKER_EPOCH, -1)  # (process, controller epoch) for notable
         self._on_answer = on_answer
-        self._keep_answers = keep_answers
+        self._keep_answers = keep_answers is True
+        self._keep_notable = keep_answers is not False
+        self._unkept = 0  # answers not in _answers (with keep_answers="notable")
         self._store = store
         self._lock = threading.RLock()
         self._incarnation = 0  # bumped when the process starts or stops: older timers and callbacks are void
@@ -184,6 +189,8 @@ class BrokerAgent:
     def handled(self) -> list[HandledRequest]:
         """Every controller request answered, in order (see the class)."""
         with self._lock:
+            if self._keep_notable and not self._keep_answers:
+                raise IllegalStateError(f"broker {self.broker_id} keeps only its notable answers (keep_answers='notable')")
             answers = self._answers
             for i in range(self._built, len(answers)):
                 answer = answers[i]
@@ -196,7 +203,7 @@ class BrokerAgent:
     @property
     def answer_count(self) -> int:
         """``len(handled)``, without building the records."""
-        return len(self._answers)
+        return len(self._answers) + self._unkept
 
     @property
     def store(self) -> BrokerStore:
@@ -414,6 +421,8 @@ class BrokerAgent:
                     self.metadata_cache.update(sent)
                     if self._keep_answers:
                         self._answers.append((self.scheduler.now(), sent, process))
+                    else:
+                        self._unkept += self._keep_notable
                     return UPDATE_METADATA_ACCEPTED
             request = built_request(sent, self.broker_id)
             if isinstance(request, UpdateMetadataRequest):
@@ -429,10 +438,15 @@ class BrokerAgent:
                     and self._on_answer is None and self._accepted == (process, request.controller_epoch)):
                 if self._keep_answers:  # most answers, and not notable (see _note)
                     self._answers.append((now, request, process))
+                else:
+                    self._unkept += self._keep_notable
                 return response
             handled = HandledRequest(now, request, response, process)
             if self._keep_answers:
                 self._answers.append(handled)
+                self._note(handled)
+            elif self._keep_notable:
+                self._unkept += 1
                 self._note(handled)
             if self._on_answer is not None:
                 self._on_answer(handled)
@@ -488,27 +502,30 @@ class BrokerAgent:
         if error is not Errors.NONE:
             return controller_error_response(request, error)
         errors: dict[TopicPartition, Errors] = {}
-        accepted: list[LeaderAndIsrPartitionState] = []
+        accepted: list[LeaderAndIsrRow] = []
+        indices: list[int] = []
         check, held_epochs = self._leader_and_isr_partition, self._leader_epochs
-        for state in request.partition_states:  # thousands when a broker starts or a topic is created
-            tp = new_topic_partition((state.topic, state.partition))
-            errors[tp] = error = check(tp, state)
+        # Thousands when a broker starts or a topic is created: read as rows, not state objects.
+        for i, row in enumerate(leader_and_isr_rows(request.partition_states)):
+            tp = row[0]
+            errors[tp] = error = check(tp, row)
             if error is _NO_ERROR:
-                held_epochs[tp] = state.leader_epoch
-                accepted.append(state)
-        self.replica_manager.become_leader_or_follower(accepted)
+                held_epochs[tp] = row[3]
+                accepted.append(row)
+                indices.append(i)
+        self.replica_manager.become_leader_or_follower(AcceptedStates(request.partition_states, accepted, indices))
         return LeaderAndIsrResponse(Errors.NONE, errors)
 
-    def _leader_and_isr_partition(self, tp: TopicPartition, state: LeaderAndIsrPartitionState) -> Errors:
+    def _leader_and_isr_partition(self, tp: TopicPartition, row: LeaderAndIsrRow) -> Errors:
         """ReplicaManager.becomeLeaderOrFollower's per-partition checks."""
         if tp in self._offline:
             return Errors.KAFKA_STORAGE_ERROR
         held = self._leader_epochs.get(tp)
-        if state.leader_epoch <= (NO_EPOCH if held is None else held):
+        if row[3] <= (NO_EPOCH if held is None else held):
             return Errors.STALE_CONTROLLER_EPOCH  # Kafka's code for a leader epoch that is not newer
-        if self.broker_id not in state.replicas:
+        if self.broker_id not in row[6]:
             return Errors.UNKNOWN_TOPIC_OR_PARTITION
-        if held is None and not state.is_new and self._log_dir_failed:
+        if held is None and not row[8] and self._log_dir_failed:
             return Errors.KAFKA_STORAGE_ERROR  # its log may be on the failed directory: never re-create it
         return _NO_ERROR
 
@@ -524,25 +541,27 @@ class BrokerAgent:
         if error is not Errors.NONE:
             return controller_error_response(request, error)
         errors: dict[TopicPartition, Errors] = {}
-        accepted: list[StopReplicaPartitionState] = []
+        accepted: list[StopReplicaRow] = []
+        indices: list[int] = []
         check = self._stop_replica_partition
-        for state in request.partition_states:  # thousands when a broker shuts down
-            tp = new_topic_partition((state.topic, state.partition))
-            errors[tp] = error = check(tp, state)
+        for i, row in enumerate(stop_replica_rows(request.partition_states)):  # thousands when a broker shuts down
+            tp = row[0]
+            errors[tp] = error = check(tp, row[1])
             if error is _NO_ERROR:
-                accepted.append(state)
-                if state.delete_partition:
+                accepted.append(row)
+                indices.append(i)
+                if row[2]:
                     self._leader_epochs.pop(tp, None)
-        self.replica_manager.stop_replicas(accepted)
+        self.replica_manager.stop_replicas(AcceptedStates(request.partition_states, accepted, indices))
         return StopReplicaResponse(Errors.NONE, errors)
 
-    def _stop_replica_partition(self, tp: TopicPartition, state: StopReplicaPartitionState) -> Errors:
+    def _stop_replica_partition(self, tp: TopicPartition, leader_epoch: int) -> Errors:
         """ReplicaManager.stopReplicas' per-partition checks: -2 (topic deletion) and -1 (no
         epoch) always pass; otherwise the epoch must not be older than the one held."""
         if tp in self._offline:
             return Errors.KAFKA_STORAGE_ERROR
         held = self._leader_epochs.get(tp)
-        if held is None or state.leader_epoch in (EPOCH_DURING_DELETE, NO_EPOCH) or state.leader_epoch >= held:
+        if held is None or leader_epoch in (EPOCH_DURING_DELETE, NO_EPOCH) or leader_epoch >= held:
             return Errors.NONE
         return Errors.FENCED_LEADER_EPOCH
 

@@ -26,20 +26,25 @@ import itertools
 import logging
 import math
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from types import MappingProxyType
+from typing import Any, Generic, Protocol, TypeVar, overload
 
 from kctl.config import ControllerConfig
 from kctl.errors import Errors, IllegalArgumentError, IllegalStateError, StoreError
-from kctl.model import EPOCH_DURING_DELETE, LeaderAndIsr, TopicPartition, new_topic_partition
+from kctl.model import EPOCH_DURING_DELETE, LeaderAndIsr, TopicPartition
 from kctl.messages import (
     AlterPartitionRequest,
     AlterPartitionResponse,
     BrokerToControllerRequest,
     LeaderAndIsrPartitionState,
+    LeaderAndIsrRow,
     StopReplicaPartitionState,
+    StopReplicaRow,
+    leader_and_isr_rows,
+    stop_replica_rows,
 )
 from kctl.scheduler import Scheduler, Timer
 from kctl.stores.base import MATCH_ANY_VERSION, StateStore
@@ -88,6 +93,38 @@ class BrokerServices(Protocol):
     def send_to_controller(self, request: BrokerToControllerRequest, callback: Callable[[Any], None]) -> None:
         """Send to the current controller; the callback gets its response (``NOT_CONTROLLER`` when
         there is none)."""
+
+
+S = TypeVar("S", LeaderAndIsrPartitionState, StopReplicaPartitionState)
+R = TypeVar("R", LeaderAndIsrRow, StopReplicaRow)
+
+
+class AcceptedStates(Sequence[S], Generic[S, R]):
+    """The partition states of one request that the broker agent accepted, as it hands them to its
+    replica manager: a sequence of the request's state objects (built when read: the native
+    engine's payload makes none until then), and the same states as ``rows``
+    (``kctl.messages.LeaderAndIsrRow`` or ``StopReplicaRow``), which the simulated replica manager
+    reads instead."""
+
+    __slots__ = ("_indices", "_states", "rows")
+
+    def __init__(self, states: Sequence[S], rows: list[R], indices: list[int]) -> None:
+        self._states: Sequence[S] = states
+        self.rows: list[R] = rows
+        self._indices: list[int] = indices  # rows[k] is states[indices[k]]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @overload
+    def __getitem__(self, index: int) -> S: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[S]: ...
+
+    def __getitem__(self, index: int | slice) -> S | Sequence[S]:
+        if isinstance(index, slice):
+            return [self._states[i] for i in self._indices[index]]
+        return self._states[self._indices[index]]
 
 
 class ReplicaManager(Protocol):
@@ -302,6 +339,10 @@ class _Follower:
         self.fetching = False  # its fetcher is running at this leader epoch (it would keep fetching)
 
 
+_NO_FOLLOWERS: Mapping[int, _Follower] = MappingProxyType({})
+"""The followers a replica that did not lead knew of: none (one shared mapping, not a dict per role change)."""
+
+
 class _Replica:
     """A local replica: its log (kept across restarts) and its current role."""
 
@@ -481,40 +522,39 @@ class SimulatedReplicaManager:
     # --- Controller decisions ----------------------------------------------------------------------
 
     def become_leader_or_follower(self, states: Sequence[LeaderAndIsrPartitionState]) -> None:
+        rows = states.rows if type(states) is AcceptedStates else leader_and_isr_rows(states)
         with self.ledger.lock:
             now = self._running().scheduler.now()
             replicas, broker_id = self._replicas, self._broker_id
             leave_role, become_leader, start_fetching = self._leave_role, self._become_leader, self._start_fetching
-            for state in states:  # thousands when a broker starts or a topic is created
-                tp = new_topic_partition((state.topic, state.partition))
-                r = replicas.get(tp)
+            for tp, controller_epoch, leader, leader_epoch, isr, partition_epoch, assigned, adding, _ in rows:
+                r = replicas.get(tp)  # thousands of rows when a broker starts or a topic is created
                 if r is None:
                     r = replicas[tp] = _Replica(tp)
                 role = r.role
-                previous = r.followers if role is _LEADER else {}
+                previous = r.followers if role is _LEADER else _NO_FOLLOWERS
                 if role is _LEADER or role is _FOLLOWER:  # the other roles have nothing to leave
                     leave_role(r, now)
-                r.leader, r.leader_epoch, r.partition_epoch = state.leader, state.leader_epoch, state.partition_epoch
-                r.controller_epoch, r.isr, r.replicas = state.controller_epoch, state.isr, state.replicas
-                r.adding = state.adding_replicas
-                if state.leader == broker_id:
+                r.leader, r.leader_epoch, r.partition_epoch = leader, leader_epoch, partition_epoch
+                r.controller_epoch, r.isr, r.replicas, r.adding = controller_epoch, isr, assigned, adding
+                if leader == broker_id:
                     become_leader(r, previous, now)
                 else:  # Kafka's makeFollower: fetch from the leader, reconciling the log first
                     r.role, r.truncate = _FOLLOWER, True
                     start_fetching(r)
 
     def stop_replicas(self, states: Sequence[StopReplicaPartitionState]) -> None:
+        rows = states.rows if type(states) is AcceptedStates else stop_replica_rows(states)
         with self.ledger.lock:
             now = self._running().scheduler.now()
-            for state in states:
-                tp = new_topic_partition((state.topic, state.partition))
+            for tp, leader_epoch, delete in rows:
                 r = self._replicas.get(tp)
                 if r is not None and r.role is not ReplicaRole.OFFLINE:
                     self._leave_role(r, now)
                     r.role = ReplicaRole.STOPPED
-                    if state.delete_partition:
+                    if delete:
                         del self._replicas[tp]
-                if state.delete_partition and state.leader_epoch == EPOCH_DURING_DELETE:
+                if delete and leader_epoch == EPOCH_DURING_DELETE:
                     self.ledger.partition_deleted(tp)
 
     def mark_offline(self, partitions: Sequence[TopicPartition]) -> None:
@@ -610,15 +650,15 @@ class SimulatedReplicaManager:
         return self._broker
 
     def _leave_role(self, r: _Replica, now: float) -> None:
-        if r.role is ReplicaRole.FOLLOWER:
+        if r.role is _FOLLOWER:
             self._stop_fetching(r, now)
-        elif r.role is ReplicaRole.LEADER:
+        elif r.role is _LEADER:
             r.followers = {}
             r.pending = None
             self._alter_queue.pop(r.tp, None)
             self._isr_watch.pop(r.tp, None)
 
-    def _become_leader(self, r: _Replica, previous: dict[int, _Follower], now: float) -> None:
+    def _become_leader(self, r: _Replica, previous: Mapping[int, _Follower], now: float) -> None:
         """Kafka's makeLeader: the ISR's followers count as caught up now, others as never; a
         leader that keeps its role (epoch bump) keeps what it knew of its followers' logs."""
         r.role, r.truncate = _LEADER, False
@@ -658,7 +698,7 @@ class SimulatedReplicaManager:
     def _wake(self, tp: TopicPartition, leader_id: int, leader_epoch: int) -> None:
         """The leader has new records or a new high watermark for this follower to fetch."""
         r = self._replicas.get(tp)
-        if r is not None and r.role is ReplicaRole.FOLLOWER and (r.leader, r.leader_epoch) == (leader_id, leader_epoch):
+        if r is not None and r.role is _FOLLOWER and (r.leader, r.leader_epoch) == (leader_id, leader_epoch):
             self._start_fetching(r)
 
     def _fetch_round(self) -> bool:
@@ -748,7 +788,7 @@ class SimulatedReplicaManager:
 
     def _follower_stopped(self, tp: TopicPartition, follower_id: int, leader_epoch: int, now: float) -> None:
         r = self._replicas.get(tp)
-        if r is None or r.role is not ReplicaRole.LEADER or r.leader_epoch != leader_epoch:
+        if r is None or r.role is not _LEADER or r.leader_epoch != leader_epoch:
             return
         follower = r.followers.get(follower_id)
         if follower is not None and follower.fetching:
@@ -882,7 +922,7 @@ class SimulatedReplicaManager:
             self._alter_in_flight = None
             for tp, sent in batch.items():
                 r = self._replicas.get(tp)
-                if r is None or r.role is not ReplicaRole.LEADER:
+                if r is None or r.role is not _LEADER:
                     continue
                 if (r.leader_epoch, r.pending) != (sent.leader_epoch, sent.isr):
                     continue  # superseded by a LeaderAndIsr
@@ -944,6 +984,7 @@ class SimulatedReplicaManager:
 
 __all__ = [
     "ALTER_PARTITION_RETRY_BACKOFF",
+    "AcceptedStates",
     "ISR_CHANGE_PROPAGATION_BLACKOUT",
     "ISR_CHANGE_PROPAGATION_INTERVAL",
     "ISR_CHANGE_PROPAGATION_MAX_DELAY",

@@ -249,8 +249,7 @@ class ReassignmentManager:
 
     def _update_replica_assignment_for_partition(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
         ctx = self.context
-        partitions = ctx.partition_full_replica_assignment_for_topic(tp.topic)
-        partitions[tp.partition] = assignment
+        partitions = ctx.topic_assignment_with(tp, assignment)
         try:
             self.store.set_topic_assignment(tp.topic, TopicAssignment(partitions, ctx.topic_ids.get(tp.topic)), ctx.epoch_zk_version)
         except NoNodeError as e:

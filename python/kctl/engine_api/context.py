@@ -203,6 +203,14 @@ class ControllerContext(abc.ABC):
     def partition_full_replica_assignment_for_topic(self, topic: str) -> dict[int, ReplicaAssignment]:
         ...
 
+    def topic_assignment_with(self, tp: TopicPartition, assignment: ReplicaAssignment) -> Mapping[int, ReplicaAssignment]:
+        """The assignment of ``tp``'s topic with ``tp``'s replaced by ``assignment``: what the
+        controller writes to the topic's znode when one partition's changes. An engine may hand
+        back an immutable mapping that shares the unchanged partitions with the previous write."""
+        partitions = self.partition_full_replica_assignment_for_topic(tp.topic)
+        partitions[tp.partition] = assignment
+        return partitions
+
     @abc.abstractmethod
     def partitions_for_topic(self, topic: str) -> Sequence[TopicPartition]:
         ...

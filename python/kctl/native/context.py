@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Any, cast
 
 from kctl._engine import Engine
+from kctl.assignment_map import AssignmentMap
 from kctl.engine_api.context import ControllerContext
 from kctl.errors import KctlError
 from kctl.native.sets import PartitionList, ReassigningPartitions, ReplicaList
@@ -32,7 +33,7 @@ UNLIMITED = 2**63 - 1
 
 CACHED_TOPIC_ASSIGNMENTS = 8
 """Topics whose whole assignment the context keeps as Python objects (see
-:meth:`NativeContext.partition_full_replica_assignment_for_topic`)."""
+:meth:`NativeContext._cached_topic_assignment`)."""
 
 _PARTITION_STATES = {s.state_id: s for s in PartitionState}
 _REPLICA_STATES = {s.state_id: s for s in ReplicaState}
@@ -76,7 +77,7 @@ class NativeContext(ControllerContext):
         self._broker_infos: dict[int, BrokerInfo] = {}
         # Every request batch reads the topic ids; they change only when a topic is added or removed.
         self._topic_ids: Mapping[str, str] | None = None
-        self._topic_assignments: dict[str, dict[int, ReplicaAssignment]] = {}
+        self._topic_assignments: dict[str, AssignmentMap] = {}
         # Every UpdateMetadata fan-out reads the brokers' epochs; they change only through the
         # methods below that tell the engine of live brokers.
         self._live_broker_epochs: dict[int, int] | None = None
@@ -227,25 +228,35 @@ class NativeContext(ControllerContext):
         return tuple(self.native.assignment(tp.topic, tp.partition)[0])
 
     def partition_full_replica_assignment_for_topic(self, topic: str) -> dict[int, ReplicaAssignment]:
+        return self._cached_topic_assignment(topic).to_dict()
+
+    def topic_assignment_with(self, tp: TopicPartition, assignment: ReplicaAssignment) -> Mapping[int, ReplicaAssignment]:
+        """An :class:`AssignmentMap` made from the cached topic (see below): no copy of the topic."""
+        return self._cached_topic_assignment(tp.topic).replacing({tp.partition: assignment})
+
+    def _cached_topic_assignment(self, topic: str) -> AssignmentMap:
         """The controller writes a reassigned partition's whole topic znode (twice per partition,
-        as Kafka does), so the topic's assignment is kept as Python objects and patched from the
-        engine's journal of changes: each call copies a dict instead of converting the topic, and
-        a partition that did not change is the same object in every copy."""
+        as Kafka does), so the topic's assignment is kept as Python objects, an
+        :class:`AssignmentMap` patched from the engine's journal of changes: a write replaces a
+        partition of it instead of converting or copying the topic, and a partition that did not
+        change is the same object in every version."""
         changes = self.native.take_assignment_changes()
         cache = self._topic_assignments
         if changes is None:
             cache.clear()
-        else:
+        elif changes:
+            by_topic: dict[str, dict[int, ReplicaAssignment]] = {}
             for t, p, a in changes:
-                cached = cache.get(t)
-                if cached is not None:
-                    cached[p] = assignment_of(a)
+                if t in cache:
+                    by_topic.setdefault(t, {})[p] = assignment_of(a)
+            for t, changed in by_topic.items():
+                cache[t] = cache[t].replacing(changed)
         found = cache.get(topic)
         if found is None:
             if len(cache) >= CACHED_TOPIC_ASSIGNMENTS:
                 del cache[next(iter(cache))]
-            found = cache[topic] = {p: assignment_of(a) for p, a in self.native.assignments_for_topic(topic)}
-        return dict(found)
+            found = cache[topic] = AssignmentMap({p: assignment_of(a) for p, a in self.native.assignments_for_topic(topic)})
+        return found
 
     def partitions_for_topic(self, topic: str) -> Sequence[TopicPartition]:
         return PartitionList(self.native, self.native.partitions_for_topic(topic))

@@ -13,7 +13,7 @@ from kctl.model import PartitionReplica, PartitionState, ReplicaState, TopicPart
 from kctl.native.context import NativeContext, native_set
 from kctl.native.request_batch import NativeRequestBatch, emit
 from kctl.native.selection import NativeSelection
-from kctl.native.sets import LazyOutcomes, PartitionList
+from kctl.native.sets import LazyOutcomes, PartitionList, ReplicaList
 from kctl.selectors import ElectionKind, KafkaLeaderSelector
 from kctl.statechange import TRACE
 from kctl.engine_api.statemachine import ElectionOutcome, PartitionStateMachine, ReplicaOutcome, ReplicaStateMachine
@@ -86,11 +86,14 @@ class NativeReplicaStateMachine(ReplicaStateMachine):
 
     def startup(self) -> None:
         """Every engine's startup, its two bulk transitions keeping no result per replica: nothing
-        reads them, and a failover at 1M partitions moves 3M replicas."""
+        reads them, and a failover at 1M partitions moves 3M replicas. The replicas come grouped
+        by broker from the engine's index of each broker's partitions, which this makes: the
+        first broker failure after a failover finds it made."""
         self._initialize_replica_states()
-        online, offline = self.context.online_and_offline_replicas()
-        self.handle_state_changes(online, ReplicaState.ONLINE, results=False)
-        self.handle_state_changes(offline, ReplicaState.OFFLINE, results=False)
+        native = self.context.native
+        online, offline = native.online_and_offline_replicas_by_broker()
+        self.handle_state_changes(ReplicaList(native, online), ReplicaState.ONLINE, results=False)
+        self.handle_state_changes(ReplicaList(native, offline), ReplicaState.OFFLINE, results=False)
 
     def _initialize_replica_states(self) -> None:
         self.context.native.initialize_replica_states()

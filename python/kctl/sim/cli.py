@@ -107,7 +107,8 @@ def cmd_sim(args: argparse.Namespace) -> int:
         progress.clear()
         print("\n".join(step_lines(result, style)), flush=True)
 
-    report = run_scenario(scenario, engine=args.engine, seed=args.seed, on_step=step_done, on_progress=progress.update)
+    report = run_scenario(scenario, engine=args.engine, seed=args.seed, on_step=step_done, on_progress=progress.update,
+                          record_requests=False)
     print()
     print(summary(report, style))
     if args.json is not None:

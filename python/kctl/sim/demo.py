@@ -72,7 +72,7 @@ def run_demo(out: TextIO, brokers: int = 5, partitions: int = 6, seed: int = 0,
         print("\n".join(step_lines(result, style)), file=out, flush=True)
 
     report = run_scenario(scenario, engine=engine, seed=seed, on_step=step_done,
-                          on_progress=None if progress is None else progress.update)
+                          on_progress=None if progress is None else progress.update, record_requests=False)
     print(f"\n{partition_table(report)}\n\n{metrics_table(report)}\n", file=out)
     for number, violation in report.violations:
         print(style.bad(f"invariant violated after step {number}: {violation}"), file=out)

@@ -317,12 +317,17 @@ def run_scenario(
     on_step: StepCallback | None = None,
     on_start: Callable[[EmbeddedCluster], None] | None = None,
     on_progress: ProgressCallback | None = None,
+    record_requests: bool = True,
 ) -> Report:
     """Play ``scenario`` (``seed`` overrides its own) and report; ``on_step`` sees each step as it ends,
     ``on_start`` the cluster once its topics exist, before the first step (fleets sample it), and
-    ``on_progress`` a running step after each slice of cluster time it waits through."""
+    ``on_progress`` a running step after each slice of cluster time it waits through. Without
+    ``record_requests`` the cluster keeps no record of each request sent and answered (see
+    :class:`~kctl.cluster.EmbeddedCluster`), which nothing in the run or its report reads:
+    ``kctl sim`` and ``kctl demo`` play that way."""
     with fewer_collections():
-        run = _Run(scenario, engine or default_engine(), scenario.cluster.seed if seed is None else seed, on_step, on_start, on_progress)
+        run = _Run(scenario, engine or default_engine(), scenario.cluster.seed if seed is None else seed, on_step, on_start,
+                   on_progress, record_requests)
         return run.play()
 
 
@@ -359,13 +364,13 @@ def describe_all(cluster: EmbeddedCluster) -> dict[TopicPartition, PartitionDesc
 class _Run:
     def __init__(self, scenario: Scenario, engine: str, seed: int, on_step: StepCallback | None,
                  on_start: Callable[[EmbeddedCluster], None] | None = None,
-                 on_progress: ProgressCallback | None = None) -> None:
+                 on_progress: ProgressCallback | None = None, record_requests: bool = True) -> None:
         self.scenario, self.engine, self.seed, self.on_step, self.on_start = scenario, engine, seed, on_step, on_start
         self.on_progress = on_progress
         spec = scenario.cluster
         self.cluster = EmbeddedCluster(
             list(spec.brokers), spec.racks, spec.config, engine, STORE, TRANSPORT, seed=seed,
-            controllers=list(spec.controllers),
+            controllers=list(spec.controllers), record_requests=record_requests,
         )
         self.leadership = _Leadership(self.cluster)
         self.t0 = 0.0

@@ -379,16 +379,19 @@ class KafkaZkClient:
                 existing[topic] = found
 
         encode = self._format.partition_state.encode
+        by_key = getattr(self._znodes, "create_partition_states", None)  # the memory tree's: the same multi
         pending = [(tp, str(tp.partition) not in existing[tp.topic]) for tp in states if tp.topic in existing]
         while pending:
-            # a generator: the first multis are on their way while the rest are encoded
-            items = (
-                [Op("create", paths.topic_partition(tp))] * with_parent
-                + [Op("create", paths.partition_state(tp), encode(states[tp]))]
-                for tp, with_parent in pending
-            )
+            if by_key is not None:
+                outcomes = by_key([(tp, with_parent, encode(states[tp])) for tp, with_parent in pending], fence)
+            else:  # a generator: the first multis are on their way while the rest are encoded
+                outcomes = self._znodes.multi((
+                    [Op("create", paths.topic_partition(tp))] * with_parent
+                    + [Op("create", paths.partition_state(tp), encode(states[tp]))]
+                    for tp, with_parent in pending
+                ), fence)
             retry = []
-            for (tp, with_parent), outcome in zip(pending, self._znodes.multi(items, fence)):
+            for (tp, with_parent), outcome in zip(pending, outcomes):
                 if not isinstance(outcome, Failure):
                     results[tp] = None
                 elif with_parent and outcome.op == 0 and isinstance(outcome.error, NodeExistsError):

@@ -24,6 +24,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from kctl._engine import StateTable
+from kctl.assignment_map import AssignmentMap
 from kctl.errors import CorruptDataError
 from kctl.hookspecs import hookimpl
 from kctl.model import (
@@ -222,7 +223,7 @@ class _Topic:
 
     def encode(self, assignment: TopicAssignment) -> object:
         partitions = assignment.partitions
-        if isinstance(partitions, _DensePartitions):  # already stored, and immutable
+        if isinstance(partitions, (_DensePartitions, AssignmentMap)):  # immutable (the first already stored)
             return assignment
         keys, values = list(partitions), list(partitions.values())
         if keys == list(range(len(keys))):

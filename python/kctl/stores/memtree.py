@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, TypeVar, cast
 
 from kctl._engine import StateTable
+from kctl.assignment_map import AssignmentMap, changed_between
 from kctl.errors import (
     BadVersionError,
     IllegalStateError,
@@ -269,7 +270,9 @@ class _History:
     def __init__(self, states: StateTable) -> None:
         self._states = states
         self.rows: dict[TopicPartition, list[tuple[int, ReplicaAssignment]]] = {}
-        self._assignments: dict[str, tuple[Mapping[int, ReplicaAssignment], _Listed]] = {}
+        self._assignments: dict[str, tuple[Mapping[int, ReplicaAssignment], _Listed | None]] = {}
+        """Each topic's last write, with it listed (None until needed: a write that shares its
+        base with the previous one is compared by its overlay, see :func:`changed_between`)."""
 
     def record(self, written: list[tuple[int, str, object]]) -> None:
         for seq, path, data in written:
@@ -285,7 +288,13 @@ class _History:
         elif isinstance(data, TopicAssignment):
             partitions = data.partitions
             previous, listed = self._assignments.get(topic, ({}, _Listed([], [])))
-            changed, listed = _diff(previous, listed, partitions)
+            changed = None
+            if isinstance(previous, AssignmentMap) and isinstance(partitions, AssignmentMap):
+                changed = changed_between(previous, partitions)
+            if changed is None:
+                changed, listed = _diff(previous, listed if listed is not None else _Listed.of(previous), partitions)
+            else:
+                listed = None
             for partition in changed:
                 self.rows.setdefault(TopicPartition(topic, partition), []).append((seq, partitions[partition]))
             self._assignments[topic] = (partitions, listed)
@@ -691,7 +700,7 @@ class Transaction:
         key = _state_key(path)
         parent = self._nodes.get(parent_path)
         if key is not None and parent is None and self._plain(parent_path) is not None:
-            return self._create_state(path, data, key, None, ephemeral=ephemeral)
+            return self._create_state(path, parent_path, data, key, None, ephemeral=ephemeral)
         if parent is None:
             parent = self._materialize(parent_path)
         if parent is None:
@@ -701,13 +710,20 @@ class Transaction:
         if sequential:
             name = paths.sequence_name(name, parent.sequence)
             path = _join(parent_path, name)
-        if self.exists(path):
+        dirs = parent.children
+        # self.exists(path), with the key or the parent in hand (a creation makes two znodes per partition)
+        if sequential:
+            exists = self.exists(path)
+        elif key is not None:
+            exists = self._states.get(*key) is not None
+        else:
+            exists = path in self._nodes or (isinstance(dirs, _PartitionDirs) and dirs.plain(name) is not None)
+        if exists:
             raise NodeExistsError(f"{path} already exists", path)
         if ephemeral and self._session is None:
             raise StoreError(f"cannot create ephemeral {path} outside a session", path)
         if key is not None:
-            return self._create_state(path, data, key, parent, ephemeral=ephemeral)
-        dirs = parent.children
+            return self._create_state(path, parent_path, data, key, parent, ephemeral=ephemeral)
         if (isinstance(dirs, _PartitionDirs) and data is None and not ephemeral and not sequential
                 and dirs.add_plain(name, self.zxid)):
             self._wrote(_PlainWritten(dirs, name, -1), path, data, ChangeType.CREATED, parent_path)
@@ -723,18 +739,44 @@ class Transaction:
         self._wrote(undo, path, data, ChangeType.CREATED, parent_path)
         return path
 
-    def _create_state(self, path: str, data: object, key: tuple[str, int], parent: _Node | None, *,
+    def create_partition_znode(self, tp: TopicPartition) -> str:
+        """:meth:`create` of ``tp``'s partition znode, without data: a topic's creation makes one
+        per partition (and its state, :meth:`create_state`), here without parsing its path back.
+        Anything but a new plain znode of a Kafka key takes :meth:`create`'s general path, with
+        its checks and errors."""
+        path = paths.topic_partition(tp)
+        if _is_key(tp):
+            parent_path = paths.topic_partitions(tp.topic)
+            parent = self._nodes.get(parent_path)
+            dirs = None if parent is None or parent.ephemeral_owner else parent.children
+            name = str(tp.partition)
+            if (isinstance(dirs, _PartitionDirs) and path not in self._nodes and dirs.plain(name) is None
+                    and dirs.add_plain(name, self.zxid)):
+                self._wrote(_PlainWritten(dirs, name, -1), path, None, ChangeType.CREATED, parent_path)
+                return path
+        return self.create(path)
+
+    def create_state(self, tp: TopicPartition, partition_path: str, data: object) -> str:
+        """:meth:`create` of the state znode of ``tp``, whose partition znode is at
+        ``partition_path``, found in the table by key when that znode is plain."""
+        path = _join(partition_path, "state")
+        if not _is_key(tp) or partition_path in self._nodes or self._plain(partition_path) is None:
+            return self.create(path, data)
+        return self._create_state(path, partition_path, data, (tp.topic, tp.partition), None, ephemeral=False)
+
+    def _create_state(self, path: str, parent_path: str, data: object, key: tuple[str, int], parent: _Node | None, *,
                       ephemeral: bool) -> str:
         """Create a state znode in the table (``parent`` None: a plain partition znode)."""
         if ephemeral:
             raise StoreError(f"cannot create {path}: partition-state znodes are persistent here", path)
-        if self.exists(path):
+        states = self._states
+        if states.get(*key) is not None:  # self.exists(path), with the key in hand
             raise NodeExistsError(f"{path} already exists", path)
         row = self._state_row(key, data)
-        _, seq = self._states.create(key[0], key[1], row, self.zxid)
+        _, seq = states.create(key[0], key[1], row, self.zxid)
         if parent is not None:
             parent.children.add("state")
-        self._wrote(_StateWritten(path, key, None, _ABSENT, parent, seq), path, data, ChangeType.CREATED, _split(path)[0])
+        self._wrote(_StateWritten(path, key, None, _ABSENT, parent, seq), path, data, ChangeType.CREATED, parent_path)
         return path
 
     def set(self, path: str, data: object, version: int = MATCH_ANY_VERSION) -> int:
@@ -928,7 +970,9 @@ class Transaction:
         if parent is not None:
             self._changed_paths.append(parent)
             self._changes.append(ChangeType.CHILDREN_CHANGED)
-        if self._recording and not isinstance(undo, _StateWritten):  # the table keeps state rows
+        # The history keeps topic znodes' writes (the table keeps state rows): a creation's
+        # hundreds of thousands of partition znodes are not recorded only to be passed over.
+        if self._recording and not isinstance(undo, _StateWritten) and path.startswith(_TOPICS) and path.count("/") == 3:
             self._written.append((self._states.next_seq(), path, data))
 
 
@@ -953,6 +997,12 @@ def _state_key(path: str) -> tuple[str, int] | None:
         return None
     partition = paths.parse_id(name)
     return None if partition is None else (topic, partition)
+
+
+def _is_key(tp: TopicPartition) -> bool:
+    """Whether ``tp``'s znode paths are valid and name it back (:func:`_state_key`)."""
+    topic, partition = tp.topic, tp.partition
+    return bool(topic) and "/" not in topic and type(partition) is int and 0 <= partition <= INT32_MAX
 
 
 def _row_of(data: object) -> _StateRow | None:
@@ -1008,6 +1058,9 @@ _KEYED_CHANGES = {
     WatchKind.PARTITION_STATE: frozenset({ChangeType.DATA_CHANGED}),
     WatchKind.TOPIC_CONFIG: frozenset({ChangeType.CREATED, ChangeType.DATA_CHANGED}),
 }
+_TOPIC_CONFIGS = "/config/topics/"
+
+
 def _keyed_node(path: str) -> tuple[WatchKind, object] | None:
     """The keyed watch a node belongs to: a broker, topic, partition-state or topic-config znode."""
     parts = path.split("/")
@@ -1034,6 +1087,8 @@ def _watch_event(path: str, change: ChangeType) -> WatchEvent | None:
     if fixed is not None:
         kind, changes = fixed
         return WatchEvent(kind, change) if change in changes else None
+    if change is not ChangeType.DATA_CHANGED and not path.startswith(_TOPIC_CONFIGS):
+        return None  # keyed watches fire on data changes, a topic config's on its creation too (see _KEYED_CHANGES)
     keyed = _keyed_node(path)
     if keyed is None or change not in _KEYED_CHANGES[keyed[0]]:
         return None
@@ -1147,6 +1202,29 @@ class TreeClient:
                 try:
                     for op in ops:
                         done.append(_APPLY[op.kind](txn, op))
+                except StoreError as exc:
+                    if savepoint is not None:
+                        txn.rollback_to(savepoint)
+                    results.append(Failure(len(done), exc))
+                else:
+                    results.append(done)
+        return results
+
+    def create_partition_states(self, creates: Iterable[tuple[TopicPartition, bool, object]],
+                                fence: int) -> list[ItemResult]:
+        """:meth:`multi` of the items a topic's creation sends, each ``(tp, with_parent, data)``:
+        create ``tp``'s partition znode (``with_parent``) then its state znode with ``data``; the
+        same transaction, results and errors, without an operation and two paths to parse per
+        znode (``KafkaZkClient.create_partition_states`` detects this method)."""
+        results: list[ItemResult] = []
+        with self._fenced(fence) as txn:
+            for tp, with_parent, data in creates:
+                savepoint = txn.savepoint() if with_parent else None
+                done: list[OpResult] = []
+                try:
+                    if with_parent:
+                        done.append(txn.create_partition_znode(tp))
+                    done.append(txn.create_state(tp, paths.topic_partition(tp), data))
                 except StoreError as exc:
                     if savepoint is not None:
                         txn.rollback_to(savepoint)

@@ -706,6 +706,14 @@ impl Engine {
         (self.replica_handle(online), self.replica_handle(offline))
     }
 
+    /// `online_and_offline_replicas` grouped by broker, for the replica state machine's startup
+    /// (see `Context::online_and_offline_replicas_by_broker`).
+    fn online_and_offline_replicas_by_broker(&self, py: Python<'_>) -> (Replicas, Replicas) {
+        let ctx = &self.ctx;
+        let (online, offline) = py.detach(|| ctx.online_and_offline_replicas_by_broker());
+        (self.replica_handle(online), self.replica_handle(offline))
+    }
+
     fn partitions_being_reassigned(&self) -> Parts {
         self.handle(self.ctx.partitions_being_reassigned())
     }

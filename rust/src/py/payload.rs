@@ -16,6 +16,8 @@ use crate::metadata::{entry_digest, Payload};
 use crate::py::classes::classes;
 use crate::requests::{HasHead, Head, LeaderAndIsrEntry, StopReplicaEntry, UpdateMetadataEntry};
 
+mod rows;
+
 pub type UpdateMetadataView<'a> = (&'a [(Arc<str>, i32)], &'a Payload, &'a [u64]);
 
 pub enum Entries {
@@ -251,6 +253,12 @@ impl PartitionStates {
         encoded
             .map(|bytes| PyBytes::new(py, &bytes))
             .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.0))
+    }
+
+    /// A LeaderAndIsr or StopReplica payload as a list of plain tuples (see `payload::rows`), for
+    /// the simulated broker's agent and replica manager; a ValueError for UpdateMetadata.
+    fn rows<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyList>> {
+        rows::rows(self, py)
     }
 
     /// The partitions a StopReplica payload deletes (empty for other requests).

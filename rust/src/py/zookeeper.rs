@@ -433,6 +433,12 @@ impl Store for NativeZooKeeper {
     ) -> Result<Vec<Result<Option<String>, Failure>>, Failure> {
         self.inner.unclean_overrides(ctx, topics)
     }
+
+    /// A read is a round trip through the server, and the conditional write's version check
+    /// makes it unneeded while the cached state is current.
+    fn writes_from_cache(&self) -> bool {
+        true
+    }
 }
 
 /// A state to write: topic, partition, leader, ISR, leader epoch, recovering, expected version.

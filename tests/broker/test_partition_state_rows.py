@@ -1,0 +1,102 @@
+"""A broker reads a LeaderAndIsr or StopReplica request's partition states as rows: the native
+payload builds them without a state object each, and they say what the objects say."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from kctl._engine import PartitionStates
+from kctl.broker import ReplicaRole
+from kctl.broker.replica_manager import AcceptedStates
+from kctl.cluster import EmbeddedCluster
+from kctl.errors import Errors
+from kctl.messages import LeaderAndIsrResponse, leader_and_isr_rows, stop_replica_rows
+from kctl.model import TopicPartition
+from kctl.requests import (
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
+
+from tests.support.broker_harness import SimCluster, lai_state
+
+T0, T1, T2 = (TopicPartition("t", p) for p in range(3))
+
+
+def test_native_payloads_read_as_the_rows_of_their_state_objects() -> None:
+    """Every LeaderAndIsr and StopReplica payload of a run (new partitions, a reassignment adding
+    replicas, a controlled shutdown, a deletion) has the rows the reference engine's objects give."""
+    with EmbeddedCluster(4, engine="rust", seed=1) as cluster:
+        cluster.create_topic("t", 4, 2)
+        cluster.create_topic("u", 2, 1)
+        cluster.reassign({TopicPartition("t", 0): [3, 2, 1]})
+        cluster.shutdown_broker(1)
+        cluster.start_broker(1)
+        cluster.delete_topic("u")
+        cluster.run_until_stable()
+        requests = [r.request for r in cluster.sent_requests]
+    leader_and_isr = [r.partition_states for r in requests if isinstance(r, LeaderAndIsrRequest)]
+    stop_replica = [r.partition_states for r in requests if isinstance(r, StopReplicaRequest)]
+    assert all(isinstance(p, PartitionStates) for p in leader_and_isr + stop_replica)
+    rows = [row for payload in leader_and_isr for row in payload.rows()]
+    assert rows == [row for payload in leader_and_isr for row in leader_and_isr_rows(tuple(payload))]
+    assert any(row[7] for row in rows) and any(row[8] for row in rows) and any(not row[8] for row in rows)
+    assert all(type(row[0]) is TopicPartition for row in rows)
+    stops = [row for payload in stop_replica for row in payload.rows()]
+    assert stops == [row for payload in stop_replica for row in stop_replica_rows(tuple(payload))]
+    assert any(row[2] for row in stops) and any(not row[2] for row in stops)
+    update_metadata = next(r.partition_states for r in requests if isinstance(r, UpdateMetadataRequest))
+    with pytest.raises(ValueError, match="UpdateMetadata states have no rows"):
+        update_metadata.rows()
+
+
+class _RowsOnly(Sequence[LeaderAndIsrPartitionState]):
+    """A payload that offers its rows and counts every read of its state objects."""
+
+    def __init__(self, states: tuple[LeaderAndIsrPartitionState, ...]) -> None:
+        self.states, self.reads = states, 0
+
+    def rows(self) -> list[Any]:
+        return leader_and_isr_rows(self.states)
+
+    def __len__(self) -> int:
+        return len(self.states)
+
+    def __getitem__(self, index: Any) -> Any:
+        self.reads += 1
+        return self.states[index]
+
+    def __iter__(self) -> Iterator[LeaderAndIsrPartitionState]:
+        self.reads += 1
+        return iter(self.states)
+
+
+def test_the_agent_and_its_replica_manager_read_a_payload_as_rows_without_its_state_objects() -> None:
+    cluster = SimCluster().start()
+    agent = cluster.agents[1]
+    payload = _RowsOnly((
+        lai_state(T0, 1, [1, 2], leader_epoch=0, is_new=True),
+        lai_state(T1, 2, [2, 1], leader_epoch=0, is_new=True),
+        lai_state(T2, 2, [2], leader_epoch=0, replicas=[2, 3], is_new=True),  # not a replica here
+    ))
+    response = agent.handle_request(LeaderAndIsrRequest(5, 100, 1, -1, payload, {}, ()))
+    assert response == LeaderAndIsrResponse(Errors.NONE, {T0: Errors.NONE, T1: Errors.NONE,
+                                                          T2: Errors.UNKNOWN_TOPIC_OR_PARTITION})
+    manager = cluster.manager(1)
+    assert manager.replica_state(T0).role is ReplicaRole.LEADER  # type: ignore[union-attr]
+    assert manager.replica_state(T1).role is ReplicaRole.FOLLOWER  # type: ignore[union-attr]
+    assert manager.replica_state(T2) is None and agent.leader_epoch(T1) == 0
+    assert payload.reads == 0
+
+
+def test_accepted_states_are_the_request_objects_of_the_accepted_rows() -> None:
+    states = tuple(lai_state(tp, 1, [1]) for tp in (T0, T1, T2))
+    rows = leader_and_isr_rows(states)
+    accepted = AcceptedStates(states, [rows[0], rows[2]], [0, 2])
+    assert len(accepted) == 2 and accepted[1] is states[2] and accepted[-1] is states[2]
+    assert list(accepted) == [states[0], states[2]] and accepted[:1] == [states[0]]
+    assert accepted.rows == [rows[0], rows[2]]
