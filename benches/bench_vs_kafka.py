@@ -50,6 +50,7 @@ import pytest
 
 from kctl import admin
 from kctl.model import TopicPartition
+from kctl.stores.base import MATCH_ANY_VERSION
 from kctl.testing.kafka import SHIPPED_JVM_OPTIONS, KafkaCluster, KafkaInstallation, kafka_installation
 from kctl.testing.zookeeper import ZooKeeperEnsemble, require_zookeeper
 from tests.support.kafka_harness import SideBySide, side_by_side
@@ -85,8 +86,9 @@ ZOOKEEPER_JVM_OPTIONS = ("-Xms512m", "-Xmx512m", "-XX:+UseParallelGC")
 """The one ZooKeeper server both sides share, with a fixed heap (``-Xms`` = ``-Xmx``, 512 MB, as
 Kafka's own ``zookeeper-server-start.sh`` runs ZooKeeper) and the throughput collector, rather than
 the test fixture's heap growing from 64 MB (docs/performance.md: what the server spends per create)."""
-WARM_UP_ZNODES = 100_000
-"""Znodes the server creates and deletes before the sitting, in both sides' shapes (:func:`warm_up`)."""
+WARM_UP_PARTITIONS = 25_000
+"""Partitions of the topic each side's creation writes on the server before the sitting
+(:func:`warm_up`): 100K znodes in all, created and deleted."""
 MEASURES = ("creation", "failover", "controlled-shutdown", "controller-crash")
 LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] ")
 LIVE_LOG = re.compile(rf"{TOPIC}-\d+")
@@ -97,47 +99,70 @@ LIVE_LOG = re.compile(rf"{TOPIC}-\d+")
 def zookeeper_server() -> Iterator[ZooKeeperEnsemble]:
     """The sitting's ZooKeeper server (:data:`ZOOKEEPER_JVM_OPTIONS`)."""
     with ZooKeeperEnsemble(1, installation=require_zookeeper(), jvm_options=ZOOKEEPER_JVM_OPTIONS) as ensemble:
-        warm_up(ensemble.hosts, WARM_UP_ZNODES)
+        warm_up(ensemble.hosts, WARM_UP_PARTITIONS)
         yield ensemble
 
 
-def warm_up(hosts: str, znodes: int, multi: int = 1000) -> None:
-    """Create and delete ``znodes`` znodes under ``/warm-up``, half in kctl's shape (multis of
-    ``multi`` creates) and half in Kafka's (one ``multi(check, create)`` per znode, pipelined): a
-    production server has long compiled its request path, a fresh JVM compiles it over the first
-    hundreds of thousands of writes, and that compilation would be charged to whichever side
-    writes first."""
+def warm_up(hosts: str, partitions: int) -> None:
+    """Write a topic's partition states on the server as each controller writes them, each side in a
+    chroot of its own, then delete them: kctl's through its own store (the controller's native
+    creates: multis of ``check(/controller_epoch)``, then each partition's ``/partitions/<p>`` and
+    its state), Kafka's as ``KafkaZkClient.createTopicPartitionStatesRaw`` sends them (``/partitions``,
+    every ``/partitions/<p>``, then every state, each in a ``multi(check, create)`` of its own,
+    pipelined). A production server has long compiled these request paths; a fresh JVM compiles
+    them over the first hundreds of thousands of writes, and compiles them again when a path through
+    them it has not seen appears (a create whose parent the same multi created): that would be
+    charged to whichever side writes first, or to a side whose exact shape the warm-up missed."""
     from kazoo.client import KazooClient  # type: ignore[import-untyped]
 
+    from kctl.model import LeaderAndIsr, LeaderIsrAndControllerEpoch
+    from kctl.stores.zookeeper import ZooKeeperStore
+
+    replicas = assignment(partitions)
+    topic = f"/brokers/topics/{TOPIC}"
+    kctl = ZooKeeperStore(hosts, "/warm-up-kctl", session_timeout=30.0, connection_timeout=60.0)
+    try:
+        _, version = kctl.register_controller_and_increment_epoch(0)
+        kctl.client.create(topic, b"{}")  # the partitions' parents need it; no controller reads it
+        states = {TopicPartition(TOPIC, p): LeaderIsrAndControllerEpoch(LeaderAndIsr(r[0], tuple(r)), 1)
+                  for p, r in replicas.items()}
+        failed = {tp: e for tp, e in kctl.create_partition_states(states, version).items() if e is not None}
+        assert not failed, f"kctl's warm-up creates failed: {list(failed.items())[:3]}"
+    finally:
+        kctl.close()
     zk = KazooClient(hosts=hosts, timeout=30.0)
     zk.start(timeout=60.0)
     try:
-        zk.ensure_path("/warm-up")
-        paths = [f"/warm-up/{n}" for n in range(znodes)]
-        half = znodes // 2
-        for start in range(0, half, multi):
-            transaction = zk.transaction()
-            for path in paths[start:min(start + multi, half)]:
-                transaction.create(path, b'{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":0,"isr":[1,2]}')
-            transaction.commit()
-        for start in range(half, znodes, multi):
-            pending = []
-            for path in paths[start:start + multi]:
-                transaction = zk.transaction()
-                transaction.check("/warm-up", 0)
-                transaction.create(path, b"")
-                pending.append(transaction.commit_async())
-            for result in pending:
-                result.get()
-        for start in range(0, znodes, multi):
-            transaction = zk.transaction()
-            for path in paths[start:start + multi]:
-                transaction.delete(path)
-            transaction.commit()
-        zk.delete("/warm-up")
+        root = "/warm-up-kafka"  # Kafka's chroot, in each path as Kafka's client sends it
+        topic = root + topic
+        zk.ensure_path(topic)
+        zk.create(f"{root}/controller_epoch", b"1")
+
+        def each(creates: list[tuple[str, bytes]]) -> None:
+            for start in range(0, len(creates), 1000):
+                pending = []
+                for path, data in creates[start:start + 1000]:
+                    transaction = zk.transaction()
+                    transaction.check(f"{root}/controller_epoch", 0)
+                    transaction.create(path, data)
+                    pending.append(transaction.commit_async())
+                for result in pending:
+                    found = result.get()
+                    assert not any(isinstance(r, Exception) for r in found), f"Kafka's warm-up creates failed: {found}"
+
+        each([(f"{topic}/partitions", b"")])
+        each([(f"{topic}/partitions/{p}", b"") for p in replicas])
+        each([(f"{topic}/partitions/{p}/state", json.dumps(
+            {"controller_epoch": 1, "leader": r[0], "version": 1, "leader_epoch": 0, "isr": r}).encode())
+            for p, r in replicas.items()])
     finally:
         zk.stop()
         zk.close()
+    cleaner = ZooKeeperStore(hosts, session_timeout=30.0, connection_timeout=60.0)
+    try:
+        cleaner.client.delete_recursive(["/warm-up-kctl", "/warm-up-kafka"], MATCH_ANY_VERSION)
+    finally:
+        cleaner.close()
 
 
 def assignment(partitions: int) -> dict[int, list[int]]:
@@ -318,22 +343,27 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def settle(sides: Mapping[str, Side], timeout: float = 180.0, window: float = 3.0, busy: float = 0.35) -> None:
+def settle(sides: Mapping[str, Side], shared: Sequence[int] = (), timeout: float = 180.0, window: float = 3.0,
+           busy: float = 0.35) -> bool:
     """Wait until every live broker of either cluster holds a log for each partition it hosts and
-    no process of either cluster uses more than ``busy`` of a core over ``window`` seconds, at most
-    ``timeout`` seconds for the quiet (Kafka's brokers create the logs a step handed them for tens
-    of seconds after the controller is done; a Kafka broker whose request threads are still busy
-    with that may send its ControlledShutdown to a controller it no longer has; on a machine loaded
-    by others a busy process gets too little of a core to look busy, hence the logs are counted)."""
+    no process of either cluster, nor the ``shared`` ZooKeeper server, uses more than ``busy`` of a
+    core over ``window`` seconds, at most ``timeout`` seconds for the quiet (Kafka's brokers create
+    the logs a step handed them for tens of seconds after the controller is done; a Kafka broker
+    whose request threads are still busy with that may send its ControlledShutdown to a controller
+    it no longer has; the server may still be compiling, collecting or writing a snapshot after the
+    other side's step, which the next step would pay for; on a machine loaded by others a busy
+    process gets too little of a core to look busy, hence the logs are counted). False when the
+    quiet did not come."""
     for side in sides.values():
         wait_for(f"{side.name}: the brokers to create their logs", side.timeout, side.logs_created, interval=2.0)
     deadline = time.monotonic() + timeout
-    pids = [pid for side in sides.values() for pid in side.pids()]
+    pids = [pid for side in sides.values() for pid in side.pids()] + list(shared)
     while time.monotonic() < deadline:
         before = {pid: cpu_seconds(pid) for pid in pids}
         time.sleep(window)
         if all(cpu_seconds(pid) - used < busy * window for pid, used in before.items()):
-            return
+            return True
+    return False
 
 
 def create(side: Side) -> float:
@@ -446,28 +476,38 @@ def turns(round_: int, sides: Mapping[str, Side]) -> list[Side]:
     return order if round_ % 2 == 0 else order[::-1]
 
 
-def sitting(pair: SideBySide, partitions: int, offset: int, progress: Path | None = None) -> dict[str, dict[str, list[float]]]:
+def sitting(pair: SideBySide, partitions: int, offset: int, progress: Path | None = None,
+            server: int | None = None) -> dict[str, dict[str, list[float]]]:
     """Every measure on both sides, taking turns; seconds per measure and side (with the load
     average at the end of each step, and how many partitions the controller crash left without a
     leader), also written to ``progress`` as they come (a sitting at 20K partitions takes most of
-    an hour)."""
+    an hour). ``server``: the shared ZooKeeper server's process, quiet too before each step. Each
+    step also records how long it took (its figure read) and the CPU the server and the other
+    cluster's processes used meanwhile."""
     sides = {name: Side(name, pair, partitions) for name in ("kafka", "kctl")}
     times: dict[str, dict[str, list[float]]] = {name: {m: [] for m in MEASURES} for name in sides}
+    shared = [server] if server is not None else []
 
     def run(measure: str, round_: int, step: Callable[[Side], float]) -> None:
         for side in turns(round_ + offset, sides):
+            quiet = settle(sides, shared)
+            others = [pid for other in sides.values() if other is not side for pid in other.pids()]
+            server, background = sum(map(cpu_seconds, shared)), sum(map(cpu_seconds, others))
+            started = time.monotonic()
             times[side.name][measure].append(step(side))
+            times[side.name].setdefault(f"{measure} step seconds", []).append(time.monotonic() - started)
             times[side.name].setdefault(f"{measure} load", []).append(os.getloadavg()[0])
+            # over the step (until its figure was read): the server's CPU, and the other cluster's
+            times[side.name].setdefault(f"{measure} server cpu", []).append(sum(map(cpu_seconds, shared)) - server)
+            times[side.name].setdefault(f"{measure} other side cpu", []).append(sum(map(cpu_seconds, others)) - background)
+            times[side.name].setdefault(f"{measure} quiet before", []).append(float(quiet))
             if progress is not None:
                 progress.write_text(json.dumps(times, indent=1))
-            settle(sides)
 
-    settle(sides)
     for round_ in range(ROUNDS):
         if round_:
             for side in sides.values():
                 delete(side)
-            settle(sides)
         run("creation", round_, create)
     # kctl's controllers are processes of their own: the brokers are chosen by Kafka's controller.
     # The controlled shutdown comes before the failovers: a Kafka broker that saw the controller
@@ -477,11 +517,11 @@ def sitting(pair: SideBySide, partitions: int, offset: int, progress: Path | Non
     run("controlled-shutdown", 0, lambda side: shut_down(side, broker))
     for side in sides.values():
         restart(side, broker)
-    settle(sides)
+    settle(sides, shared)
     # leadership back to the preferred leaders, so that whichever broker's crash comes last, it leads a third
     for side in sides.values():
         elect_preferred(side)
-    settle(sides)
+    settle(sides, shared)
     for round_ in range(ROUNDS):
         run("failover", round_, fail_over)
     victim = pair.kafka_controller()
@@ -511,7 +551,8 @@ def test_vs_kafka(benchmark: Any, partitions: int, zookeeper_server: ZooKeeperEn
         with KafkaCluster(zookeeper_server.hosts, len(BROKERS), installation=kafka_installation,
                           overrides=KAFKA_CONFIG, jvm_options=SHIPPED_JVM_OPTIONS) as kafka, \
                 side_by_side(zookeeper_server.hosts, kafka, tmp_path / "kctl", CONFIG, log_dir=tmp_path / "logs") as pair:
-            times.update(sitting(pair, partitions, SIZES.index(partitions), tmp_path / "times.json"))
+            times.update(sitting(pair, partitions, SIZES.index(partitions), tmp_path / "times.json",
+                                 zookeeper_server.servers[0].pid))
         load.append(os.getloadavg()[0])
 
     (tmp_path / "kctl").mkdir()

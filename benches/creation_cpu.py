@@ -22,8 +22,9 @@ optional ``@PYTHONPATH`` for the controller::
     python benches/creation_cpu.py --rounds 3 'fixture=-' 'shipped=-Xms512m -Xmx512m -XX:+UseG1GC'
     python benches/creation_cpu.py 'main=-@/work/main/python' 'branch=-@python'
 
-``--warm-up N`` creations per setup come first, unmeasured; ``--warm-up-server ZNODES`` warms each
-server first as the side-by-side benchmark does (``bench_vs_kafka.warm_up``). Results as JSON lines
+``--warm-up N`` creations per setup come first, unmeasured; ``--warm-up-server PARTITIONS`` warms
+each server first as the side-by-side benchmark does (``bench_vs_kafka.warm_up``: a topic of that
+many partitions written in each controller's shape). Results as JSON lines
 on stdout (and appended to ``--json``).
 """
 
@@ -176,7 +177,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--warm-up", type=int, default=0, help="creations per setup before the measured ones")
-    parser.add_argument("--warm-up-server", type=int, default=0, metavar="ZNODES",
+    parser.add_argument("--warm-up-server", type=int, default=0, metavar="PARTITIONS",
                         help="warm each server up first as the side-by-side benchmark does (bench_vs_kafka.warm_up)")
     parser.add_argument("--json", type=Path, help="append each creation's figures to this file")
     args = parser.parse_args()

@@ -5,9 +5,9 @@ and protects its connection, pipelined requests, ACLs on what it creates, and pe
 Kafka's semantics (:class:`~kctl.stores.zookeeper.ZooKeeperStore`) are written over:
 
 - fenced writes are multis that start with ``check(/controller_epoch, version)``; bulk writes are
-  multis of up to ``max_multi_ops`` operations, each request kept under ``jute.maxbuffer``, all in
-  flight at once; a multi fails as a whole, so the item that failed is reported and the rest are
-  sent again;
+  multis of up to ``max_multi_ops`` operations, each request kept under ``jute.maxbuffer``,
+  pipelined (at most ``MULTIS_IN_FLIGHT`` unanswered); a multi fails as a whole, so the item that
+  failed is reported and the rest are sent again;
 - bulk reads use ZooKeeper's ``multiRead`` (3.6+; one request reads a thousand znodes), or
   pipelined ``get`` requests with ``multi_read=False`` for older servers;
 - the native codec (``kctl._engine``) builds partition-state requests itself and the client only
@@ -282,12 +282,18 @@ _BAD_VERSION = -103  # ZooKeeper's BADVERSION, as the native codec reports it
 _REQUEST_OVERHEAD = 1024  # xid, type and end header of a multi (17 bytes), and a margin
 _TXN_SLACK = 8  # per op: how much larger than its request a multi's logged transaction may be
 _RACE_ATTEMPTS = 10  # re-tries of a create-or-set or a recursive delete racing other writers
-MULTIS_IN_FLIGHT = 4
-"""Multis a client has sent and not yet had answered, at most. The server answers a session's
-requests in order, its heartbeats too: with every multi of a 20K-partition write sent at once, a
-ping waited behind 40,000 operations, and on a loaded machine the client gave the connection up
-(kazoo: "outstanding heartbeat ping not received") in the middle of the writes. Four keep the
-server busy while the next one is encoded."""
+MULTI_OPS = 250
+"""Operations per multi by default (``max_multi_ops``). A server takes a request through its stages
+whole (prepared, logged, applied and answered), so smaller multis overlap better: the next is
+prepared while the last is applied, its answer comes sooner and the client sends the next one
+sooner. 1,000 left the server's stages waiting on each other (docs/performance.md)."""
+MULTIS_IN_FLIGHT = 32
+"""Multis a client has sent and not yet had answered, at most: 8,000 operations of the default
+size. The server answers a session's requests in order, its heartbeats too: with every multi of a
+20K-partition write sent at once, a ping waited behind 40,000 operations, and on a loaded machine
+the client gave the connection up (kazoo: "outstanding heartbeat ping not received") in the middle
+of the writes. 8,000 keep the server's request processors busy while the client takes each answer
+and sends the next."""
 _OPEN_PERMISSIONS = ((WRITE, "write"), (CREATE, "create"), (DELETE, "delete"), (ADMIN, "change the ACL of"))
 """What ``world:anyone`` may not do on a secured cluster's chroot, and the words for it."""
 _PERMISSION_NEEDED = {
@@ -694,7 +700,7 @@ class ZooKeeperClient:
         acl: AclPolicy | None = None,
         connection_timeout: float = 15.0,
         jute_maxbuffer: int = JUTE_MAXBUFFER,
-        max_multi_ops: int = 1000,
+        max_multi_ops: int = MULTI_OPS,
         max_read_ops: int = 1000,
         multi_read: bool = True,
     ) -> None:
