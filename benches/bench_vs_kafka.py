@@ -492,13 +492,13 @@ def sitting(pair: SideBySide, partitions: int, offset: int, progress: Path | Non
         for side in turns(round_ + offset, sides):
             quiet = settle(sides, shared)
             others = [pid for other in sides.values() if other is not side for pid in other.pids()]
-            server, background = sum(map(cpu_seconds, shared)), sum(map(cpu_seconds, others))
+            server_cpu, background = sum(map(cpu_seconds, shared)), sum(map(cpu_seconds, others))
             started = time.monotonic()
             times[side.name][measure].append(step(side))
             times[side.name].setdefault(f"{measure} step seconds", []).append(time.monotonic() - started)
             times[side.name].setdefault(f"{measure} load", []).append(os.getloadavg()[0])
             # over the step (until its figure was read): the server's CPU, and the other cluster's
-            times[side.name].setdefault(f"{measure} server cpu", []).append(sum(map(cpu_seconds, shared)) - server)
+            times[side.name].setdefault(f"{measure} server cpu", []).append(sum(map(cpu_seconds, shared)) - server_cpu)
             times[side.name].setdefault(f"{measure} other side cpu", []).append(sum(map(cpu_seconds, others)) - background)
             times[side.name].setdefault(f"{measure} quiet before", []).append(float(quiet))
             if progress is not None:
