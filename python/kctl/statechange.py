@@ -131,22 +131,23 @@ class StateChangeLogger:
         prefix = f"[Controller id={self.controller_id} epoch={self._epoch()}] "
         sink, logger = self.sink, self._logger
         made: dict[int, logging.LogRecord | None] = {}
+        heads: dict[int, str] = {}  # the start of the sink's lines of each level
         runs: list[Run] = []
         run_level = -1
         for level, message in lines:
-            line = prefix + message
-            if sink is not None:
-                sink.append(f"{LOG4J_LEVELS.get(level, str(level))} {line}")
             if level not in made:
                 made[level] = (logger.makeRecord(logger.name, level, __file__, 0, "", (), None)
                                if logger.isEnabledFor(level) else None)
+                heads[level] = f"{LOG4J_LEVELS.get(level, str(level))} {prefix}"
+            if sink is not None:
+                sink.append(heads[level] + message)
             template = made[level]
             if template is None:
                 continue
             if level != run_level:
                 runs.append((template, []))
                 run_level = level
-            runs[-1][1].append(line)
+            runs[-1][1].append(prefix + message)
         handle_runs(logger, runs)
 
     @contextmanager
