@@ -18,17 +18,17 @@ from kctl.stores.memory import MemoryStore
 
 SIZES = {"t": 20, "u": 6}
 
-PLANTED: dict[str, tuple[str, object] | None] = {
-    "usual": None,
-    "partition znode there": ("/brokers/topics/u/partitions/1", None),
-    "partition znode with data": ("/brokers/topics/u/partitions/1", "data"),
-    "state there": ("/brokers/topics/u/partitions/2/state", "not a state"),
-    "far-off partition znode": ("/brokers/topics/u/partitions/5000", None),
+PLANTED: dict[str, list[tuple[str, object]]] = {
+    "usual": [],
+    "partition znode there": [("/brokers/topics/u/partitions/1", None)],
+    "partition znode with data": [("/brokers/topics/u/partitions/1", "data")],
+    "state there": [("/brokers/topics/u/partitions/2/state", "not a state")],
+    "far-off partition znode": [("/brokers/topics/u/partitions/5000", None)],
 }
 """What is in the store before the controller creates topic ``u``'s partitions."""
 
 
-def created(planted: tuple[str, object] | None) -> tuple[Any, ...]:
+def created(planted: list[tuple[str, object]]) -> tuple[Any, ...]:
     """Everything a creation leaves: znodes, stats and children, each partition's history, the
     changes since the start, the controller's events and state-change log, the invariants."""
     with EmbeddedCluster(4, engine="rust", seed=0) as cluster:
@@ -37,8 +37,8 @@ def created(planted: tuple[str, object] | None) -> tuple[Any, ...]:
         # Written as an admin writes it, the controller yet to hear of it: an admin's own znodes come first.
         admin.create_topic(store, "u", broker_racks=dict.fromkeys(cluster.broker_ids), partitions=SIZES["u"],
                            replication_factor=3, rng=random.Random(0))
-        if planted is not None:
-            store.tree.set_raw(*planted)  # type: ignore[attr-defined]
+        for path, data in planted:
+            store.tree.set_raw(path, data)  # type: ignore[attr-defined]
         cluster.run_until(lambda: cluster.is_quiet(), what="the creation to settle")
         tps = [TopicPartition(t, p) for t, n in SIZES.items() for p in range(n)]
         client = store._client  # type: ignore[attr-defined]
@@ -64,8 +64,9 @@ def test_a_creation_in_the_state_table_is_that_of_the_store(case: str, monkeypat
     with monkeypatch.context() as patched:
         patched.setattr(memtree.TreeClient, "create_partition_states", counted)
         in_table = created(PLANTED[case])
-    # Only the unusual creations take the store's Python path, all of them.
-    assert calls == ([] if case in ("usual", "partition znode there", "far-off partition znode") else [SIZES["u"]])
+    # Only the unusual creations take the store's Python path, all of them (a fenced creation too:
+    # tests/engine/test_partition_state_machine.py).
+    assert calls == ([SIZES["u"]] if case in ("partition znode with data", "state there") else [])
 
     with monkeypatch.context() as patched:  # the engine without the memory store's fast path
         patched.delattr(MemoryStore, "native_begin")
@@ -73,3 +74,4 @@ def test_a_creation_in_the_state_table_is_that_of_the_store(case: str, monkeypat
     assert in_table == through_store
     failed = [line for line in in_table[6] if "failed to change state" in line]
     assert len(failed) == (case == "state there") and all("u-2" in line and "already exists" in line for line in failed)
+    assert all(found is not None for found in in_table[1])  # every state znode is there
