@@ -370,7 +370,8 @@ class NativeStateTable(Protocol):
     def native_create_partition_znodes(self, creates: Sequence[tuple[str, Sequence[int], Sequence[int]]]) -> bool:
         """Inside a bulk operation that creates partition states in the table: create the
         partition znodes they need, per topic ``(topic, ids to create, ids there already)``, all
-        or none (False: the store's ``create_partition_states`` is to do the creation)."""
+        or none (False: the store's ``create_partition_states`` is to do the creation, as it does
+        on a store without this method)."""
 
 
 class NativeZooKeeperCodec(Protocol):

@@ -332,6 +332,16 @@ impl NativeMemory {
         states: &[(Part, LeaderIsrAndControllerEpoch)],
         fence: i32,
     ) -> Result<bool, Failure> {
+        // Nothing to create commits nothing; a store without the method creates through Python.
+        let creates = attached(|py| {
+            self.inner
+                .store
+                .bind(py)
+                .hasattr("native_create_partition_znodes")
+        })?;
+        if states.is_empty() || !creates {
+            return Ok(false);
+        }
         let parents = partition_parents(&self.inner.store, ctx, states, fence)?;
         // Per topic, in the order of the states: (name, partition znodes to create, partition
         // znodes there already).
