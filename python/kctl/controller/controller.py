@@ -1033,7 +1033,8 @@ class KafkaController:
         self.store.set_topic_assignment(topic, TopicAssignment(assignment, ctx.topic_ids.get(topic)), ctx.epoch_zk_version)
 
     def _on_new_partition_creation(self, partitions: Sequence[TopicPartition]) -> None:
-        log.info("New partition creation callback for %s", ", ".join(map(str, partitions)))
+        if log.isEnabledFor(logging.INFO):  # the name of every new partition
+            log.info("New partition creation callback for %s", ", ".join(map(str, partitions)))
         replicas = self.context.replicas_for_partitions(partitions)
         with self.state_change_logger.held():  # the New transitions' lines after the states' writes
             self.partition_state_machine.handle_state_changes(partitions, PartitionState.NEW)

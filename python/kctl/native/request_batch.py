@@ -19,10 +19,13 @@ if TYPE_CHECKING:
     from kctl._engine import _RawRequest
 
 
+_LEVEL_AND_LINE = itemgetter(0, 2)
+
+
 def emit(machine: StateChangeLogger, batch: StateChangeLogger, lines: Iterable[tuple[int, bool, str]]) -> None:
     """Log the engine's lines in order, the request batch's through the batch's own logger."""
     for from_batch, run in groupby(lines, key=itemgetter(1)):
-        (batch if from_batch else machine).log_all((level, line) for level, _, line in run)
+        (batch if from_batch else machine).log_all(map(_LEVEL_AND_LINE, run))
 
 
 class NativeRequestBatch(ControllerBrokerRequestBatch):
