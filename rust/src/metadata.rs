@@ -75,12 +75,12 @@ pub fn entry_digest(topic: &str, partition: i32, e: &UpdateMetadataEntry) -> u64
 /// The entries of one UpdateMetadata payload, shared by every cache that applied it.
 pub type Payload = Arc<Vec<UpdateMetadataEntry>>;
 
-/// A hash of all a reader sees of an entry (the controller epoch and offline replicas too, which
-/// [`metadata_digest`] leaves out): two cache states whose sums of these agree are compared entry
-/// for entry before one is taken for the other.
-fn exact_digest(topic: &str, partition: i32, e: &UpdateMetadataEntry) -> u64 {
+/// A hash of all a reader sees of an entry whose [`entry_digest`] is `digest` (the controller epoch
+/// and offline replicas too, which that leaves out): two cache states whose sums of these agree
+/// are compared entry for entry before one is taken for the other.
+fn exact_digest(digest: u64, e: &UpdateMetadataEntry) -> u64 {
     let mut h = FxHasher::default();
-    h.write_u64(entry_digest(topic, partition, e));
+    h.write_u64(digest);
     h.write_i32(e.controller_epoch);
     h.write_usize(e.offline_replicas.len());
     for &broker in &e.offline_replicas {
@@ -275,10 +275,8 @@ impl Applied {
             keys.iter()
                 .zip(payload.iter())
                 .map(|((topic, partition), e)| {
-                    (
-                        entry_digest(topic, *partition, e),
-                        exact_digest(topic, *partition, e),
-                    )
+                    let digest = entry_digest(topic, *partition, e);
+                    (digest, exact_digest(digest, e))
                 })
                 .collect()
         })
