@@ -9,7 +9,7 @@ import pytest
 
 from kctl.cluster import EmbeddedCluster
 from kctl.errors import IllegalArgumentError, IllegalStateError
-from kctl.scheduler import SimulatedScheduler
+from kctl.scheduler import GC_THRESHOLDS, SimulatedScheduler, hold_young_collections
 
 
 def test_callbacks_run_by_time_then_in_submission_order() -> None:
@@ -149,9 +149,10 @@ def test_appending_to_the_open_batch_is_scheduling_one_more_item_of_it() -> None
 
 
 def test_a_simulated_cluster_collects_only_young_objects_while_it_runs() -> None:
-    """A simulated cluster's runs towards a condition collect only young objects (its millions of
-    kept requests and data-plane objects are not walked again by every collection of the oldest
-    generation), and leave the collector's thresholds as they were, even when the wait fails."""
+    """A started simulated cluster collects only young objects (its millions of kept requests and
+    data-plane objects are not walked again by the collections of the older generations), in its
+    waits and between them, and gives the collector its thresholds back when it stops, even after
+    a failed wait."""
     saved = gc.get_threshold()
     seen: list[tuple[int, int, int]] = []
 
@@ -160,10 +161,51 @@ def test_a_simulated_cluster_collects_only_young_objects_while_it_runs() -> None
         return cluster.is_stable()
 
     with EmbeddedCluster(3, seed=1) as cluster:
+        seen.append(gc.get_threshold())
         cluster.create_topic("t", 4, 3, wait=False)
         assert cluster.run_until(lambda: stable(cluster), 60.0)
-        assert gc.get_threshold() == saved
+        seen.append(gc.get_threshold())
         with pytest.raises(IllegalStateError, match="never"):
             cluster.run_until(lambda: bool(seen.append(gc.get_threshold())), 1.0, "never")
+        seen.append(gc.get_threshold())
     assert gc.get_threshold() == saved
-    assert seen and all(t[1] >= 1_000_000 and t[2] >= 1_000_000 for t in seen)
+    assert len(seen) >= 5 and set(seen) == {GC_THRESHOLDS}
+
+
+def test_the_older_generations_are_not_collected_between_a_simulated_cluster_s_waits() -> None:
+    """What a wait built is not walked by a collection of the older generations as soon as it
+    ends: objects made between two waits start no such collection."""
+    older: list[int] = []
+
+    def watch(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] > 0:
+            older.append(info["generation"])
+
+    with EmbeddedCluster(3, seed=1) as cluster:
+        gc.callbacks.append(watch)
+        try:
+            for topic in ("a", "b", "c"):
+                cluster.create_topic(topic, 4, 3)
+                made = [[] for _ in range(20_000)]  # what code between two waits allocates
+                del made
+        finally:
+            gc.callbacks.remove(watch)
+    assert older == []
+
+
+def test_holds_on_young_collections_nest() -> None:
+    """Two simulated clusters: the thresholds come back when the last one stops; a release
+    counts once."""
+    saved = gc.get_threshold()
+    first, second = EmbeddedCluster(1, seed=1), EmbeddedCluster(1, seed=2)
+    first.start()
+    second.start()
+    first.stop()
+    first.stop()
+    assert gc.get_threshold() == GC_THRESHOLDS
+    second.stop()
+    assert gc.get_threshold() == saved
+    release = hold_young_collections()
+    release()
+    release()
+    assert gc.get_threshold() == saved

@@ -39,7 +39,14 @@ from kctl.errors import IllegalArgumentError, IllegalStateError, KctlError, Unkn
 from kctl.model import NO_LEADER, ReplicaAssignment, TopicPartition, validate_int, validate_partition_id
 from kctl.plugins import PluginHost, get_plugin_host
 from kctl.messages import ControllerRequest, Outgoing, built_request, send_all
-from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler, check_duration, young_collections_only
+from kctl.scheduler import (
+    RealTimeScheduler,
+    Scheduler,
+    SimulatedScheduler,
+    check_duration,
+    hold_young_collections,
+    young_collections_only,
+)
 from kctl.stores.base import StateStore
 from kctl.stores.memory import MemoryTree, PartitionSnapshot
 
@@ -286,6 +293,7 @@ class EmbeddedCluster:
         self._retired_unclean = 0
         self.unclean_elections_requested = False
         self._started = False
+        self._release_collector: Callable[[], None] = lambda: None  # see start()
         self.on_progress: Callable[[], None] | None = None
         """Called after each slice (at most 50 ms) of simulated time while the cluster runs towards
         a condition: ``kctl sim`` shows the progress of a long step from it."""
@@ -312,22 +320,33 @@ class EmbeddedCluster:
         self.stop()
 
     def start(self) -> None:
+        """Start every broker and controller and wait until the cluster is stable. A simulated
+        cluster collects only young objects from now until :meth:`stop`
+        (:func:`kctl.scheduler.hold_young_collections`): between its waits too, so that what each
+        wait built is not walked again by the older generations' collections as soon as it ends."""
         with self._lifecycle:
             if self._started:
                 return
             self._started = True
+            if isinstance(self.scheduler, SimulatedScheduler):
+                self._release_collector = hold_young_collections()
             for broker_id in self.broker_ids:
                 self._start_broker_agent(broker_id)
             for controller_id in self.controller_ids:
                 self._start_controller(controller_id)
-        self.run_until(lambda: self.active_controller is not None, what="a controller to be elected")
-        self.run_until_stable()
+        try:
+            self.run_until(lambda: self.active_controller is not None, what="a controller to be elected")
+            self.run_until_stable()
+        except BaseException:
+            self._release_collector()  # the caller may never stop a cluster that did not start
+            raise
 
     def stop(self) -> None:
         with self._lifecycle:
             if not self._started:
                 return
             self._started = False
+            self._release_collector()
             for controller_id in list(self.controllers):
                 self._retire_controller(controller_id, crashed=False)
             for agent in self.brokers.values():

@@ -299,24 +299,63 @@ GC_THRESHOLDS = (50_000, 1_000_000_000, 1_000_000_000)
 collections every 50,000 new objects, the older generations never."""
 
 
-@contextmanager
-def young_collections_only() -> Iterator[None]:
-    """Collect only young objects (and less often) while a simulation runs, then restore the
-    collector's thresholds.
+class _YoungCollections:
+    """The holds on :data:`GC_THRESHOLDS`: the first saves the collector's thresholds and sets
+    them, the last released restores them."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.holders = 0
+        self.saved = gc.get_threshold()
+
+    def hold(self) -> Callable[[], None]:
+        with self.lock:
+            if not self.holders:
+                self.saved = gc.get_threshold()
+                gc.set_threshold(*GC_THRESHOLDS)
+            self.holders += 1
+        released: list[bool] = []
+
+        def release() -> None:
+            with self.lock:
+                if released:
+                    return
+                released.append(True)
+                self.holders -= 1
+                if not self.holders:
+                    gc.set_threshold(*self.saved)
+        return release
+
+
+_young_collections = _YoungCollections()
+
+
+def hold_young_collections() -> Callable[[], None]:
+    """Collect only young objects (and less often) until the returned function is called (once
+    counts; later calls do nothing). Holds nest: the collector's thresholds are set by the first
+    and restored when the last is released.
 
     A simulated cluster keeps every request and answer and builds a data plane of objects per
-    replica: at 100K partitions, millions of objects that each collection of the oldest
-    generation walks again (41 such collections, two fifths of the CPU time, when such a cluster
-    creates its partitions). The cyclic garbage a simulation makes dies young, so young
-    collections suffice while it runs; what it built is walked once more by the next collection
-    of the middle generation after it, instead of at every growth of the heap by a quarter.
+    replica: at 100K partitions, millions of objects that each collection of the older
+    generations walks again (41 such collections, two fifths of the CPU time, when such a cluster
+    created its partitions; in a rolling restart, collections of the middle generation walking
+    each wait's new objects as soon as the wait ended, a tenth of it). The cyclic garbage a
+    simulation makes dies young (the collections of a full-size creation and rolling restart
+    find none at all), so young collections suffice while it runs; cyclic garbage that outlives
+    one stays until the thresholds come back, and what was built is walked by the first
+    collections of the older generations after that.
     """
-    saved = gc.get_threshold()
-    gc.set_threshold(*GC_THRESHOLDS)
+    return _young_collections.hold()
+
+
+@contextmanager
+def young_collections_only() -> Iterator[None]:
+    """:func:`hold_young_collections` for the block."""
+    release = hold_young_collections()
     try:
         yield
     finally:
-        gc.set_threshold(*saved)
+        release()
 
 
 class RealTimeScheduler:

@@ -3,13 +3,21 @@
 //!
 //! A simulated cluster of a hundred brokers applies every UpdateMetadata fan-out a hundred times,
 //! and checks after every quiet point that each cache matches the store (invariant I7). So a cache
-//! entry is a reference into the request's shared payload (every broker of a fan-out points at the
-//! same entries instead of holding a copy), partitions are indexed by id, and the digest (a
-//! wrapping sum of one [`metadata_digest`] per cached partition) lets that check compare one number
-//! per broker instead of every partition.
+//! entry is a reference into the request's shared payload, partitions are indexed by id, and the
+//! digest (a wrapping sum of one [`metadata_digest`] per cached partition) lets that check compare
+//! one number per broker instead of every partition.
+//!
+//! The caches of a cluster's brokers hold the same states nearly all the time, and receive the
+//! same fan-outs in the same order. So a cache's contents are immutable and shared ([`Contents`]:
+//! topics of chunks of partitions, each behind an `Arc`, copied on write), and a payload remembers
+//! what it did to each cache state it was applied to ([`Applied`]): the first broker of a fan-out
+//! applies it, copying the chunks it changes, and every other broker in the same state takes the
+//! result. A broker whose cache came to the same contents by another way (a restarted broker, from
+//! its full UpdateMetadata) joins the others' state once the two are found equal, entry for entry.
+//! Each broker's cache still holds exactly what it was sent, whenever it is read.
 
 use std::hash::Hasher;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 use rustc_hash::FxHasher;
 
@@ -67,43 +75,115 @@ pub fn entry_digest(topic: &str, partition: i32, e: &UpdateMetadataEntry) -> u64
 /// The entries of one UpdateMetadata payload, shared by every cache that applied it.
 pub type Payload = Arc<Vec<UpdateMetadataEntry>>;
 
-/// A cached partition: entry `at` of `payload`, and its digest.
+/// A hash of all a reader sees of an entry whose [`entry_digest`] is `digest` (the controller epoch
+/// and offline replicas too, which that leaves out): two cache states whose sums of these agree
+/// are compared entry for entry before one is taken for the other.
+fn exact_digest(digest: u64, e: &UpdateMetadataEntry) -> u64 {
+    let mut h = FxHasher::default();
+    h.write_u64(digest);
+    h.write_i32(e.controller_epoch);
+    h.write_usize(e.offline_replicas.len());
+    for &broker in &e.offline_replicas {
+        h.write_i32(broker);
+    }
+    mix(h.finish())
+}
+
+/// Partitions per chunk: what a cache copies to change one partition of a shared state.
+const CHUNK: usize = 64;
+
+/// A cached partition: entry `at` of `payload`, and its digests.
 #[derive(Clone, Debug)]
 struct Slot {
     payload: Payload,
     at: u32,
     digest: u64,
+    exact: u64,
 }
 
 impl Slot {
     fn state(&self) -> &UpdateMetadataEntry {
         &self.payload[self.at as usize]
     }
+
+    /// Whether a reader sees the same state in both (the engine's partition index aside).
+    fn same(&self, other: &Slot) -> bool {
+        if Arc::ptr_eq(&self.payload, &other.payload) && self.at == other.at {
+            return true;
+        }
+        let (a, b) = (self.state(), other.state());
+        (
+            a.controller_epoch,
+            a.leader,
+            a.leader_epoch,
+            a.partition_epoch,
+        ) == (
+            b.controller_epoch,
+            b.leader,
+            b.leader_epoch,
+            b.partition_epoch,
+        ) && (a.isr == b.isr
+            && a.replicas == b.replicas
+            && a.offline_replicas == b.offline_replicas)
+    }
 }
 
-/// One topic's cached partitions, indexed by partition id (ids are dense from 0).
-#[derive(Debug, Default)]
+type Chunk = [Option<Slot>; CHUNK];
+
+fn same_chunk(a: Option<&Arc<Chunk>>, b: Option<&Arc<Chunk>>) -> bool {
+    const EMPTY: &Chunk = &[const { None }; CHUNK];
+    match (a, b) {
+        (Some(a), Some(b)) if Arc::ptr_eq(a, b) => true,
+        _ => {
+            let (a, b) = (a.map_or(EMPTY, |c| &**c), b.map_or(EMPTY, |c| &**c));
+            a.iter().zip(b).all(|pair| match pair {
+                (None, None) => true,
+                (Some(a), Some(b)) => a.same(b),
+                _ => false,
+            })
+        }
+    }
+}
+
+/// One topic's cached partitions, indexed by partition id (ids are dense from 0) in chunks.
+#[derive(Clone, Debug, Default)]
 struct Partitions {
-    slots: Vec<Option<Slot>>,
+    chunks: Vec<Option<Arc<Chunk>>>,
     len: usize,
 }
 
-#[derive(Debug, Default)]
-pub struct MetadataCache {
-    topics: HashMap<Arc<str>, Partitions>,
-    digest: u64,
+impl Partitions {
+    fn get(&self, id: usize) -> Option<&Slot> {
+        self.chunks.get(id / CHUNK)?.as_ref()?[id % CHUNK].as_ref()
+    }
+
+    fn same(&self, other: &Partitions) -> bool {
+        self.len == other.len
+            && (0..self.chunks.len().max(other.chunks.len())).all(|c| {
+                same_chunk(
+                    self.chunks.get(c).and_then(Option::as_ref),
+                    other.chunks.get(c).and_then(Option::as_ref),
+                )
+            })
+    }
 }
 
-impl MetadataCache {
-    /// Apply a payload: entry `i` is the state of `keys[i]`, with digest `digests[i]`; a leader of
-    /// -2 (the topic is being deleted) removes the partition. Returns the indices of the entries
-    /// that removed a cached partition. Keys come grouped by topic, so a topic is looked up once
-    /// per run of its partitions.
-    pub fn apply(
+/// A state of a cache, shared by the caches in it and copied on write.
+#[derive(Clone, Debug, Default)]
+struct Contents {
+    topics: HashMap<Arc<str>, Arc<Partitions>>,
+    len: usize,
+    digest: u64,
+    exact: u64,
+}
+
+impl Contents {
+    /// See [`MetadataCache::apply`].
+    fn apply(
         &mut self,
         keys: &[(Arc<str>, i32)],
         payload: &Payload,
-        digests: &[u64],
+        digests: &[(u64, u64)],
     ) -> Vec<usize> {
         let mut removed = Vec::new();
         let mut at = 0;
@@ -113,30 +193,43 @@ impl MetadataCache {
                 Some(partitions) => partitions,
                 None => self.topics.entry(topic.clone()).or_default(),
             };
+            let partitions = Arc::make_mut(partitions);
             for (_, partition) in run {
                 let id = usize::try_from(*partition).expect("partition ids are not negative");
+                let (c, i) = (id / CHUNK, id % CHUNK);
                 let old = if payload[at].leader == LEADER_DURING_DELETE {
-                    let old = partitions.slots.get_mut(id).and_then(Option::take);
+                    let old = match partitions.chunks.get_mut(c) {
+                        Some(Some(chunk)) if chunk[i].is_some() => Arc::make_mut(chunk)[i].take(),
+                        _ => None,
+                    };
                     if old.is_some() {
                         removed.push(at);
                     }
                     old
                 } else {
-                    if partitions.slots.len() <= id {
-                        partitions.slots.resize(id + 1, None);
+                    if partitions.chunks.len() <= c {
+                        partitions.chunks.resize(c + 1, None);
                     }
+                    let chunk = partitions.chunks[c]
+                        .get_or_insert_with(|| Arc::new(std::array::from_fn(|_| None)));
+                    let (digest, exact) = digests[at];
                     let slot = Slot {
                         payload: payload.clone(),
                         at: u32::try_from(at).expect("fewer than 2^32 entries"),
-                        digest: digests[at],
+                        digest,
+                        exact,
                     };
-                    self.digest = self.digest.wrapping_add(slot.digest);
+                    self.digest = self.digest.wrapping_add(digest);
+                    self.exact = self.exact.wrapping_add(exact);
                     partitions.len += 1;
-                    partitions.slots[id].replace(slot)
+                    self.len += 1;
+                    Arc::make_mut(chunk)[i].replace(slot)
                 };
                 if let Some(old) = old {
                     self.digest = self.digest.wrapping_sub(old.digest);
+                    self.exact = self.exact.wrapping_sub(old.exact);
                     partitions.len -= 1;
+                    self.len -= 1;
                 }
                 at += 1;
             }
@@ -147,45 +240,159 @@ impl MetadataCache {
         removed
     }
 
+    /// Whether a reader sees the same in both (compared in full only when the digests agree).
+    fn same(&self, other: &Contents) -> bool {
+        (self.len, self.digest, self.exact, self.topics.len())
+            == (other.len, other.digest, other.exact, other.topics.len())
+            && self.topics.iter().all(|(topic, partitions)| {
+                other
+                    .topics
+                    .get(topic)
+                    .is_some_and(|o| Arc::ptr_eq(partitions, o) || partitions.same(o))
+            })
+    }
+}
+
+/// A payload applied to a cache in state `before` left it in state `after`, removing `removed`.
+#[derive(Debug)]
+struct Transition {
+    before: Weak<Contents>,
+    after: Weak<Contents>,
+    removed: Vec<usize>,
+}
+
+/// What the caches that apply one payload share: its entries' digests, and the states it took
+/// caches from and to (held weakly: a state lives while a cache is in it).
+#[derive(Debug, Default)]
+pub struct Applied {
+    digests: OnceLock<Vec<(u64, u64)>>,
+    transitions: Mutex<Vec<Transition>>,
+}
+
+impl Applied {
+    fn digests(&self, keys: &[(Arc<str>, i32)], payload: &Payload) -> &[(u64, u64)] {
+        self.digests.get_or_init(|| {
+            keys.iter()
+                .zip(payload.iter())
+                .map(|((topic, partition), e)| {
+                    let digest = entry_digest(topic, *partition, e);
+                    (digest, exact_digest(digest, e))
+                })
+                .collect()
+        })
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct MetadataCache {
+    contents: Arc<Contents>,
+}
+
+impl MetadataCache {
+    /// Apply a payload (`applied` is the payload's own, shared with every cache it is applied
+    /// to): entry `i` is the state of `keys[i]`; a leader of -2 (the topic is being deleted)
+    /// removes the partition. Returns the indices of the entries that removed a cached partition.
+    /// Keys come grouped by topic, so a topic is looked up once per run of its partitions.
+    ///
+    /// A cache in a state the payload was already applied to takes the state that came of it;
+    /// otherwise it applies the payload, copying what it changes of a shared state, and takes
+    /// instead any state the payload led to that holds the same (so that caches that parted ways
+    /// share again once they agree).
+    pub fn apply(
+        &mut self,
+        keys: &[(Arc<str>, i32)],
+        payload: &Payload,
+        applied: &Applied,
+    ) -> Vec<usize> {
+        if keys.is_empty() {
+            return Vec::new();
+        }
+        let digests = applied.digests(keys, payload);
+        let mut transitions = applied
+            .transitions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        transitions.retain(|t| t.after.strong_count() > 0);
+        let here = Arc::as_ptr(&self.contents);
+        let done = transitions
+            .iter()
+            .filter(|t| std::ptr::eq(t.before.as_ptr(), here));
+        if let Some((after, removed)) = done
+            .filter_map(|t| Some((t.after.upgrade()?, &t.removed)))
+            .next()
+        {
+            self.contents = after;
+            return removed.clone();
+        }
+        // A state no other cache is in cannot be reached again: it is not recorded, and changed in place.
+        let before = if Arc::strong_count(&self.contents) > 1 {
+            Arc::downgrade(&self.contents)
+        } else {
+            Weak::new()
+        };
+        let removed = Arc::make_mut(&mut self.contents).apply(keys, payload, digests);
+        let same = transitions
+            .iter()
+            .filter_map(|t| t.after.upgrade())
+            .find(|c| c.same(&self.contents));
+        if let Some(same) = same {
+            self.contents = same;
+        }
+        transitions.push(Transition {
+            before,
+            after: Arc::downgrade(&self.contents),
+            removed: removed.clone(),
+        });
+        removed
+    }
+
     pub fn get(&self, topic: &str, partition: i32) -> Option<&UpdateMetadataEntry> {
         let id = usize::try_from(partition).ok()?;
-        self.topics
-            .get(topic)?
-            .slots
-            .get(id)?
-            .as_ref()
-            .map(Slot::state)
+        self.contents.topics.get(topic)?.get(id).map(Slot::state)
     }
 
     pub fn has_topic(&self, topic: &str) -> bool {
-        self.topics.contains_key(topic)
+        self.contents.topics.contains_key(topic)
     }
 
     /// Every cached partition, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, i32, &UpdateMetadataEntry)> {
-        self.topics.iter().flat_map(|(topic, partitions)| {
+        self.contents.topics.iter().flat_map(|(topic, partitions)| {
             partitions
-                .slots
+                .chunks
                 .iter()
                 .enumerate()
-                .filter_map(move |(id, slot)| {
-                    let partition = i32::try_from(id).expect("partition ids fit an i32");
-                    slot.as_ref().map(|s| (&**topic, partition, s.state()))
+                .flat_map(move |(c, chunk)| {
+                    chunk
+                        .iter()
+                        .flat_map(|slots| slots.iter())
+                        .enumerate()
+                        .filter_map(move |(i, slot)| {
+                            let partition =
+                                i32::try_from(c * CHUNK + i).expect("partition ids fit an i32");
+                            slot.as_ref().map(|s| (&**topic, partition, s.state()))
+                        })
                 })
         })
     }
 
     pub fn len(&self) -> usize {
-        self.topics.values().map(|p| p.len).sum()
+        self.contents.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.topics.is_empty()
+        self.contents.len == 0
     }
 
     /// The wrapping sum of the cached partitions' [`metadata_digest`]s.
     pub fn digest(&self) -> u64 {
-        self.digest
+        self.contents.digest
+    }
+
+    /// Whether `other` is in the very same (shared) state.
+    #[cfg(test)]
+    fn shares_state_with(&self, other: &MetadataCache) -> bool {
+        Arc::ptr_eq(&self.contents, &other.contents)
     }
 }
 
@@ -207,22 +414,37 @@ mod tests {
         }
     }
 
-    /// Apply `(topic, partition, entry)`s as one payload; returns the removed keys.
+    /// `(topic, partition, entry)`s as one payload: its keys, entries and what its caches share.
+    type Sent = (Vec<(Arc<str>, i32)>, Payload, Applied);
+
+    fn payload(items: &[(&Arc<str>, i32, UpdateMetadataEntry)]) -> Sent {
+        let keys = items.iter().map(|(t, p, _)| ((*t).clone(), *p)).collect();
+        let entries = Arc::new(items.iter().map(|(_, _, e)| e.clone()).collect());
+        (keys, entries, Applied::default())
+    }
+
+    /// Apply a payload; returns the removed keys.
+    fn apply(cache: &mut MetadataCache, (keys, entries, applied): &Sent) -> Vec<(String, i32)> {
+        (cache.apply(keys, entries, applied).into_iter())
+            .map(|i| (keys[i].0.to_string(), keys[i].1))
+            .collect()
+    }
+
+    /// Apply `(topic, partition, entry)`s as a payload of their own; returns the removed keys.
     fn put(
         cache: &mut MetadataCache,
         items: &[(&Arc<str>, i32, UpdateMetadataEntry)],
     ) -> Vec<(String, i32)> {
-        let keys: Vec<(Arc<str>, i32)> = items.iter().map(|(t, p, _)| ((*t).clone(), *p)).collect();
-        let digests: Vec<u64> = items
+        apply(cache, &payload(items))
+    }
+
+    fn contents(cache: &MetadataCache) -> Vec<(String, i32, UpdateMetadataEntry)> {
+        let mut items: Vec<_> = cache
             .iter()
-            .map(|(t, p, e)| entry_digest(t, *p, e))
+            .map(|(t, p, e)| (t.to_owned(), p, e.clone()))
             .collect();
-        let payload: Payload = Arc::new(items.iter().map(|(_, _, e)| e.clone()).collect());
-        cache
-            .apply(&keys, &payload, &digests)
-            .into_iter()
-            .map(|i| (keys[i].0.to_string(), keys[i].1))
-            .collect()
+        items.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        items
     }
 
     #[test]
@@ -266,6 +488,73 @@ mod tests {
             1
         );
         assert!(!cache.has_topic("a") && cache.is_empty() && cache.digest() == 0);
+    }
+
+    #[test]
+    fn caches_in_one_state_share_what_a_payload_made_of_it() {
+        let a: Arc<str> = "a".into();
+        let mut first = MetadataCache::default();
+        put(&mut first, &[(&a, 0, entry(1, 0)), (&a, 100, entry(1, 0))]);
+        let mut second = MetadataCache {
+            contents: first.contents.clone(),
+        };
+        let mut third = MetadataCache {
+            contents: first.contents.clone(),
+        };
+        let change = payload(&[(&a, 100, entry(2, 1))]);
+        apply(&mut first, &change);
+        apply(&mut second, &change);
+        assert!(first.shares_state_with(&second));
+        assert_eq!(second.get("a", 100), Some(&entry(2, 1)));
+        // The third missed it: it keeps its own state, and what it is sent next is its own.
+        assert_eq!(third.get("a", 100), Some(&entry(1, 0)));
+        let next = payload(&[(&a, 0, entry(3, 2))]);
+        apply(&mut first, &next);
+        apply(&mut third, &next);
+        assert!(!first.shares_state_with(&third));
+        assert_eq!(
+            (third.get("a", 0), third.get("a", 100)),
+            (Some(&entry(3, 2)), Some(&entry(1, 0)))
+        );
+        assert_eq!(
+            (first.get("a", 0), first.get("a", 100)),
+            (Some(&entry(3, 2)), Some(&entry(2, 1)))
+        );
+        // Once the third is sent what it missed, it holds the same as the first: it joins its state.
+        apply(&mut third, &payload(&[(&a, 100, entry(2, 1))]));
+        let last = payload(&[(&a, 1, entry(1, 0))]);
+        apply(&mut first, &last);
+        apply(&mut third, &last);
+        assert!(first.shares_state_with(&third));
+        assert_eq!(contents(&first).len(), 3);
+        // The second, one payload behind, still takes the state the first was in.
+        apply(&mut second, &next);
+        assert_eq!(
+            contents(&second),
+            contents(&{
+                let mut c = MetadataCache::default();
+                put(&mut c, &[(&a, 0, entry(3, 2)), (&a, 100, entry(2, 1))]);
+                c
+            })
+        );
+    }
+
+    #[test]
+    fn states_that_differ_only_in_what_the_digest_leaves_out_are_not_shared() {
+        let a: Arc<str> = "a".into();
+        let mut offline = entry(1, 0);
+        offline.offline_replicas = smallvec![2];
+        let mut one = MetadataCache::default();
+        put(&mut one, &[(&a, 0, offline.clone())]);
+        let mut two = MetadataCache::default();
+        put(&mut two, &[(&a, 0, entry(1, 0))]);
+        assert_eq!(one.digest(), two.digest());
+        let next = payload(&[(&a, 1, entry(1, 0))]);
+        apply(&mut one, &next);
+        apply(&mut two, &next);
+        assert!(!one.shares_state_with(&two));
+        assert_eq!(one.get("a", 0), Some(&offline));
+        assert_eq!(two.get("a", 0), Some(&entry(1, 0)));
     }
 
     #[test]

@@ -507,6 +507,7 @@ impl RequestBatch {
     pub fn add_update_metadata(&mut self, ctx: &Context, brokers: &[BrokerId], parts: &[Part]) {
         self.update_metadata_brokers
             .extend(brokers.iter().copied().filter(|b| *b >= 0));
+        self.update_metadata_parts.reserve(parts.len()); // a new broker's: every partition at once
         for &p in parts {
             if let Some(lice) = ctx.leadership(p) {
                 self.put_update_metadata(ctx, p, &lice);

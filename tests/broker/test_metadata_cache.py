@@ -3,11 +3,14 @@ matches the store (invariant I7), against the full comparison they stand in for.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from kctl._engine import MetadataCache, PartitionStates, metadata_digest
-from kctl.broker import ExpectedMetadata, MetadataSnapshot
+from kctl.broker import BrokerAgent, BrokerMetadataCache, ExpectedMetadata, MetadataSnapshot
 from kctl.cluster import EmbeddedCluster
+from kctl.errors import Errors
 from kctl.model import TopicPartition
 from kctl.requests import UpdateMetadataPartitionState, UpdateMetadataRequest
 
@@ -57,6 +60,31 @@ def test_native_payloads_and_their_python_objects_cache_the_same() -> None:
         native.update(payload)
         python.update(tuple(payload))
     assert native.items() == python.items() and native.digest == python.digest and len(native) == 8
+
+
+def test_caches_sent_different_updates_keep_their_own_contents() -> None:
+    """A native payload is applied once per cache state and shared: caches that were each sent a
+    different selection of the same payloads (a broker that missed some) still hold exactly what
+    their own updates give, after every payload, as caches reading state objects (shared with
+    nobody) do."""
+    with EmbeddedCluster(4, engine="rust", seed=3) as cluster:
+        cluster.create_topic("t", 40, 3)
+        cluster.kill_broker(2)
+        cluster.run_until_stable()
+        cluster.start_broker(2)
+        cluster.run_until_stable()
+        payloads = list({id(p): p for r in cluster.sent_requests if isinstance(r.request, UpdateMetadataRequest)
+                         and len(p := r.request.partition_states)}.values())
+    assert len(payloads) >= 8
+    sent_to = [lambda i: True, lambda i: i % 3 != 1, lambda i: i != 2, lambda i: i % 2 == 0, lambda i: True]
+    caches, own = [MetadataCache() for _ in sent_to], [MetadataCache() for _ in sent_to]
+    for i, payload in enumerate(payloads):
+        for cache, alone, sent in zip(caches, own, sent_to):
+            if sent(i):
+                assert cache.update(payload) == alone.update(tuple(payload))
+        for cache, alone in zip(caches, own):
+            assert cache.items() == alone.items() and cache.digest == alone.digest and len(cache) == len(alone)
+    assert any(c.items() != caches[0].items() for c in caches[1:])  # some did end up apart
 
 
 def test_an_item_that_is_not_a_state_is_a_clear_error_and_nothing_is_applied() -> None:
@@ -111,6 +139,46 @@ def test_expected_metadata_follows_the_store_through_every_operation(engine: str
             cluster.run_until_stable(600)
             check()
         assert cluster.is_stable() and cluster.metadata_mismatches() == []
+
+
+def own_replay(agent: BrokerAgent) -> dict[TopicPartition, UpdateMetadataPartitionState | None]:
+    """What a cache of the broker's own holds after the UpdateMetadata requests its running process
+    accepted, applied one by one as state objects (no payload shared with another broker)."""
+    replay = BrokerMetadataCache()
+    for handled in agent.handled:
+        request = handled.request
+        if (handled.broker_epoch == agent.broker_epoch and isinstance(request, UpdateMetadataRequest)
+                and handled.response.error is Errors.NONE):
+            replay.update(replace(request, partition_states=tuple(request.partition_states)))
+    return {tp: replay.partition_state(tp) for tp in replay.partitions()}
+
+
+@pytest.mark.parametrize("engine", ["rust", "reference"])
+def test_each_broker_s_cache_holds_what_its_own_updates_give(engine: str) -> None:
+    """Brokers' caches share their states (a fan-out is applied once per state, and a restarted
+    broker's cache joins the others' once they agree), yet each holds exactly what its own accepted
+    UpdateMetadata requests give, at every step of crashes, restarts, a controlled shutdown, a
+    reassignment, a deletion and a new controller."""
+    with EmbeddedCluster(6, racks=["a", "b", "c"] * 2, engine=engine, seed=3) as cluster:
+        steps = [
+            lambda: cluster.create_topic("a", 30, 3),
+            lambda: cluster.create_topic("b", 20, 2),
+            lambda: cluster.kill_broker(2),
+            lambda: cluster.start_broker(2),
+            lambda: cluster.shutdown_broker(1),
+            lambda: cluster.start_broker(1),
+            lambda: cluster.reassign({TopicPartition("a", 0): [4, 5, 6]}),
+            lambda: cluster.delete_topic("b", wait=False),
+            lambda: cluster.kill_controller(),
+        ]
+        for step in steps:
+            step()
+            cluster.run_until_stable(600)
+            for broker in cluster.live_brokers():
+                agent = cluster.brokers[broker]
+                cache = agent.metadata_cache
+                assert {tp: cache.partition_state(tp) for tp in cache.partitions()} == own_replay(agent)
+        assert cluster.metadata_mismatches() == []
 
 
 @pytest.mark.usefixtures("engine")

@@ -50,6 +50,8 @@ from kctl.errors import (
     error_of,
 )
 from kctl.model import (
+    INT32_MAX,
+    INT32_MIN,
     INT64_MAX,
     INT64_MIN,
     NO_LEADER,
@@ -1532,8 +1534,16 @@ def _check_sender(broker_id: object, broker_epoch: object) -> None:
     validate_int("broker epoch", broker_epoch, INT64_MIN, INT64_MAX, InvalidRequestError)
 
 
+def _plain_int32s(values: Iterable[object]) -> bool:
+    """Whether every value is a plain ``int`` within Kafka's ``Int``: a check that passes without
+    naming the field (a rolling restart's AlterPartitions carry hundreds of thousands of them)."""
+    return all(type(v) is int and INT32_MIN <= v <= INT32_MAX for v in values)
+
+
 def _check_alter_partition(broker_id: object, broker_epoch: object, changes: Mapping[TopicPartition, LeaderAndIsr]) -> None:
     _check_sender(broker_id, broker_epoch)
+    if all(_plain_int32s((tp.partition, p.leader, p.leader_epoch, p.partition_epoch, *p.isr)) for tp, p in changes.items()):
+        return  # nearly always; otherwise the checks below name the first field refused
     _check_partitions(changes)
     for tp, proposed in changes.items():
         fields = [("leader", proposed.leader), ("leader epoch", proposed.leader_epoch), ("partition epoch", proposed.partition_epoch)]

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use crate::metadata::{entry_digest, metadata_digest as digest, MetadataCache as Cache, Payload};
+use crate::metadata::{metadata_digest as digest, Applied, MetadataCache as Cache, Payload};
 use crate::model::Brokers;
 use crate::py::payload::PartitionStates;
 use crate::requests::UpdateMetadataEntry;
@@ -26,14 +26,14 @@ fn state_tuple(e: &UpdateMetadataEntry) -> StateTuple {
     )
 }
 
-/// A payload's keys, shared entries and entry digests.
-type Built = (Vec<(Arc<str>, i32)>, Payload, Vec<u64>);
+/// A payload's keys and entries.
+type Built = (Vec<(Arc<str>, i32)>, Payload);
 
 /// A payload built from `kctl.requests.UpdateMetadataPartitionState` objects (the reference
-/// engine's requests), in the shape of a native one: keys, entries, digests.
+/// engine's requests), in the shape of a native one: keys and entries.
 fn payload_of(states: &Bound<'_, PyAny>) -> PyResult<Built> {
     let mut keys: Vec<(Arc<str>, i32)> = Vec::new();
-    let (mut entries, mut digests) = (Vec::new(), Vec::new());
+    let mut entries = Vec::new();
     for item in states.try_iter()? {
         let item = item?;
         let topic: String = item.getattr("topic")?.extract()?;
@@ -58,11 +58,10 @@ fn payload_of(states: &Bound<'_, PyAny>) -> PyResult<Built> {
             Some((last, _)) if **last == *topic => Arc::clone(last),
             _ => topic.into(),
         };
-        digests.push(entry_digest(&topic, partition, &entry));
         keys.push((topic, partition));
         entries.push(entry);
     }
-    Ok((keys, Arc::new(entries), digests))
+    Ok((keys, Arc::new(entries)))
 }
 
 #[pyclass(module = "kctl._engine")]
@@ -79,23 +78,23 @@ impl MetadataCache {
     }
 
     /// Apply an UpdateMetadata request's partition states (a native payload is shared with the
-    /// other brokers' caches, without a Python object per partition; any other sequence of
-    /// `UpdateMetadataPartitionState` is read state by state). Returns the `(topic, partition)`s
-    /// removed by a leader of -2.
+    /// other brokers' caches, without a Python object per partition, and applied once per cache
+    /// state; any other sequence of `UpdateMetadataPartitionState` is read state by state).
+    /// Returns the `(topic, partition)`s removed by a leader of -2.
     fn update(&mut self, states: &Bound<'_, PyAny>) -> PyResult<Vec<(String, i32)>> {
         let native = states.cast::<PartitionStates>().ok();
         let view = native.as_ref().and_then(|p| p.get().update_metadata());
-        let built;
-        let (keys, payload, digests) = match view {
-            Some((keys, payload, digests)) => (keys, payload, digests),
+        let (built, alone);
+        let (keys, payload, applied) = match view {
+            Some(view) => view,
             None => {
-                built = payload_of(states)?;
-                (&built.0[..], &built.1, &built.2[..])
+                (built, alone) = (payload_of(states)?, Applied::default());
+                (&built.0[..], &built.1, &alone)
             }
         };
         Ok(self
             .cache
-            .apply(keys, payload, digests)
+            .apply(keys, payload, applied)
             .into_iter()
             .map(|i| (keys[i].0.to_string(), keys[i].1))
             .collect())

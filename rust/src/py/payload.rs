@@ -12,13 +12,13 @@ use pyo3::types::{PyBytes, PyIterator, PyTuple};
 
 use crate::context::{Context, Part};
 use crate::kafkawire;
-use crate::metadata::{entry_digest, Payload};
+use crate::metadata::{Applied, Payload};
 use crate::py::classes::classes;
 use crate::requests::{HasHead, Head, LeaderAndIsrEntry, StopReplicaEntry, UpdateMetadataEntry};
 
 mod rows;
 
-pub type UpdateMetadataView<'a> = (&'a [(Arc<str>, i32)], &'a Payload, &'a [u64]);
+pub type UpdateMetadataView<'a> = (&'a [(Arc<str>, i32)], &'a Payload, &'a Applied);
 
 pub enum Entries {
     LeaderAndIsr(Vec<LeaderAndIsrEntry>),
@@ -41,9 +41,9 @@ pub struct PartitionStates {
     keys: OnceLock<Vec<(Arc<str>, i32)>>,
     entries: Entries,
     materialized: PyOnceLock<Py<PyTuple>>,
-    /// The `metadata_digest` of each UpdateMetadata entry, computed by the first broker cache that
-    /// applies the payload for all the others.
-    digests: OnceLock<Vec<u64>>,
+    /// What the broker caches that apply an UpdateMetadata payload share (its entries' digests,
+    /// computed by the first for all the others, and the cache states it led to).
+    applied: Applied,
 }
 
 impl PartitionStates {
@@ -59,7 +59,7 @@ impl PartitionStates {
             keys: OnceLock::new(),
             entries,
             materialized: PyOnceLock::new(),
-            digests: OnceLock::new(),
+            applied: Applied::default(),
         }
     }
 
@@ -73,20 +73,13 @@ impl PartitionStates {
         })
     }
 
-    /// The `(topic, partition)` keys, entries and entry digests of an UpdateMetadata payload (None
-    /// for the others).
+    /// The `(topic, partition)` keys, entries and shared application of an UpdateMetadata payload
+    /// (None for the others).
     pub fn update_metadata(&self) -> Option<UpdateMetadataView<'_>> {
         let Entries::UpdateMetadata(entries) = &self.entries else {
             return None;
         };
-        let keys = self.keys();
-        let digests = self.digests.get_or_init(|| {
-            keys.iter()
-                .zip(entries.iter())
-                .map(|((topic, partition), e)| entry_digest(topic, *partition, e))
-                .collect()
-        });
-        Some((keys, entries, digests))
+        Some((self.keys(), entries, &self.applied))
     }
 
     fn materialized<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
