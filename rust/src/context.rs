@@ -594,7 +594,12 @@ impl Context {
                 .is_none_or(|dirs| !dirs.contains(&p))
     }
 
+    /// No entry for an empty set: every LeaderAndIsr answer without a storage error adds one,
+    /// and an entry, even empty, turns off the indexed search for offline leaders.
     pub fn add_replicas_on_offline_dirs(&mut self, broker: BrokerId, parts: &[Part]) {
+        if parts.is_empty() {
+            return;
+        }
         self.offline_dirs
             .entry(broker)
             .or_default()
@@ -1733,6 +1738,8 @@ mod tests {
         check(&ctx, false, "no leader");
         ctx.put_leadership(x3, &lice(4, &[4]));
         check(&ctx, true, "led again");
+        ctx.add_replicas_on_offline_dirs(1, &[]);
+        check(&ctx, true, "a LeaderAndIsr answer without a storage error");
         ctx.add_replicas_on_offline_dirs(1, &[x3]);
         check(&ctx, false, "an offline log directory");
         ctx.clear_replicas_on_offline_dirs(&[1]);

@@ -159,7 +159,9 @@ class ReferenceContext(ControllerContext):
         return offline is None or tp not in offline
 
     def add_replicas_on_offline_dirs(self, broker_id: int, partitions: Iterable[TopicPartition]) -> None:
-        self._offline_dirs.setdefault(broker_id, set()).update(partitions)
+        partitions = set(partitions)
+        if partitions:  # no entry for none, as the native context
+            self._offline_dirs.setdefault(broker_id, set()).update(partitions)
 
     def remove_replicas_on_offline_dirs(self, broker_id: int, partitions: Iterable[TopicPartition]) -> None:
         offline = self._offline_dirs.get(broker_id)
