@@ -225,6 +225,21 @@ def test_a_placed_topic_too_large_for_a_znode_by_its_broker_ids_is_refused() -> 
         assert len(cluster.store.get_topic_assignments(["mixed"]).values["mixed"].partitions) == len(placed)
 
 
+def test_a_placed_topic_well_under_the_limit_is_not_encoded_to_be_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Encoding 10K partitions to measure them cost more than placing them: below the bound it is skipped."""
+
+    def measured(name: str, assignment: object) -> None:
+        raise AssertionError(f"topic {name} was encoded to be measured")
+
+    monkeypatch.setattr(admin, "check_assignment_fits", measured)
+    store = MemoryStore()
+    placed = admin.create_topic(store, "t", broker_racks={b: f"rack-{b % 3}" for b in range(100)}, partitions=10_000,
+                                replication_factor=3)
+    assert len(store.get_topic_assignments(["t"]).values["t"].partitions) == len(placed) == 10_000
+    with pytest.raises(AssertionError, match="encoded to be measured"):  # an explicit assignment always is
+        admin.create_topic(store, "u", broker_racks=dict.fromkeys([1, 2]), assignment={0: [1, 2]})
+
+
 @pytest.mark.parametrize("broker_ids", [[1, 2, 3], [10, 11, 12, 13], [5, 100, 7], list(range(100, 130))])
 def test_the_most_a_placed_topic_takes_bounds_its_znode(broker_ids: list[int]) -> None:
     """An upper bound of the encoded assignment, exact when every broker id has as many digits."""
