@@ -28,6 +28,9 @@ from kctl.errors import IllegalArgumentError, InvalidPartitionsError, InvalidRep
 from kctl.model import BrokerInfo, EndPoint, ReplicaAssignment, TopicPartition
 from kctl.scheduler import RealTimeScheduler, SimulatedScheduler
 from kctl.sim import ScenarioError, parse_scenario
+from kctl.stores.base import TopicAssignment
+from kctl.stores.memory import MemoryStore
+from kctl.stores.zkdata import TopicZNode
 from kctl.stores.zookeeper import JUTE_MAXBUFFER, ZooKeeperStore
 from kctl.testing.zookeeper import ZooKeeperEnsemble, zookeeper_chroot, zookeeper_server
 from kctl.tools.client import AdminClient
@@ -202,6 +205,53 @@ def test_an_explicit_assignment_too_large_for_a_znode_is_refused() -> None:
             within(lambda: admin.create_topic(cluster.store, "wide", broker_racks=dict.fromkeys([1, 2, 3]),
                                               assignment=wide))
         assert cluster.store.tree.zxid == zxid  # type: ignore[attr-defined]
+
+
+@pytest.mark.usefixtures("engine")
+def test_a_placed_topic_too_large_for_a_znode_by_its_broker_ids_is_refused() -> None:
+    """The count passes the one-digit bound, but three-digit broker ids make the assignment too
+    large: the measure that placement skips below the limit still runs near it."""
+    fits = admin.max_partitions(3)
+    with EmbeddedCluster(3, simulated=True, record_history=False) as cluster:
+        zxid = cluster.store.tree.zxid  # type: ignore[attr-defined]
+        with pytest.raises(InvalidReplicaAssignmentError, match="Topic 'wide': the assignment of .* more than fits"):
+            within(lambda: admin.create_topic(cluster.store, "wide", broker_racks=dict.fromkeys([100, 101, 102]),
+                                              partitions=fits, replication_factor=3))
+        assert cluster.store.tree.zxid == zxid  # type: ignore[attr-defined]
+        # over the bound of three-digit ids, but two of the three brokers have one digit: it fits
+        placed = admin.create_topic(cluster.store, "mixed", broker_racks=dict.fromkeys([1, 2, 100]),
+                                    partitions=fits * 4 // 5, replication_factor=3)
+        assert admin.most_topic_znode_bytes(len(placed), 3, [1, 2, 100], "A" * 22) > JUTE_MAXBUFFER
+        assert len(cluster.store.get_topic_assignments(["mixed"]).values["mixed"].partitions) == len(placed)
+
+
+def test_a_placed_topic_well_under_the_limit_is_not_encoded_to_be_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Encoding 10K partitions to measure them cost more than placing them: below the bound it is skipped."""
+
+    def measured(name: str, assignment: object) -> None:
+        raise AssertionError(f"topic {name} was encoded to be measured")
+
+    monkeypatch.setattr(admin, "check_assignment_fits", measured)
+    store = MemoryStore()
+    placed = admin.create_topic(store, "t", broker_racks={b: f"rack-{b % 3}" for b in range(100)}, partitions=10_000,
+                                replication_factor=3)
+    assert len(store.get_topic_assignments(["t"]).values["t"].partitions) == len(placed) == 10_000
+    with pytest.raises(AssertionError, match="encoded to be measured"):  # an explicit assignment always is
+        admin.create_topic(store, "u", broker_racks=dict.fromkeys([1, 2]), assignment={0: [1, 2]})
+
+
+@pytest.mark.parametrize("broker_ids", [[1, 2, 3], [10, 11, 12, 13], [5, 100, 7], list(range(100, 130))])
+def test_the_most_a_placed_topic_takes_bounds_its_znode(broker_ids: list[int]) -> None:
+    """An upper bound of the encoded assignment, exact when every broker id has as many digits."""
+    for partitions in (1, 9, 10, 11, 100, 1234):
+        for replication_factor in range(1, 4):
+            placed = admin.create_topic(MemoryStore(), "t", broker_racks=dict.fromkeys(broker_ids), partitions=partitions,
+                                        replication_factor=replication_factor, topic_id="B" * 22)
+            encoded = TopicZNode.encode(TopicAssignment({p: ReplicaAssignment(tuple(r)) for p, r in placed.items()}, "B" * 22))
+            most = admin.most_topic_znode_bytes(partitions, replication_factor, broker_ids, "B" * 22)
+            assert len(encoded) <= most
+            if len({len(str(b)) for b in broker_ids}) == 1:
+                assert len(encoded) == most
 
 
 def test_a_cluster_of_too_many_brokers_is_refused_before_it_is_built() -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from kctl.assignment import (
     RackAwareMode,
@@ -57,14 +57,27 @@ def generate_topic_id(rng: random.Random) -> str:
 def least_topic_znode_bytes(partitions: int, replication_factor: int) -> int:
     """A lower bound of the size of a topic's assignment znode (``/brokers/topics/<t>``), known
     before any replica is placed: every partition written as ``"p":[b,…]`` with one-digit ids."""
+    return _topic_znode_bytes(partitions, replication_factor, 1, _EMPTY_TOPIC_ZNODE)
+
+
+def most_topic_znode_bytes(partitions: int, replication_factor: int, broker_ids: Iterable[int], topic_id: str) -> int:
+    """An upper bound of the size of a placed topic's assignment znode: every replica written with
+    as many digits as the largest of ``broker_ids`` (placement fills no reassignment lists)."""
+    empty = len(TopicZNode.encode(TopicAssignment({}, topic_id)))
+    return _topic_znode_bytes(partitions, replication_factor, len(str(max(broker_ids, default=0))), empty)
+
+
+def _topic_znode_bytes(partitions: int, replication_factor: int, id_digits: int, empty: int) -> int:
+    """The size of a topic znode of ``partitions`` lists of ``replication_factor`` ids of
+    ``id_digits`` digits each (``"p":[b,…]`` per partition), its empty form taking ``empty``."""
     if partitions <= 0 or replication_factor <= 0:
-        return _EMPTY_TOPIC_ZNODE
+        return empty
     digits, width, low = 0, 1, 0
     while low < partitions:  # the digits of the partition ids 0 … partitions-1
         high = 10 ** width
         digits += (min(partitions, high) - low) * width
         low, width = high, width + 1
-    return _EMPTY_TOPIC_ZNODE + digits + partitions * (2 * replication_factor + 4) + partitions - 1
+    return empty + digits + partitions * ((id_digits + 1) * replication_factor + 4) + partitions - 1
 
 
 def max_partitions(replication_factor: int) -> int:
@@ -131,6 +144,7 @@ def create_topic(
             f"Topic '{name}' collides with existing topics: {', '.join(clash)} (names may not differ only by '.' and '_')"
         )
     topic_config = validate_topic_config(config)
+    known_id = topic_id or "A" * _TOPIC_ID_LENGTH
     if assignment is not None:
         if partitions is not None or replication_factor is not None:
             raise InvalidReplicaAssignmentError(
@@ -138,14 +152,18 @@ def create_topic(
             )
         validate_replica_assignment(assignment, set(broker_racks))
         placed = {int(p): [int(r) for r in replicas] for p, replicas in sorted(assignment.items())}
+        may_not_fit = True
     else:
         if partitions is None or replication_factor is None:
             raise InvalidPartitionsError("A partition count and a replication factor are required")
         check_topic_fits(name, partitions, replication_factor)
         metadata = broker_metadatas(broker_racks, RackAwareMode.ENFORCED)
         placed = assign_replicas_to_brokers(metadata, partitions, replication_factor, rng=rng)
+        # encoding the assignment to measure it costs more than placing it: only near the limit
+        may_not_fit = most_topic_znode_bytes(partitions, replication_factor, broker_racks, known_id) > JUTE_MAXBUFFER
     replicas = {p: ReplicaAssignment(tuple(r)) for p, r in placed.items()}
-    check_assignment_fits(name, TopicAssignment(replicas, topic_id or "A" * _TOPIC_ID_LENGTH))
+    if may_not_fit:
+        check_assignment_fits(name, TopicAssignment(replicas, known_id))
     store.create_topic(name, replicas, topic_id=topic_id, config=topic_config)
     return placed
 

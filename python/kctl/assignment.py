@@ -280,18 +280,26 @@ def _assign_rack_aware(
 ) -> dict[int, list[int]]:
     arranged = rack_alternated_broker_list(broker_racks)
     n = len(arranged)
-    n_racks = len(set(broker_racks.values()))
+    racks = [broker_racks[b] for b in arranged]
+    n_racks = len(set(racks))
     assignment: dict[int, list[int]] = {}
+    followers = replication_factor - 1
+    offsets: list[int] = []
+    offsets_shift = None
     for partition, first, shift in _partition_leaders(
         n, n_partitions, start_index, replica_shift, first_partition
     ):
+        if shift != offsets_shift:
+            # _replica_index(first, shift * n_racks, k, n) is (first + offsets[k % (n - 1)]) % n
+            offsets = [1 + (shift * n_racks + k) % (n - 1) for k in range(n - 1)] if followers else []
+            offsets_shift = shift
         replicas = [arranged[first]]
-        racks_used = {broker_racks[arranged[first]]}
+        racks_used = {racks[first]}
         k = 0  # carried across followers: each search resumes where the previous one stopped
-        while len(replicas) < replication_factor:
-            candidate = arranged[_replica_index(first, shift * n_racks, k, n)]
+        while len(replicas) <= followers:
+            position = (first + offsets[k % (n - 1)]) % n
             k += 1
-            rack = broker_racks[candidate]
+            candidate, rack = arranged[position], racks[position]
             # Kafka also accepts a used broker once every broker is used; RF <= n rules that out.
             if candidate not in replicas and (rack not in racks_used or len(racks_used) == n_racks):
                 replicas.append(candidate)

@@ -592,12 +592,10 @@ class EmbeddedCluster:
                        what=f"topic {name} to be loaded")
         if wait:
             self.run_until_stable()
-
-        def placed(controller: KafkaController) -> dict[int, tuple[int, ...]]:
-            ctx = controller.context
-            return {tp.partition: ctx.partition_replica_assignment(tp) for tp in ctx.partitions_for_topic(name)}
-
-        return self._on_active_controller(placed)
+        # read from the store, which holds what the controller loaded (looking each partition up in
+        # the controller's context cost as much as placing the replicas)
+        stored = self.store.get_topic_assignments([name]).values.get(name)
+        return {} if stored is None else {p: a.replicas for p, a in sorted(stored.partitions.items())}
 
     def create_partitions(self, topic: str, total: int, assignment: Mapping[int, Sequence[int]] | None = None) -> None:
         future = self._controller().create_partitions({topic: total}, {topic: assignment} if assignment else None)

@@ -711,24 +711,26 @@ class SimulatedReplicaManager:
             leader = self.ledger.replica_manager(leader_id)
             if leader is None:
                 continue  # the leader's broker is down: retry next round, as a fetcher reconnects
-            pending = fetch_from[leader_id]
+            pending, served = fetch_from[leader_id], leader._replicas
             for tp in list(pending):
-                if fetch(replicas[tp], leader, now):
+                if fetch(replicas[tp], leader, served.get(tp), now):
                     del pending[tp]
             if not pending:
                 del fetch_from[leader_id]
         return bool(fetch_from)
 
-    def _fetch(self, r: _Replica, leader: SimulatedReplicaManager, now: float) -> bool:
-        """Fetch one partition from its leader, reading the leader's log in place (the epoch
-        history first when truncating); True when the follower had already caught up."""
-        lr = leader._serving(r.tp, self._broker_id, r.leader_epoch)
-        if lr is None:
+    def _fetch(self, r: _Replica, leader: SimulatedReplicaManager, lr: _Replica | None, now: float) -> bool:
+        """Fetch one partition from its leader (``lr``, the leader's replica of it, read in place:
+        the epoch history first when truncating); True when the follower had already caught up."""
+        if lr is None or lr.role is not _LEADER or lr.leader_epoch != r.leader_epoch:
+            return False
+        follower = lr.followers.get(self._broker_id)
+        if follower is None:
             return False
         if r.truncate:
             self._truncate(r, lr.epochs, lr.leo)
         fetch_offset = r.leo
-        leader._record_fetch(lr, self._broker_id, lr.followers[self._broker_id], fetch_offset, now)
+        leader._record_fetch(lr, self._broker_id, follower, fetch_offset, now)
         return self._apply_fetch(r, fetch_offset, lr.leo, lr.hw, lr.epochs)
 
     def _truncate(self, r: _Replica, epochs: tuple[tuple[int, int], ...], log_end_offset: int) -> None:
