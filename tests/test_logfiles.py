@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kctl.errors import IllegalArgumentError
-from kctl.logfiles import LogFiles, Log4jFormatter, kafka_loggers, parse_file_size
+from kctl.logfiles import LogFile, LogFiles, Log4jFormatter, file_loggers, kafka_loggers, parse_file_size
 from kctl import statechange
 from kctl.statechange import TRACE, StateChangeLogger
 
@@ -282,3 +282,50 @@ def test_held_lines_are_written_at_the_end_in_order_with_the_times_they_were_mad
     assert [message.split("] ")[1] for message, _ in seen] == ["elsewhere", "a", "b", "c", "d", "e", "f"]
     times = [created for _, created in seen]
     assert times[1] == 0.0 and times[3] == 2.0 and times[-1] > times[3]  # as made, not as written
+
+
+def test_held_records_reach_their_loggers_at_the_end_in_order_with_their_times_and_text_made_then(
+    root_handlers: logging.Logger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``held_records``: the records of the held loggers made on this thread wait, each keeping the
+    time it was made, and reach their loggers' handlers in order at the end of the outermost hold; a
+    ``LogText`` argument is made text once, when the line is formatted. Other loggers and other
+    threads are not held."""
+    seen: list[tuple[str, str, float]] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append((record.name, record.getMessage(), record.created))
+
+    root_handlers.handlers[:] = [Collect()]
+    root_handlers.setLevel(logging.INFO)
+    controller, machine, other = (logging.getLogger(f"kctl.test_held.{name}") for name in ("controller", "machine", "other"))
+    made: list[str] = []
+    clock = iter(range(100))
+    monkeypatch.setattr(time, "time", lambda: float(next(clock)))
+    with statechange.held_records(controller, machine):
+        controller.info("a %s", statechange.LogText(lambda: made.append("a") or "made"))
+        with statechange.held_records(machine):  # part of the outer hold
+            machine.info("b")
+        other.info("c")
+        thread = threading.Thread(target=lambda: controller.info("elsewhere"))
+        thread.start()
+        thread.join()
+        assert [message for _, message, _ in seen] == ["c", "elsewhere"] and made == []
+        controller.info("d")
+    assert [(name.rpartition(".")[2], message) for name, message, _ in seen] == [
+        ("other", "c"), ("controller", "elsewhere"), ("controller", "a made"), ("machine", "b"), ("controller", "d")]
+    assert made == ["a"]  # once, though formatted (getMessage) by the handler
+    assert [created for _, message, created in seen if message in ("a made", "b", "d")] == [0.0, 1.0, 4.0]
+    controller.info("e")  # no longer held
+    assert seen[-1][1] == "e"
+
+
+def test_a_files_loggers_are_those_made_whose_lines_go_to_it_children_included() -> None:
+    import kctl.controller.controller  # noqa: F401 (makes the controller's loggers)
+    import kctl.transports.tcp  # noqa: F401
+
+    names = {logger.name for logger in file_loggers("controller", LogFile.CONTROLLER)}
+    assert {"kctl.controller.controller", "kctl.transports.tcp", "kctl.native.statemachine.partition"} <= names
+    assert not names & {"kctl.state_change", "kctl.stores.zkclient", "kctl.process"}
+    assert {logger.name for logger in file_loggers("controller", LogFile.STATE_CHANGE)} == {"kctl.state_change"}
