@@ -7,7 +7,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -329,3 +329,90 @@ def test_a_files_loggers_are_those_made_whose_lines_go_to_it_children_included()
     assert {"kctl.controller.controller", "kctl.transports.tcp", "kctl.native.statemachine.partition"} <= names
     assert not names & {"kctl.state_change", "kctl.stores.zkclient", "kctl.process"}
     assert {logger.name for logger in file_loggers("controller", LogFile.STATE_CHANGE)} == {"kctl.state_change"}
+
+
+def test_lines_logged_later_are_made_only_when_written_with_the_time_and_epoch_of_their_call(
+    root_handlers: logging.Logger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``log_later``: while held, the lines are made (prefixed, grouped by level) only when written,
+    in their place among the other held lines, keeping the call's time and epoch; past
+    HELD_LINES_MAX they are written at once. Not held, or kept in a sink, it logs nothing and
+    says so."""
+    seen: list[tuple[str, str, float]] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append((record.levelname, record.getMessage(), record.created))
+
+    state_change = logging.getLogger("kctl.state_change")
+    monkeypatch.setattr(state_change, "level", TRACE)
+    monkeypatch.setattr(state_change, "_cache", {})
+    root_handlers.handlers[:] = [Collect()]
+    monkeypatch.setattr(statechange, "HELD_LINES_MAX", 6)
+    epoch = [4]
+    machine = StateChangeLogger(1, lambda: epoch[0])
+    made: list[str] = []
+
+    def lines(*texts: str) -> Callable[[], Iterator[tuple[int, str]]]:
+        def make() -> Iterator[tuple[int, str]]:
+            made.extend(texts)
+            return ((TRACE if text.startswith("t") else logging.INFO, text) for text in texts)
+        return make
+
+    clock = iter(range(100))
+    monkeypatch.setattr(time, "time", lambda: float(next(clock)))
+    assert not machine.log_later(lines("not held"), 1) and made == seen == []
+    with machine.held():
+        machine.info("a")
+        assert machine.log_later(lines("t1", "i2", "t3"), 3)
+        epoch[0] = 5
+        machine.info("b")
+        assert made == [] and seen == []
+        assert machine.log_later(lines("t4"), 1)  # the sixth line: all six written
+        assert made == ["t1", "i2", "t3", "t4"] and len(seen) == 6
+        assert machine.log_later(lines("t5"), 1)
+    assert [(level, message) for level, message, _ in seen] == [
+        ("INFO", "[Controller id=1 epoch=4] a"), ("TRACE", "[Controller id=1 epoch=4] t1"),
+        ("INFO", "[Controller id=1 epoch=4] i2"), ("TRACE", "[Controller id=1 epoch=4] t3"),
+        ("INFO", "[Controller id=1 epoch=5] b"), ("TRACE", "[Controller id=1 epoch=5] t4"),
+        ("TRACE", "[Controller id=1 epoch=5] t5")]
+    times = [created for _, _, created in seen]
+    assert times[:6] == [0.0, 1.0, 1.0, 1.0, 2.0, 3.0] and times[6] > times[5]  # as called, not as written
+    sink: list[str] = []
+    with StateChangeLogger(1, lambda: 4, sink).held():
+        assert not StateChangeLogger(1, lambda: 4, sink).log_later(lines("t6"), 1)
+
+
+def test_the_native_engines_lines_are_read_only_when_written_while_held(
+    root_handlers: logging.Logger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``kctl.native.request_batch.emit``: a controller's machines and batch share one logger, and
+    while its lines are held the engine's lines are only read when written; otherwise at once."""
+    from kctl.native.request_batch import emit
+
+    class Watched(list[tuple[int, bool, str]]):
+        read = 0
+
+        def __iter__(self) -> Iterator[tuple[int, bool, str]]:
+            Watched.read += 1
+            return super().__iter__()
+
+    written: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            written.append(record.getMessage())
+
+    state_change = logging.getLogger("kctl.state_change")
+    monkeypatch.setattr(state_change, "level", TRACE)
+    monkeypatch.setattr(state_change, "_cache", {})
+    root_handlers.handlers[:] = [Collect()]
+    machine, batch = StateChangeLogger(1, lambda: 4), StateChangeLogger(1, lambda: 4)
+    lines = Watched([(TRACE, False, "x"), (logging.INFO, True, "y")])
+    with machine.held():
+        emit(machine, machine, lines)
+        assert Watched.read == 0
+        emit(machine, batch, lines)  # two loggers: at once
+        assert Watched.read == 1
+    assert Watched.read == 2
+    assert written == ["[Controller id=1 epoch=4] x", "[Controller id=1 epoch=4] y"] * 2

@@ -29,12 +29,22 @@ HELD_LINES_MAX = 250_000
 transition of millions of partitions holds no more than this many lines in memory."""
 
 
+Later = Callable[[], list[Run]]
+"""Runs made only when they are written (:meth:`StateChangeLogger.log_later`)."""
+
+
 class _Held:
     """The runs held for one logger, and how many lines they hold."""
 
     def __init__(self) -> None:
-        self.runs: list[Run] = []
+        self.runs: list[Run | Later] = []
         self.lines = 0
+
+    def take(self) -> list[Run]:
+        """The runs held, those made later made now; none held any more."""
+        runs = [run for entry in self.runs for run in (entry() if callable(entry) else (entry,))]
+        self.runs, self.lines = [], 0
+        return runs
 
 
 _held: dict[tuple[str, int], _Held] = {}  # by logger name and thread, while held
@@ -53,9 +63,16 @@ def handle_runs(logger: logging.Logger, runs: list[Run]) -> None:
     if held is not None:
         held.runs += runs
         held.lines += sum(len(lines) for _, lines in runs)
-        if held.lines < HELD_LINES_MAX:
-            return
-        runs, held.runs, held.lines = held.runs, [], 0
+        if held.lines >= HELD_LINES_MAX:
+            _write_runs(logger, held.take())
+        return
+    _write_runs(logger, runs)
+
+
+def _write_runs(logger: logging.Logger, runs: list[Run]) -> None:
+    """:func:`handle_runs`, the lines written now."""
+    if not runs:
+        return
     handlers = []
     current: logging.Logger | None = logger
     while current is not None:
@@ -185,7 +202,36 @@ class StateChangeLogger:
         share one record (made here rather than by ``logger.log``, which walks the stack): they
         are made at once, and a handler that takes runs of lines (:func:`handle_runs`) formats
         each record's parts once and writes all of them in one piece."""
-        prefix = f"[Controller id={self.controller_id} epoch={self._epoch()}] "
+        handle_runs(self._logger, self._runs(lines, self._prefix(), None))
+
+    def log_later(self, lines: Callable[[], Iterable[tuple[int, str]]], count: int) -> bool:
+        """:meth:`log_all` of the ``count`` lines ``lines()`` gives, called only when they are
+        written, if this thread holds this logger's lines (:meth:`held`) and no sink keeps them:
+        a bulk transition's lines then cost nothing before its writes. They keep the time and the
+        epoch of this call. False, having logged nothing, otherwise."""
+        held = _held.get((self._logger.name, threading.get_ident())) if _held and self.sink is None else None
+        if held is None:
+            return False
+        prefix = self._prefix()
+        at = self._record(logging.NOTSET, None)  # the lines' time
+        held.runs.append(lambda: self._runs(lines(), prefix, at))
+        held.lines += count
+        if held.lines >= HELD_LINES_MAX:
+            _write_runs(self._logger, held.take())
+        return True
+
+    def _prefix(self) -> str:
+        return f"[Controller id={self.controller_id} epoch={self._epoch()}] "
+
+    def _record(self, level: int, at: logging.LogRecord | None) -> logging.LogRecord:
+        """A record of ``level`` for lines to share, made now or, with ``at``, as at its time."""
+        record = self._logger.makeRecord(self._logger.name, level, __file__, 0, "", (), None)
+        if at is not None:
+            record.created, record.msecs, record.relativeCreated = at.created, at.msecs, at.relativeCreated
+        return record
+
+    def _runs(self, lines: Iterable[tuple[int, str]], prefix: str, at: logging.LogRecord | None) -> list[Run]:
+        """The runs of ``lines`` (kept in the sink as they go), their records made as at ``at``."""
         sink, logger = self.sink, self._logger
         made: dict[int, logging.LogRecord | None] = {}
         runs: list[Run] = []
@@ -195,8 +241,7 @@ class StateChangeLogger:
             if sink is not None:
                 sink.append(f"{LOG4J_LEVELS.get(level, str(level))} {line}")
             if level not in made:
-                made[level] = (logger.makeRecord(logger.name, level, __file__, 0, "", (), None)
-                               if logger.isEnabledFor(level) else None)
+                made[level] = self._record(level, at) if logger.isEnabledFor(level) else None
             template = made[level]
             if template is None:
                 continue
@@ -204,7 +249,7 @@ class StateChangeLogger:
                 runs.append((template, []))
                 run_level = level
             runs[-1][1].append(line)
-        handle_runs(logger, runs)
+        return runs
 
     @contextmanager
     def held(self) -> Iterator[None]:
@@ -221,7 +266,7 @@ class StateChangeLogger:
         try:
             yield
         finally:
-            handle_runs(self._logger, _held.pop(key).runs)
+            _write_runs(self._logger, _held.pop(key).take())
 
     @contextmanager
     def held_with(self, *loggers: logging.Logger) -> Iterator[None]:
