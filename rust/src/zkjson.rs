@@ -43,23 +43,35 @@ pub type DecodedState = (BrokerId, Vec<BrokerId>, i32, i32);
 /// `TopicPartitionStateZNode.decode`'s fast path decodes it; `None` for anything else (other keys,
 /// escapes, floats, a recovery state, corrupt data), which the caller hands to that decoder.
 pub fn decode_partition_state(data: &[u8]) -> Option<DecodedState> {
-    let mut p = Parser { data, at: 0 };
     let (mut leader, mut isr, mut leader_epoch, mut controller_epoch, mut version) =
         (None, None, None, None, None);
-    p.expect(b'{')?;
-    loop {
-        let key = p.key()?;
-        p.expect(b':')?;
-        let fresh = match key {
+    object_document(data, |p, key| {
+        Some(match key {
             b"leader" => leader.replace(p.int()?).is_none(),
             b"leader_epoch" => leader_epoch.replace(p.int()?).is_none(),
             b"controller_epoch" => controller_epoch.replace(p.int()?).is_none(),
             b"version" => version.replace(p.int()?).is_none(),
             b"isr" => isr.replace(p.ints()?).is_none(),
             _ => return None,
-        };
-        if !fresh {
-            return None; // json.loads keeps the last of duplicated keys: leave it to Python
+        })
+    })?;
+    Some((leader?, isr?, leader_epoch?, controller_epoch?))
+}
+
+/// A JSON object that is the whole of `data`, the value of each key read by `field`, which
+/// returns whether the key is new (None, or a key seen before, gives up: `json.loads` keeps the
+/// last of duplicated keys, which is left to Python).
+fn object_document<'a>(
+    data: &'a [u8],
+    mut field: impl FnMut(&mut Parser<'a>, &'a [u8]) -> Option<bool>,
+) -> Option<()> {
+    let mut p = Parser { data, at: 0 };
+    p.expect(b'{')?;
+    loop {
+        let key = p.key()?;
+        p.expect(b':')?;
+        if !field(&mut p, key)? {
+            return None;
         }
         match p.next()? {
             b',' => {}
@@ -68,10 +80,7 @@ pub fn decode_partition_state(data: &[u8]) -> Option<DecodedState> {
         }
     }
     p.skip_whitespace();
-    if p.at != data.len() {
-        return None;
-    }
-    Some((leader?, isr?, leader_epoch?, controller_epoch?))
+    (p.at == data.len()).then_some(())
 }
 
 /// What a usual topic document holds: its version, its topic id, its partition ids in ascending
@@ -87,34 +96,18 @@ pub type DecodedTopic = (i32, Option<String>, Vec<i32>, Vec<u32>, Vec<Vec<Broker
 /// else (other keys or values, partitions out of order, escapes, corrupt data), which the caller
 /// hands to that decoder.
 pub fn decode_topic(data: &[u8]) -> Option<DecodedTopic> {
-    let mut p = Parser { data, at: 0 };
     let (mut version, mut topic_id, mut partitions) = (None, None, None);
     let (mut adding, mut removing) = (false, false);
-    p.expect(b'{')?;
-    loop {
-        let key = p.key()?;
-        p.expect(b':')?;
-        let fresh = match key {
+    object_document(data, |p, key| {
+        Some(match key {
             b"version" => version.replace(p.int()?).is_none(),
             b"topic_id" => topic_id.replace(p.string()?).is_none(),
             b"partitions" => partitions.replace(p.assignments()?).is_none(),
             b"adding_replicas" => !std::mem::replace(&mut adding, p.empty_object()?),
             b"removing_replicas" => !std::mem::replace(&mut removing, p.empty_object()?),
             _ => return None,
-        };
-        if !fresh {
-            return None; // json.loads keeps the last of duplicated keys: leave it to Python
-        }
-        match p.next()? {
-            b',' => {}
-            b'}' => break,
-            _ => return None,
-        }
-    }
-    p.skip_whitespace();
-    if p.at != data.len() {
-        return None;
-    }
+        })
+    })?;
     let (ids, lists) = partitions?;
     let mut distinct: Vec<Vec<BrokerId>> = Vec::new();
     let mut index_of: crate::hash::HashMap<Vec<BrokerId>, u32> = Default::default();
