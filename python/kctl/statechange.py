@@ -11,6 +11,8 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from itertools import groupby
+from operator import itemgetter
 
 TRACE = 5
 logging.addLevelName(TRACE, "TRACE")
@@ -235,20 +237,19 @@ class StateChangeLogger:
         sink, logger = self.sink, self._logger
         made: dict[int, logging.LogRecord | None] = {}
         runs: list[Run] = []
-        run_level = -1
-        for level, message in lines:
-            line = prefix + message
-            if sink is not None:
-                sink.append(f"{LOG4J_LEVELS.get(level, str(level))} {line}")
+        for level, run in groupby(lines, key=itemgetter(0)):  # a bulk transition's lines are one run
+            messages = list(map(itemgetter(1), run))
             if level not in made:
                 made[level] = self._record(level, at) if logger.isEnabledFor(level) else None
+            if sink is not None:
+                sink.extend(map(f"{LOG4J_LEVELS.get(level, str(level))} {prefix}".__add__, messages))
             template = made[level]
             if template is None:
                 continue
-            if level != run_level:
-                runs.append((template, []))
-                run_level = level
-            runs[-1][1].append(line)
+            if runs and runs[-1][0] is template:  # only lines of a level not logged came between
+                runs[-1][1].extend(map(prefix.__add__, messages))
+            else:
+                runs.append((template, list(map(prefix.__add__, messages))))
         return runs
 
     @contextmanager

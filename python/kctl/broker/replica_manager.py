@@ -733,8 +733,10 @@ class SimulatedReplicaManager:
 
     def _truncate(self, r: _Replica, epochs: tuple[tuple[int, int], ...], log_end_offset: int) -> None:
         """Kafka's truncation on becoming a follower: to the common prefix of the epoch histories
-        (the leader's ``epochs`` and ``log_end_offset``)."""
-        r.truncate_to(common_log_prefix(r.epochs, r.leo, epochs, log_end_offset))
+        (the leader's ``epochs`` and ``log_end_offset``). An empty log (every replica of a new
+        partition) has nothing to truncate, and its high watermark is 0 already."""
+        if r.leo:
+            r.truncate_to(common_log_prefix(r.epochs, r.leo, epochs, log_end_offset))
         r.truncate = False
 
     def _apply_fetch(

@@ -19,13 +19,16 @@ if TYPE_CHECKING:
     from kctl._engine import _RawRequest
 
 
+_LEVEL_AND_LINE = itemgetter(0, 2)
+
+
 def emit(machine: StateChangeLogger, batch: StateChangeLogger, lines: Sequence[tuple[int, bool, str]]) -> None:
     """Log the engine's lines in order, the request batch's through the batch's own logger; when
     both are one logger, whose lines are held, they are made into lines only when written."""
-    if machine is batch and machine.log_later(lambda: ((level, line) for level, _, line in lines), len(lines)):
+    if machine is batch and machine.log_later(lambda: map(_LEVEL_AND_LINE, lines), len(lines)):
         return
     for from_batch, run in groupby(lines, key=itemgetter(1)):
-        (batch if from_batch else machine).log_all((level, line) for level, _, line in run)
+        (batch if from_batch else machine).log_all(map(_LEVEL_AND_LINE, run))
 
 
 class NativeRequestBatch(ControllerBrokerRequestBatch):

@@ -362,6 +362,17 @@ class NativeStateTable(Protocol):
         commit when ``wrote``, and deliver watch events for the ``(topic, partition)`` states
         ``written``."""
 
+    def native_partition_parents(self, topics: Sequence[str], fence: int) -> list[list[str] | StoreError]:
+        """Before creating partition states: per topic, the names of its ``/partitions``
+        children, that znode created (fenced) where missing; or the error of a topic that does
+        not exist."""
+
+    def native_create_partition_znodes(self, creates: Sequence[tuple[str, Sequence[int], Sequence[int]]]) -> bool:
+        """Inside a bulk operation that creates partition states in the table: create the
+        partition znodes they need, per topic ``(topic, ids to create, ids there already)``, all
+        or none (False: the store's ``create_partition_states`` is to do the creation, as it does
+        on a store without this method)."""
+
 
 class NativeZooKeeperCodec(Protocol):
     """The ZooKeeper fast path: the engine builds the multi and multiRead request bodies for

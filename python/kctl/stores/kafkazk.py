@@ -401,6 +401,13 @@ class KafkaZkClient:
             pending = retry
         return {tp: results[tp] for tp in states}
 
+    def native_partition_parents(self, topics: Sequence[str], fence: int) -> list[list[str] | StoreError]:
+        """Per topic, the names of its ``/partitions`` children, that znode created (fenced)
+        where missing; or the error of a topic that does not exist (the native engine's creates
+        on the ZooKeeper and memory stores start with it)."""
+        return [found if isinstance(found, StoreError) else list(found)
+                for found in self._partition_parents(topics, fence).values()]
+
     def _partition_parents(self, topics: Sequence[str], fence: int) -> dict[str, set[str] | StoreError]:
         """Each topic's ``/partitions`` children (created, fenced, where missing), or the error
         of a topic whose ``/partitions`` cannot be created (the topic does not exist)."""

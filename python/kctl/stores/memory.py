@@ -356,6 +356,10 @@ class MemoryStore(KafkaZkClient):
         """See :meth:`MemoryTree.native_end`."""
         self._client.native_end(wrote, written)
 
+    def native_create_partition_znodes(self, creates: Sequence[tuple[str, Sequence[int], Sequence[int]]]) -> bool:
+        """See :meth:`MemoryTree.native_create_partition_znodes`."""
+        return self._client.native_create_partition_znodes(creates)
+
     # --- Inspection ----------------------------------------------------------------------------
 
     def partition_history(self, tp: TopicPartition) -> list[PartitionSnapshot]:

@@ -447,6 +447,39 @@ class MemoryTree:
             self._lock.release()
         self._drain()
 
+    def native_create_partition_znodes(self, creates: Sequence[tuple[str, Sequence[int], Sequence[int]]]) -> bool:
+        """Between :meth:`native_begin` and :meth:`native_end` (under the lock): make plain the
+        partition znodes of a creation the engine writes the states of, with the zxid the
+        operation commits with. ``creates`` holds per topic the ids of the partition znodes to
+        create and those that must be there already, plain (the table then holds their new
+        states), each as :meth:`Transaction.create_partition_znode` and
+        :meth:`Transaction.create_state` would find it. All or nothing: False, with nothing
+        changed, when any is not (a topic without a ``/partitions`` of its own, an id the column
+        does not take, a znode there already, one made a node of the tree), for the general path
+        to create them and name the errors. A creation fires no watch (see :func:`_watch_event`)
+        and the history records no partition znode."""
+        planned = []
+        for topic, new, existing in creates:
+            parent = self._nodes.get(paths.topic_partitions(topic)) if topic and "/" not in topic else None
+            dirs = None if parent is None or parent.ephemeral_owner else parent.children
+            if not isinstance(dirs, _PartitionDirs) or any(dirs.plain(str(p)) is None for p in existing):
+                return False
+            count, size, column, others = dirs.count, len(dirs.czxid), dirs.czxid, dirs.others
+            for p in new:  # as add_plain would take them one by one
+                if not 0 <= p < max(size, 2 * count + 1024) or (p < size and column[p] >= 0) or str(p) in others:
+                    return False
+                count, size = count + 1, max(size, p + 1)
+            planned.append((dirs, new, size))
+        zxid = self._zxid + 1
+        for dirs, new, size in planned:
+            dirs.czxid.extend(itertools.repeat(-1, size - len(dirs.czxid)))
+            column = dirs.czxid
+            for p in new:
+                column[p] = zxid
+            dirs.count += len(new)
+        return True
+
+    # --- Sessions --------------------------------------------------------------------------------
     # --- Sessions --------------------------------------------------------------------------------
 
     def open_session(self, previous: Session | None = None) -> Session:
@@ -1264,6 +1297,10 @@ class TreeClient:
     def native_end(self, wrote: bool, written: Sequence[tuple[str, int]] = ()) -> None:
         """See :meth:`MemoryTree.native_end`."""
         self.tree.native_end(wrote, written)
+
+    def native_create_partition_znodes(self, creates: Sequence[tuple[str, Sequence[int], Sequence[int]]]) -> bool:
+        """See :meth:`MemoryTree.native_create_partition_znodes`."""
+        return self.tree.native_create_partition_znodes(creates)
 
 
 _APPLY: dict[str, Callable[[Transaction, Op], OpResult]] = {

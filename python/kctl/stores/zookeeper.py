@@ -240,12 +240,6 @@ class ZooKeeperStore(KafkaZkClient):
         """See :meth:`ZooKeeperClient.native_zk`."""
         return self._client.native_zk()
 
-    def native_partition_parents(self, topics: Sequence[str], fence: int) -> list[list[str] | StoreError]:
-        """Per topic, the names of its ``/partitions`` children, that znode created (fenced)
-        where missing; or the error of a topic that does not exist."""
-        return [found if isinstance(found, StoreError) else list(found)
-                for found in self._partition_parents(topics, fence).values()]
-
     def native_exchange(self, opcode: int, requests: Sequence[tuple[bytes, str]]) -> list[bytes]:
         """See :meth:`ZooKeeperClient.native_exchange`."""
         return self._client.native_exchange(opcode, requests)

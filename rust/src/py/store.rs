@@ -2,10 +2,12 @@
 //! and states at the boundary (per-partition Python objects are unavoidable with a Python store),
 //! and the in-memory store's native fast path (`kctl.stores.base.NativeStateTable`), which has none.
 
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
 use crate::context::{Context, Part, TopicIdx};
+use crate::hash::{HashMap, HashSet};
 use crate::model::{LeaderAndIsr, LeaderIsrAndControllerEpoch};
 use crate::py::classes::classes;
 use crate::py::convert::{
@@ -76,6 +78,50 @@ pub fn offers_fast_path(store: &Bound<'_, PyAny>, marker: &str) -> bool {
         Ok(false)
     };
     check().unwrap_or(false)
+}
+
+/// Before creating partition states, as `KafkaZkClient.create_partition_states`: per topic of
+/// `states`, the names of its `/partitions` children, that znode created (fenced) where missing
+/// (`native_partition_parents`); or the failure of a topic that does not exist.
+pub fn partition_parents(
+    store: &Py<PyAny>,
+    ctx: &Context,
+    states: &[(Part, LeaderIsrAndControllerEpoch)],
+    fence: i32,
+) -> Result<HashMap<TopicIdx, Result<HashSet<String>, Failure>>, Failure> {
+    let mut seen = HashSet::default();
+    let topics: Vec<TopicIdx> = states
+        .iter()
+        .map(|(p, _)| ctx.partition_topic(*p))
+        .filter(|t| seen.insert(*t))
+        .collect();
+    let names: Vec<&str> = topics.iter().map(|t| ctx.topic_name(*t)).collect();
+    attached(|py| {
+        let found: Vec<Bound<'_, PyAny>> = store
+            .bind(py)
+            .call_method1("native_partition_parents", (names, fence))?
+            .extract()?;
+        if found.len() != topics.len() {
+            return Err(PyValueError::new_err(format!(
+                "native_partition_parents answered {} of {} topics",
+                found.len(),
+                topics.len()
+            )));
+        }
+        topics
+            .iter()
+            .zip(found)
+            .map(|(t, children)| -> PyResult<_> {
+                let listed: Result<HashSet<String>, Failure> =
+                    if children.is_instance_of::<PyList>() {
+                        Ok(children.extract::<Vec<String>>()?.into_iter().collect())
+                    } else {
+                        Err(failure_from_exception(py, &children))
+                    };
+                Ok((*t, listed))
+            })
+            .collect()
+    })
 }
 
 impl PyStore {
@@ -273,6 +319,89 @@ impl NativeMemory {
         })
     }
 
+    /// A topic's creation as `TreeClient.create_partition_states` makes it, in one transaction,
+    /// with no Python object per partition: each topic's `/partitions` listed (created where
+    /// missing), the missing partition znodes made plain by the tree
+    /// (`native_create_partition_znodes`) and the states created in the table. False, with
+    /// nothing written after the listing, when anything is unusual (a topic that does not exist,
+    /// a fence that fails, a state or znode that is there already or would not be plain): the
+    /// Python path then does it all and names the errors.
+    fn create_in_table(
+        &self,
+        ctx: &Context,
+        states: &[(Part, LeaderIsrAndControllerEpoch)],
+        fence: i32,
+    ) -> Result<bool, Failure> {
+        // Nothing to create commits nothing; a store without the method creates through Python.
+        let creates = attached(|py| {
+            self.inner
+                .store
+                .bind(py)
+                .hasattr("native_create_partition_znodes")
+        })?;
+        if states.is_empty() || !creates {
+            return Ok(false);
+        }
+        let parents = partition_parents(&self.inner.store, ctx, states, fence)?;
+        // Per topic, in the order of the states: (name, partition znodes to create, partition
+        // znodes there already).
+        let mut plan: Vec<(&str, Vec<i32>, Vec<i32>)> = Vec::new();
+        let mut at: HashMap<TopicIdx, usize> = HashMap::default();
+        let mut seen = HashSet::default();
+        for (p, _) in states {
+            let t = ctx.partition_topic(*p);
+            let Ok(existing) = &parents[&t] else {
+                return Ok(false);
+            };
+            if !seen.insert(*p) {
+                return Ok(false);
+            }
+            let entry = *at.entry(t).or_insert_with(|| {
+                plan.push((ctx.topic_name(t), Vec::new(), Vec::new()));
+                plan.len() - 1
+            });
+            let partition = ctx.partition_id(*p);
+            if existing.contains(&partition.to_string()) {
+                plan[entry].2.push(partition);
+            } else {
+                plan[entry].1.push(partition);
+            }
+        }
+        let (table, version, zxid, _) = self.begin()?;
+        let created = (fence == -1 || version == fence)
+            && {
+                let table = table.get().lock();
+                states.iter().all(|(p, _)| {
+                    let topic = ctx.topic_name(ctx.partition_topic(*p));
+                    table.get(topic, ctx.partition_id(*p)).is_none()
+                })
+            }
+            && match attached(|py| {
+                self.inner
+                    .store
+                    .bind(py)
+                    .call_method1("native_create_partition_znodes", (plan,))?
+                    .extract::<bool>()
+            }) {
+                Ok(created) => created,
+                Err(failure) => {
+                    self.end(false, Vec::new())?;
+                    return Err(failure);
+                }
+            };
+        if created {
+            let mut table = table.get().lock();
+            for (p, state) in states {
+                let topic = ctx.topic_name(ctx.partition_topic(*p));
+                // Every state was checked absent under the tree's lock, and each partition is
+                // created once.
+                let _ = table.create(topic, ctx.partition_id(*p), Some(state.clone()), zxid);
+            }
+        }
+        self.end(created, Vec::new())?;
+        Ok(created)
+    }
+
     fn no_node(&self, ctx: &Context, p: Part) -> Failure {
         let path =
             partition_state_path(ctx.topic_name(ctx.partition_topic(p)), ctx.partition_id(p));
@@ -336,6 +465,9 @@ impl Store for NativeMemory {
         states: &[(Part, LeaderIsrAndControllerEpoch)],
         fence: i32,
     ) -> Result<Vec<Option<Failure>>, Failure> {
+        if self.create_in_table(ctx, states, fence)? {
+            return Ok(vec![None; states.len()]);
+        }
         self.inner.create_states(ctx, states, fence)
     }
 

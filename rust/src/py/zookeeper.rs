@@ -15,10 +15,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 
 use crate::context::{Context, Part, TopicIdx};
-use crate::hash::{HashMap, HashSet};
 use crate::model::{LeaderAndIsr, LeaderIsrAndControllerEpoch, LeaderRecoveryState};
 use crate::py::convert::{attached, failure_from_exception, or_failure};
-use crate::py::store::{offers_fast_path, PyStore};
+use crate::py::store::{offers_fast_path, partition_parents, PyStore};
 use crate::store::{partition_state_path, Failure, Read, Store, Updated};
 use crate::zkjson;
 use crate::zkwire::{
@@ -311,40 +310,7 @@ impl Store for NativeZooKeeper {
             return self.inner.create_states(ctx, states, fence);
         };
         let store = &self.inner.store;
-        let mut seen = HashSet::default();
-        let topics: Vec<TopicIdx> = states
-            .iter()
-            .map(|(p, _)| ctx.partition_topic(*p))
-            .filter(|t| seen.insert(*t))
-            .collect();
-        let names: Vec<&str> = topics.iter().map(|t| ctx.topic_name(*t)).collect();
-        // Per topic: the ids of its partitions that have a znode, or the failure of its states.
-        let parents: HashMap<TopicIdx, Result<HashSet<String>, Failure>> = attached(|py| {
-            let found: Vec<Bound<'_, PyAny>> = store
-                .bind(py)
-                .call_method1("native_partition_parents", (names, fence))?
-                .extract()?;
-            if found.len() != topics.len() {
-                return Err(PyValueError::new_err(format!(
-                    "native_partition_parents answered {} of {} topics",
-                    found.len(),
-                    topics.len()
-                )));
-            }
-            topics
-                .iter()
-                .zip(found)
-                .map(|(t, children)| -> PyResult<_> {
-                    let listed: Result<HashSet<String>, Failure> =
-                        if children.is_instance_of::<PyList>() {
-                            Ok(children.extract::<Vec<String>>()?.into_iter().collect())
-                        } else {
-                            Err(failure_from_exception(py, &children))
-                        };
-                    Ok((*t, listed))
-                })
-                .collect()
-        })?;
+        let parents = partition_parents(store, ctx, states, fence)?;
         let mut results: Vec<Option<Failure>> = Vec::with_capacity(states.len());
         let mut to_create = Vec::with_capacity(states.len());
         let mut positions = Vec::with_capacity(states.len());
