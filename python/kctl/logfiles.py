@@ -121,16 +121,6 @@ def find_logger(loggers: Mapping[str, KafkaLogger], name: str) -> KafkaLogger | 
     return None
 
 
-def file_loggers(role: str, file: LogFile) -> list[logging.Logger]:
-    """The loggers made so far (kctl's are made as their modules load) whose lines a ``role``
-    process writes to ``file`` (not server.log's: it takes every other logger)."""
-    loggers = kafka_loggers(role)
-    return [
-        logger for name, logger in list(logging.Logger.manager.loggerDict.items())
-        if isinstance(logger, logging.Logger) and (kafka := find_logger(loggers, name)) is not None and kafka.file is file
-    ]
-
-
 class _ToFile(logging.Filter):
     """Passes the records that belong in one file (server.log takes every logger no other file takes)."""
 
@@ -279,7 +269,6 @@ __all__ = [
     "Log4jFormatter",
     "LogFile",
     "LogFiles",
-    "file_loggers",
     "find_logger",
     "kafka_loggers",
     "parse_file_size",

@@ -270,10 +270,15 @@ class StateChangeLogger:
             _write_runs(self._logger, _held.pop(key).take())
 
     @contextmanager
-    def held_with(self, *loggers: logging.Logger) -> Iterator[None]:
-        """:meth:`held`, and :func:`held_records` of ``loggers``: a bulk transition's other lines
-        (the controller's, listing every partition) wait for its writes as its state changes do."""
-        with self.held(), held_records(*loggers):
+    def held_all(self) -> Iterator[None]:
+        """:meth:`held`, and :func:`held_records` of every other kctl logger made so far (they are
+        made as their modules load): a bulk transition's other lines (the controller's, listing
+        every partition) wait for its writes as its state changes do, each file's lines in order."""
+        own = self._logger.name
+        others = [logger for name, logger in list(logging.Logger.manager.loggerDict.items())
+                  if isinstance(logger, logging.Logger) and name.startswith("kctl.")
+                  and name != own and not name.startswith(own + ".")]
+        with self.held(), held_records(*others):
             yield
 
     def trace(self, message: str) -> None:

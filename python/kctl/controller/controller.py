@@ -82,7 +82,6 @@ from kctl.messages import (
 )
 from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler, Timer
 from kctl.selectors import ElectionKind
-from kctl.logfiles import LogFile, file_loggers
 from kctl.statechange import LogText, StateChangeLogger
 from kctl.stores import paths
 from kctl.stores.base import (
@@ -1036,9 +1035,9 @@ class KafkaController:
         self.store.set_topic_assignment(topic, TopicAssignment(assignment, ctx.topic_ids.get(topic)), ctx.epoch_zk_version)
 
     def _lines_held(self) -> AbstractContextManager[None]:
-        """The state-change lines and those of the controller's own log made meanwhile on the event
-        thread, written after its writes (:meth:`StateChangeLogger.held_with`), each with its time."""
-        return self.state_change_logger.held_with(*file_loggers("controller", LogFile.CONTROLLER))
+        """The state-change lines and every other kctl line made meanwhile on the event thread,
+        written after its writes (:meth:`StateChangeLogger.held_all`), each with its time."""
+        return self.state_change_logger.held_all()
 
     def _on_new_partition_creation(self, partitions: Sequence[TopicPartition]) -> None:
         with self._lines_held():  # the lines of the New transitions, and these, after the states' writes
