@@ -7,7 +7,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -282,3 +282,155 @@ def test_held_lines_are_written_at_the_end_in_order_with_the_times_they_were_mad
     assert [message.split("] ")[1] for message, _ in seen] == ["elsewhere", "a", "b", "c", "d", "e", "f"]
     times = [created for _, created in seen]
     assert times[1] == 0.0 and times[3] == 2.0 and times[-1] > times[3]  # as made, not as written
+
+
+def test_held_records_reach_their_loggers_at_the_end_in_order_with_their_times_and_text_made_then(
+    root_handlers: logging.Logger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``held_records``: the records of the held loggers made on this thread wait, each keeping the
+    time it was made, and reach their loggers' handlers in order at the end of the outermost hold; a
+    ``LogText`` argument is made text once, when the line is formatted. Other loggers and other
+    threads are not held."""
+    seen: list[tuple[str, str, float]] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append((record.name, record.getMessage(), record.created))
+
+    root_handlers.handlers[:] = [Collect()]
+    root_handlers.setLevel(logging.INFO)
+    controller, machine, other = (logging.getLogger(f"kctl.test_held.{name}") for name in ("controller", "machine", "other"))
+    made: list[str] = []
+    clock = iter(range(100))
+    monkeypatch.setattr(time, "time", lambda: float(next(clock)))
+    with statechange.held_records(controller, machine):
+        controller.info("a %s", statechange.LogText(lambda: made.append("a") or "made"))
+        with statechange.held_records(machine):  # part of the outer hold
+            machine.info("b")
+        other.info("c")
+        thread = threading.Thread(target=lambda: controller.info("elsewhere"))
+        thread.start()
+        thread.join()
+        assert [message for _, message, _ in seen] == ["c", "elsewhere"] and made == []
+        controller.info("d")
+    assert [(name.rpartition(".")[2], message) for name, message, _ in seen] == [
+        ("other", "c"), ("controller", "elsewhere"), ("controller", "a made"), ("machine", "b"), ("controller", "d")]
+    assert made == ["a"]  # once, though formatted (getMessage) by the handler
+    assert [created for _, message, created in seen if message in ("a made", "b", "d")] == [0.0, 1.0, 4.0]
+    controller.info("e")  # no longer held
+    assert seen[-1][1] == "e"
+
+
+@pytest.fixture
+def messages(root_handlers: logging.Logger, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The messages every record reaching the root logger's (only) handler has, the state-change
+    logger at TRACE."""
+    seen: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    state_change = logging.getLogger("kctl.state_change")
+    monkeypatch.setattr(state_change, "level", TRACE)
+    monkeypatch.setattr(state_change, "_cache", {})
+    root_handlers.handlers[:] = [Collect()]
+    return seen
+
+
+def test_holding_all_holds_every_kctl_loggers_records_and_the_state_change_lines(
+    root_handlers: logging.Logger, messages: list[str]
+) -> None:
+    """``held_all``: the state-change lines and the records of every other kctl logger (the
+    controller's, a transport's) made meanwhile on this thread wait for its end; the state-change
+    logger keeps no filter (its bulk path takes none), and other libraries' loggers are not held."""
+    import kctl.controller.controller  # noqa: F401 (makes the controller's loggers)
+    import kctl.transports.tcp  # noqa: F401
+
+    seen = messages
+    root_handlers.setLevel(logging.INFO)
+    machine = StateChangeLogger(1, lambda: 4)
+    with machine.held_all():
+        logging.getLogger("kctl.controller.controller").info("controller")
+        machine.info("state change")
+        logging.getLogger("kctl.transports.tcp").warning("transport")
+        logging.getLogger("kazoo.client").warning("kazoo")
+        assert seen == ["kazoo"]
+    assert seen == ["kazoo", "controller", "transport", "[Controller id=1 epoch=4] state change"]
+    assert not logging.getLogger("kctl.state_change").filters
+
+
+def test_lines_logged_later_are_made_only_when_written_with_the_time_and_epoch_of_their_call(
+    root_handlers: logging.Logger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``log_later``: while held, the lines are made (prefixed, grouped by level) only when written,
+    in their place among the other held lines, keeping the call's time and epoch; past
+    HELD_LINES_MAX they are written at once. Not held, or kept in a sink, it logs nothing and
+    says so."""
+    seen: list[tuple[str, str, float]] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append((record.levelname, record.getMessage(), record.created))
+
+    state_change = logging.getLogger("kctl.state_change")
+    monkeypatch.setattr(state_change, "level", TRACE)
+    monkeypatch.setattr(state_change, "_cache", {})
+    root_handlers.handlers[:] = [Collect()]
+    monkeypatch.setattr(statechange, "HELD_LINES_MAX", 6)
+    epoch = [4]
+    machine = StateChangeLogger(1, lambda: epoch[0])
+    made: list[str] = []
+
+    def lines(*texts: str) -> Callable[[], Iterator[tuple[int, str]]]:
+        def make() -> Iterator[tuple[int, str]]:
+            made.extend(texts)
+            return ((TRACE if text.startswith("t") else logging.INFO, text) for text in texts)
+        return make
+
+    clock = iter(range(100))
+    monkeypatch.setattr(time, "time", lambda: float(next(clock)))
+    assert not machine.log_later(lines("not held"), 1) and made == seen == []
+    with machine.held():
+        machine.info("a")
+        assert machine.log_later(lines("t1", "i2", "t3"), 3)
+        epoch[0] = 5
+        machine.info("b")
+        assert made == [] and seen == []
+        assert machine.log_later(lines("t4"), 1)  # the sixth line: all six written
+        assert made == ["t1", "i2", "t3", "t4"] and len(seen) == 6
+        assert machine.log_later(lines("t5"), 1)
+    assert [(level, message) for level, message, _ in seen] == [
+        ("INFO", "[Controller id=1 epoch=4] a"), ("TRACE", "[Controller id=1 epoch=4] t1"),
+        ("INFO", "[Controller id=1 epoch=4] i2"), ("TRACE", "[Controller id=1 epoch=4] t3"),
+        ("INFO", "[Controller id=1 epoch=5] b"), ("TRACE", "[Controller id=1 epoch=5] t4"),
+        ("TRACE", "[Controller id=1 epoch=5] t5")]
+    times = [created for _, _, created in seen]
+    assert times[:6] == [0.0, 1.0, 1.0, 1.0, 2.0, 3.0] and times[6] > times[5]  # as called, not as written
+    sink: list[str] = []
+    with StateChangeLogger(1, lambda: 4, sink).held():
+        assert not StateChangeLogger(1, lambda: 4, sink).log_later(lines("t6"), 1)
+
+
+def test_the_native_engines_lines_are_read_only_when_written_while_held(messages: list[str]) -> None:
+    """``kctl.native.request_batch.emit``: a controller's machines and batch share one logger, and
+    while its lines are held the engine's lines are only read when written; otherwise at once."""
+    from kctl.native.request_batch import emit
+
+    class Watched(list[tuple[int, bool, str]]):
+        read = 0
+
+        def __iter__(self) -> Iterator[tuple[int, bool, str]]:
+            Watched.read += 1
+            return super().__iter__()
+
+    written = messages
+    machine, batch = StateChangeLogger(1, lambda: 4), StateChangeLogger(1, lambda: 4)
+    lines = Watched([(TRACE, False, "x"), (logging.INFO, True, "y")])
+    with machine.held():
+        emit(machine, machine, lines)
+        assert Watched.read == 0
+        emit(machine, batch, lines)  # two loggers: at once
+        assert Watched.read == 1
+    assert Watched.read == 2
+    assert written == ["[Controller id=1 epoch=4] x", "[Controller id=1 epoch=4] y"] * 2

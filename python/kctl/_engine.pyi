@@ -9,7 +9,7 @@ leader_epoch, partition_epoch, leader_recovery_state, controller_epoch)``.
 from collections.abc import Mapping, Sequence
 from typing import Any, final, overload
 
-__all__ = ["__version__", "build_profile", "Engine", "MetadataCache", "Outcomes", "PartitionStates", "Parts", "Replicas", "StateTable", "bind", "encode_partition_states", "metadata_digest", "zk_create_partition_states", "zk_read_partition_states", "zk_write_partition_states"]
+__all__ = ["__version__", "build_profile", "Engine", "MetadataCache", "Outcomes", "PartitionStates", "Parts", "Replicas", "StateTable", "bind", "decode_topic_znode", "encode_partition_states", "metadata_digest", "zk_create_partition_states", "zk_read_partition_states", "zk_write_partition_states"]
 
 __version__: str
 build_profile: str
@@ -224,6 +224,10 @@ def bind(
     """Hand the extension the kctl classes it builds (keys, states, requests' partition states) and
     the errors it recognises and raises; ``kctl.native`` calls it once, at import. The engine
     raises ``RuntimeError`` until it has been called, and on a second call."""
+
+def decode_topic_znode(data: bytes) -> tuple[int, str | None, list[int], list[int], list[list[int]]] | None:
+    """The usual topic document: ``(version, topic_id, partition ids in order, per partition the
+    index of its replica list, the distinct lists)``; None for any other."""
 
 def encode_partition_states(states: Sequence[tuple[int, Sequence[int], int, bool, int]]) -> list[bytes]:
     """Kafka's partition-state JSON for each ``(leader, isr, leader_epoch, recovering, controller_epoch)``."""

@@ -31,12 +31,22 @@ HELD_LINES_MAX = 250_000
 transition of millions of partitions holds no more than this many lines in memory."""
 
 
+Later = Callable[[], list[Run]]
+"""Runs made only when they are written (:meth:`StateChangeLogger.log_later`)."""
+
+
 class _Held:
     """The runs held for one logger, and how many lines they hold."""
 
     def __init__(self) -> None:
-        self.runs: list[Run] = []
+        self.runs: list[Run | Later] = []
         self.lines = 0
+
+    def take(self) -> list[Run]:
+        """The runs held, those made later made now; none held any more."""
+        runs = [run for entry in self.runs for run in (entry() if callable(entry) else (entry,))]
+        self.runs, self.lines = [], 0
+        return runs
 
 
 _held: dict[tuple[str, int], _Held] = {}  # by logger name and thread, while held
@@ -55,9 +65,16 @@ def handle_runs(logger: logging.Logger, runs: list[Run]) -> None:
     if held is not None:
         held.runs += runs
         held.lines += sum(len(lines) for _, lines in runs)
-        if held.lines < HELD_LINES_MAX:
-            return
-        runs, held.runs, held.lines = held.runs, [], 0
+        if held.lines >= HELD_LINES_MAX:
+            _write_runs(logger, held.take())
+        return
+    _write_runs(logger, runs)
+
+
+def _write_runs(logger: logging.Logger, runs: list[Run]) -> None:
+    """:func:`handle_runs`, the lines written now."""
+    if not runs:
+        return
     handlers = []
     current: logging.Logger | None = logger
     while current is not None:
@@ -103,6 +120,63 @@ def line_records(template: logging.LogRecord, lines: list[str]) -> list[logging.
     return records
 
 
+class _HeldRecords(logging.Filter):
+    """Keeps the records of the threads that hold them (:func:`held_records`), in order, instead
+    of letting their loggers pass them on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.by_thread: dict[int, list[logging.LogRecord]] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        held = self.by_thread.get(threading.get_ident())
+        if held is None:
+            return True
+        held.append(record)
+        return False
+
+
+_held_records = _HeldRecords()
+
+
+@contextmanager
+def held_records(*loggers: logging.Logger) -> Iterator[None]:
+    """Hold the records ``loggers`` are given meanwhile on this thread, and have each logger handle
+    its own at the end, in the order they came: each keeps the time it was made, and an argument
+    that becomes text only when a handler formats the line (:class:`LogText`) is made text then. A
+    controller lists every new partition in a line or two of its own log; at 20K partitions
+    making and writing them took as long as a tenth of the partitions' writes, which now come
+    first. Nested holds are part of the outer one."""
+    for logger in loggers:
+        logger.addFilter(_held_records)  # once: it passes every record of a thread holding none
+    thread = threading.get_ident()
+    if thread in _held_records.by_thread:
+        yield
+        return
+    _held_records.by_thread[thread] = []
+    try:
+        yield
+    finally:
+        for record in _held_records.by_thread.pop(thread):
+            logging.getLogger(record.name).handle(record)
+
+
+class LogText:
+    """A log record's argument made text by ``make`` when a handler first formats the line: with
+    :func:`held_records`, after the work the line was logged before."""
+
+    __slots__ = ("_make", "_text")
+
+    def __init__(self, make: Callable[[], str]) -> None:
+        self._make: Callable[[], str] | None = make
+        self._text = ""
+
+    def __str__(self) -> str:
+        if self._make is not None:
+            self._text, self._make = self._make(), None
+        return self._text
+
+
 class StateChangeLogger:
     """Writes ``[Controller id=N epoch=E] message`` lines for one controller."""
 
@@ -130,15 +204,43 @@ class StateChangeLogger:
         share one record (made here rather than by ``logger.log``, which walks the stack): they
         are made at once, and a handler that takes runs of lines (:func:`handle_runs`) formats
         each record's parts once and writes all of them in one piece."""
-        prefix = f"[Controller id={self.controller_id} epoch={self._epoch()}] "
+        handle_runs(self._logger, self._runs(lines, self._prefix(), None))
+
+    def log_later(self, lines: Callable[[], Iterable[tuple[int, str]]], count: int) -> bool:
+        """:meth:`log_all` of the ``count`` lines ``lines()`` gives, called only when they are
+        written, if this thread holds this logger's lines (:meth:`held`) and no sink keeps them:
+        a bulk transition's lines then cost nothing before its writes. They keep the time and the
+        epoch of this call. False, having logged nothing, otherwise."""
+        held = _held.get((self._logger.name, threading.get_ident())) if _held and self.sink is None else None
+        if held is None:
+            return False
+        prefix = self._prefix()
+        at = self._record(logging.NOTSET, None)  # the lines' time
+        held.runs.append(lambda: self._runs(lines(), prefix, at))
+        held.lines += count
+        if held.lines >= HELD_LINES_MAX:
+            _write_runs(self._logger, held.take())
+        return True
+
+    def _prefix(self) -> str:
+        return f"[Controller id={self.controller_id} epoch={self._epoch()}] "
+
+    def _record(self, level: int, at: logging.LogRecord | None) -> logging.LogRecord:
+        """A record of ``level`` for lines to share, made now or, with ``at``, as at its time."""
+        record = self._logger.makeRecord(self._logger.name, level, __file__, 0, "", (), None)
+        if at is not None:
+            record.created, record.msecs, record.relativeCreated = at.created, at.msecs, at.relativeCreated
+        return record
+
+    def _runs(self, lines: Iterable[tuple[int, str]], prefix: str, at: logging.LogRecord | None) -> list[Run]:
+        """The runs of ``lines`` (kept in the sink as they go), their records made as at ``at``."""
         sink, logger = self.sink, self._logger
         made: dict[int, logging.LogRecord | None] = {}
         runs: list[Run] = []
         for level, run in groupby(lines, key=itemgetter(0)):  # a bulk transition's lines are one run
             messages = list(map(itemgetter(1), run))
             if level not in made:
-                made[level] = (logger.makeRecord(logger.name, level, __file__, 0, "", (), None)
-                               if logger.isEnabledFor(level) else None)
+                made[level] = self._record(level, at) if logger.isEnabledFor(level) else None
             if sink is not None:
                 sink.extend(map(f"{LOG4J_LEVELS.get(level, str(level))} {prefix}".__add__, messages))
             template = made[level]
@@ -148,7 +250,7 @@ class StateChangeLogger:
                 runs[-1][1].extend(map(prefix.__add__, messages))
             else:
                 runs.append((template, list(map(prefix.__add__, messages))))
-        handle_runs(logger, runs)
+        return runs
 
     @contextmanager
     def held(self) -> Iterator[None]:
@@ -165,7 +267,19 @@ class StateChangeLogger:
         try:
             yield
         finally:
-            handle_runs(self._logger, _held.pop(key).runs)
+            _write_runs(self._logger, _held.pop(key).take())
+
+    @contextmanager
+    def held_all(self) -> Iterator[None]:
+        """:meth:`held`, and :func:`held_records` of every other kctl logger made so far (they are
+        made as their modules load): a bulk transition's other lines (the controller's, listing
+        every partition) wait for its writes as its state changes do, each file's lines in order."""
+        own = self._logger.name
+        others = [logger for name, logger in list(logging.Logger.manager.loggerDict.items())
+                  if isinstance(logger, logging.Logger) and name.startswith("kctl.")
+                  and name != own and not name.startswith(own + ".")]
+        with self.held(), held_records(*others):
+            yield
 
     def trace(self, message: str) -> None:
         self.log(TRACE, message)

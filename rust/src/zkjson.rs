@@ -43,23 +43,35 @@ pub type DecodedState = (BrokerId, Vec<BrokerId>, i32, i32);
 /// `TopicPartitionStateZNode.decode`'s fast path decodes it; `None` for anything else (other keys,
 /// escapes, floats, a recovery state, corrupt data), which the caller hands to that decoder.
 pub fn decode_partition_state(data: &[u8]) -> Option<DecodedState> {
-    let mut p = Parser { data, at: 0 };
     let (mut leader, mut isr, mut leader_epoch, mut controller_epoch, mut version) =
         (None, None, None, None, None);
-    p.expect(b'{')?;
-    loop {
-        let key = p.key()?;
-        p.expect(b':')?;
-        let fresh = match key {
+    object_document(data, |p, key| {
+        Some(match key {
             b"leader" => leader.replace(p.int()?).is_none(),
             b"leader_epoch" => leader_epoch.replace(p.int()?).is_none(),
             b"controller_epoch" => controller_epoch.replace(p.int()?).is_none(),
             b"version" => version.replace(p.int()?).is_none(),
             b"isr" => isr.replace(p.ints()?).is_none(),
             _ => return None,
-        };
-        if !fresh {
-            return None; // json.loads keeps the last of duplicated keys: leave it to Python
+        })
+    })?;
+    Some((leader?, isr?, leader_epoch?, controller_epoch?))
+}
+
+/// A JSON object that is the whole of `data`, the value of each key read by `field`, which
+/// returns whether the key is new (None, or a key seen before, gives up: `json.loads` keeps the
+/// last of duplicated keys, which is left to Python).
+fn object_document<'a>(
+    data: &'a [u8],
+    mut field: impl FnMut(&mut Parser<'a>, &'a [u8]) -> Option<bool>,
+) -> Option<()> {
+    let mut p = Parser { data, at: 0 };
+    p.expect(b'{')?;
+    loop {
+        let key = p.key()?;
+        p.expect(b':')?;
+        if !field(&mut p, key)? {
+            return None;
         }
         match p.next()? {
             b',' => {}
@@ -68,10 +80,47 @@ pub fn decode_partition_state(data: &[u8]) -> Option<DecodedState> {
         }
     }
     p.skip_whitespace();
-    if p.at != data.len() {
-        return None;
-    }
-    Some((leader?, isr?, leader_epoch?, controller_epoch?))
+    (p.at == data.len()).then_some(())
+}
+
+/// What a usual topic document holds: its version, its topic id, its partition ids in ascending
+/// order, and per partition the index of its replica list among the distinct lists (a topic's
+/// partitions share a few lists, which Python makes into one object each).
+pub type DecodedTopic = (i32, Option<String>, Vec<i32>, Vec<u32>, Vec<Vec<BrokerId>>);
+
+/// The usual topic document (`/brokers/topics/<topic>`): a JSON object whose keys are `version`, an
+/// optional `topic_id` (a string without escapes), `partitions` (at least one partition id, in
+/// ascending order, each with a list of integers) and optionally `adding_replicas` and
+/// `removing_replicas`, both empty (no reassignment in flight); each key once, every integer
+/// within 32 bits. It is decoded exactly as `TopicZNode.decode` decodes it; `None` for anything
+/// else (other keys or values, partitions out of order, escapes, corrupt data), which the caller
+/// hands to that decoder.
+pub fn decode_topic(data: &[u8]) -> Option<DecodedTopic> {
+    let (mut version, mut topic_id, mut partitions) = (None, None, None);
+    let (mut adding, mut removing) = (false, false);
+    object_document(data, |p, key| {
+        Some(match key {
+            b"version" => version.replace(p.int()?).is_none(),
+            b"topic_id" => topic_id.replace(p.string()?).is_none(),
+            b"partitions" => partitions.replace(p.assignments()?).is_none(),
+            b"adding_replicas" => !std::mem::replace(&mut adding, p.empty_object()?),
+            b"removing_replicas" => !std::mem::replace(&mut removing, p.empty_object()?),
+            _ => return None,
+        })
+    })?;
+    let (ids, lists) = partitions?;
+    let mut distinct: Vec<Vec<BrokerId>> = Vec::new();
+    let mut index_of: crate::hash::HashMap<Vec<BrokerId>, u32> = Default::default();
+    let indexes = lists
+        .into_iter()
+        .map(|list| {
+            *index_of.entry(list).or_insert_with_key(|list| {
+                distinct.push(list.clone());
+                (distinct.len() - 1) as u32
+            })
+        })
+        .collect();
+    Some((version?, topic_id, ids, indexes, distinct))
 }
 
 struct Parser<'a> {
@@ -137,6 +186,53 @@ impl<'a> Parser<'a> {
             .ok()
     }
 
+    /// A string without escapes or control characters (not JSON), as UTF-8.
+    fn string(&mut self) -> Option<String> {
+        let text = self.key()?;
+        if text.iter().any(|&b| b < 0x20) {
+            return None;
+        }
+        String::from_utf8(text.to_vec()).ok()
+    }
+
+    /// `{}`: true.
+    fn empty_object(&mut self) -> Option<bool> {
+        self.expect(b'{')?;
+        self.expect(b'}')?;
+        Some(true)
+    }
+
+    /// A non-empty object of partition ids (`paths.parse_id`'s spelling) in ascending order, each
+    /// with its replica list.
+    #[allow(clippy::type_complexity)]
+    fn assignments(&mut self) -> Option<(Vec<i32>, Vec<Vec<BrokerId>>)> {
+        let (mut ids, mut lists) = (Vec::new(), Vec::new());
+        self.expect(b'{')?;
+        loop {
+            let key = self.key()?;
+            let digits = std::str::from_utf8(key).ok()?;
+            if key.is_empty()
+                || key.len() > 10
+                || !key.iter().all(u8::is_ascii_digit)
+                || (key.len() > 1 && key[0] == b'0')
+            {
+                return None;
+            }
+            let id: i32 = digits.parse().ok()?;
+            if ids.last().is_some_and(|&last| last >= id) {
+                return None; // out of order, or a duplicate
+            }
+            self.expect(b':')?;
+            ids.push(id);
+            lists.push(self.ints()?);
+            match self.next()? {
+                b',' => {}
+                b'}' => return Some((ids, lists)),
+                _ => return None,
+            }
+        }
+    }
+
     fn ints(&mut self) -> Option<Vec<i32>> {
         self.expect(b'[')?;
         let mut values = Vec::new();
@@ -159,6 +255,62 @@ impl<'a> Parser<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_usual_topic_document_decodes_with_shared_replica_lists() {
+        let kctl = br#"{"version":3,"topic_id":"AbC-_x","partitions":{"0":[1,2],"1":[2,3],"2":[1,2],"10":[]},"adding_replicas":{},"removing_replicas":{}}"#;
+        assert_eq!(
+            decode_topic(kctl),
+            Some((
+                3,
+                Some("AbC-_x".to_owned()),
+                vec![0, 1, 2, 10],
+                vec![0, 1, 0, 2],
+                vec![vec![1, 2], vec![2, 3], vec![]]
+            ))
+        );
+        let spaced = b" { \"partitions\" : { \"7\" : [ -1 , 2147483647 ] } ,\n\"version\":1 } \r\n";
+        assert_eq!(
+            decode_topic(spaced),
+            Some((1, None, vec![7], vec![0], vec![vec![-1, i32::MAX]]))
+        );
+    }
+
+    #[test]
+    fn any_other_topic_document_is_left_to_python() {
+        for doc in [
+            r#"{"version":3,"partitions":{"1":[1],"0":[2]}}"#, // out of order
+            r#"{"version":3,"partitions":{"0":[1],"0":[2]}}"#, // duplicated partition
+            r#"{"version":3,"partitions":{}}"#,
+            r#"{"version":3,"partitions":{"01":[1]}}"#,
+            r#"{"version":3,"partitions":{"2147483648":[1]}}"#,
+            r#"{"version":3,"partitions":{"-1":[1]}}"#,
+            r#"{"version":3,"partitions":{"0":[2147483648]}}"#,
+            r#"{"version":3,"partitions":{"0":[1.0]}}"#,
+            r#"{"version":3,"partitions":{"0":[true]}}"#,
+            r#"{"version":3,"partitions":{"0":1}}"#,
+            r#"{"version":3,"partitions":{"0":[1]},"adding_replicas":{"0":[3]}}"#,
+            r#"{"version":3,"partitions":{"0":[1]},"removing_replicas":{"0":[1]}}"#,
+            r#"{"version":3,"partitions":{"0":[1]},"removing_replicas":{},"removing_replicas":{}}"#,
+            r#"{"version":3,"partitions":{"0":[1]},"other":1}"#,
+            r#"{"version":3,"version":3,"partitions":{"0":[1]}}"#,
+            r#"{"version":"3","partitions":{"0":[1]}}"#,
+            r#"{"partitions":{"0":[1]}}"#,
+            r#"{"version":3}"#,
+            r#"{"version":3,"topic_id":null,"partitions":{"0":[1]}}"#,
+            r#"{"version":3,"topic_id":"a\u0041","partitions":{"0":[1]}}"#,
+            "{\"version\":3,\"topic_id\":\"a\tb\",\"partitions\":{\"0\":[1]}}",
+            r#"{"version":3,"partitions":{"0":[1]}} x"#,
+            r#"{"version":3,"partitions":{"0":[1]}"#,
+            r#"[{"version":3,"partitions":{"0":[1]}}]"#,
+        ] {
+            assert_eq!(decode_topic(doc.as_bytes()), None, "{doc}");
+        }
+        assert_eq!(
+            decode_topic(b"{\"version\":3,\"topic_id\":\"\xff\",\"partitions\":{\"0\":[1]}}"),
+            None
+        );
+    }
 
     #[test]
     fn kafkas_bytes() {

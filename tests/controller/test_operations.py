@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import time
 from collections import Counter
 from dataclasses import replace
 
@@ -184,6 +185,40 @@ def test_topic_changes_are_logged_with_kafkas_message(caplog: pytest.LogCaptureF
         # The deletion removed t from the controller's view before its znode went, as in Kafka.
         "New topics: [], deleted topics: [], new partition replica assignment []",
     ]
+
+
+def test_a_new_topics_lines_are_written_after_its_partition_states_with_the_times_they_were_made() -> None:
+    """The lines listing every new partition (controller.log's "New topics" and "New partition
+    creation callback") are made text and written once the partitions' states are written, as the
+    state-change lines are, each keeping the time it was logged: at 20K partitions making them
+    took as long as a tenth of the states' writes."""
+    seen: list[tuple[str, bool, float]] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            message = record.getMessage()
+            if message.startswith(("New topics: [t]", "New partition creation callback")):
+                written = cluster.store.get_partition_states([TopicPartition("t", 0)]).values
+                seen.append((message, TopicPartition("t", 0) in written, record.created))
+
+    logger = logging.getLogger("kctl.controller.controller")
+    collect = Collect(logging.INFO)
+    logger.addHandler(collect)
+    previous = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        with EmbeddedCluster(3) as cluster:
+            before = time.time()
+            cluster.create_topic("t", assignment={0: [1, 2, 3], 1: [2, 3, 1]})
+            assert cluster.run_until_stable()
+    finally:
+        logger.removeHandler(collect)
+        logger.setLevel(previous)
+    assert [(message[:20], written) for message, written, _ in seen] == [
+        ("New topics: [t], del", True), ("New partition creati", True)]
+    assert seen[0][0].endswith("t-1 -> ReplicaAssignment(replicas=2,3,1, addingReplicas=, removingReplicas=)]")
+    assert seen[1][0] == "New partition creation callback for t-0, t-1"
+    assert before <= seen[0][2] <= seen[1][2]
 
 
 def test_a_broker_with_a_new_endpoint_is_announced_to_every_broker() -> None:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kctl._engine import encode_partition_states
+from kctl._engine import decode_topic_znode, encode_partition_states
 from kctl.errors import CorruptDataError
 from kctl.model import (
     BrokerInfo,
@@ -21,7 +21,7 @@ from kctl.model import (
     ReplicaAssignment,
     TopicPartition,
 )
-from kctl.stores import paths
+from kctl.stores import paths, zkdata
 from kctl.stores.base import TopicAssignment
 from kctl.stores.zkdata import (
     DOCUMENT,
@@ -553,3 +553,50 @@ def test_the_native_bulk_encoder_writes_the_same_bytes(
         [(leader, isr, leader_epoch, recovery is LeaderRecoveryState.RECOVERING, controller_epoch)] * 2
     )
     assert native == [TopicPartitionStateZNode.encode(state)] * 2
+
+
+_TOPIC_DOCUMENTS = [
+    b'{"version":3,"topic_id":"AbC","partitions":{"0":[1,2],"1":[2,3],"2":[1,2],"9":[]},'
+    b'"adding_replicas":{},"removing_replicas":{}}',
+    b' {"partitions" : {"7" : [ -1 , 2147483647 ] } , "version":1}\n',
+    b'{"version":3,"partitions":{"1":[1],"0":[2]}}',  # out of order: Python's decoder
+    b'{"version":3,"partitions":{"0":[1],"0":[2]}}',
+    b'{"version":3,"partitions":{"0":[1]},"adding_replicas":{"0":[3]},"removing_replicas":{}}',
+    b'{"version":3,"topic_id":null,"partitions":{"0":[1]}}',
+    b'{"version":3,"topic_id":"a\\u0041","partitions":{"0":[1]},"extra":[1]}',
+    b'{"version":3,"partitions":{}}',
+]
+
+
+@pytest.mark.parametrize("data", _TOPIC_DOCUMENTS)
+def test_the_engines_topic_decoder_decodes_as_python_does(data: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``TopicZNode.decode`` hands the usual topic document to the engine's parser and decodes the
+    rest itself: either way the same assignment, partition order and shared replica lists."""
+    native, parsed = TopicZNode.decode(data, "/brokers/topics/t"), decode_topic_znode(data) is not None
+    monkeypatch.setattr(zkdata, "decode_topic_znode", lambda data: None)
+    python = TopicZNode.decode(data, "/brokers/topics/t")
+    assert native == python and list(native.partitions) == list(python.partitions)
+    assert parsed == (data in _TOPIC_DOCUMENTS[:2])
+    if parsed:  # the usual document's replica lists are shared either way
+        assert all(a is b for a, b in zip(native.partitions.values(), python.partitions.values()))
+
+
+@given(
+    st.dictionaries(st.integers(0, 2**31 - 1), replica_lists, min_size=1, max_size=8),
+    st.none() | st.text("ABCabc0123-_", min_size=1, max_size=22),
+    st.integers(-(2**31), 2**31 - 1),
+)
+def test_the_engine_parses_the_usual_topic_documents(
+    partitions: dict[int, tuple[int, ...]], topic_id: str | None, version: int
+) -> None:
+    document: dict[str, object] = {"version": version, "partitions": {str(p): list(r) for p, r in sorted(partitions.items())}}
+    if topic_id is not None:
+        document["topic_id"] = topic_id
+    data = json.dumps(document).encode()
+    parsed = decode_topic_znode(data)
+    assert parsed is not None
+    _, found_id, ids, indexes, lists = parsed
+    assert (found_id, ids) == (topic_id, sorted(partitions))
+    assert [tuple(lists[i]) for i in indexes] == [partitions[p] for p in ids]
+    assert TopicZNode.decode(data, "/brokers/topics/t") == TopicAssignment(
+        {p: ReplicaAssignment(r) for p, r in partitions.items()}, topic_id)

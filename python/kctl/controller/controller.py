@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -83,7 +84,7 @@ from kctl.messages import (
 )
 from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler, Timer
 from kctl.selectors import ElectionKind
-from kctl.statechange import StateChangeLogger
+from kctl.statechange import LogText, StateChangeLogger
 from kctl.stores import paths
 from kctl.stores.base import (
     FEATURE_STATUS_DISABLED,
@@ -998,11 +999,12 @@ class KafkaController:
         # one new topic (the usual case): its partitions as the context returned them, which the
         # native engine takes back as they are rather than one object per partition
         added = lists[0] if len(lists) == 1 else [tp for partitions in lists for tp in partitions]
-        if log.isEnabledFor(logging.INFO):  # the assignment of every new partition, as Kafka prints it
+        with self._lines_held():
+            # the assignment of every new partition, as Kafka prints it, made text after the writes
             log.info("New topics: [%s], deleted topics: [%s], new partition replica assignment [%s]",
-                     _joined(new), _joined(deleted), _assignments_text(added, loaded))
-        if added:
-            self._on_new_partition_creation(added)
+                     _joined(new), _joined(deleted), LogText(lambda: _assignments_text(added, loaded)))
+            if added:
+                self._on_new_partition_creation(added)
 
     def _process_PartitionModifications(self, event: ev.PartitionModifications) -> None:
         self._fired_topic_watches.discard(event.topic)
@@ -1034,11 +1036,15 @@ class KafkaController:
         assignment = {p: ctx.partition_full_replica_assignment(TopicPartition(topic, p)) for p in partitions}
         self.store.set_topic_assignment(topic, TopicAssignment(assignment, ctx.topic_ids.get(topic)), ctx.epoch_zk_version)
 
+    def _lines_held(self) -> AbstractContextManager[None]:
+        """The state-change lines and every other kctl line made meanwhile on the event thread,
+        written after its writes (:meth:`StateChangeLogger.held_all`), each with its time."""
+        return self.state_change_logger.held_all()
+
     def _on_new_partition_creation(self, partitions: Sequence[TopicPartition]) -> None:
-        if log.isEnabledFor(logging.INFO):  # the name of every new partition
-            log.info("New partition creation callback for %s", ", ".join(map(str, partitions)))
-        replicas = self.context.replicas_for_partitions(partitions)
-        with self.state_change_logger.held():  # the New transitions' lines after the states' writes
+        with self._lines_held():  # the lines of the New transitions, and these, after the states' writes
+            log.info("New partition creation callback for %s", LogText(lambda: ", ".join(map(str, partitions))))
+            replicas = self.context.replicas_for_partitions(partitions)
             self.partition_state_machine.handle_state_changes(partitions, PartitionState.NEW)
             self.replica_state_machine.handle_state_changes(replicas, ReplicaState.NEW)
             self.partition_state_machine.handle_state_changes(

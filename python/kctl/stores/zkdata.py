@@ -24,6 +24,7 @@ import reprlib
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
+from kctl._engine import decode_topic_znode
 from kctl.errors import CorruptDataError
 from kctl.limits import DocumentError, decode_text, parse_json
 from kctl.model import (
@@ -345,7 +346,16 @@ class TopicZNode:
 
     @staticmethod
     def decode(data: bytes | None, path: str) -> TopicAssignment:
-        """Versions 1 to 3: missing ``adding_replicas``/``removing_replicas`` maps or entries are empty."""
+        """Versions 1 to 3: missing ``adding_replicas``/``removing_replicas`` maps or entries are
+        empty. The usual document (no reassignment in flight, partitions in order, as kctl and
+        Kafka's CreateTopics write it) is parsed by the engine (``decode_topic_znode``): a
+        controller reads every partition of a new topic before it writes a state."""
+        if type(data) is bytes and len(data) <= MAX_ZNODE_BYTES:
+            usual = decode_topic_znode(data)
+            if usual is not None:
+                _, topic_id, ids, indexes, lists = usual
+                shared = [_SHARED_ASSIGNMENTS[tuple(replicas)] for replicas in lists]
+                return TopicAssignment(dict(zip(ids, map(shared.__getitem__, indexes))), topic_id)
         doc = _Fields.parse(data, path)
         doc.integer("version")
         plain = _plain_partitions(doc)

@@ -58,6 +58,14 @@ fn encode_partition_states<'py>(
         .collect()
 }
 
+/// The usual topic document decoded (`crate::zkjson::decode_topic`), the GIL released: `(version,
+/// topic_id, partition ids, per partition the index of its replica list, the distinct lists)`;
+/// None for any other document, which `TopicZNode.decode` decodes itself.
+#[pyfunction]
+fn decode_topic_znode(py: Python<'_>, data: &[u8]) -> Option<crate::zkjson::DecodedTopic> {
+    py.detach(|| crate::zkjson::decode_topic(data))
+}
+
 #[pymodule]
 #[pyo3(name = "_engine")]
 fn engine_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -73,6 +81,7 @@ fn engine_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<metadata::MetadataCache>()?;
     m.add_function(wrap_pyfunction!(classes::bind, m)?)?;
     m.add_function(wrap_pyfunction!(encode_partition_states, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_topic_znode, m)?)?;
     m.add_function(wrap_pyfunction!(metadata::metadata_digest, m)?)?;
     m.add_function(wrap_pyfunction!(zookeeper::zk_write_partition_states, m)?)?;
     m.add_function(wrap_pyfunction!(zookeeper::zk_read_partition_states, m)?)?;
