@@ -11,6 +11,8 @@ per broker instead.
 from __future__ import annotations
 
 import threading
+from itertools import groupby
+from operator import itemgetter
 from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -219,10 +221,9 @@ class ExpectedMetadata:
             replicas = self._replicas[topic] = {p: a.replicas for p, a in assignment.partitions.items()}
             self._digests[topic] = {}
             changed[topic] = list(replicas)
-        known = self._replicas
-        for topic, partition in states:
-            if topic not in reload and partition in known.get(topic, ()):
-                changed.setdefault(topic, []).append(partition)
+        for topic, written in groupby(states, itemgetter(0)):  # sorted: one group per topic
+            if topic not in reload and (kept := self._replicas.get(topic)) is not None:
+                changed[topic] = [partition for _, partition in written if partition in kept]
         if changed:
             self._load(changed)
         return self._digest
