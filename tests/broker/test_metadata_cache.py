@@ -11,7 +11,7 @@ from kctl._engine import MetadataCache, PartitionStates, metadata_digest
 from kctl.broker import BrokerAgent, BrokerMetadataCache, ExpectedMetadata, MetadataSnapshot
 from kctl.cluster import EmbeddedCluster
 from kctl.errors import Errors
-from kctl.model import TopicPartition
+from kctl.model import LeaderAndIsr, TopicPartition
 from kctl.requests import UpdateMetadataPartitionState, UpdateMetadataRequest
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -181,19 +181,59 @@ def test_each_broker_s_cache_holds_what_its_own_updates_give(engine: str) -> Non
         assert cluster.metadata_mismatches() == []
 
 
+def changed_field(state: UpdateMetadataPartitionState, field: str) -> UpdateMetadataPartitionState:
+    """``state`` with one of the fields a cache and the store must agree on changed."""
+    other_leader = next(r for r in state.replicas if r != state.leader)
+    value = {"leader": other_leader, "leader_epoch": state.leader_epoch + 1, "isr": state.isr[:-1],
+             "partition_epoch": state.partition_epoch + 1, "replicas": state.replicas[::-1]}[field]
+    return replace(state, **{field: value})
+
+
+AGREED_FIELDS = ["leader", "leader_epoch", "isr", "partition_epoch", "replicas"]
+
+
 @pytest.mark.usefixtures("engine")
-def test_a_cache_left_behind_is_not_stable() -> None:
-    with EmbeddedCluster(3, seed=5) as cluster:
+@pytest.mark.parametrize("field", AGREED_FIELDS)
+def test_a_cache_left_behind_is_not_stable(field: str) -> None:
+    """The digests compared at each check cover every field I7 compares (the replicas' order
+    included): a cache differing in one field of one partition is found by the digest alone."""
+    with EmbeddedCluster(4, seed=5) as cluster:
         cluster.create_topic("t", 2, 3)
         assert cluster.is_stable()
         stale = cluster.brokers[2].metadata_cache
         state = stale.partition_state(T0)
         assert state is not None
-        stale._partitions.update([UpdateMetadataPartitionState(
-            "t", 0, state.controller_epoch, state.leader, state.leader_epoch + 1, state.isr, state.partition_epoch,
-            state.replicas, state.offline_replicas)])
+        stale._partitions.update([changed_field(state, field)])
         assert not cluster.is_stable()
         assert [m for m in cluster.metadata_mismatches() if m.startswith("broker 2: t-0: cached")]
+
+
+@pytest.mark.usefixtures("engine")
+@pytest.mark.parametrize("field", ["leader", "leader_epoch", "isr", "replicas"])
+def test_a_store_written_behind_the_caches_is_not_stable(field: str) -> None:
+    """The store's side of the digest follows a write of any one field between two checks (a
+    partition epoch changes with every write): the kept digest is the snapshot's again, and no
+    cache agrees with it."""
+    with EmbeddedCluster(4, seed=5) as cluster:
+        cluster.create_topic("t", 2, 3)
+        assert cluster.is_stable()
+        before = cluster.brokers[1].metadata_cache.partition_state(T0)
+        assert before is not None
+        after = changed_field(before, field)
+        store = cluster.store
+        epoch = store.get_controller_epoch()
+        assert epoch is not None
+        if field == "replicas":
+            assignment = store.get_topic_assignments(["t"]).values["t"]
+            partitions = dict(assignment.partitions)
+            partitions[0] = replace(partitions[0], replicas=after.replicas)
+            store.set_topic_assignment("t", replace(assignment, partitions=partitions))
+        else:
+            written = LeaderAndIsr(after.leader, after.isr, after.leader_epoch, before.partition_epoch)
+            assert T0 in store.update_partition_states({T0: written}, epoch[0], epoch[1]).successful
+        assert cluster._expected_metadata.digest() == MetadataSnapshot.from_store(store).digest
+        mismatches = cluster.metadata_mismatches()
+        assert {m.split(":")[0] for m in mismatches if ": t-0: cached" in m} == {f"broker {b}" for b in range(1, 5)}
 
 
 @pytest.mark.usefixtures("engine")

@@ -11,18 +11,21 @@ per broker instead.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence, Set
+from itertools import groupby
+from operator import itemgetter
+from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from kctl._engine import MetadataCache, StateTable, metadata_digest
-from kctl.model import BrokerInfo, TopicPartition, new_topic_partition
+from kctl.model import BrokerInfo, LeaderIsrAndControllerEpoch, TopicPartition
 from kctl.messages import UpdateMetadataFanOut, UpdateMetadataPartitionState, UpdateMetadataRequest
 from kctl.stores.base import StateStore
 
 
-_Leadership = tuple[int, int, Sequence[int], int]
-"""A stored state's leader, leader epoch, ISR and partition epoch."""
+_NativeState = tuple[int, Sequence[int], int, int, int, int]
+"""A stored state as the native state table holds it: leader, ISR, leader epoch, partition epoch,
+leader recovery state, controller epoch."""
 
 CachedState = tuple[int, int, int, list[int], int, list[int], list[int]]
 """A native cache entry: controller epoch, leader, leader epoch, ISR, partition epoch, replicas,
@@ -185,6 +188,8 @@ class ExpectedMetadata:
     partition for every broker each time costs brokers × partitions. With a store that reports
     what changed since a zxid (``MemoryStore.changes_since``), a check reads only the changed
     topics and partition states and compares one digest per broker; other stores are read whole.
+    Digests are kept by topic, then partition number: following a creation or a restart builds no
+    key object per partition.
     """
 
     def __init__(self, store: StateStore) -> None:
@@ -194,7 +199,7 @@ class ExpectedMetadata:
         )
         self._zxid = -1
         self._replicas: dict[str, dict[int, tuple[int, ...]]] = {}
-        self._digests: dict[TopicPartition, int] = {}
+        self._digests: dict[str, dict[int, int]] = {}
         self._digest = 0
         self._lock = threading.Lock()  # one update at a time: a real-time cluster is checked from any thread
 
@@ -211,61 +216,64 @@ class ExpectedMetadata:
         reload = set(topics) | (live ^ self._replicas.keys())
         for topic in reload:
             self._forget(topic)
-        self._load(self._assignments(sorted(reload & live)))
-        replicas = self._replicas
-        self._load({new_topic_partition((topic, partition)): replicas[topic][partition] for topic, partition in states
-                    if topic not in reload and partition in replicas.get(topic, ())})
+        changed: dict[str, list[int]] = {}
+        for topic, assignment in self._store.get_topic_assignments(sorted(reload & live)).values.items():
+            replicas = self._replicas[topic] = {p: a.replicas for p, a in assignment.partitions.items()}
+            self._digests[topic] = {}
+            changed[topic] = list(replicas)
+        for topic, written in groupby(states, itemgetter(0)):  # sorted: one group per topic
+            if topic not in reload and (kept := self._replicas.get(topic)) is not None:
+                changed[topic] = [partition for _, partition in written if partition in kept]
+        if changed:
+            self._load(changed)
         return self._digest
 
-    def _assignments(self, topics: list[str]) -> dict[TopicPartition, tuple[int, ...]]:
-        found: dict[TopicPartition, tuple[int, ...]] = {}
-        for topic, assignment in self._store.get_topic_assignments(topics).values.items():
-            replicas = self._replicas[topic] = {p: a.replicas for p, a in assignment.partitions.items()}
-            found.update((TopicPartition(topic, p), r) for p, r in replicas.items())
-        return found
+    def _load(self, changed: Mapping[str, list[int]]) -> None:
+        """(Re)compute the digests of ``changed``'s partitions (by topic) from their stored states."""
+        total = self._digest
+        for topic, partitions, states in self._states(changed):
+            replicas, digests = self._replicas[topic], self._digests[topic]
+            for partition, state in zip(partitions, states):
+                total -= digests.pop(partition, 0)
+                if state is not None:
+                    leader, isr, leader_epoch, partition_epoch, _, _ = state
+                    digest = digests[partition] = metadata_digest(topic, partition, leader, leader_epoch, isr,
+                                                                  partition_epoch, replicas[partition])
+                    total += digest
+        self._digest = total % DIGEST_MODULUS
 
-    def _load(self, replicas: Mapping[TopicPartition, tuple[int, ...]]) -> None:
-        """(Re)compute the digests of ``replicas``' partitions from their stored states."""
-        states = self._leaderships(replicas)
-        for tp in replicas:
-            self._digest -= self._digests.pop(tp, 0)
-            state = states.get(tp)
-            if state is not None:
-                leader, leader_epoch, isr, partition_epoch = state
-                digest = metadata_digest(tp.topic, tp.partition, leader, leader_epoch, isr, partition_epoch, replicas[tp])
-                self._digests[tp] = digest
-                self._digest += digest
-        self._digest %= DIGEST_MODULUS
-
-    def _leaderships(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, _Leadership]:
-        """The leader, leader epoch, ISR and partition epoch of each partition with a stored state:
-        read from the store's native state table when it offers one (``NativeStateTable``), which
-        builds no Python state object per partition (a rolling restart rewrites thousands of
-        states between two checks), else from ``get_partition_states``."""
+    def _states(self, changed: Mapping[str, list[int]]) -> list[tuple[str, list[int], list[_NativeState | None]]]:
+        """Each topic of ``changed``, its partitions and their stored states as the native state
+        table's tuples (None without a readable state): read from the store's native state table
+        in place when it offers one (``NativeStateTable``), which builds no Python state object per
+        partition (a rolling restart rewrites thousands of states between two checks), else from
+        ``get_partition_states``."""
         begin = getattr(self._store, "native_begin", None)
         if begin is None:
-            found: dict[TopicPartition, _Leadership] = {}
-            for tp, state in self._store.get_partition_states(partitions).values.items():
-                leader_and_isr = state.leader_and_isr
-                found[tp] = (leader_and_isr.leader, leader_and_isr.leader_epoch, leader_and_isr.isr,
-                             leader_and_isr.partition_epoch)
-            return found
+            stored = self._store.get_partition_states(
+                [TopicPartition(topic, p) for topic, partitions in changed.items() for p in partitions]).values
+            return [(topic, partitions, [_native_state(stored.get(TopicPartition(topic, p))) for p in partitions])
+                    for topic, partitions in changed.items()]
         table: StateTable = begin()[0]
         try:
-            found = {}
-            for tp in partitions:
-                slot = table.get(tp.topic, tp.partition)
-                if slot is not None and slot[0] is not None:  # a state the table could not hold is unreadable
-                    leader, isr, leader_epoch, partition_epoch, _, _ = slot[0]
-                    found[tp] = (leader, leader_epoch, isr, partition_epoch)
-            return found
+            get = table.get
+            # a slot whose state is None holds a state the table could not read: left out like a missing one
+            return [(topic, partitions, [None if (slot := get(topic, p)) is None else slot[0] for p in partitions])
+                    for topic, partitions in changed.items()]
         finally:
             self._store.native_end(False)  # type: ignore[attr-defined]  # the pair of native_begin
 
     def _forget(self, topic: str) -> None:
-        for partition in self._replicas.pop(topic, {}):
-            self._digest -= self._digests.pop(TopicPartition(topic, partition), 0)
-        self._digest %= DIGEST_MODULUS
+        self._replicas.pop(topic, None)
+        self._digest = (self._digest - sum(self._digests.pop(topic, {}).values())) % DIGEST_MODULUS
+
+
+def _native_state(state: LeaderIsrAndControllerEpoch | None) -> _NativeState | None:
+    """``state`` as the native state table holds it."""
+    if state is None:
+        return None
+    lai = state.leader_and_isr
+    return (lai.leader, lai.isr, lai.leader_epoch, lai.partition_epoch, lai.leader_recovery_state, state.controller_epoch)
 
 
 DIGEST_MODULUS = 2**64
