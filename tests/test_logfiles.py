@@ -321,6 +321,28 @@ def test_held_records_reach_their_loggers_at_the_end_in_order_with_their_times_a
     assert seen[-1][1] == "e"
 
 
+def test_held_records_past_the_most_held_are_written_at_once_in_order(
+    root_handlers: logging.Logger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``held_records`` keeps at most ``HELD_LINES_MAX`` records: reaching it writes those held, in
+    order, and the hold goes on for the records after them."""
+    seen: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    root_handlers.handlers[:] = [Collect()]
+    root_handlers.setLevel(logging.INFO)
+    monkeypatch.setattr(statechange, "HELD_LINES_MAX", 3)
+    logger = logging.getLogger("kctl.test_held.bounded")
+    with statechange.held_records(logger):
+        for n in range(5):
+            logger.info("r%d", n)
+        assert seen == ["r0", "r1", "r2"]
+    assert seen == ["r0", "r1", "r2", "r3", "r4"]
+
+
 @pytest.fixture
 def messages(root_handlers: logging.Logger, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The messages every record reaching the root logger's (only) handler has, the state-change

@@ -129,11 +129,24 @@ class _HeldRecords(logging.Filter):
         self.by_thread: dict[int, list[logging.LogRecord]] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
-        held = self.by_thread.get(threading.get_ident())
+        thread = threading.get_ident()
+        held = self.by_thread.get(thread)
         if held is None:
             return True
         held.append(record)
+        if len(held) >= HELD_LINES_MAX:  # as many as the state-change lines: written now, in order
+            del self.by_thread[thread]
+            try:
+                _handle_records(held)
+            finally:
+                self.by_thread[thread] = []
         return False
+
+
+def _handle_records(records: list[logging.LogRecord]) -> None:
+    """Each held record handled by its own logger, in order (the thread holds none meanwhile)."""
+    for record in records:
+        logging.getLogger(record.name).handle(record)
 
 
 _held_records = _HeldRecords()
@@ -146,7 +159,8 @@ def held_records(*loggers: logging.Logger) -> Iterator[None]:
     that becomes text only when a handler formats the line (:class:`LogText`) is made text then. A
     controller lists every new partition in a line or two of its own log; at 20K partitions
     making and writing them took as long as a tenth of the partitions' writes, which now come
-    first. Nested holds are part of the outer one."""
+    first. Nested holds are part of the outer one; past ``HELD_LINES_MAX`` records the held ones
+    are written at once, so that a hold keeps a bounded number in memory."""
     for logger in loggers:
         logger.addFilter(_held_records)  # once: it passes every record of a thread holding none
     thread = threading.get_ident()
@@ -157,8 +171,7 @@ def held_records(*loggers: logging.Logger) -> Iterator[None]:
     try:
         yield
     finally:
-        for record in _held_records.by_thread.pop(thread):
-            logging.getLogger(record.name).handle(record)
+        _handle_records(_held_records.by_thread.pop(thread))
 
 
 class LogText:
