@@ -11,8 +11,8 @@ the controller's own work, measured from ZooKeeper's znode timestamps and the co
 - ``creation``: the topic znode's ctime to the last partition state znode's ctime (every
   partition has a leader: the controller writes each state with its leader); ``ROUNDS`` times,
   each creation deleted (not measured) before the other side's, so that neither cluster holds a
-  partition while the other creates its topic; one creation and deletion on each side come
-  first and both create the topic once more afterwards (neither measured);
+  partition while the other creates its topic; :data:`WARM_UP_CREATIONS` creations and deletions
+  on each side come first and both create the topic once more afterwards (none measured);
 - ``failover``: ``/controller`` deleted with every broker up; the new controller's "successfully
   elected as the controller. Epoch incremented to E" line to its "Ready to serve as the new
   controller with epoch E" line (Kafka's ``onControllerFailover`` up to the point it serves);
@@ -93,6 +93,12 @@ the test fixture's heap growing from 64 MB (docs/performance.md: what the server
 WARM_UP_PARTITIONS = 25_000
 """Partitions of the topic each side's creation writes on the server before the sitting
 (:func:`warm_up`): 100K znodes in all, created and deleted."""
+WARM_UP_CREATIONS = 2
+"""Creations (each deleted again) per side before the measured ones, not measured: a controller's
+first real creations take the server (and Kafka's controller's JVM) through request paths the
+store-level warm-up does not (the topic znode, watches, reads); the server's compilers still used
+0.2-0.5 s of CPU during a second kctl creation after the warm-up, 0.01-0.05 s from the third on
+(``benches/creation_cpu.py``)."""
 MEASURES = ("creation", "failover", "controlled-shutdown", "controller-crash")
 LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] ")
 LIVE_LOG = re.compile(rf"{TOPIC}-\d+")
@@ -590,13 +596,11 @@ def sitting(pair: SideBySide, partitions: int, offset: int, progress: Path | Non
             if then is not None:
                 then(side)
 
-    # One creation and deletion on each side first, not measured: each controller's first creation
-    # took the server (and Kafka's controller's JVM) through request paths the store-level warm-up
-    # does not (the topic znode, watches, reads), whose compilation it paid for.
-    for side in turns(offset, sides):
-        settle(sides, shared)
-        create(side)
-        delete(side)
+    for round_ in range(WARM_UP_CREATIONS):
+        for side in turns(round_ + offset, sides):
+            settle(sides, shared)
+            create(side)
+            delete(side)
     # Each creation is measured with the other cluster holding no partition: after a creation of 20K
     # partitions Kafka's brokers kept working for tens of seconds at 0.3-0.6 of a core each, past
     # any quiet window, and the other side's creation shared the machine with that.
