@@ -1650,6 +1650,14 @@ mod tests {
     }
 
     /// Reference §3.1, written out independently of `PartitionState::valid_previous_states`.
+    /// Each line's text, in order.
+    fn texts(log: &Log) -> Vec<String> {
+        log.lines
+            .iter()
+            .map(|l| l.text.made().into_owned())
+            .collect()
+    }
+
     fn kafka_partition_transition(from: PartitionState, to: PartitionState) -> bool {
         use PartitionState::*;
         matches!(
@@ -2048,12 +2056,7 @@ mod tests {
                         .unwrap();
                 }
             }
-            let lines: Vec<String> = c
-                .log
-                .lines
-                .iter()
-                .map(|l| l.text.made().into_owned())
-                .collect();
+            let lines = texts(&c.log);
             (results, lines, c.sent.clone())
         };
         let (read, unread) = (run(true), run(false));
@@ -2098,12 +2101,7 @@ mod tests {
                 .into_iter()
                 .filter(|c| *c != "configs") // asked for no topic: every ISR has a live member
                 .collect();
-            let lines: Vec<String> = cluster
-                .log
-                .lines
-                .iter()
-                .map(|l| l.text.made().into_owned())
-                .collect();
+            let lines = texts(&cluster.log);
             let done = format!(
                 "{:?} {results} {lines:?} {:?} {:?}",
                 cluster.store.states.get(&cluster.p),
