@@ -47,6 +47,7 @@ from kctl.scheduler import (
     hold_young_collections,
     young_collections_only,
 )
+from kctl.statechange import KeptLines
 from kctl.stores.base import StateStore
 from kctl.stores.memory import MemoryTree, PartitionSnapshot
 
@@ -285,7 +286,7 @@ class EmbeddedCluster:
         if not record_requests:
             self._broker_options.setdefault("keep_answers", "notable")
         self._controller_session = controller_session
-        self._state_change_log: list[str] = []
+        self._state_change_log = KeptLines()
         self._sent = _SentLog(record_requests)
         self.brokers: dict[int, BrokerAgent] = {}
         self.controllers: dict[int, KafkaController] = {}
@@ -667,7 +668,7 @@ class EmbeddedCluster:
 
     @property
     def state_change_log(self) -> list[str]:
-        return list(self._state_change_log)
+        return list(self._state_change_log.lines())
 
     @property
     def sent_requests(self) -> list[SentRecord]:

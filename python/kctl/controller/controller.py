@@ -84,7 +84,7 @@ from kctl.messages import (
 )
 from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler, Timer
 from kctl.selectors import ElectionKind
-from kctl.statechange import LogText, StateChangeLogger
+from kctl.statechange import LogText, Sink, StateChangeLogger
 from kctl.stores import paths
 from kctl.stores.base import (
     FEATURE_STATUS_DISABLED,
@@ -161,7 +161,7 @@ class KafkaController:
         clock: Scheduler | None = None,
         *,
         threaded: bool | None = None,
-        state_change_log: list[str] | None = None,
+        state_change_log: Sink | None = None,
         plugins: PluginHost | None = None,
     ) -> None:
         self.broker_id = validate_int("broker id", broker_id, 0)
