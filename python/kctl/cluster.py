@@ -239,6 +239,7 @@ class EmbeddedCluster:
         controllers: int | Sequence[int] = 3,
         record_history: bool = True,
         record_requests: bool = True,
+        record_state_changes: bool = True,
         plugins: PluginHost | None = None,
         store_options: Mapping[str, Any] | None = None,
         transport_options: Mapping[str, Any] | None = None,
@@ -251,7 +252,10 @@ class EmbeddedCluster:
         the cluster counts the requests sent (:meth:`sent_request_count`,
         :meth:`sent_request_apis`) without keeping them (:attr:`sent_requests` is refused), and its
         brokers keep only their notable answers (``BrokerAgent(keep_answers="notable")``): what a
-        long simulation needs, in a fraction of the memory."""
+        long simulation needs, in a fraction of the memory. Without ``record_state_changes`` the
+        cluster keeps no state-change lines (:attr:`state_change_log` is refused): the controllers
+        make them only for the ``kctl.state_change`` logger's handlers, at its level (a rolling
+        restart of 100 brokers and 100K partitions makes millions of TRACE lines)."""
         if isinstance(brokers, int):  # brokers 1…N
             check_broker_count(validate_int("brokers", brokers, 1, error=IllegalStateError))
             self.broker_ids = list(range(1, brokers + 1))
@@ -286,7 +290,7 @@ class EmbeddedCluster:
         if not record_requests:
             self._broker_options.setdefault("keep_answers", "notable")
         self._controller_session = controller_session
-        self._state_change_log = KeptLines()
+        self._state_change_log = KeptLines() if record_state_changes else None
         self._sent = _SentLog(record_requests)
         self.brokers: dict[int, BrokerAgent] = {}
         self.controllers: dict[int, KafkaController] = {}
@@ -668,6 +672,9 @@ class EmbeddedCluster:
 
     @property
     def state_change_log(self) -> list[str]:
+        if self._state_change_log is None:
+            raise IllegalStateError("the state-change lines are not kept: "
+                                    "make the cluster with EmbeddedCluster(record_state_changes=True)")
         return list(self._state_change_log.lines())
 
     @property

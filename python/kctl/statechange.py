@@ -57,8 +57,11 @@ class KeptLines:
         self._pending.append(lines)
 
     def keep_engine_lines(self, prefix: str, lines: Sequence[tuple[int, bool, str]]) -> None:
-        """Keep the native engine's ``(level, from_batch, message)`` lines, with their prefix."""
-        self._pending.append(f"{LOG4J_LEVELS.get(level, str(level))} {prefix}{message}" for level, _, message in lines)
+        """Keep the native engine's ``(level, from_batch, message)`` lines, with their prefix: their
+        messages and levels, not the tuples (which the collector would walk once more)."""
+        levels, messages = bytes(map(itemgetter(0), lines)), list(map(itemgetter(2), lines))
+        self._pending.append(f"{LOG4J_LEVELS.get(level, str(level))} {prefix}{message}"
+                             for level, message in zip(levels, messages))
 
     def lines(self) -> list[str]:
         """Every line kept so far, in order (the list itself: copy it to keep it)."""
@@ -274,7 +277,10 @@ class StateChangeLogger:
         only if the sink is read (a rolling restart of 100 brokers and 100K partitions makes
         millions, which nobody logs). False, having kept nothing, otherwise."""
         sink = self.sink
-        if not lines or not isinstance(sink, KeptLines) or self._logger.isEnabledFor(max(map(itemgetter(0), lines))):
+        if not lines or not isinstance(sink, KeptLines):
+            return False
+        top = max(map(itemgetter(0), lines))
+        if top > 255 or self._logger.isEnabledFor(top):  # levels kept as bytes
             return False
         sink.keep_engine_lines(self._prefix(), lines)
         return True
