@@ -14,7 +14,6 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from contextlib import AbstractContextManager
 from concurrent.futures import Future
-from operator import countOf
 from typing import Any, TypeVar
 
 from kctl import admin
@@ -1493,14 +1492,14 @@ class KafkaController:
         if response.error is not Errors.NONE:
             self.state_change_logger.error(f"Received error {response.error.name} in LeaderAndIsr response from broker {broker}")
             return
+        # A pass per partition in Python only when needed: answers name thousands of partitions,
+        # and usually no replica of the broker is, or goes, offline.
         errors = response.partition_errors
-        if countOf(errors.values(), Errors.NONE) == len(errors):  # the usual answer: no pass per partition in Python
-            offline, online = [], list(errors)
-        else:
-            offline = [tp for tp, e in errors.items() if e is Errors.KAFKA_STORAGE_ERROR]
-            online = [tp for tp, e in errors.items() if e is Errors.NONE]
+        offline = ([tp for tp, e in errors.items() if e is Errors.KAFKA_STORAGE_ERROR]
+                   if Errors.KAFKA_STORAGE_ERROR in errors.values() else [])
         previous = set(ctx.replicas_on_offline_dirs(broker))
-        ctx.remove_replicas_on_offline_dirs(broker, online)
+        if previous:  # only a replica on an offline dir can come back online
+            ctx.remove_replicas_on_offline_dirs(broker, [tp for tp, e in errors.items() if e is Errors.NONE])
         ctx.add_replicas_on_offline_dirs(broker, offline)
         newly_offline = [tp for tp in offline if tp not in previous]
         if newly_offline:
