@@ -675,7 +675,7 @@ class EmbeddedCluster:
         if self._state_change_log is None:
             raise IllegalStateError("the state-change lines are not kept: "
                                     "make the cluster with EmbeddedCluster(record_state_changes=True)")
-        return list(self._state_change_log.lines())
+        return self._state_change_log.lines()
 
     @property
     def sent_requests(self) -> list[SentRecord]:

@@ -50,25 +50,27 @@ class KeptLines:
     logger's are maps over lists of its own)."""
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()  # kept on a controller's thread, read on the caller's
         self._lines: list[str] = []
         self._pending: list[Iterable[str]] = []
 
     def extend(self, lines: Iterable[str], /) -> None:
-        self._pending.append(lines)
+        with self._lock:
+            self._pending.append(lines)
 
     def keep_engine_lines(self, prefix: str, lines: Sequence[tuple[int, bool, str]]) -> None:
         """Keep the native engine's ``(level, from_batch, message)`` lines, with their prefix: their
         messages and levels, not the tuples (which the collector would walk once more)."""
         levels, messages = bytes(map(itemgetter(0), lines)), list(map(itemgetter(2), lines))
-        self._pending.append(f"{LOG4J_LEVELS.get(level, str(level))} {prefix}{message}"
-                             for level, message in zip(levels, messages))
+        self.extend(f"{LOG4J_LEVELS.get(level, str(level))} {prefix}{message}" for level, message in zip(levels, messages))
 
     def lines(self) -> list[str]:
-        """Every line kept so far, in order (the list itself: copy it to keep it)."""
-        for lines in self._pending:
-            self._lines.extend(lines)
-        self._pending.clear()
-        return self._lines
+        """Every line kept so far, in order."""
+        with self._lock:
+            for lines in self._pending:
+                self._lines.extend(lines)
+            self._pending.clear()
+            return list(self._lines)
 
 
 class _Held:
