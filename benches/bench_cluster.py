@@ -60,9 +60,12 @@ def topic_sizes(partitions: int) -> dict[str, int]:
 
 
 def new_cluster(engine: str, scale: Scale) -> EmbeddedCluster:
-    """A started cluster on ``RACKS`` racks, without partition history (it would dominate memory)."""
+    """A started cluster on ``RACKS`` racks, without partition history or state-change lines (they
+    would dominate memory; the lines are made only for a handler of ``kctl.state_change``, as
+    ``kctl sim`` makes them)."""
     racks = [f"rack-{b % RACKS}" for b in range(scale.brokers)]
-    cluster = EmbeddedCluster(scale.brokers, racks, engine=engine, seed=SEED, record_history=False)
+    cluster = EmbeddedCluster(scale.brokers, racks, engine=engine, seed=SEED, record_history=False,
+                              record_state_changes=False)
     cluster.start()
     return cluster
 

@@ -47,6 +47,7 @@ from kctl.scheduler import (
     hold_young_collections,
     young_collections_only,
 )
+from kctl.statechange import KeptLines
 from kctl.stores.base import StateStore
 from kctl.stores.memory import MemoryTree, PartitionSnapshot
 
@@ -238,6 +239,7 @@ class EmbeddedCluster:
         controllers: int | Sequence[int] = 3,
         record_history: bool = True,
         record_requests: bool = True,
+        record_state_changes: bool = True,
         plugins: PluginHost | None = None,
         store_options: Mapping[str, Any] | None = None,
         transport_options: Mapping[str, Any] | None = None,
@@ -250,7 +252,10 @@ class EmbeddedCluster:
         the cluster counts the requests sent (:meth:`sent_request_count`,
         :meth:`sent_request_apis`) without keeping them (:attr:`sent_requests` is refused), and its
         brokers keep only their notable answers (``BrokerAgent(keep_answers="notable")``): what a
-        long simulation needs, in a fraction of the memory."""
+        long simulation needs, in a fraction of the memory. Without ``record_state_changes`` the
+        cluster keeps no state-change lines (:attr:`state_change_log` is refused): the controllers
+        make them only for the ``kctl.state_change`` logger's handlers, at its level (a rolling
+        restart of 100 brokers and 100K partitions makes millions of TRACE lines)."""
         if isinstance(brokers, int):  # brokers 1…N
             check_broker_count(validate_int("brokers", brokers, 1, error=IllegalStateError))
             self.broker_ids = list(range(1, brokers + 1))
@@ -285,7 +290,7 @@ class EmbeddedCluster:
         if not record_requests:
             self._broker_options.setdefault("keep_answers", "notable")
         self._controller_session = controller_session
-        self._state_change_log: list[str] = []
+        self._state_change_log = KeptLines() if record_state_changes else None
         self._sent = _SentLog(record_requests)
         self.brokers: dict[int, BrokerAgent] = {}
         self.controllers: dict[int, KafkaController] = {}
@@ -667,7 +672,10 @@ class EmbeddedCluster:
 
     @property
     def state_change_log(self) -> list[str]:
-        return list(self._state_change_log)
+        if self._state_change_log is None:
+            raise IllegalStateError("the state-change lines are not kept: "
+                                    "make the cluster with EmbeddedCluster(record_state_changes=True)")
+        return self._state_change_log.lines()
 
     @property
     def sent_requests(self) -> list[SentRecord]:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import groupby
 from operator import itemgetter
+from typing import Protocol
 
 TRACE = 5
 logging.addLevelName(TRACE, "TRACE")
@@ -33,6 +34,43 @@ transition of millions of partitions holds no more than this many lines in memor
 
 Later = Callable[[], list[Run]]
 """Runs made only when they are written (:meth:`StateChangeLogger.log_later`)."""
+
+
+class Sink(Protocol):
+    """Where a :class:`StateChangeLogger` keeps its lines: a ``list``, or :class:`KeptLines`."""
+
+    def extend(self, lines: Iterable[str], /) -> None: ...
+
+
+class KeptLines:
+    """A sink that makes its lines text only when they are read: an embedded cluster keeps every
+    state-change line of its run (millions in a rolling restart of 100 brokers and 100K
+    partitions) for :attr:`~kctl.cluster.EmbeddedCluster.state_change_log`, which a run seldom
+    reads. ``extend`` keeps the iterable it is given, which must not change afterwards (the
+    logger's are maps over lists of its own)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # kept on a controller's thread, read on the caller's
+        self._lines: list[str] = []
+        self._pending: list[Iterable[str]] = []
+
+    def extend(self, lines: Iterable[str], /) -> None:
+        with self._lock:
+            self._pending.append(lines)
+
+    def keep_engine_lines(self, prefix: str, lines: Sequence[tuple[int, bool, str]]) -> None:
+        """Keep the native engine's ``(level, from_batch, message)`` lines, with their prefix: their
+        messages and levels, not the tuples (which the collector would walk once more)."""
+        levels, messages = bytes(map(itemgetter(0), lines)), list(map(itemgetter(2), lines))
+        self.extend(f"{LOG4J_LEVELS.get(level, str(level))} {prefix}{message}" for level, message in zip(levels, messages))
+
+    def lines(self) -> list[str]:
+        """Every line kept so far, in order."""
+        with self._lock:
+            for lines in self._pending:
+                self._lines.extend(lines)
+            self._pending.clear()
+            return list(self._lines)
 
 
 class _Held:
@@ -197,7 +235,7 @@ class StateChangeLogger:
         self,
         controller_id: int,
         epoch: Callable[[], int],
-        sink: list[str] | None = None,
+        sink: Sink | None = None,
         logger: logging.Logger | None = None,
     ) -> None:
         self.controller_id = controller_id
@@ -233,6 +271,20 @@ class StateChangeLogger:
         held.lines += count
         if held.lines >= HELD_LINES_MAX:
             _write_runs(self._logger, held.take())
+        return True
+
+    def keep_unlogged(self, lines: Sequence[tuple[int, bool, str]]) -> bool:
+        """Keep the native engine's ``(level, from_batch, message)`` lines in the sink only, as
+        they are, if it is a :class:`KeptLines` and the logger takes none of them: made into text
+        only if the sink is read (a rolling restart of 100 brokers and 100K partitions makes
+        millions, which nobody logs). False, having kept nothing, otherwise."""
+        sink = self.sink
+        if not lines or not isinstance(sink, KeptLines):
+            return False
+        top = max(map(itemgetter(0), lines))
+        if top > 255 or self._logger.isEnabledFor(top):  # levels kept as bytes
+            return False
+        sink.keep_engine_lines(self._prefix(), lines)
         return True
 
     def _prefix(self) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from contextlib import AbstractContextManager
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -84,7 +84,7 @@ from kctl.messages import (
 )
 from kctl.scheduler import RealTimeScheduler, Scheduler, SimulatedScheduler, Timer
 from kctl.selectors import ElectionKind
-from kctl.statechange import LogText, StateChangeLogger
+from kctl.statechange import LogText, Sink, StateChangeLogger
 from kctl.stores import paths
 from kctl.stores.base import (
     FEATURE_STATUS_DISABLED,
@@ -161,7 +161,7 @@ class KafkaController:
         clock: Scheduler | None = None,
         *,
         threaded: bool | None = None,
-        state_change_log: list[str] | None = None,
+        state_change_log: Sink | None = None,
         plugins: PluginHost | None = None,
     ) -> None:
         self.broker_id = validate_int("broker id", broker_id, 0)
@@ -1346,8 +1346,9 @@ class KafkaController:
             return
         responses: dict[TopicPartition, LeaderAndIsr | KctlError] = {}
         to_write: dict[TopicPartition, LeaderAndIsr] = {}
+        eligible = self._isr_eligible_brokers()
         for tp, proposed in event.changes.items():
-            verdict = self._alter_partition_verdict(event.broker_id, tp, proposed)
+            verdict = self._alter_partition_verdict(event.broker_id, tp, proposed, eligible)
             if verdict is None:
                 to_write[tp] = proposed
             else:
@@ -1373,16 +1374,26 @@ class KafkaController:
         self._resync_leader_and_isr_cache(outcome.to_retry)
         for tp in outcome.to_retry:
             log.info("Failed to update ISR to %s for partition %s, bad ZK version.", to_write[tp], tp)
-            verdict = self._alter_partition_verdict(event.broker_id, tp, to_write[tp])
+            verdict = self._alter_partition_verdict(event.broker_id, tp, to_write[tp], eligible)
             responses[tp] = InvalidUpdateVersionError(f"Partition epoch of {tp} is stale") if verdict is None else verdict
         self._update_leader_and_isr_cache(list(outcome.successful))
         self._send_update_metadata_to_all(list(event.changes))
         event.future.set_result(responses)
         self.reassignment_manager.on_isr_change(tp for tp, response in responses.items() if isinstance(response, LeaderAndIsr))
 
-    def _alter_partition_verdict(self, broker_id: int, tp: TopicPartition, proposed: LeaderAndIsr) -> LeaderAndIsr | KctlError | None:
+    def _isr_eligible_brokers(self) -> Set[int] | None:
+        """The brokers a proposed ISR may name (the live ones) when the inter-broker protocol has
+        the check (3.3-IV0 on), else None: read once per AlterPartition, not per partition."""
+        if self.config.inter_broker_protocol_version.at_least("3.3-IV0"):
+            return self.context.live_broker_ids
+        return None
+
+    def _alter_partition_verdict(
+        self, broker_id: int, tp: TopicPartition, proposed: LeaderAndIsr, eligible: Set[int] | None,
+    ) -> LeaderAndIsr | KctlError | None:
         """Kafka 3.9's checks of one proposed state, in its order, against the cached state: the
-        answer, or None when the proposal is to be written."""
+        answer, or None when the proposal is to be written (``eligible``:
+        :meth:`_isr_eligible_brokers`)."""
         leadership = self.context.partition_leadership(tp)
         if leadership is None:
             return UnknownTopicOrPartitionError(f"Partition {tp} does not exist")
@@ -1406,8 +1417,8 @@ class KafkaController:
         if (recovery := _recovery_refusal(current, proposed)) is not None:
             log.info("Rejecting AlterPartition from node %s for %s because %s: %s", broker_id, tp, recovery, proposed)
             return InvalidRequestError(f"AlterPartition of {tp} refused: {recovery}")
-        if self.config.inter_broker_protocol_version.at_least("3.3-IV0"):
-            ineligible = sorted(set(proposed.isr) - set(self.context.live_broker_ids))
+        if eligible is not None:
+            ineligible = sorted({b for b in proposed.isr if b not in eligible})
             if ineligible:
                 log.info("Rejecting AlterPartition request from node %s for %s because it specified ineligible "
                          "replicas %s in the new ISR %s.", broker_id, tp, ineligible, list(proposed.isr))
@@ -1481,10 +1492,14 @@ class KafkaController:
         if response.error is not Errors.NONE:
             self.state_change_logger.error(f"Received error {response.error.name} in LeaderAndIsr response from broker {broker}")
             return
-        offline = [tp for tp, e in response.partition_errors.items() if e is Errors.KAFKA_STORAGE_ERROR]
-        online = [tp for tp, e in response.partition_errors.items() if e is Errors.NONE]
+        # A pass per partition in Python only when needed: answers name thousands of partitions,
+        # and usually no replica of the broker is, or goes, offline.
+        errors = response.partition_errors
+        offline = ([tp for tp, e in errors.items() if e is Errors.KAFKA_STORAGE_ERROR]
+                   if Errors.KAFKA_STORAGE_ERROR in errors.values() else [])
         previous = set(ctx.replicas_on_offline_dirs(broker))
-        ctx.remove_replicas_on_offline_dirs(broker, online)
+        if previous:  # only a replica on an offline dir can come back online
+            ctx.remove_replicas_on_offline_dirs(broker, [tp for tp, e in errors.items() if e is Errors.NONE])
         ctx.add_replicas_on_offline_dirs(broker, offline)
         newly_offline = [tp for tp in offline if tp not in previous]
         if newly_offline:

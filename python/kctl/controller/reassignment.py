@@ -131,8 +131,9 @@ class ReassignmentManager:
 
     def on_isr_change(self, partitions: Iterable[TopicPartition]) -> None:
         """Complete the reassignments of these partitions whose targets all joined the ISR."""
+        reassigning = self.context.partitions_being_reassigned  # a live view on both engines
         for tp in dict.fromkeys(partitions):
-            if tp in self.context.partitions_being_reassigned:
+            if tp in reassigning:
                 self._maybe_complete_reassignment(tp)
 
     def list_reassignments(self, partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, ReplicaAssignment]:

@@ -25,10 +25,13 @@ _LEVEL_AND_LINE = itemgetter(0, 2)
 def emit(machine: StateChangeLogger, batch: StateChangeLogger, lines: StateChangeLines) -> None:
     """Log the engine's lines in order, the request batch's through the batch's own logger; when
     both are one logger, whose lines are held, the engine makes their text, and they are made
-    into lines, only when written."""
+    into lines, only when written; when it takes none of them, its sink keeps them as they are."""
     if machine is batch and machine.log_later(lambda: map(_LEVEL_AND_LINE, lines.made()), len(lines)):
         return
-    for from_batch, run in groupby(lines.made(), key=itemgetter(1)):
+    made = lines.made()
+    if machine is batch and machine.keep_unlogged(made):
+        return
+    for from_batch, run in groupby(made, key=itemgetter(1)):
         (batch if from_batch else machine).log_all(map(_LEVEL_AND_LINE, run))
 
 

@@ -322,8 +322,9 @@ def run_scenario(
     """Play ``scenario`` (``seed`` overrides its own) and report; ``on_step`` sees each step as it ends,
     ``on_start`` the cluster once its topics exist, before the first step (fleets sample it), and
     ``on_progress`` a running step after each slice of cluster time it waits through. Without
-    ``record_requests`` the cluster keeps no record of each request sent and answered (see
-    :class:`~kctl.cluster.EmbeddedCluster`), which nothing in the run or its report reads:
+    ``record_requests`` the cluster keeps no record of each request sent and answered, nor its
+    state-change lines (see :class:`~kctl.cluster.EmbeddedCluster`), which nothing in the run or
+    its report reads:
     ``kctl sim`` and ``kctl demo`` play that way."""
     with fewer_collections():
         run = _Run(scenario, engine or default_engine(), scenario.cluster.seed if seed is None else seed, on_step, on_start,
@@ -371,6 +372,7 @@ class _Run:
         self.cluster = EmbeddedCluster(
             list(spec.brokers), spec.racks, spec.config, engine, STORE, TRANSPORT, seed=seed,
             controllers=list(spec.controllers), record_requests=record_requests,
+            record_state_changes=record_requests,
         )
         self.leadership = _Leadership(self.cluster)
         self.t0 = 0.0
