@@ -329,13 +329,13 @@ def test_a_clean_election_of_a_replica_that_lost_committed_records_is_a_violatio
 
 def test_the_ledger_judges_elections_against_the_last_leaders_isr() -> None:
     ledger = DataPlaneLedger()
-    ledger.leader_elected(T0, 1, 0, 0, (1, 2, 3))
+    record = ledger.leader_elected(T0, 1, 0, 0, (1, 2, 3))  # what the leader reports its ISR changes to
     ledger.high_watermark_advanced(T1, 9)  # no leadership recorded (deleted): ignored
     ledger.high_watermark_advanced(T0, 7)
-    ledger.isr_changed(T0, 0, (1, 2))
-    ledger.isr_changed(T0, 5, (1,))  # from an older or future leadership: ignored
-    ledger.leader_elected(T0, 2, 1, 7, (2,))  # clean, has everything
-    ledger.leader_elected(T0, 3, 1, 0, (3,))  # a late report of the same epoch: ignored
+    ledger.isr_changed(record, 0, (1, 2))
+    ledger.isr_changed(record, 5, (1,))  # from an older or future leadership: ignored
+    assert ledger.leader_elected(T0, 2, 1, 7, (2,)) is record  # clean, has everything
+    assert ledger.leader_elected(T0, 3, 1, 0, (3,)) is record  # a late report of the same epoch: ignored
     assert (ledger.violations, ledger.unclean_elections) == ([], 0)
     ledger.leader_elected(T0, 3, 2, 4, (3,))  # unclean: 3 records lost
     assert (ledger.unclean_elections, ledger.truncated_records, ledger.committed_offset(T0)) == (1, 3, 4)

@@ -170,11 +170,14 @@ class Ledger(Protocol):
 
     def leader_elected(
         self, tp: TopicPartition, broker_id: int, leader_epoch: int, log_end_offset: int, isr: tuple[int, ...]
-    ) -> None:
-        """A broker became leader with this log end offset and ISR."""
+    ) -> PartitionRecord:
+        """A broker became leader with this log end offset and ISR; the partition's record, to
+        which the leader then reports its ISR changes."""
 
-    def isr_changed(self, tp: TopicPartition, leader_epoch: int, isr: tuple[int, ...]) -> None:
-        """The leader's maximal ISR (committed plus proposed members) changed."""
+    def isr_changed(self, record: PartitionRecord, leader_epoch: int, isr: tuple[int, ...]) -> None:
+        """The leader's maximal ISR (committed plus proposed members) changed; ``record`` is what
+        :meth:`leader_elected` returned it (the leader holds it rather than have it looked up at
+        every change)."""
 
     def high_watermark_advanced(self, tp: TopicPartition, high_watermark: int) -> None:
         """A leader's high watermark reached ``high_watermark``: records below it are committed."""
@@ -203,7 +206,10 @@ class DataLossViolation:
         )
 
 
-class _PartitionRecord:
+class PartitionRecord:
+    """What the ledger knows of one partition: its committed offset, and its current leader's
+    epoch and maximal ISR."""
+
     __slots__ = ("committed", "isr", "leader_epoch")
 
     def __init__(self) -> None:
@@ -225,7 +231,7 @@ class DataPlaneLedger:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self._managers: dict[int, SimulatedReplicaManager] = {}
-        self._partitions: dict[TopicPartition, _PartitionRecord] = {}
+        self._partitions: dict[TopicPartition, PartitionRecord] = {}
         self.violations: list[DataLossViolation] = []
         self.unclean_elections = 0
         self.truncated_records = 0
@@ -250,13 +256,13 @@ class DataPlaneLedger:
 
     def leader_elected(
         self, tp: TopicPartition, broker_id: int, leader_epoch: int, log_end_offset: int, isr: tuple[int, ...]
-    ) -> None:
+    ) -> PartitionRecord:
         with self.lock:
             record = self._partitions.get(tp)
             if record is None:
-                record = self._partitions[tp] = _PartitionRecord()
+                record = self._partitions[tp] = PartitionRecord()
             if leader_epoch <= record.leader_epoch:
-                return  # a late report of an older leadership
+                return record  # a late report of an older leadership
             if record.leader_epoch < 0 or broker_id in record.isr:
                 if log_end_offset < record.committed:
                     violation = DataLossViolation(tp, broker_id, leader_epoch, log_end_offset, record.committed)
@@ -269,11 +275,14 @@ class DataPlaneLedger:
                     record.committed = log_end_offset
             record.leader_epoch = leader_epoch
             record.isr = isr
+            return record
 
-    def isr_changed(self, tp: TopicPartition, leader_epoch: int, isr: tuple[int, ...]) -> None:
+    def isr_changed(self, record: PartitionRecord, leader_epoch: int, isr: tuple[int, ...]) -> None:
+        """(A record the partition's deletion dropped is written to no more: a partition of the
+        same name has a record of its own, and a leader of the deleted one stops before it exists,
+        as the controller completes a deletion only once every replica stopped.)"""
         with self.lock:
-            record = self._partitions.get(tp)
-            if record is not None and record.leader_epoch == leader_epoch:
+            if record.leader_epoch == leader_epoch:
                 record.isr = isr
 
     def high_watermark_advanced(self, tp: TopicPartition, high_watermark: int) -> None:
@@ -339,6 +348,10 @@ class _Follower:
         self.fetching = False  # its fetcher is running at this leader epoch (it would keep fetching)
 
 
+_UNRECORDED = PartitionRecord()
+"""The ledger's record of a replica that never led: its leader epoch (-1) is no leader's, so no
+report changes it."""
+
 _Source = tuple["_Replica", dict[int, _Follower], _Follower]
 """Where a follower fetches from: the leader's replica, its followers (the dict of one leadership:
 every change of the leader's role or epoch replaces it, so it still being ``followers`` says that
@@ -355,7 +368,7 @@ class _Replica:
     """A local replica: its log (kept across restarts) and its current role."""
 
     __slots__ = ("adding", "controller_epoch", "epochs", "followers", "hw", "isr", "leader", "leader_epoch", "leo",
-                 "partition_epoch", "pending", "replicas", "role", "source", "tp", "truncate")
+                 "partition_epoch", "pending", "record", "replicas", "role", "source", "tp", "truncate")
 
     def __init__(self, tp: TopicPartition) -> None:
         self.tp = tp
@@ -373,6 +386,7 @@ class _Replica:
         self.followers: dict[int, _Follower] = {}  # when leading
         self.pending: tuple[int, ...] | None = None  # when leading: the ISR proposed to the controller
         self.truncate = False  # when following: reconcile the log with the leader's first
+        self.record = _UNRECORDED  # when leading: the ledger's record of the partition
         self.source: _Source | None = None  # when following: where its first fetch found the leader's replica
 
     def truncate_to(self, offset: int) -> None:
@@ -678,7 +692,7 @@ class SimulatedReplicaManager:
             if b != me:
                 known = previous.get(b)
                 followers[b] = _Follower(-1 if known is None else known.leo, now if b in isr else 0.0, leo, now)
-        self.ledger.leader_elected(r.tp, me, r.leader_epoch, leo, isr)
+        r.record = self.ledger.leader_elected(r.tp, me, r.leader_epoch, leo, isr)
         if followers:
             self._watch(r.tp)
         self._maybe_advance_high_watermark(r)
@@ -889,7 +903,7 @@ class SimulatedReplicaManager:
 
     def _propose_isr(self, r: _Replica, isr: tuple[int, ...]) -> None:
         r.pending = isr
-        self.ledger.isr_changed(r.tp, r.leader_epoch, tuple(dict.fromkeys(r.isr + isr)))
+        self.ledger.isr_changed(r.record, r.leader_epoch, tuple(dict.fromkeys(r.isr + isr)))
         self._alter_queue[r.tp] = (r, isr)
         self._schedule_flush(0.0)
 
@@ -899,14 +913,14 @@ class SimulatedReplicaManager:
         elif len(isr) < len(r.isr):
             self._isr_shrinks += 1
         r.isr, r.partition_epoch, r.pending = isr, partition_epoch, None
-        self.ledger.isr_changed(r.tp, r.leader_epoch, isr)
+        self.ledger.isr_changed(r.record, r.leader_epoch, isr)
         self._watch(r.tp)
         self._maybe_advance_high_watermark(r)
 
     def _drop_proposal(self, r: _Replica) -> None:
         """Forget a rejected proposal; the next ISR check proposes again if still needed."""
         r.pending = None
-        self.ledger.isr_changed(r.tp, r.leader_epoch, r.isr)
+        self.ledger.isr_changed(r.record, r.leader_epoch, r.isr)
         self._watch(r.tp)
 
     # --- Reporting ISR changes ---------------------------------------------------------------------
@@ -1024,6 +1038,7 @@ __all__ = [
     "DataPlaneLedger",
     "Ledger",
     "LeaderLogView",
+    "PartitionRecord",
     "ReplicaManager",
     "ReplicaRole",
     "ReplicaSnapshot",
