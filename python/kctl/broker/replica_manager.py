@@ -352,14 +352,6 @@ _UNRECORDED = PartitionRecord()
 """The ledger's record of a replica that never led: its leader epoch (-1) is no leader's, so no
 report changes it."""
 
-_Source = tuple["_Replica", dict[int, _Follower], _Follower]
-"""Where a follower fetches from: the leader's replica, its followers (the dict of one leadership:
-every change of the leader's role or epoch replaces it, so it still being ``followers`` says that
-the leadership is the one fetched from) and this follower's entry among them. Kept by the follower
-from its first fetch at a leader epoch, so that its next fetches and its stop read the leader's
-replica without looking it up in the leader's table (a hundred brokers' tables do not stay in the
-processor's caches)."""
-
 _NO_FOLLOWERS: Mapping[int, _Follower] = MappingProxyType({})
 """The followers a replica that did not lead knew of: none (one shared mapping, not a dict per role change)."""
 
@@ -368,7 +360,8 @@ class _Replica:
     """A local replica: its log (kept across restarts) and its current role."""
 
     __slots__ = ("adding", "controller_epoch", "epochs", "followers", "hw", "isr", "leader", "leader_epoch", "leo",
-                 "partition_epoch", "pending", "record", "replicas", "role", "source", "tp", "truncate")
+                 "partition_epoch", "pending", "record", "replicas", "role", "source", "source_follower",
+                 "source_followers", "tp", "truncate")
 
     def __init__(self, tp: TopicPartition) -> None:
         self.tp = tp
@@ -387,7 +380,15 @@ class _Replica:
         self.pending: tuple[int, ...] | None = None  # when leading: the ISR proposed to the controller
         self.truncate = False  # when following: reconcile the log with the leader's first
         self.record = _UNRECORDED  # when leading: the ledger's record of the partition
-        self.source: _Source | None = None  # when following: where its first fetch found the leader's replica
+        # When following, from its first fetch at the leader epoch: the leader's replica, the leader's
+        # followers (a dict per leadership: every change of the leader's role or epoch replaces it, so
+        # that it still being the leader's ``followers`` says that the leadership is the one fetched
+        # from) and this follower's entry among them. The next fetches and the stop read the leader's
+        # replica from there instead of looking it up in the leader's table (a hundred brokers' tables
+        # do not stay in the processor's caches).
+        self.source: _Replica | None = None
+        self.source_followers: dict[int, _Follower] | None = None
+        self.source_follower: _Follower | None = None
 
     def truncate_to(self, offset: int) -> None:
         if offset < self.leo:
@@ -712,12 +713,11 @@ class SimulatedReplicaManager:
             pending.pop(r.tp, None)
             if not pending:
                 del self._fetch_from[r.leader]
-        source = r.source
-        if source is not None:  # it fetched at this leader epoch: the leader learns that it stopped
-            r.source = None
-            lr, followers, follower = source
-            if lr.followers is followers:
+        lr, follower = r.source, r.source_follower
+        if lr is not None and follower is not None:  # it fetched at this epoch: the leader learns that it stopped
+            if lr.followers is r.source_followers:
                 self._follower_left(lr, follower, now)
+            r.source = r.source_followers = r.source_follower = None
 
     # --- Fetching (follower side, reading the leader's replica manager) ----------------------------
 
@@ -751,16 +751,15 @@ class SimulatedReplicaManager:
         """Fetch one partition from its leader (the leader's replica of it, from ``served``, the
         leader's table, or from where the last fetch found it, read in place: the epoch history first
         when truncating); True when the follower had already caught up."""
-        source = r.source
-        if source is None or source[0].followers is not source[1]:
+        lr, follower = r.source, r.source_follower
+        if lr is None or follower is None or lr.followers is not r.source_followers:
             lr = served.get(r.tp)
             if lr is None or lr.role is not _LEADER or lr.leader_epoch != r.leader_epoch:
                 return False
-            found = lr.followers.get(self._broker_id)
-            if found is None:
+            follower = lr.followers.get(self._broker_id)
+            if follower is None:
                 return False
-            r.source = source = (lr, lr.followers, found)
-        lr, _, follower = source
+            r.source, r.source_followers, r.source_follower = lr, lr.followers, follower
         if r.truncate:
             self._truncate(r, lr.epochs, lr.leo)
         fetch_offset = r.leo
