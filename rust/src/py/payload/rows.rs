@@ -111,5 +111,7 @@ fn keys<'py>(states: &PartitionStates, py: Python<'py>) -> PyResult<Vec<Bound<'p
 /// found in them by identity, without reading the stored key and its partition number, objects
 /// of a hundred brokers' tables the processor's caches no longer hold. Only simulated brokers
 /// read rows, so only a simulation fills it, with an entry per partition it ever had.
-static KEYS: LazyLock<Mutex<HashMap<Arc<str>, HashMap<i32, Py<PyAny>>>>> =
-    LazyLock::new(Default::default);
+static KEYS: LazyLock<Mutex<HashMap<Arc<str>, TopicKeys>>> = LazyLock::new(Default::default);
+
+/// The keys of one topic's partitions, by partition id.
+type TopicKeys = HashMap<i32, Py<PyAny>>;
