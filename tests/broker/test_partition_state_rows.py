@@ -54,6 +54,26 @@ def test_native_payloads_read_as_the_rows_of_their_state_objects() -> None:
         update_metadata.rows()
 
 
+def test_rows_name_a_partition_with_one_key_object() -> None:
+    """Every payload's rows that name a partition (to each of its replicas, at every change) carry
+    the same ``TopicPartition`` object, which the brokers' tables then share and find by identity."""
+    with EmbeddedCluster(3, engine="rust", seed=1) as cluster:
+        cluster.create_topic("k", 3, 3)
+        cluster.shutdown_broker(1)
+        cluster.start_broker(1)
+        cluster.run_until_stable()
+        payloads = [r.request.partition_states for r in cluster.sent_requests
+                    if isinstance(r.request, (LeaderAndIsrRequest, StopReplicaRequest))]
+        keys: dict[TopicPartition, list[TopicPartition]] = {}
+        for payload in payloads:
+            for row in payload.rows():
+                keys.setdefault(row[0], []).append(row[0])
+        assert sorted(keys) == [TopicPartition("k", p) for p in range(3)]
+        assert all(len(named) > 3 and all(key is named[0] for key in named) for named in keys.values())
+        for broker in cluster.brokers.values():
+            assert all(tp is keys[tp][0] for tp in broker.replica_manager.hosted_partitions())  # type: ignore[attr-defined]
+
+
 class _RowsOnly(Sequence[LeaderAndIsrPartitionState]):
     """A payload that offers its rows and counts every read of its state objects."""
 

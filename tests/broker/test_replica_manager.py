@@ -93,6 +93,29 @@ def test_a_new_follower_truncates_what_the_new_leader_does_not_have() -> None:
     assert cluster.ledger.violations == [] and cluster.ledger.unclean_elections == 0
 
 
+def test_followers_fetch_into_a_leadership_renewed_at_the_same_epoch() -> None:
+    """A leader that restarts and leads again at the same leader epoch (the state sent again before
+    the controller noticed the crash) knows its followers anew: a follower that fetched from the
+    leadership before must fetch into the new one, not where its earlier fetches went."""
+    cluster = SimCluster(config=LAG).start()
+    cluster.controller.create_topic("t", {0: [1, 2]})
+    cluster.run(1)
+    cluster.agents[1].kill()
+    cluster.agents[1].restart()
+    cluster.controller.publish([T0])  # epoch 0 again: broker 1 leads anew, broker 2 refuses it as stale
+    cluster.run(1)
+    assert state(cluster, 1).leader_epoch == state(cluster, 2).leader_epoch == 0
+    cluster.manager(1).produce(T0, 3)
+    cluster.run(2)
+    assert leo(cluster, 2) == 3 and state(cluster, 1).high_watermark == 3
+    cluster.manager(2).pause_fetching()  # caught up, it stops: the new leadership learns it
+    cluster.run(20)
+    cluster.manager(1).produce(T0, 1)
+    produced = cluster.scheduler.now()
+    # Lagging since it stopped (not since the record, as if still fetching): out at the next check.
+    assert cluster.run_until(lambda: cluster.stored_isr(T0) == (1,)) < produced + 6
+
+
 def test_stop_replica_stops_fetching_and_deletes_the_log() -> None:
     cluster = SimCluster().start()
     cluster.controller.create_topic("t", {0: [1, 2]})
@@ -329,13 +352,13 @@ def test_a_clean_election_of_a_replica_that_lost_committed_records_is_a_violatio
 
 def test_the_ledger_judges_elections_against_the_last_leaders_isr() -> None:
     ledger = DataPlaneLedger()
-    ledger.leader_elected(T0, 1, 0, 0, (1, 2, 3))
+    record = ledger.leader_elected(T0, 1, 0, 0, (1, 2, 3))  # what the leader reports its ISR changes to
     ledger.high_watermark_advanced(T1, 9)  # no leadership recorded (deleted): ignored
     ledger.high_watermark_advanced(T0, 7)
-    ledger.isr_changed(T0, 0, (1, 2))
-    ledger.isr_changed(T0, 5, (1,))  # from an older or future leadership: ignored
-    ledger.leader_elected(T0, 2, 1, 7, (2,))  # clean, has everything
-    ledger.leader_elected(T0, 3, 1, 0, (3,))  # a late report of the same epoch: ignored
+    ledger.isr_changed(record, 0, (1, 2))
+    ledger.isr_changed(record, 5, (1,))  # from an older or future leadership: ignored
+    assert ledger.leader_elected(T0, 2, 1, 7, (2,)) is record  # clean, has everything
+    assert ledger.leader_elected(T0, 3, 1, 0, (3,)) is record  # a late report of the same epoch: ignored
     assert (ledger.violations, ledger.unclean_elections) == ([], 0)
     ledger.leader_elected(T0, 3, 2, 4, (3,))  # unclean: 3 records lost
     assert (ledger.unclean_elections, ledger.truncated_records, ledger.committed_offset(T0)) == (1, 3, 4)

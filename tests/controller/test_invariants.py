@@ -107,12 +107,12 @@ def broker_accepts_a_deposed_controller(cluster: EmbeddedCluster, monkeypatch: p
 
 
 def broker_applies_an_old_leader_epoch(cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Broker 2 loses its leader-epoch check and applies t-0's creation (epoch 0) again."""
+    """Broker 2 forgets the leader epochs it holds and applies t-0's creation (epoch 0) again."""
     creation = next(r.request for r in cluster.sent_requests
                     if r.broker == 2 and isinstance(r.request, LeaderAndIsrRequest)
                     and [(s.tp, s.leader_epoch) for s in r.request.partition_states] == [(TP, 0)])
     agent = cluster.brokers[2]
-    monkeypatch.setattr(agent, "_leader_and_isr_partition", lambda tp, state: Errors.NONE)
+    monkeypatch.setattr(agent, "_leader_epochs", {})
     agent.handle_request(creation)
     return "I5: broker 2 applied leader epoch 0 of t-0 after epoch 1"
 

@@ -504,30 +504,28 @@ class BrokerAgent:
         errors: dict[TopicPartition, Errors] = {}
         accepted: list[LeaderAndIsrRow] = []
         indices: list[int] = []
-        check, held_epochs = self._leader_and_isr_partition, self._leader_epochs
-        # Thousands when a broker starts or a topic is created: read as rows, not state objects.
+        held_epochs, offline, me = self._leader_epochs, self._offline, self.broker_id
+        storage_error, stale, unknown = Errors.KAFKA_STORAGE_ERROR, Errors.STALE_CONTROLLER_EPOCH, Errors.UNKNOWN_TOPIC_OR_PARTITION
+        # Thousands when a broker starts or a topic is created: read as rows, not state objects, and
+        # checked here rather than in a call per row (ReplicaManager.becomeLeaderOrFollower's checks).
         for i, row in enumerate(leader_and_isr_rows(request.partition_states)):
             tp = row[0]
-            errors[tp] = error = check(tp, row)
-            if error is _NO_ERROR:
+            held = held_epochs.get(tp)
+            if offline and tp in offline:
+                errors[tp] = storage_error
+            elif row[3] <= (NO_EPOCH if held is None else held):
+                errors[tp] = stale  # Kafka's code for a leader epoch that is not newer
+            elif me not in row[6]:
+                errors[tp] = unknown
+            elif held is None and not row[8] and self._log_dir_failed:
+                errors[tp] = storage_error  # its log may be on the failed directory: never re-create it
+            else:
+                errors[tp] = _NO_ERROR
                 held_epochs[tp] = row[3]
                 accepted.append(row)
                 indices.append(i)
         self.replica_manager.become_leader_or_follower(AcceptedStates(request.partition_states, accepted, indices))
         return LeaderAndIsrResponse(Errors.NONE, errors)
-
-    def _leader_and_isr_partition(self, tp: TopicPartition, row: LeaderAndIsrRow) -> Errors:
-        """ReplicaManager.becomeLeaderOrFollower's per-partition checks."""
-        if tp in self._offline:
-            return Errors.KAFKA_STORAGE_ERROR
-        held = self._leader_epochs.get(tp)
-        if row[3] <= (NO_EPOCH if held is None else held):
-            return Errors.STALE_CONTROLLER_EPOCH  # Kafka's code for a leader epoch that is not newer
-        if self.broker_id not in row[6]:
-            return Errors.UNKNOWN_TOPIC_OR_PARTITION
-        if held is None and not row[8] and self._log_dir_failed:
-            return Errors.KAFKA_STORAGE_ERROR  # its log may be on the failed directory: never re-create it
-        return _NO_ERROR
 
     def _update_metadata(self, request: UpdateMetadataRequest) -> UpdateMetadataResponse:
         error = self._fenced(request)

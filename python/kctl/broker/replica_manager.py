@@ -170,11 +170,14 @@ class Ledger(Protocol):
 
     def leader_elected(
         self, tp: TopicPartition, broker_id: int, leader_epoch: int, log_end_offset: int, isr: tuple[int, ...]
-    ) -> None:
-        """A broker became leader with this log end offset and ISR."""
+    ) -> PartitionRecord:
+        """A broker became leader with this log end offset and ISR; the partition's record, to
+        which the leader then reports its ISR changes."""
 
-    def isr_changed(self, tp: TopicPartition, leader_epoch: int, isr: tuple[int, ...]) -> None:
-        """The leader's maximal ISR (committed plus proposed members) changed."""
+    def isr_changed(self, record: PartitionRecord, leader_epoch: int, isr: tuple[int, ...]) -> None:
+        """The leader's maximal ISR (committed plus proposed members) changed; ``record`` is what
+        :meth:`leader_elected` returned it (the leader holds it rather than have it looked up at
+        every change)."""
 
     def high_watermark_advanced(self, tp: TopicPartition, high_watermark: int) -> None:
         """A leader's high watermark reached ``high_watermark``: records below it are committed."""
@@ -203,7 +206,10 @@ class DataLossViolation:
         )
 
 
-class _PartitionRecord:
+class PartitionRecord:
+    """What the ledger knows of one partition: its committed offset, and its current leader's
+    epoch and maximal ISR."""
+
     __slots__ = ("committed", "isr", "leader_epoch")
 
     def __init__(self) -> None:
@@ -225,7 +231,7 @@ class DataPlaneLedger:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self._managers: dict[int, SimulatedReplicaManager] = {}
-        self._partitions: dict[TopicPartition, _PartitionRecord] = {}
+        self._partitions: dict[TopicPartition, PartitionRecord] = {}
         self.violations: list[DataLossViolation] = []
         self.unclean_elections = 0
         self.truncated_records = 0
@@ -250,13 +256,13 @@ class DataPlaneLedger:
 
     def leader_elected(
         self, tp: TopicPartition, broker_id: int, leader_epoch: int, log_end_offset: int, isr: tuple[int, ...]
-    ) -> None:
+    ) -> PartitionRecord:
         with self.lock:
             record = self._partitions.get(tp)
             if record is None:
-                record = self._partitions[tp] = _PartitionRecord()
+                record = self._partitions[tp] = PartitionRecord()
             if leader_epoch <= record.leader_epoch:
-                return  # a late report of an older leadership
+                return record  # a late report of an older leadership
             if record.leader_epoch < 0 or broker_id in record.isr:
                 if log_end_offset < record.committed:
                     violation = DataLossViolation(tp, broker_id, leader_epoch, log_end_offset, record.committed)
@@ -269,11 +275,14 @@ class DataPlaneLedger:
                     record.committed = log_end_offset
             record.leader_epoch = leader_epoch
             record.isr = isr
+            return record
 
-    def isr_changed(self, tp: TopicPartition, leader_epoch: int, isr: tuple[int, ...]) -> None:
+    def isr_changed(self, record: PartitionRecord, leader_epoch: int, isr: tuple[int, ...]) -> None:
+        """(A record the partition's deletion dropped is written to no more: a partition of the
+        same name has a record of its own, and a leader of the deleted one stops before it exists,
+        as the controller completes a deletion only once every replica stopped.)"""
         with self.lock:
-            record = self._partitions.get(tp)
-            if record is not None and record.leader_epoch == leader_epoch:
+            if record.leader_epoch == leader_epoch:
                 record.isr = isr
 
     def high_watermark_advanced(self, tp: TopicPartition, high_watermark: int) -> None:
@@ -339,6 +348,10 @@ class _Follower:
         self.fetching = False  # its fetcher is running at this leader epoch (it would keep fetching)
 
 
+_UNRECORDED = PartitionRecord()
+"""The ledger's record of a replica that never led: its leader epoch (-1) is no leader's, so no
+report changes it."""
+
 _NO_FOLLOWERS: Mapping[int, _Follower] = MappingProxyType({})
 """The followers a replica that did not lead knew of: none (one shared mapping, not a dict per role change)."""
 
@@ -347,7 +360,8 @@ class _Replica:
     """A local replica: its log (kept across restarts) and its current role."""
 
     __slots__ = ("adding", "controller_epoch", "epochs", "followers", "hw", "isr", "leader", "leader_epoch", "leo",
-                 "partition_epoch", "pending", "replicas", "role", "tp", "truncate")
+                 "partition_epoch", "pending", "record", "replicas", "role", "source", "source_follower",
+                 "source_followers", "tp", "truncate")
 
     def __init__(self, tp: TopicPartition) -> None:
         self.tp = tp
@@ -365,6 +379,16 @@ class _Replica:
         self.followers: dict[int, _Follower] = {}  # when leading
         self.pending: tuple[int, ...] | None = None  # when leading: the ISR proposed to the controller
         self.truncate = False  # when following: reconcile the log with the leader's first
+        self.record = _UNRECORDED  # when leading: the ledger's record of the partition
+        # When following, from its first fetch at the leader epoch: the leader's replica, the leader's
+        # followers (a dict per leadership: every change of the leader's role or epoch replaces it, so
+        # that it still being the leader's ``followers`` says that the leadership is the one fetched
+        # from) and this follower's entry among them. The next fetches and the stop read the leader's
+        # replica from there instead of looking it up in the leader's table (a hundred brokers' tables
+        # do not stay in the processor's caches).
+        self.source: _Replica | None = None
+        self.source_followers: dict[int, _Follower] | None = None
+        self.source_follower: _Follower | None = None
 
     def truncate_to(self, offset: int) -> None:
         if offset < self.leo:
@@ -449,10 +473,10 @@ class SimulatedReplicaManager:
         self._broker: BrokerServices | None = None
         self._broker_id = -1
         self._replicas: dict[TopicPartition, _Replica] = {}
-        self._fetch_from: dict[int, dict[TopicPartition, None]] = {}  # leader → partitions to fetch
+        self._fetch_from: dict[int, dict[TopicPartition, _Replica]] = {}  # leader → replicas to fetch
         self._paused = False
         self._isr_watch: dict[TopicPartition, None] = {}  # led partitions whose followers are not all in sync
-        self._alter_queue: dict[TopicPartition, tuple[int, ...]] = {}
+        self._alter_queue: dict[TopicPartition, tuple[_Replica, tuple[int, ...]]] = {}  # led replica, its ISR to propose
         self._alter_requests = itertools.count(1)
         self._alter_in_flight: tuple[int, Timer] | None = None  # the request awaiting its answer, its timeout
         self._flush_timer: Timer | None = None
@@ -669,7 +693,7 @@ class SimulatedReplicaManager:
             if b != me:
                 known = previous.get(b)
                 followers[b] = _Follower(-1 if known is None else known.leo, now if b in isr else 0.0, leo, now)
-        self.ledger.leader_elected(r.tp, me, r.leader_epoch, leo, isr)
+        r.record = self.ledger.leader_elected(r.tp, me, r.leader_epoch, leo, isr)
         if followers:
             self._watch(r.tp)
         self._maybe_advance_high_watermark(r)
@@ -678,9 +702,9 @@ class SimulatedReplicaManager:
         if r.leader >= 0 and not self._paused:
             pending = self._fetch_from.get(r.leader)
             if pending is None:
-                self._fetch_from[r.leader] = {r.tp: None}
+                self._fetch_from[r.leader] = {r.tp: r}
             else:
-                pending[r.tp] = None
+                pending[r.tp] = r
             self._fetcher.arm()
 
     def _stop_fetching(self, r: _Replica, now: float) -> None:
@@ -689,9 +713,11 @@ class SimulatedReplicaManager:
             pending.pop(r.tp, None)
             if not pending:
                 del self._fetch_from[r.leader]
-        leader = self.ledger.replica_manager(r.leader)
-        if leader is not None:
-            leader._follower_stopped(r.tp, self._broker_id, r.leader_epoch, now)
+        lr, follower = r.source, r.source_follower
+        if lr is not None and follower is not None:  # it fetched at this epoch: the leader learns that it stopped
+            if lr.followers is r.source_followers:
+                self._follower_left(lr, follower, now)
+            r.source = r.source_followers = r.source_follower = None
 
     # --- Fetching (follower side, reading the leader's replica manager) ----------------------------
 
@@ -706,27 +732,34 @@ class SimulatedReplicaManager:
         if broker is None or self._paused:
             return False
         now = broker.scheduler.now()
-        replicas, fetch_from, fetch = self._replicas, self._fetch_from, self._fetch
+        fetch_from, fetch = self._fetch_from, self._fetch
         for leader_id in list(fetch_from):
             leader = self.ledger.replica_manager(leader_id)
             if leader is None:
                 continue  # the leader's broker is down: retry next round, as a fetcher reconnects
             pending, served = fetch_from[leader_id], leader._replicas
-            for tp in list(pending):
-                if fetch(replicas[tp], leader, served.get(tp), now):
+            for tp, r in list(pending.items()):
+                if fetch(r, leader, served, now):
                     del pending[tp]
             if not pending:
                 del fetch_from[leader_id]
         return bool(fetch_from)
 
-    def _fetch(self, r: _Replica, leader: SimulatedReplicaManager, lr: _Replica | None, now: float) -> bool:
-        """Fetch one partition from its leader (``lr``, the leader's replica of it, read in place:
-        the epoch history first when truncating); True when the follower had already caught up."""
-        if lr is None or lr.role is not _LEADER or lr.leader_epoch != r.leader_epoch:
-            return False
-        follower = lr.followers.get(self._broker_id)
-        if follower is None:
-            return False
+    def _fetch(
+        self, r: _Replica, leader: SimulatedReplicaManager, served: dict[TopicPartition, _Replica], now: float
+    ) -> bool:
+        """Fetch one partition from its leader (the leader's replica of it, from ``served``, the
+        leader's table, or from where the last fetch found it, read in place: the epoch history first
+        when truncating); True when the follower had already caught up."""
+        lr, follower = r.source, r.source_follower
+        if lr is None or follower is None or lr.followers is not r.source_followers:
+            lr = served.get(r.tp)
+            if lr is None or lr.role is not _LEADER or lr.leader_epoch != r.leader_epoch:
+                return False
+            follower = lr.followers.get(self._broker_id)
+            if follower is None:
+                return False
+            r.source, r.source_followers, r.source_follower = lr, lr.followers, follower
         if r.truncate:
             self._truncate(r, lr.epochs, lr.leo)
         fetch_offset = r.leo
@@ -795,7 +828,13 @@ class SimulatedReplicaManager:
         if r is None or r.role is not _LEADER or r.leader_epoch != leader_epoch:
             return
         follower = r.followers.get(follower_id)
-        if follower is not None and follower.fetching:
+        if follower is not None:
+            self._follower_left(r, follower, now)
+
+    @staticmethod
+    def _follower_left(r: _Replica, follower: _Follower, now: float) -> None:
+        """A follower of ``r`` (led here) stopped fetching: caught up until now if it was."""
+        if follower.fetching:
             if follower.leo >= r.leo:
                 follower.caught_up_at = now
             follower.fetching = False
@@ -863,8 +902,8 @@ class SimulatedReplicaManager:
 
     def _propose_isr(self, r: _Replica, isr: tuple[int, ...]) -> None:
         r.pending = isr
-        self.ledger.isr_changed(r.tp, r.leader_epoch, tuple(dict.fromkeys(r.isr + isr)))
-        self._alter_queue[r.tp] = isr
+        self.ledger.isr_changed(r.record, r.leader_epoch, tuple(dict.fromkeys(r.isr + isr)))
+        self._alter_queue[r.tp] = (r, isr)
         self._schedule_flush(0.0)
 
     def _adopt_isr(self, r: _Replica, isr: tuple[int, ...], partition_epoch: int) -> None:
@@ -873,14 +912,14 @@ class SimulatedReplicaManager:
         elif len(isr) < len(r.isr):
             self._isr_shrinks += 1
         r.isr, r.partition_epoch, r.pending = isr, partition_epoch, None
-        self.ledger.isr_changed(r.tp, r.leader_epoch, isr)
+        self.ledger.isr_changed(r.record, r.leader_epoch, isr)
         self._watch(r.tp)
         self._maybe_advance_high_watermark(r)
 
     def _drop_proposal(self, r: _Replica) -> None:
         """Forget a rejected proposal; the next ISR check proposes again if still needed."""
         r.pending = None
-        self.ledger.isr_changed(r.tp, r.leader_epoch, r.isr)
+        self.ledger.isr_changed(r.record, r.leader_epoch, r.isr)
         self._watch(r.tp)
 
     # --- Reporting ISR changes ---------------------------------------------------------------------
@@ -897,41 +936,42 @@ class SimulatedReplicaManager:
             if broker is None or self._alter_in_flight is not None or not self._alter_queue:
                 return
             batch = {}
-            for tp, isr in self._alter_queue.items():
-                r = self._replicas[tp]
+            proposers = []  # the replicas of ``batch``, in its order
+            for tp, (r, isr) in self._alter_queue.items():
                 batch[tp] = LeaderAndIsr(self._broker_id, isr, r.leader_epoch, r.partition_epoch)
+                proposers.append(r)
             self._alter_queue.clear()
             if broker.config.uses_alter_partition:
                 request_id = next(self._alter_requests)
                 timeout = broker.scheduler.schedule(
                     broker.config.request_timeout_ms / 1000,
-                    lambda: self._alter_partition_done(request_id, batch, _TIMED_OUT),
+                    lambda: self._alter_partition_done(request_id, batch, proposers, _TIMED_OUT),
                     "alter-partition-timeout",
                 )
                 self._alter_in_flight = (request_id, timeout)
                 broker.send_to_controller(
                     AlterPartitionRequest(self._broker_id, broker.broker_epoch, batch),
-                    lambda response: self._alter_partition_done(request_id, batch, response),
+                    lambda response: self._alter_partition_done(request_id, batch, proposers, response),
                 )
             else:
                 self._write_isr(broker, batch)
 
     def _alter_partition_done(
-        self, request_id: int, batch: dict[TopicPartition, LeaderAndIsr], response: AlterPartitionResponse
+        self, request_id: int, batch: dict[TopicPartition, LeaderAndIsr], proposers: list[_Replica],
+        response: AlterPartitionResponse,
     ) -> None:
+        """The answer to ``batch``, proposed by ``proposers`` (a replica deleted since is stopped:
+        it no longer leads)."""
         with self.ledger.lock:
             if self._alter_in_flight is None or self._alter_in_flight[0] != request_id:
                 return  # answered already (response or timeout), or the broker restarted since
             self._alter_in_flight[1].cancel()
             self._alter_in_flight = None
-            for tp, sent in batch.items():
-                r = self._replicas.get(tp)
-                if r is None or r.role is not _LEADER:
-                    continue
-                if (r.leader_epoch, r.pending) != (sent.leader_epoch, sent.isr):
+            for (tp, sent), r in zip(batch.items(), proposers):
+                if r.role is not _LEADER or r.leader_epoch != sent.leader_epoch or r.pending != sent.isr:
                     continue  # superseded by a LeaderAndIsr
                 if response.error is not Errors.NONE:
-                    self._alter_queue[tp] = sent.isr  # retried, as Kafka's AlterIsrManager does
+                    self._alter_queue[tp] = (r, sent.isr)  # retried, as Kafka's AlterIsrManager does
                     continue
                 result = response.partitions.get(tp, Errors.UNKNOWN_SERVER_ERROR)
                 if isinstance(result, LeaderAndIsr):
@@ -997,6 +1037,7 @@ __all__ = [
     "DataPlaneLedger",
     "Ledger",
     "LeaderLogView",
+    "PartitionRecord",
     "ReplicaManager",
     "ReplicaRole",
     "ReplicaSnapshot",
