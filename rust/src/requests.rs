@@ -149,94 +149,90 @@ pub struct UpdateMetadataEntry {
 /// partition of fresh memory, whose first touch cost the controller more than building it.
 #[derive(Debug)]
 pub struct UpdateMetadataEntries {
-    /// The stored entries, concatenated: chunk `c` starts at `starts[c]`.
+    /// The stored entries: a batch's segments (each [`SEGMENT`] long but the last, or one
+    /// chunk), then, in a payload sharing them, the entries of later payloads that changed.
     chunks: Vec<Arc<Vec<UpdateMetadataEntry>>>,
-    starts: Vec<usize>,
-    /// Entry `i` is stored entry `order[i]` (None: entry `i` is stored entry `i`).
-    order: Option<Vec<u32>>,
+    /// Where entry `i` is stored: its chunk and its index there (None: entry `i` of the
+    /// segments, read without a table).
+    order: Option<Vec<(u32, u32)>>,
+    stored: usize,
 }
 
 impl UpdateMetadataEntries {
     pub fn new(entries: Vec<UpdateMetadataEntry>) -> Self {
-        Self::from_chunks(vec![entries])
+        Self::from_segments(vec![entries])
     }
 
-    /// The entries of `chunks`, concatenated.
-    fn from_chunks(chunks: Vec<Vec<UpdateMetadataEntry>>) -> Self {
-        let mut starts = Vec::with_capacity(chunks.len());
-        let mut start = 0;
-        for chunk in &chunks {
-            starts.push(start);
-            start += chunk.len();
-        }
+    /// The entries of `segments`, concatenated: each [`SEGMENT`] long but the last (or just one).
+    fn from_segments(segments: Vec<Vec<UpdateMetadataEntry>>) -> Self {
+        debug_assert!(
+            segments.len() < 2 || segments.iter().rev().skip(1).all(|s| s.len() == SEGMENT)
+        );
         Self {
-            chunks: chunks.into_iter().map(Arc::new).collect(),
-            starts,
+            stored: segments.iter().map(Vec::len).sum(),
+            chunks: segments.into_iter().map(Arc::new).collect(),
             order: None,
         }
     }
 
-    /// `entries`, sharing with `base` its stored entries equal to theirs at the same position
-    /// (a payload of the same partitions, most of them unchanged); stored afresh when `base`
-    /// already stores more than twice as many as it has (it shared with too many payloads before).
-    fn sharing(base: &Self, chunks: Vec<Vec<UpdateMetadataEntry>>) -> Self {
-        let (stored, len) = (base.stored(), chunks.iter().map(Vec::len).sum::<usize>());
-        if stored > 2 * len || u32::try_from(stored + len).is_err() {
-            return Self::from_chunks(chunks);
+    /// The entries of `segments`, sharing with `base` its entries equal to theirs at the same
+    /// position (a payload of the same partitions, most of them unchanged); stored afresh when
+    /// `base` already stores more than twice as many (it shared with too many payloads before).
+    fn sharing(base: &Self, segments: Vec<Vec<UpdateMetadataEntry>>) -> Self {
+        let len = segments.iter().map(Vec::len).sum::<usize>();
+        if base.stored > 2 * len || u32::try_from(base.chunks.len().max(len)).is_err() {
+            return Self::from_segments(segments);
         }
+        let fresh = base.chunks.len() as u32;
         let mut order = Vec::with_capacity(len);
         let mut changed = Vec::new();
-        for (i, e) in chunks.into_iter().flatten().enumerate() {
-            let kept = (i < base.len()).then(|| base.position(i));
-            match kept {
-                Some(at) if *base.stored_entry(at) == e => order.push(at as u32),
+        for (i, e) in segments.into_iter().flatten().enumerate() {
+            match (i < base.len()).then(|| base.locate(i)) {
+                Some((c, at)) if base.chunks[c][at] == e => order.push((c as u32, at as u32)),
                 _ => {
-                    order.push((stored + changed.len()) as u32);
+                    order.push((fresh, changed.len() as u32));
                     changed.push(e);
                 }
             }
         }
-        let (mut chunks, mut starts) = (base.chunks.clone(), base.starts.clone());
+        let stored = base.stored + changed.len();
+        let mut chunks = base.chunks.clone();
         if !changed.is_empty() {
             chunks.push(Arc::new(changed));
-            starts.push(stored);
         }
         Self {
             chunks,
-            starts,
             order: Some(order),
+            stored,
         }
     }
 
     pub fn len(&self) -> usize {
-        match &self.order {
-            Some(order) => order.len(),
-            None => self.stored(),
-        }
+        self.order.as_ref().map_or(self.stored, Vec::len)
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// How many entries it stores, its own and those it shares.
+    #[cfg(test)]
     fn stored(&self) -> usize {
-        self.starts.last().copied().unwrap_or(0) + self.chunks.last().map_or(0, |c| c.len())
+        self.stored
     }
 
-    fn position(&self, i: usize) -> usize {
-        self.order.as_ref().map_or(i, |order| order[i] as usize)
-    }
-
-    fn stored_entry(&self, at: usize) -> &UpdateMetadataEntry {
-        if let [chunk] = &self.chunks[..] {
-            return &chunk[at];
+    /// The chunk and index where entry `i` is stored.
+    fn locate(&self, i: usize) -> (usize, usize) {
+        match &self.order {
+            Some(order) => (order[i].0 as usize, order[i].1 as usize),
+            None if self.chunks.len() == 1 => (0, i),
+            None => (i / SEGMENT, i % SEGMENT),
         }
-        let c = self.starts.partition_point(|&start| start <= at) - 1;
-        &self.chunks[c][at - self.starts[c]]
     }
 
     pub fn get(&self, i: usize) -> &UpdateMetadataEntry {
-        self.stored_entry(self.position(i))
+        let (c, at) = self.locate(i);
+        &self.chunks[c][at]
     }
 
     pub fn iter(&self) -> impl ExactSizeIterator<Item = &UpdateMetadataEntry> + Clone {
@@ -675,11 +671,11 @@ impl RequestBatch {
     /// change with the last bulk payload, if anything still holds that.
     fn shared_entries(&mut self, ctx: &Context, parts: Segmented) -> Arc<UpdateMetadataEntries> {
         if parts.len == 0 || parts.len * 2 < ctx.partition_count() {
-            return Arc::new(UpdateMetadataEntries::from_chunks(parts.segments));
+            return Arc::new(UpdateMetadataEntries::from_segments(parts.segments));
         }
         let entries = Arc::new(match self.last_bulk.upgrade() {
             Some(base) => UpdateMetadataEntries::sharing(&base, parts.segments),
-            None => UpdateMetadataEntries::from_chunks(parts.segments),
+            None => UpdateMetadataEntries::from_segments(parts.segments),
         });
         self.last_bulk = Arc::downgrade(&entries);
         entries
