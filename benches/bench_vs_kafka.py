@@ -11,7 +11,8 @@ the controller's own work, measured from ZooKeeper's znode timestamps and the co
 - ``creation``: the topic znode's ctime to the last partition state znode's ctime (every
   partition has a leader: the controller writes each state with its leader); ``ROUNDS`` times,
   each creation deleted (not measured) before the other side's, so that neither cluster holds a
-  partition while the other creates its topic; then both create it once more (not measured);
+  partition while the other creates its topic; :data:`WARM_UP_CREATIONS` creations and deletions
+  on each side come first and both create the topic once more afterwards (none measured);
 - ``failover``: ``/controller`` deleted with every broker up; the new controller's "successfully
   elected as the controller. Epoch incremented to E" line to its "Ready to serve as the new
   controller with epoch E" line (Kafka's ``onControllerFailover`` up to the point it serves);
@@ -25,8 +26,9 @@ the controller's own work, measured from ZooKeeper's znode timestamps and the co
 
 After the controlled shutdown the broker is started again and, before the failovers, a preferred
 replica election gives every partition back to its first replica (not measured), so that the
-broker whose crash is measured leads a third of the partitions. The two sides take turns, never at once, and each step starts once no process of either cluster
-is busy (:func:`settle`). The test of a size runs the whole sitting once (``benchmark.pedantic``);
+broker whose crash is measured leads a third of the partitions. The two sides take turns, never
+at once, and each step starts once the shared server has collected its heap (:class:`ServerHeap`)
+and no process of either cluster is busy (:func:`settle`). The test of a size runs the whole sitting once (``benchmark.pedantic``);
 the figures, their medians and Kafka's median over kctl's are in the result's ``extra_info``, which
 ``benches/table.py`` prints. Marked ``kafka_bench``: ``scripts/kafka-diff --bench`` runs it,
 nothing else does (1K, 10K and 20K take about half an hour).
@@ -38,6 +40,7 @@ import json
 import os
 import random
 import re
+import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -90,6 +93,12 @@ the test fixture's heap growing from 64 MB (docs/performance.md: what the server
 WARM_UP_PARTITIONS = 25_000
 """Partitions of the topic each side's creation writes on the server before the sitting
 (:func:`warm_up`): 100K znodes in all, created and deleted."""
+WARM_UP_CREATIONS = 2
+"""Creations (each deleted again) per side before the measured ones, not measured: a controller's
+first real creations take the server (and Kafka's controller's JVM) through request paths the
+store-level warm-up does not (the topic znode, watches, reads); the server's compilers still used
+0.2-0.5 s of CPU during a second kctl creation after the warm-up, 0.01-0.05 s from the third on
+(``benches/creation_cpu.py``)."""
 MEASURES = ("creation", "failover", "controlled-shutdown", "controller-crash")
 LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] ")
 LIVE_LOG = re.compile(rf"{TOPIC}-\d+")
@@ -97,11 +106,56 @@ LIVE_LOG = re.compile(rf"{TOPIC}-\d+")
 
 
 @pytest.fixture(scope="module")
-def zookeeper_server() -> Iterator[ZooKeeperEnsemble]:
-    """The sitting's ZooKeeper server (:data:`ZOOKEEPER_JVM_OPTIONS`)."""
-    with ZooKeeperEnsemble(1, installation=require_zookeeper(), jvm_options=ZOOKEEPER_JVM_OPTIONS) as ensemble:
+def zookeeper_gc_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the shared server's JVM logs its collections (:class:`ServerHeap`)."""
+    return tmp_path_factory.mktemp("zookeeper") / "gc.log"
+
+
+@pytest.fixture(scope="module")
+def zookeeper_server(zookeeper_gc_log: Path) -> Iterator[ZooKeeperEnsemble]:
+    """The sitting's ZooKeeper server (:data:`ZOOKEEPER_JVM_OPTIONS`), logging its collections."""
+    options = (*ZOOKEEPER_JVM_OPTIONS, f"-Xlog:gc:file={zookeeper_gc_log}:time")
+    with ZooKeeperEnsemble(1, installation=require_zookeeper(), jvm_options=options) as ensemble:
         warm_up(ensemble.hosts, WARM_UP_PARTITIONS)
         yield ensemble
+
+
+GC_PAUSE = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d{4})\] GC\(\d+\) Pause .* (\d+(?:\.\d+)?)ms$")
+"""A pause in the JVM's ``-Xlog:gc:…:time`` log: when it ended, and how long it took."""
+
+
+@dataclass(frozen=True)
+class ServerHeap:
+    """The shared ZooKeeper server's heap, as each step starts and as its figure is measured.
+
+    Before each step the server's JVM collects its whole heap (``jcmd PID GC.run``), so that a step
+    pays for collecting its own garbage only: the server allocates about 9 KB per create (its
+    transactions and answers serialised through growing buffers, each create's existence check
+    thrown as an exception; Java Flight Recorder, docs/performance.md), 40K creates fill its young
+    generation three times, and the survivors promoted by each step fill the old generation until a
+    full collection, which otherwise falls into whichever step comes then. The collections of each
+    measured window are read from the JVM's log and recorded with the step."""
+
+    pid: int
+    log: Path
+
+    def collect(self) -> None:
+        jcmd = Path(os.readlink(f"/proc/{self.pid}/exe")).with_name("jcmd")
+        if not jcmd.exists():
+            raise AssertionError(f"{jcmd} is missing: the benchmark needs a JDK's jcmd "
+                                 "(apt-get install -y default-jdk-headless)")
+        subprocess.run([str(jcmd), str(self.pid), "GC.run"], check=True, capture_output=True, timeout=120)
+
+    def pauses(self, start: float, end: float) -> list[float]:
+        """The pauses (seconds) that overlapped ``start``–``end`` (epoch seconds)."""
+        found = []
+        for line in self.log.read_text(errors="replace").splitlines():
+            if match := GC_PAUSE.match(line):
+                ended = datetime.strptime(match[1], "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+                took = float(match[2]) / 1e3
+                if ended >= start and ended - took <= end:
+                    found.append(took)
+        return found
 
 
 def warm_up(hosts: str, partitions: int) -> None:
@@ -314,6 +368,12 @@ class Side:
         self.store = pair.stores[0 if kafka else 1]
         self.leaderless = 0
         """Partitions the crashed controller's broker led that were left without a leader."""
+        self.window = (0.0, 0.0)
+        """The last measured step's figure: when it started and ended (epoch seconds)."""
+
+    def measured(self, start: float, end: float) -> float:
+        self.window = (start, end)
+        return end - start
 
     def controller_logs(self, name: str) -> list[Path]:
         if self.name == "kafka":
@@ -398,7 +458,7 @@ def create(side: Side) -> float:
     # the requests go out once every state is written: reading 20K states meanwhile would load the machine
     side.wait_logged(tail, r"Sending LeaderAndIsr request to broker \d+ with \d+ become-leader")
     states = side.wait_states("every partition to have a leader", lambda s: all(st.leader > 0 for st in s.values()))
-    return max(st.ctime for st in states.values()) - stat.ctime / 1e3
+    return side.measured(stat.ctime / 1e3, max(st.ctime for st in states.values()))
 
 
 def delete(side: Side) -> None:
@@ -420,7 +480,7 @@ def fail_over(side: Side) -> float:
     side.pair.zk.delete(f"{side.chroot}/controller")
     elected = side.wait_logged(tail, rf"successfully elected as the controller\. Epoch incremented to {epoch} ")
     ready = side.wait_logged(tail, rf"Ready to serve as the new controller with epoch {epoch}\b")
-    return ready - elected
+    return side.measured(elected, ready)
 
 
 def shut_down(side: Side, broker: int) -> float:
@@ -441,7 +501,7 @@ def shut_down(side: Side, broker: int) -> float:
     assert start is not None, f"kctl's broker {broker} stopped without a controlled shutdown"
     after = side.wait_states(f"broker {broker} out of every leadership and ISR",
                              lambda s: all(st.leader != broker and broker not in st.isr for st in s.values()))
-    return max(after[p].mtime for p in involved) - start
+    return side.measured(start, max(after[p].mtime for p in involved))
 
 
 def restart(side: Side, broker: int) -> None:
@@ -489,7 +549,7 @@ def crash_controller(side: Side, victim: int) -> float:
     after = side.wait_states(f"no partition led by the dead broker {victim}",
                              lambda s: all(st.leader != victim for st in s.values()))
     side.leaderless = sum(1 for p in led if after[p].leader == -1)
-    return max(after[p].mtime for p in led) - elected
+    return side.measured(elected, max(after[p].mtime for p in led))
 
 
 def turns(round_: int, sides: Mapping[str, Side]) -> list[Side]:
@@ -499,20 +559,23 @@ def turns(round_: int, sides: Mapping[str, Side]) -> list[Side]:
 
 
 def sitting(pair: SideBySide, partitions: int, offset: int, progress: Path | None = None,
-            server: int | None = None) -> dict[str, dict[str, list[float]]]:
+            server: ServerHeap | None = None) -> dict[str, dict[str, list[float]]]:
     """Every measure on both sides, taking turns; seconds per measure and side (with the load
     average at the end of each step, and how many partitions the controller crash left without a
     leader), also written to ``progress`` as they come (a sitting at 20K partitions takes most of
-    an hour). ``server``: the shared ZooKeeper server's process, quiet too before each step. Each
-    step also records how long it took (its figure read) and the CPU the server and the other
-    cluster's processes used meanwhile."""
+    an hour). ``server``: the shared ZooKeeper server, its heap collected and its process quiet too
+    before each step. Each step also records how long it took (its figure read), the CPU the server
+    and the other cluster's processes used meanwhile, and the server's collections in its measured
+    window."""
     sides = {name: Side(name, pair, partitions) for name in ("kafka", "kctl")}
     times: dict[str, dict[str, list[float]]] = {name: {m: [] for m in MEASURES} for name in sides}
-    shared = [server] if server is not None else []
+    shared = [server.pid] if server is not None else []
 
     def run(measure: str, round_: int, step: Callable[[Side], float],
             then: Callable[[Side], None] | None = None) -> None:
         for side in turns(round_ + offset, sides):
+            if server is not None:
+                server.collect()
             quiet = settle(sides, shared)
             others = [pid for other in sides.values() if other is not side for pid in other.pids()]
             server_cpu, background = sum(map(cpu_seconds, shared)), sum(map(cpu_seconds, others))
@@ -524,11 +587,20 @@ def sitting(pair: SideBySide, partitions: int, offset: int, progress: Path | Non
             times[side.name].setdefault(f"{measure} server cpu", []).append(sum(map(cpu_seconds, shared)) - server_cpu)
             times[side.name].setdefault(f"{measure} other side cpu", []).append(sum(map(cpu_seconds, others)) - background)
             times[side.name].setdefault(f"{measure} quiet before", []).append(float(quiet))
+            if server is not None:
+                pauses = server.pauses(*side.window)
+                times[side.name].setdefault(f"{measure} server gc pauses", []).append(float(len(pauses)))
+                times[side.name].setdefault(f"{measure} server gc seconds", []).append(sum(pauses))
             if progress is not None:
                 progress.write_text(json.dumps(times, indent=1))
             if then is not None:
                 then(side)
 
+    for round_ in range(WARM_UP_CREATIONS):
+        for side in turns(round_ + offset, sides):
+            settle(sides, shared)
+            create(side)
+            delete(side)
     # Each creation is measured with the other cluster holding no partition: after a creation of 20K
     # partitions Kafka's brokers kept working for tens of seconds at 0.3-0.6 of a core each, past
     # any quiet window, and the other side's creation shared the machine with that.
@@ -568,18 +640,21 @@ def summary(times: Mapping[str, Mapping[str, list[float]]]) -> dict[str, dict[st
 
 
 @pytest.mark.parametrize("partitions", SIZES)
-def test_vs_kafka(benchmark: Any, partitions: int, zookeeper_server: ZooKeeperEnsemble,
+def test_vs_kafka(benchmark: Any, partitions: int, zookeeper_server: ZooKeeperEnsemble, zookeeper_gc_log: Path,
                   kafka_installation: KafkaInstallation, tmp_path: Path) -> None:
     """One sitting at ``partitions`` partitions; kctl's controller must win every measure."""
     times: dict[str, dict[str, list[float]]] = {}
     load = [os.getloadavg()[0]]
+
+    server = zookeeper_server.servers[0].pid
+    assert server is not None, "the shared ZooKeeper server is not running"
 
     def once() -> None:
         with KafkaCluster(zookeeper_server.hosts, len(BROKERS), installation=kafka_installation,
                           overrides=KAFKA_CONFIG, jvm_options=SHIPPED_JVM_OPTIONS) as kafka, \
                 side_by_side(zookeeper_server.hosts, kafka, tmp_path / "kctl", CONFIG, log_dir=tmp_path / "logs") as pair:
             times.update(sitting(pair, partitions, SIZES.index(partitions), tmp_path / "times.json",
-                                 zookeeper_server.servers[0].pid))
+                                 ServerHeap(server, zookeeper_gc_log)))
         load.append(os.getloadavg()[0])
 
     (tmp_path / "kctl").mkdir()

@@ -156,7 +156,8 @@ class Setup:
         finally:
             zk.stop()
             zk.close()
-        return {"first": (first - created) / 1e3, "last": (last - created) / 1e3, "sent": sent_at - created / 1e3}
+        return {"first": (first - created) / 1e3, "last": (last - created) / 1e3, "sent": sent_at - created / 1e3,
+                "created": created / 1e3}
 
 
 def quiet(setups: list[Setup], window: float = 2.0, busy: float = 0.1, timeout: float = 120.0) -> None:

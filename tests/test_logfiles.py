@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -435,25 +436,34 @@ def test_lines_logged_later_are_made_only_when_written_with_the_time_and_epoch_o
         assert not StateChangeLogger(1, lambda: 4, sink).log_later(lines("t6"), 1)
 
 
-def test_the_native_engines_lines_are_read_only_when_written_while_held(messages: list[str]) -> None:
+def test_the_native_engines_lines_are_made_only_when_written_while_held(messages: list[str]) -> None:
     """``kctl.native.request_batch.emit``: a controller's machines and batch share one logger, and
-    while its lines are held the engine's lines are only read when written; otherwise at once."""
+    while its lines are held the engine makes the text of its lines (``StateChangeLines.made``)
+    only when they are written; otherwise at once."""
     from kctl.native.request_batch import emit
 
-    class Watched(list[tuple[int, bool, str]]):
-        read = 0
+    class Watched:
+        """The engine's lines of one call, counting the times their text is made."""
 
-        def __iter__(self) -> Iterator[tuple[int, bool, str]]:
-            Watched.read += 1
-            return super().__iter__()
+        made_times = 0
+
+        def __init__(self, lines: list[tuple[int, bool, str]]) -> None:
+            self.lines = lines
+
+        def __len__(self) -> int:
+            return len(self.lines)
+
+        def made(self) -> list[tuple[int, bool, str]]:
+            Watched.made_times += 1
+            return list(self.lines)
 
     written = messages
     machine, batch = StateChangeLogger(1, lambda: 4), StateChangeLogger(1, lambda: 4)
-    lines = Watched([(TRACE, False, "x"), (logging.INFO, True, "y")])
+    lines: Any = Watched([(TRACE, False, "x"), (logging.INFO, True, "y")])
     with machine.held():
         emit(machine, machine, lines)
-        assert Watched.read == 0
+        assert Watched.made_times == 0
         emit(machine, batch, lines)  # two loggers: at once
-        assert Watched.read == 1
-    assert Watched.read == 2
+        assert Watched.made_times == 1
+    assert Watched.made_times == 2
     assert written == ["[Controller id=1 epoch=4] x", "[Controller id=1 epoch=4] y"] * 2

@@ -3,6 +3,7 @@
 //! results and log lines, so the two engines can be compared line for line.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use crate::hash::{HashMap, HashSet};
 
@@ -37,7 +38,62 @@ pub struct Log {
 pub struct Line {
     pub level: Level,
     pub from_batch: bool,
-    pub text: String,
+    pub text: Text,
+}
+
+/// A line's text: made at once, or, for the lines a bulk transition makes one of per partition or
+/// replica (60K in a creation of 20K partitions, RF 2), the transition's data, made text only
+/// when read ([`Text::made`]), which a caller holding its lines does after its writes.
+#[derive(Debug)]
+pub enum Text {
+    Made(String),
+    /// A partition created (NonExistent to New): a line per partition of a creation.
+    PartitionNew {
+        topic: Arc<str>,
+        partition: i32,
+        from: PartitionState,
+        replicas: Brokers,
+    },
+    ReplicaChanged {
+        topic: Arc<str>,
+        partition: i32,
+        broker: BrokerId,
+        from: ReplicaState,
+        to: ReplicaState,
+    },
+}
+
+impl From<String> for Text {
+    fn from(text: String) -> Self {
+        Self::Made(text)
+    }
+}
+
+impl Text {
+    pub fn made(&self) -> Cow<'_, str> {
+        match self {
+            Self::Made(text) => Cow::Borrowed(text),
+            Self::PartitionNew {
+                topic,
+                partition,
+                from,
+                replicas,
+            } => Cow::Owned(format!(
+                "Changed partition {topic}-{partition} state from {from} to {} with assigned replicas {}",
+                PartitionState::New,
+                joined(replicas, ",")
+            )),
+            Self::ReplicaChanged {
+                topic,
+                partition,
+                broker,
+                from,
+                to,
+            } => Cow::Owned(format!(
+                "Changed state of replica {broker} for partition {topic}-{partition} from {from} to {to}"
+            )),
+        }
+    }
 }
 
 impl Log {
@@ -49,11 +105,11 @@ impl Log {
         }
     }
 
-    fn push(&mut self, level: Level, text: String) {
+    fn push(&mut self, level: Level, text: impl Into<Text>) {
         self.lines.push(Line {
             level,
             from_batch: false,
-            text,
+            text: text.into(),
         });
     }
 }
@@ -207,7 +263,7 @@ impl Machine<'_> {
                     log.lines.push(Line {
                         level: Level::Info,
                         from_batch: true,
-                        text,
+                        text: Text::Made(text),
                     });
                 }
             });
@@ -273,13 +329,13 @@ impl Machine<'_> {
             PartitionState::New => {
                 for p in valid {
                     if self.log.enabled(Level::Info) {
-                        let line = format!(
-                            "Changed partition {} state from {} to {target} with assigned replicas {}",
-                            self.ctx.tp_name(p),
-                            self.ctx.partition_state(p),
-                            joined(self.ctx.replicas(p), ",")
-                        );
-                        self.log.push(Level::Info, line);
+                        let text = Text::PartitionNew {
+                            topic: self.ctx.topic_name_arc(self.ctx.partition_topic(p)),
+                            partition: self.ctx.partition_id(p),
+                            from: self.ctx.partition_state(p),
+                            replicas: Brokers::from_slice(self.ctx.replicas(p)),
+                        };
+                        self.log.push(Level::Info, text);
                     }
                     self.ctx.put_partition_state(p, PartitionState::New);
                 }
@@ -913,12 +969,14 @@ impl Machine<'_> {
     fn transition(&mut self, r: Replica, target: ReplicaState) {
         let (p, b) = r;
         if self.log.enabled(Level::Trace) {
-            let line = format!(
-                "Changed state of replica {b} for partition {} from {} to {target}",
-                self.ctx.tp_name(p),
-                self.replica_state(r)
-            );
-            self.log.push(Level::Trace, line);
+            let text = Text::ReplicaChanged {
+                topic: self.ctx.topic_name_arc(self.ctx.partition_topic(p)),
+                partition: self.ctx.partition_id(p),
+                broker: b,
+                from: self.replica_state(r),
+                to: target,
+            };
+            self.log.push(Level::Trace, text);
         }
         if target == ReplicaState::NonExistent {
             let assignment = self.ctx.assignment(p).remove_replica(b);
@@ -1539,12 +1597,12 @@ mod tests {
                 .handle_replica_state_changes(&[(p, broker)], target)
         }
 
-        fn errors(&self) -> Vec<&str> {
+        fn errors(&self) -> Vec<Cow<'_, str>> {
             self.log
                 .lines
                 .iter()
                 .filter(|l| l.level == Level::Error)
-                .map(|l| l.text.as_str())
+                .map(|l| l.text.made())
                 .collect()
         }
 
@@ -1592,6 +1650,14 @@ mod tests {
     }
 
     /// Reference §3.1, written out independently of `PartitionState::valid_previous_states`.
+    /// Each line's text, in order.
+    fn texts(log: &Log) -> Vec<String> {
+        log.lines
+            .iter()
+            .map(|l| l.text.made().into_owned())
+            .collect()
+    }
+
     fn kafka_partition_transition(from: PartitionState, to: PartitionState) -> bool {
         use PartitionState::*;
         matches!(
@@ -1682,6 +1748,34 @@ mod tests {
         assert_eq!(
             cluster.ctx.partition_state(cluster.p),
             PartitionState::Online
+        );
+    }
+
+    #[test]
+    fn a_creations_lines_are_made_when_read_as_they_were_made_at_once() {
+        let mut cluster = Cluster::new();
+        cluster.log.trace = true;
+        cluster.partitions(PartitionState::New, None).unwrap();
+        cluster.replicas(2, ReplicaState::New).unwrap();
+        cluster.replicas(2, ReplicaState::Online).unwrap();
+        let lines: Vec<(Level, String)> = cluster
+            .log
+            .lines
+            .iter()
+            .map(|l| (l.level, l.text.made().into_owned()))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                (Level::Info, "Changed partition t-0 state from NonExistentPartition to NewPartition with assigned replicas 1,2,3"),
+                (Level::Trace, "Changed state of replica 2 for partition t-0 from NonExistentReplica to NewReplica"),
+                (Level::Trace, "Changed state of replica 2 for partition t-0 from NewReplica to OnlineReplica"),
+            ]
+            .map(|(level, text)| (level, text.to_owned()))
+        );
+        assert!(
+            !matches!(cluster.log.lines[1].text, Text::Made(_)),
+            "kept as the transition's data"
         );
     }
 
@@ -1962,7 +2056,7 @@ mod tests {
                         .unwrap();
                 }
             }
-            let lines: Vec<String> = c.log.lines.iter().map(|l| l.text.clone()).collect();
+            let lines = texts(&c.log);
             (results, lines, c.sent.clone())
         };
         let (read, unread) = (run(true), run(false));
@@ -2007,7 +2101,7 @@ mod tests {
                 .into_iter()
                 .filter(|c| *c != "configs") // asked for no topic: every ISR has a live member
                 .collect();
-            let lines: Vec<String> = cluster.log.lines.iter().map(|l| l.text.clone()).collect();
+            let lines = texts(&cluster.log);
             let done = format!(
                 "{:?} {results} {lines:?} {:?} {:?}",
                 cluster.store.states.get(&cluster.p),

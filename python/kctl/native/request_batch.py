@@ -3,7 +3,7 @@ class turns what it sent into request objects and delivers them through the chan
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from itertools import groupby
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
@@ -16,18 +16,19 @@ from kctl.messages import LeaderAndIsrPartitionState, SentRequest, StopReplicaPa
 from kctl.statechange import StateChangeLogger
 
 if TYPE_CHECKING:
-    from kctl._engine import _RawRequest
+    from kctl._engine import StateChangeLines, _RawRequest
 
 
 _LEVEL_AND_LINE = itemgetter(0, 2)
 
 
-def emit(machine: StateChangeLogger, batch: StateChangeLogger, lines: Sequence[tuple[int, bool, str]]) -> None:
+def emit(machine: StateChangeLogger, batch: StateChangeLogger, lines: StateChangeLines) -> None:
     """Log the engine's lines in order, the request batch's through the batch's own logger; when
-    both are one logger, whose lines are held, they are made into lines only when written."""
-    if machine is batch and machine.log_later(lambda: map(_LEVEL_AND_LINE, lines), len(lines)):
+    both are one logger, whose lines are held, the engine makes their text, and they are made
+    into lines, only when written."""
+    if machine is batch and machine.log_later(lambda: map(_LEVEL_AND_LINE, lines.made()), len(lines)):
         return
-    for from_batch, run in groupby(lines, key=itemgetter(1)):
+    for from_batch, run in groupby(lines.made(), key=itemgetter(1)):
         (batch if from_batch else machine).log_all(map(_LEVEL_AND_LINE, run))
 
 

@@ -20,11 +20,11 @@ use crate::py::convert::{
 };
 use crate::py::payload::{Entries, PartitionStates};
 use crate::py::selector::PySelector;
-use crate::py::sets::{Outcome, Outcomes, Parts, Replicas};
+use crate::py::sets::{Outcome, Outcomes, Parts, Replicas, StateChangeLines};
 use crate::py::store::{NativeMemory, PyStore};
 use crate::py::zookeeper::{NativeZooKeeper, ZkParams};
 use crate::requests::{RequestBatch, Sent, UpdateMetadataEntries};
-use crate::statemachine::{KafkaSelector, Level, Log, Machine, Selector};
+use crate::statemachine::{KafkaSelector, Level, Line, Log, Machine, Selector, Text};
 use crate::store::{Failure, Read, Store};
 
 type Tp = (String, i32);
@@ -32,10 +32,8 @@ type Tp = (String, i32);
 type AssignmentTuple = (Brokers, Brokers, Brokers);
 /// `(topic, partition, broker)`.
 type ReplicaTuple = (String, i32, BrokerId);
-/// State-change log lines: `(logging level, from the request batch, line)`.
-type Lines = Vec<(u8, bool, String)>;
 /// What a state-machine call returns to Python: `(results, log lines, sent requests)`.
-type CallResult<'py> = (Outcomes, Lines, Bound<'py, PyList>);
+type CallResult<'py> = (Outcomes, StateChangeLines, Bound<'py, PyList>);
 
 /// Options of a state-machine call that come from the controller's config and logger.
 #[derive(FromPyObject)]
@@ -96,14 +94,6 @@ fn strategy(spec: Option<(String, bool)>) -> PyResult<Option<Strategy>> {
             }
         }),
     })
-}
-
-fn level_code(level: Level) -> u8 {
-    match level {
-        Level::Trace => 5,
-        Level::Info => 20,
-        Level::Error => 40,
-    }
 }
 
 impl Engine {
@@ -222,7 +212,7 @@ impl Engine {
         store: &mut (dyn Store + Send),
         options: &CallOptions,
         call: impl FnOnce(&mut Machine<'_>) -> T,
-    ) -> (T, Lines, Vec<Sent>) {
+    ) -> (T, StateChangeLines, Vec<Sent>) {
         let mut log = Log {
             lines: Vec::new(),
             trace: options.trace,
@@ -242,12 +232,7 @@ impl Engine {
             unclean_default: options.unclean_default,
         };
         let out = call(&mut machine);
-        let lines = log
-            .lines
-            .into_iter()
-            .map(|l| (level_code(l.level), l.from_batch, l.text))
-            .collect();
-        (out, lines, sent)
+        (out, StateChangeLines { lines: log.lines }, sent)
     }
 
     fn batch(&mut self, slot: usize) -> PyResult<&mut RequestBatch> {
@@ -1086,15 +1071,19 @@ impl Engine {
         slot: usize,
         stop_replica_version: i32,
         info: bool,
-    ) -> PyResult<(Lines, Bound<'py, PyList>)> {
+    ) -> PyResult<(StateChangeLines, Bound<'py, PyList>)> {
         self.batch(slot)?;
         let mut lines = Vec::new();
-        let sent = self.batches[slot].send(&self.ctx, stop_replica_version, &mut |line| {
+        let sent = self.batches[slot].send(&self.ctx, stop_replica_version, &mut |text| {
             if info {
-                lines.push((level_code(Level::Info), true, line));
+                lines.push(Line {
+                    level: Level::Info,
+                    from_batch: true,
+                    text: Text::Made(text),
+                });
             }
         });
-        Ok((lines, self.sent_to_py(py, sent)?))
+        Ok((StateChangeLines { lines }, self.sent_to_py(py, sent)?))
     }
 
     // --- State machines ------------------------------------------------------------------------

@@ -76,6 +76,7 @@ fn engine_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sets::Parts>()?;
     m.add_class::<sets::Replicas>()?;
     m.add_class::<sets::Outcomes>()?;
+    m.add_class::<sets::StateChangeLines>()?;
     m.add_class::<statetable::StateTable>()?;
     m.add_class::<payload::PartitionStates>()?;
     m.add_class::<metadata::MetadataCache>()?;
