@@ -898,6 +898,28 @@ mod tests {
     use super::*;
     use crate::model::LeaderAndIsr;
 
+    /// Assign `p` to `replicas`, all in its ISR, led by `leader` at `leader_epoch`.
+    fn assign_and_lead(
+        ctx: &mut Context,
+        p: Part,
+        replicas: &[BrokerId],
+        leader: BrokerId,
+        leader_epoch: i32,
+    ) {
+        let mut lai = LeaderAndIsr::new(leader, replicas.into());
+        lai.leader_epoch = leader_epoch;
+        let assignment = ReplicaAssignment {
+            replicas: replicas.into(),
+            ..Default::default()
+        };
+        ctx.update_assignment(p, &assignment);
+        let lice = LeaderIsrAndControllerEpoch {
+            leader_and_isr: lai,
+            controller_epoch: 1,
+        };
+        ctx.put_leadership(p, &lice);
+    }
+
     #[test]
     fn update_metadata_for_registered_brokers_follows_the_live_set_across_sends() {
         let mut ctx = Context::new();
@@ -938,22 +960,7 @@ mod tests {
         // Over two segments of a batch's entries.
         let parts: Vec<Part> = (0..2500).map(|i| ctx.intern_part("t", i)).collect();
         let lead = |ctx: &mut Context, p: Part, leader: BrokerId, leader_epoch: i32| {
-            let mut lai = LeaderAndIsr::new(leader, smallvec::smallvec![1, 2]);
-            lai.leader_epoch = leader_epoch;
-            ctx.update_assignment(
-                p,
-                &ReplicaAssignment {
-                    replicas: smallvec::smallvec![1, 2],
-                    ..Default::default()
-                },
-            );
-            ctx.put_leadership(
-                p,
-                &LeaderIsrAndControllerEpoch {
-                    leader_and_isr: lai,
-                    controller_epoch: 1,
-                },
-            );
+            assign_and_lead(ctx, p, &[1, 2], leader, leader_epoch);
         };
         for &p in &parts {
             lead(&mut ctx, p, 1, 0);
@@ -1042,22 +1049,7 @@ mod tests {
             ctx.set_live_brokers(&[(1, 10)]);
             let parts: Vec<Part> = (0..partitions).map(|i| ctx.intern_part("t", i)).collect();
             let led = |ctx: &mut Context, p: Part, leader_epoch: i32| {
-                let mut lai = LeaderAndIsr::new(1, smallvec::smallvec![1]);
-                lai.leader_epoch = leader_epoch;
-                ctx.update_assignment(
-                    p,
-                    &ReplicaAssignment {
-                        replicas: smallvec::smallvec![1],
-                        ..Default::default()
-                    },
-                );
-                ctx.put_leadership(
-                    p,
-                    &LeaderIsrAndControllerEpoch {
-                        leader_and_isr: lai,
-                        controller_epoch: 1,
-                    },
-                );
+                assign_and_lead(ctx, p, &[1], 1, leader_epoch);
             };
             for &p in &parts {
                 led(&mut ctx, p, 0);
