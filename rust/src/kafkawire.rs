@@ -77,6 +77,12 @@ impl WireState for LeaderAndIsrEntry {
     }
 }
 
+impl<S: WireState> WireState for &S {
+    fn write_fields(&self, w: &mut Writer, version: i16) {
+        (**self).write_fields(w, version);
+    }
+}
+
 impl WireState for UpdateMetadataEntry {
     fn write_fields(&self, w: &mut Writer, version: i16) {
         w.head(self.head());

@@ -23,7 +23,7 @@ use rustc_hash::FxHasher;
 
 use crate::hash::HashMap;
 use crate::model::{BrokerId, LEADER_DURING_DELETE};
-use crate::requests::UpdateMetadataEntry;
+use crate::requests::{UpdateMetadataEntries, UpdateMetadataEntry};
 
 /// The partition metadata that a cache and the store must agree on, hashed: the key, leader,
 /// leader epoch, ISR, partition epoch and replicas (not the controller epoch, which the store keeps
@@ -73,7 +73,23 @@ pub fn entry_digest(topic: &str, partition: i32, e: &UpdateMetadataEntry) -> u64
 }
 
 /// The entries of one UpdateMetadata payload, shared by every cache that applied it.
-pub type Payload = Arc<Vec<UpdateMetadataEntry>>;
+pub type Payload = Arc<UpdateMetadataEntries>;
+
+/// The keys of a payload's entries: each run of entries of one topic (its name and length), and
+/// each entry's partition id. A payload's name of a topic is one shared `Arc`.
+pub type Keys<'a> = (&'a [(Arc<str>, usize)], &'a [i32]);
+
+/// The `(topic, partition)` of entry `i` (reading the runs: for the rare removed partition).
+pub fn key_at((runs, partitions): Keys<'_>, i: usize) -> (&str, i32) {
+    let mut start = 0;
+    for (topic, n) in runs {
+        if i < start + n {
+            return (topic, partitions[i]);
+        }
+        start += n;
+    }
+    panic!("entry {i} of {start}")
+}
 
 /// A hash of all a reader sees of an entry whose [`entry_digest`] is `digest` (the controller epoch
 /// and offline replicas too, which that leaves out): two cache states whose sums of these agree
@@ -179,22 +195,23 @@ struct Contents {
 
 impl Contents {
     /// See [`MetadataCache::apply`].
+    /// `digests`: the entries' digests if they were computed already (else computed here).
     fn apply(
         &mut self,
-        keys: &[(Arc<str>, i32)],
+        (runs, ids): Keys<'_>,
         payload: &Payload,
-        digests: &[(u64, u64)],
+        digests: Option<&[(u64, u64)]>,
     ) -> Vec<usize> {
         let mut removed = Vec::new();
         let mut at = 0;
-        for run in keys.chunk_by(|a, b| Arc::ptr_eq(&a.0, &b.0)) {
-            let topic = &run[0].0;
+        for (topic, n) in runs {
+            let run = &ids[at..at + n];
             let partitions = match self.topics.get_mut(&**topic) {
                 Some(partitions) => partitions,
                 None => self.topics.entry(topic.clone()).or_default(),
             };
             let partitions = Arc::make_mut(partitions);
-            for (_, partition) in run {
+            for partition in run {
                 let id = usize::try_from(*partition).expect("partition ids are not negative");
                 let (c, i) = (id / CHUNK, id % CHUNK);
                 let old = if payload[at].leader == LEADER_DURING_DELETE {
@@ -212,7 +229,10 @@ impl Contents {
                     }
                     let chunk = partitions.chunks[c]
                         .get_or_insert_with(|| Arc::new(std::array::from_fn(|_| None)));
-                    let (digest, exact) = digests[at];
+                    let (digest, exact) = match digests {
+                        Some(digests) => digests[at],
+                        None => entry_digests(topic, *partition, &payload[at]),
+                    };
                     let slot = Slot {
                         payload: payload.clone(),
                         at: u32::try_from(at).expect("fewer than 2^32 entries"),
@@ -261,8 +281,10 @@ struct Transition {
     removed: Vec<usize>,
 }
 
-/// What the caches that apply one payload share: its entries' digests, and the states it took
-/// caches from and to (held weakly: a state lives while a cache is in it).
+/// What the caches that apply one payload share: its entries' digests (kept once a second cache
+/// state applies it: the first computes them as it goes, and most payloads are applied once, the
+/// other caches taking the state it led to), and the states it took caches from and to (held
+/// weakly: a state lives while a cache is in it).
 #[derive(Debug, Default)]
 pub struct Applied {
     digests: OnceLock<Vec<(u64, u64)>>,
@@ -270,17 +292,22 @@ pub struct Applied {
 }
 
 impl Applied {
-    fn digests(&self, keys: &[(Arc<str>, i32)], payload: &Payload) -> &[(u64, u64)] {
+    fn digests(&self, (runs, ids): Keys<'_>, payload: &Payload) -> &[(u64, u64)] {
         self.digests.get_or_init(|| {
-            keys.iter()
-                .zip(payload.iter())
-                .map(|((topic, partition), e)| {
-                    let digest = entry_digest(topic, *partition, e);
-                    (digest, exact_digest(digest, e))
-                })
+            let names = runs
+                .iter()
+                .flat_map(|(name, n)| std::iter::repeat_n(name, *n));
+            (names.zip(ids).zip(payload.iter()))
+                .map(|((topic, partition), e)| entry_digests(topic, *partition, e))
                 .collect()
         })
     }
+}
+
+/// An entry's [`entry_digest`] and [`exact_digest`].
+fn entry_digests(topic: &str, partition: i32, e: &UpdateMetadataEntry) -> (u64, u64) {
+    let digest = entry_digest(topic, partition, e);
+    (digest, exact_digest(digest, e))
 }
 
 #[derive(Debug, Default)]
@@ -290,7 +317,7 @@ pub struct MetadataCache {
 
 impl MetadataCache {
     /// Apply a payload (`applied` is the payload's own, shared with every cache it is applied
-    /// to): entry `i` is the state of `keys[i]`; a leader of -2 (the topic is being deleted)
+    /// to): entry `i` is the state of the `i`th key; a leader of -2 (the topic is being deleted)
     /// removes the partition. Returns the indices of the entries that removed a cached partition.
     /// Keys come grouped by topic, so a topic is looked up once per run of its partitions.
     ///
@@ -298,16 +325,10 @@ impl MetadataCache {
     /// otherwise it applies the payload, copying what it changes of a shared state, and takes
     /// instead any state the payload led to that holds the same (so that caches that parted ways
     /// share again once they agree).
-    pub fn apply(
-        &mut self,
-        keys: &[(Arc<str>, i32)],
-        payload: &Payload,
-        applied: &Applied,
-    ) -> Vec<usize> {
-        if keys.is_empty() {
+    pub fn apply(&mut self, keys: Keys<'_>, payload: &Payload, applied: &Applied) -> Vec<usize> {
+        if keys.1.is_empty() {
             return Vec::new();
         }
-        let digests = applied.digests(keys, payload);
         let mut transitions = applied
             .transitions
             .lock()
@@ -330,6 +351,8 @@ impl MetadataCache {
         } else {
             Weak::new()
         };
+        let kept = !transitions.is_empty() || applied.digests.get().is_some();
+        let digests = kept.then(|| applied.digests(keys, payload));
         let removed = Arc::make_mut(&mut self.contents).apply(keys, payload, digests);
         let same = transitions
             .iter()
@@ -414,19 +437,33 @@ mod tests {
         }
     }
 
-    /// `(topic, partition, entry)`s as one payload: its keys, entries and what its caches share.
-    type Sent = (Vec<(Arc<str>, i32)>, Payload, Applied);
+    /// `(topic, partition, entry)`s as one payload: its topic runs, partition ids, entries and
+    /// what its caches share.
+    type Sent = (Vec<(Arc<str>, usize)>, Vec<i32>, Payload, Applied);
 
     fn payload(items: &[(&Arc<str>, i32, UpdateMetadataEntry)]) -> Sent {
-        let keys = items.iter().map(|(t, p, _)| ((*t).clone(), *p)).collect();
-        let entries = Arc::new(items.iter().map(|(_, _, e)| e.clone()).collect());
-        (keys, entries, Applied::default())
+        let mut runs: Vec<(Arc<str>, usize)> = Vec::new();
+        for (topic, _, _) in items {
+            match runs.last_mut() {
+                Some((last, n)) if Arc::ptr_eq(last, topic) => *n += 1,
+                _ => runs.push(((*topic).clone(), 1)),
+            }
+        }
+        let ids = items.iter().map(|(_, p, _)| *p).collect();
+        let entries = items.iter().map(|(_, _, e)| e.clone()).collect();
+        let entries = Arc::new(UpdateMetadataEntries::new(entries));
+        (runs, ids, entries, Applied::default())
     }
 
     /// Apply a payload; returns the removed keys.
-    fn apply(cache: &mut MetadataCache, (keys, entries, applied): &Sent) -> Vec<(String, i32)> {
+    fn apply(
+        cache: &mut MetadataCache,
+        (runs, ids, entries, applied): &Sent,
+    ) -> Vec<(String, i32)> {
+        let keys = (&runs[..], &ids[..]);
         (cache.apply(keys, entries, applied).into_iter())
-            .map(|i| (keys[i].0.to_string(), keys[i].1))
+            .map(|i| key_at(keys, i))
+            .map(|(topic, partition)| (topic.to_string(), partition))
             .collect()
     }
 

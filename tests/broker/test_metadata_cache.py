@@ -3,7 +3,9 @@ matches the store (invariant I7), against the full comparison they stand in for.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -12,6 +14,7 @@ from kctl.broker import BrokerAgent, BrokerMetadataCache, ExpectedMetadata, Meta
 from kctl.cluster import EmbeddedCluster
 from kctl.errors import Errors
 from kctl.model import LeaderAndIsr, TopicPartition
+from kctl.native.request_batch import NativeRequestBatch
 from kctl.requests import UpdateMetadataPartitionState, UpdateMetadataRequest
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -85,6 +88,56 @@ def test_caches_sent_different_updates_keep_their_own_contents() -> None:
         for cache, alone in zip(caches, own):
             assert cache.items() == alone.items() and cache.digest == alone.digest and len(cache) == len(alone)
     assert any(c.items() != caches[0].items() for c in caches[1:])  # some did end up apart
+
+
+def natively_cached(states: Any) -> list[tuple[str, int, Any]]:
+    """What a cache of its own holds after applying ``states`` natively (not through the objects
+    that reading them as a sequence makes once and keeps)."""
+    cache = MetadataCache()
+    cache.update(states)
+    return cache.items()
+
+
+def test_a_new_broker_s_full_update_holds_the_controller_s_view_when_sent_and_keeps_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The UpdateMetadata a restarted broker gets (every partition with a leader), and any other
+    of most partitions, shares the entries that did not change with the previous such payload. Each
+    holds, when sent, what a batch of its own (sharing nothing) builds of its partitions from the
+    controller's view at that moment, and after the
+    later restarts have changed that view and shared its entries, still reads as it was sent:
+    applied by a cache and on the wire."""
+    sent: list[tuple[PartitionStates, list[tuple[str, int, Any]], bytes]] = []
+    deliver = NativeRequestBatch.deliver_raw
+
+    def recording(self: NativeRequestBatch, controller_epoch: int, raw: Iterable[Any], *, record: bool = True) -> Any:
+        raw = list(raw)
+        native = self.context.native
+        for kind, broker, _, states, _, _ in raw:
+            if kind == "UpdateMetadata" and len(states) == PARTITIONS and all(s is not states for s, *_ in sent):
+                alone = native.new_batch_slot()
+                native.batch_add_update_metadata(alone, [broker], [(s.topic, s.partition) for s in states])
+                fresh = native.batch_send(alone, 3, False)[1][0][3]
+                assert natively_cached(states) == natively_cached(fresh)
+                assert states.kafka_encode(8, {}) == fresh.kafka_encode(8, {})
+                sent.append((states, natively_cached(states), states.kafka_encode(8, {})))
+        return deliver(self, controller_epoch, raw, record=record)
+
+    monkeypatch.setattr(NativeRequestBatch, "deliver_raw", recording)
+    PARTITIONS = 48
+    with EmbeddedCluster(6, racks=["a", "b", "c"] * 2, engine="rust", seed=5) as cluster:
+        cluster.create_topic("t", PARTITIONS, 3)
+        cluster.run_until_stable(600)
+        for broker in cluster.broker_ids:
+            cluster.shutdown_broker(broker)
+            cluster.start_broker(broker)
+            cluster.run_until_stable(600)
+            agent = cluster.brokers[broker]
+            cache = agent.metadata_cache
+            assert {tp: cache.partition_state(tp) for tp in cache.partitions()} == own_replay(agent)
+    assert len(sent) >= 6
+    for states, cached, wire in sent:
+        assert natively_cached(states) == cached and states.kafka_encode(8, {}) == wire
+    assert len({wire for _, _, wire in sent}) > 3  # the view changed between them
 
 
 def test_an_item_that_is_not_a_state_is_a_clear_error_and_nothing_is_applied() -> None:

@@ -23,7 +23,7 @@ use crate::py::selector::PySelector;
 use crate::py::sets::{Outcome, Outcomes, Parts, Replicas, StateChangeLines};
 use crate::py::store::{NativeMemory, PyStore};
 use crate::py::zookeeper::{NativeZooKeeper, ZkParams};
-use crate::requests::{RequestBatch, Sent, UpdateMetadataEntry};
+use crate::requests::{RequestBatch, Sent, UpdateMetadataEntries};
 use crate::statemachine::{KafkaSelector, Level, Line, Log, Machine, Selector, Text};
 use crate::store::{Failure, Read, Store};
 
@@ -246,7 +246,7 @@ impl Engine {
     /// one object).
     fn sent_to_py<'py>(&self, py: Python<'py>, sent: Vec<Sent>) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
-        let mut shared: Vec<(*const Vec<UpdateMetadataEntry>, Py<PartitionStates>)> = Vec::new();
+        let mut shared: Vec<(*const UpdateMetadataEntries, Py<PartitionStates>)> = Vec::new();
         for s in sent {
             let item = match s {
                 Sent::LeaderAndIsr {
@@ -1048,7 +1048,9 @@ impl Engine {
         let um = Sent::UpdateMetadata {
             broker: -1,
             broker_epoch: -1,
-            entries: Arc::new(states.into_iter().cloned().collect()),
+            entries: Arc::new(UpdateMetadataEntries::new(
+                states.into_iter().cloned().collect(),
+            )),
         };
         let per_broker = self.sent_to_py(py, sent)?;
         let shared = self.sent_to_py(py, vec![um])?;

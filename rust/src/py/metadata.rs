@@ -5,10 +5,12 @@ use std::sync::Arc;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use crate::metadata::{metadata_digest as digest, Applied, MetadataCache as Cache, Payload};
+use crate::metadata::{
+    key_at, metadata_digest as digest, Applied, MetadataCache as Cache, Payload,
+};
 use crate::model::Brokers;
 use crate::py::payload::PartitionStates;
-use crate::requests::UpdateMetadataEntry;
+use crate::requests::{UpdateMetadataEntries, UpdateMetadataEntry};
 
 /// `(controller_epoch, leader, leader_epoch, isr, partition_epoch, replicas, offline_replicas)`:
 /// the fields of `kctl.requests.UpdateMetadataPartitionState` after its key.
@@ -26,13 +28,14 @@ fn state_tuple(e: &UpdateMetadataEntry) -> StateTuple {
     )
 }
 
-/// A payload's keys and entries.
-type Built = (Vec<(Arc<str>, i32)>, Payload);
+/// A payload's topic runs, partition ids and entries.
+type Built = (Vec<(Arc<str>, usize)>, Vec<i32>, Payload);
 
 /// A payload built from `kctl.requests.UpdateMetadataPartitionState` objects (the reference
 /// engine's requests), in the shape of a native one: keys and entries.
 fn payload_of(states: &Bound<'_, PyAny>) -> PyResult<Built> {
-    let mut keys: Vec<(Arc<str>, i32)> = Vec::new();
+    let mut runs: Vec<(Arc<str>, usize)> = Vec::new();
+    let mut ids = Vec::new();
     let mut entries = Vec::new();
     for item in states.try_iter()? {
         let item = item?;
@@ -53,15 +56,15 @@ fn payload_of(states: &Bound<'_, PyAny>) -> PyResult<Built> {
             replicas: item.getattr("replicas")?.extract()?,
             offline_replicas: item.getattr("offline_replicas")?.extract()?,
         };
-        // Consecutive states of one topic share its name, as a native payload's keys do.
-        let topic: Arc<str> = match keys.last() {
-            Some((last, _)) if **last == *topic => Arc::clone(last),
-            _ => topic.into(),
-        };
-        keys.push((topic, partition));
+        // Consecutive states of one topic are one run, as a native payload's are.
+        match runs.last_mut() {
+            Some((last, n)) if **last == *topic => *n += 1,
+            _ => runs.push((topic.into(), 1)),
+        }
+        ids.push(partition);
         entries.push(entry);
     }
-    Ok((keys, Arc::new(entries)))
+    Ok((runs, ids, Arc::new(UpdateMetadataEntries::new(entries))))
 }
 
 #[pyclass(module = "kctl._engine")]
@@ -89,14 +92,15 @@ impl MetadataCache {
             Some(view) => view,
             None => {
                 (built, alone) = (payload_of(states)?, Applied::default());
-                (&built.0[..], &built.1, &alone)
+                ((&built.0[..], &built.1[..]), &built.2, &alone)
             }
         };
         Ok(self
             .cache
             .apply(keys, payload, applied)
             .into_iter()
-            .map(|i| (keys[i].0.to_string(), keys[i].1))
+            .map(|i| key_at(keys, i))
+            .map(|(topic, partition)| (topic.to_string(), partition))
             .collect())
     }
 

@@ -12,18 +12,18 @@ use pyo3::types::{PyBytes, PyIterator, PyTuple};
 
 use crate::context::{Context, Part};
 use crate::kafkawire;
-use crate::metadata::{Applied, Payload};
+use crate::metadata::{Applied, Keys, Payload};
 use crate::py::classes::classes;
 use crate::requests::{HasHead, Head, LeaderAndIsrEntry, StopReplicaEntry, UpdateMetadataEntry};
 
 mod rows;
 
-pub type UpdateMetadataView<'a> = (&'a [(Arc<str>, i32)], &'a Payload, &'a Applied);
+pub type UpdateMetadataView<'a> = (Keys<'a>, &'a Payload, &'a Applied);
 
 pub enum Entries {
     LeaderAndIsr(Vec<LeaderAndIsrEntry>),
     /// Shared: one payload goes to every broker of an UpdateMetadata fan-out.
-    UpdateMetadata(Arc<Vec<UpdateMetadataEntry>>),
+    UpdateMetadata(Payload),
     StopReplica(Vec<StopReplicaEntry>),
 }
 
@@ -73,13 +73,13 @@ impl PartitionStates {
         })
     }
 
-    /// The `(topic, partition)` keys, entries and shared application of an UpdateMetadata payload
-    /// (None for the others).
+    /// The keys (topic runs and partition ids: no key per entry made), entries and shared
+    /// application of an UpdateMetadata payload (None for the others).
     pub fn update_metadata(&self) -> Option<UpdateMetadataView<'_>> {
         let Entries::UpdateMetadata(entries) = &self.entries else {
             return None;
         };
-        Some((self.keys(), entries, &self.applied))
+        Some(((&self.topics, &self.partitions), entries, &self.applied))
     }
 
     fn materialized<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
@@ -237,7 +237,8 @@ impl PartitionStates {
                 kafkawire::encode_states(&kafkawire::LEADER_AND_ISR, keys, es, version, &ids)
             }
             Entries::UpdateMetadata(es) => {
-                kafkawire::encode_states(&kafkawire::UPDATE_METADATA, keys, es, version, &ids)
+                let es: Vec<&UpdateMetadataEntry> = es.iter().collect();
+                kafkawire::encode_states(&kafkawire::UPDATE_METADATA, keys, &es, version, &ids)
             }
             Entries::StopReplica(_) => Err(kafkawire::WireError(
                 "StopReplica states are small: kctl.kafka.protocol writes them".to_string(),
