@@ -129,10 +129,10 @@ class ServerHeap:
     """The shared ZooKeeper server's heap, as each step starts and as its figure is measured.
 
     Before each step the server's JVM collects its whole heap (``jcmd PID GC.run``), so that a step
-    pays for collecting its own garbage only: the server allocates about 9 KB per create (its
+    pays for collecting its own garbage only: the server allocates about 10 KB per create (its
     transactions and answers serialised through growing buffers, each create's existence check
     thrown as an exception; Java Flight Recorder, docs/performance.md), 40K creates fill its young
-    generation three times, and the survivors promoted by each step fill the old generation until a
+    generation two or three times, and the survivors promoted by each step fill the old generation until a
     full collection, which otherwise falls into whichever step comes then. The collections of each
     measured window are read from the JVM's log and recorded with the step."""
 
