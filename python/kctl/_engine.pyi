@@ -187,6 +187,13 @@ class StateTable:
     def forget_history(self, topic: str) -> None: ...
     def history(self, topic: str, partition: int) -> list[tuple[int, _Lice | None]] | None: ...
     def modified_since(self, zxid: int) -> list[_Tp]: ...
+    def update_states(
+        self, updates: Mapping[Any, Any], controller_epoch: int, zxid: int, leader_and_isr: type,
+        recovery_state: type,
+    ) -> list[int] | None:
+        """``MemoryTree.update_partition_states``' writes: per update the new version or -code
+        (-1 no znode, -3 bad version); None, with nothing written, when an update is not a
+        partition state the table keeps as a row."""
 
 @final
 class PartitionStates(Sequence[Any]):

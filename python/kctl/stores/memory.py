@@ -25,19 +25,21 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from kctl._engine import StateTable
 from kctl.assignment_map import AssignmentMap
-from kctl.errors import CorruptDataError
+from kctl.errors import CorruptDataError, NoNodeError
 from kctl.hookspecs import hookimpl
 from kctl.model import (
     INT32_MAX,
     INT32_MIN,
     MAX_PORT,
     BrokerInfo,
+    LeaderAndIsr,
     LeaderIsrAndControllerEpoch,
     ReplicaAssignment,
     TopicPartition,
     int_problem,
 )
-from kctl.stores.base import FinalizedFeatures, ProducerIdBlock, TopicAssignment
+from kctl.stores import paths
+from kctl.stores.base import FinalizedFeatures, ProducerIdBlock, TopicAssignment, UpdateResult
 from kctl.stores.kafkazk import KafkaZkClient, ZnodeFormat
 from kctl.stores.memtree import MemoryTree, PartitionSnapshot, Session, Transaction, TreeClient, _row_of
 from kctl.stores.znode import Stat
@@ -309,6 +311,8 @@ _OBJECTS = ZnodeFormat(
     config_change_notification=_Held(_string),
 )
 """How the memory tree holds Kafka's znodes (the topic codec's memory is per tree)."""
+_BAD_VERSION = -3
+"""A bad version's outcome of ``StateTable.update_states``."""
 _TOPIC_CODECS: weakref.WeakKeyDictionary[MemoryTree, _Topic] = weakref.WeakKeyDictionary()
 
 
@@ -341,6 +345,27 @@ class MemoryStore(KafkaZkClient):
                      config: Mapping[str, str] | None = None) -> None:
         """Kafka's, with the assignments shared with equal ones stored (see ``_Topic.share``)."""
         super().create_topic(topic, self._topics.share(partitions), topic_id, config)
+
+    def update_partition_states(self, updates: Mapping[TopicPartition, LeaderAndIsr], controller_epoch: int,
+                                expected_controller_epoch_version: int) -> UpdateResult:
+        """Kafka's, written to the tree's state table in one native call
+        (:meth:`MemoryTree.update_partition_states`): an AlterPartition writes thousands of
+        states, each a set with its undo record in the general path, which takes anything else."""
+        outcomes = self._client.update_partition_states(updates, controller_epoch, expected_controller_epoch_version)
+        if outcomes is None:
+            return super().update_partition_states(updates, controller_epoch, expected_controller_epoch_version)
+        result = UpdateResult()
+        successful = result.successful
+        for (tp, state), version in zip(updates.items(), outcomes):
+            if version >= 0:
+                successful[tp] = LeaderAndIsr(state.leader, state.isr, state.leader_epoch, version,
+                                              state.leader_recovery_state)
+            elif version == _BAD_VERSION:
+                result.to_retry.append(tp)
+            else:
+                path = paths.partition_state(tp)
+                result.failed[tp] = NoNodeError(f"{path} does not exist", path)
+        return result
 
     def new_session(self) -> MemoryStore:
         """Another client of the same tree (another broker or controller process)."""

@@ -3,7 +3,9 @@
 use std::sync::{Mutex, MutexGuard};
 
 use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyInt, PyString, PyTuple, PyType};
 
+use crate::model::{Brokers, LeaderAndIsr, LeaderRecoveryState};
 use crate::py::convert::{state_from_tuple, state_to_tuple, StateTuple};
 use crate::statetable::{Slot, StateTable as Table, WriteError};
 
@@ -26,6 +28,50 @@ fn code(error: WriteError) -> u8 {
         WriteError::NodeExists => 2,
         WriteError::BadVersion(_) => 3,
     }
+}
+
+/// An exact Python `int` within Kafka's `Int`: what the tree keeps in a state row (`_row_of`).
+fn int32(value: &Bound<'_, PyAny>) -> Option<i32> {
+    if value.is_exact_instance_of::<PyInt>() {
+        value.extract().ok()
+    } else {
+        None
+    }
+}
+
+/// One `(TopicPartition, LeaderAndIsr)` item of an update as the table takes it: the topic, the
+/// partition and the state; None when the key is not a `(str, int)` partition or the state is
+/// not one the tree keeps as a row (`memtree._row_of`, with a version that has a next).
+fn update_of<'py>(
+    key: &Bound<'py, PyAny>,
+    value: &Bound<'py, PyAny>,
+    leader_and_isr: &Bound<'py, PyType>,
+    recovery_state: &Bound<'py, PyType>,
+) -> Option<(Bound<'py, PyString>, i32, LeaderAndIsr)> {
+    let key = key.cast::<PyTuple>().ok()?;
+    if key.len() != 2 || !value.is_instance(leader_and_isr).ok()? {
+        return None;
+    }
+    let topic = key.get_item(0).ok()?.cast_into::<PyString>().ok()?;
+    let partition = int32(&key.get_item(1).ok()?)?;
+    let field = |name: &str| value.getattr(name).ok();
+    let recovery = field("leader_recovery_state")?;
+    if !recovery.is_instance(recovery_state).ok()? {
+        return None;
+    }
+    let isr = field("isr")?;
+    let isr = isr.cast::<PyTuple>().ok()?;
+    let isr = isr.iter().map(|b| int32(&b)).collect::<Option<Brokers>>()?;
+    let partition_epoch = int32(&field("partition_epoch")?)?;
+    (partition_epoch < i32::MAX).then_some(())?;
+    let state = LeaderAndIsr {
+        leader: int32(&field("leader")?)?,
+        isr,
+        leader_epoch: int32(&field("leader_epoch")?)?,
+        partition_epoch,
+        recovery: LeaderRecoveryState::from_code(recovery.extract().ok()?),
+    };
+    Some((topic, partition, state))
 }
 
 /// Frozen, with the table behind a mutex, so the engine can work on it without the GIL (always
@@ -97,6 +143,54 @@ impl StateTable {
             Ok((version, seq)) => (0, version, seq),
             Err(e) => (code(e), -1, 0),
         }
+    }
+
+    /// `MemoryStore.update_partition_states` in one call (under the tree's lock): each
+    /// `TopicPartition: LeaderAndIsr` of `updates`, in order, written at the version in its
+    /// `partition_epoch` and stamped with `controller_epoch`, as `Transaction.set_state` writes
+    /// it, with the commit's `zxid`. Per update the znode's new version, or `-code` (see [`code`]).
+    /// None, with nothing written, when an update is not a partition state the tree keeps as a
+    /// row (not a `leader_and_isr` with a `recovery_state` and `Int` fields): the tree's
+    /// general path then writes them all, as it writes anything.
+    fn update_states(
+        &self,
+        updates: &Bound<'_, PyDict>,
+        controller_epoch: &Bound<'_, PyAny>,
+        zxid: i64,
+        leader_and_isr: &Bound<'_, PyType>,
+        recovery_state: &Bound<'_, PyType>,
+    ) -> Option<Vec<i32>> {
+        let controller_epoch = int32(controller_epoch)?;
+        // Taken out before any attribute is read, which could run code that changes the dict.
+        let items: Vec<_> = updates.iter().collect();
+        let parsed = items
+            .iter()
+            .map(|(key, value)| update_of(key, value, leader_and_isr, recovery_state))
+            .collect::<Option<Vec<_>>>()?;
+        let topics = parsed
+            .iter()
+            .map(|(topic, ..)| topic.to_str().ok())
+            .collect::<Option<Vec<&str>>>()?;
+        let mut table = self.lock();
+        let mut outcomes = Vec::with_capacity(parsed.len());
+        let mut at = 0;
+        for run in topics.chunk_by(|a, b| a == b) {
+            let updates = &parsed[at..at + run.len()];
+            at += run.len();
+            let results = table.update_states(
+                run[0],
+                updates
+                    .iter()
+                    .map(|(_, partition, state)| (*partition, state)),
+                controller_epoch,
+                zxid,
+            );
+            outcomes.extend(results.into_iter().map(|result| match result {
+                Ok(written) => written.partition_epoch,
+                Err(e) => -i32::from(code(e)),
+            }));
+        }
+        Some(outcomes)
     }
 
     /// `(deleted slot, history sequence number)`, None when absent.
