@@ -318,11 +318,11 @@ fn leader_and_isr_state(
         controller_epoch: lice.controller_epoch,
         leader: lai.leader,
         leader_epoch: lai.leader_epoch,
-        isr: lai.isr.clone(),
+        isr: Replicas::from_slice(&lai.isr),
         partition_epoch: lai.partition_epoch,
-        replicas: replicas.into(),
+        replicas: Replicas::from_slice(replicas),
         reassignment: (!adding.is_empty() || !removing.is_empty())
-            .then(|| Box::new((adding.into(), removing.into()))),
+            .then(|| Box::new((Replicas::from_slice(adding), Replicas::from_slice(removing)))),
         recovery: lai.recovery,
     })
 }
