@@ -190,9 +190,10 @@ class StateTable:
     def update_states(
         self, updates: Mapping[Any, Any], controller_epoch: int, zxid: int, leader_and_isr: type,
         recovery_state: type,
-    ) -> list[int] | None:
-        """``MemoryTree.update_partition_states``' writes: per update the new version or -code
-        (-1 no znode, -3 bad version); None, with nothing written, when an update is not a
+    ) -> tuple[dict[Any, Any], list[Any], list[Any]] | None:
+        """``MemoryTree.update_partition_states``' writes: the written states (new
+        ``leader_and_isr`` objects at their new versions), the partitions at another version and
+        those without a state znode; None, with nothing written, when an update is not a
         partition state the table keeps as a row."""
 
 @final

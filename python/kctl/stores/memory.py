@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from kctl._engine import StateTable
 from kctl.assignment_map import AssignmentMap
-from kctl.errors import CorruptDataError, NoNodeError
+from kctl.errors import CorruptDataError, NoNodeError, StoreError
 from kctl.hookspecs import hookimpl
 from kctl.model import (
     INT32_MAX,
@@ -311,8 +311,6 @@ _OBJECTS = ZnodeFormat(
     config_change_notification=_Held(_string),
 )
 """How the memory tree holds Kafka's znodes (the topic codec's memory is per tree)."""
-_BAD_VERSION = -3
-"""A bad version's outcome of ``StateTable.update_states``."""
 _TOPIC_CODECS: weakref.WeakKeyDictionary[MemoryTree, _Topic] = weakref.WeakKeyDictionary()
 
 
@@ -351,21 +349,15 @@ class MemoryStore(KafkaZkClient):
         """Kafka's, written to the tree's state table in one native call
         (:meth:`MemoryTree.update_partition_states`): an AlterPartition writes thousands of
         states, each a set with its undo record in the general path, which takes anything else."""
-        outcomes = self._client.update_partition_states(updates, controller_epoch, expected_controller_epoch_version)
-        if outcomes is None:
+        outcome = self._client.update_partition_states(updates, controller_epoch, expected_controller_epoch_version)
+        if outcome is None:
             return super().update_partition_states(updates, controller_epoch, expected_controller_epoch_version)
-        result = UpdateResult()
-        successful = result.successful
-        for (tp, state), version in zip(updates.items(), outcomes):
-            if version >= 0:
-                successful[tp] = LeaderAndIsr(state.leader, state.isr, state.leader_epoch, version,
-                                              state.leader_recovery_state)
-            elif version == _BAD_VERSION:
-                result.to_retry.append(tp)
-            else:
-                path = paths.partition_state(tp)
-                result.failed[tp] = NoNodeError(f"{path} does not exist", path)
-        return result
+        successful, to_retry, missing = outcome
+        failed: dict[TopicPartition, StoreError] = {}
+        for tp in missing:
+            path = paths.partition_state(tp)
+            failed[tp] = NoNodeError(f"{path} does not exist", path)
+        return UpdateResult(successful, to_retry, failed)
 
     def new_session(self) -> MemoryStore:
         """Another client of the same tree (another broker or controller process)."""
