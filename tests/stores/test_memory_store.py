@@ -6,7 +6,8 @@ import gc
 import random
 import threading
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 
 import pytest
 
@@ -19,7 +20,8 @@ from kctl.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from kctl.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, LeaderRecoveryState, ReplicaAssignment, TopicPartition
+from kctl._engine import StateTable
+from kctl.model import INT32_MAX, LeaderAndIsr, LeaderIsrAndControllerEpoch, LeaderRecoveryState, ReplicaAssignment, TopicPartition
 from kctl.plugins import PluginHost
 from kctl.stores import (
     MATCH_ANY_VERSION,
@@ -462,7 +464,7 @@ def test_history_needs_to_be_enabled() -> None:
 
 
 def _twin_update(
-    updates: dict[TopicPartition, LeaderAndIsr], fence_moved: bool = False,
+    updates: Mapping[TopicPartition, LeaderAndIsr], fence_moved: bool = False,
 ) -> list[tuple[object, ...]]:
     """``updates`` applied by ``MemoryStore.update_partition_states`` (the state table's bulk
     write) and by ``KafkaZkClient``'s (a transaction's sets) to twin trees: what each answered
@@ -509,9 +511,10 @@ def _twin_update(
                      id="not-a-row"),
         pytest.param({TopicPartition("t", 0): LeaderAndIsr(2, (2,), 2**31, 0)}, id="out-of-range"),
         pytest.param({}, id="nothing"),
+        pytest.param(MappingProxyType({TopicPartition("t", 0): LeaderAndIsr(2, (2,), 1, 0)}), id="not-a-dict"),
     ],
 )
-def test_the_bulk_update_is_a_transaction_of_sets(updates: dict[TopicPartition, LeaderAndIsr]) -> None:
+def test_the_bulk_update_is_a_transaction_of_sets(updates: Mapping[TopicPartition, LeaderAndIsr]) -> None:
     native, general = _twin_update(updates)
     assert native == general
 
@@ -520,6 +523,23 @@ def test_the_bulk_update_is_fenced() -> None:
     native, general = _twin_update({T1: LeaderAndIsr(2, (2,), 1, 1)}, fence_moved=True)
     assert native == general
     assert native[0][0] is ControllerMovedError and native[2] == 0
+
+
+def test_the_table_takes_only_what_it_holds_as_rows() -> None:
+    """``StateTable.update_states`` given anything else writes nothing and says so (None), or
+    names the argument it cannot take."""
+    table = StateTable(False)
+    table.create("t", 0, (1, [1], 0, 0, 0, 1), 1)
+    good = LeaderAndIsr(2, (2,), 1, 0)
+    for updates in ({("t", 0, 1): good}, {"t": good}, {("t", 0): "state"}, {(b"t", 0): good},
+                    {("t", 0): good, ("t", 1): LeaderAndIsr(2, (2,), 1, INT32_MAX)}):
+        assert table.update_states(updates, 1, 2, LeaderAndIsr, LeaderRecoveryState) is None
+    assert table.update_states({("t", 0): good}, True, 2, LeaderAndIsr, LeaderRecoveryState) is None
+    with pytest.raises(TypeError):
+        table.update_states([(("t", 0), good)], 1, 2, LeaderAndIsr, LeaderRecoveryState)  # type: ignore[arg-type]
+    assert table.get("t", 0) == ((1, [1], 0, 0, 0, 1), 0, 1, 1)  # nothing written
+    written = table.update_states({("t", 0): good, ("t", 1): good}, 1, 2, LeaderAndIsr, LeaderRecoveryState)
+    assert written == ({("t", 0): LeaderAndIsr(2, (2,), 1, 1)}, [], [("t", 1)])
 
 
 # --- Threads and scale ---------------------------------------------------------------------------

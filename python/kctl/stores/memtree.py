@@ -423,8 +423,10 @@ class MemoryTree:
         (``StateTable.update_states``): the same fenced transaction, versions, zxid, history and
         watch events, with no Python object per partition but the written states. The states
         written (at their new versions), the partitions at another version and those without a
-        state znode; None, with nothing done, when an update is not a partition state the table
-        holds as a row (the general path then writes them)."""
+        state znode; None, with nothing done, when ``updates`` is not a plain dict or an update is
+        not a partition state the table holds as a row (the general path then writes them)."""
+        if type(updates) is not dict:
+            return None
         with self._lock:
             _check_live(session)
             if fence != MATCH_ANY_VERSION:
