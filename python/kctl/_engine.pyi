@@ -187,6 +187,14 @@ class StateTable:
     def forget_history(self, topic: str) -> None: ...
     def history(self, topic: str, partition: int) -> list[tuple[int, _Lice | None]] | None: ...
     def modified_since(self, zxid: int) -> list[_Tp]: ...
+    def update_states(
+        self, updates: Mapping[Any, Any], controller_epoch: int, zxid: int, leader_and_isr: type,
+        recovery_state: type,
+    ) -> tuple[dict[Any, Any], list[Any], list[Any]] | None:
+        """``MemoryTree.update_partition_states``' writes: the written states (new
+        ``leader_and_isr`` objects at their new versions), the partitions at another version and
+        those without a state znode; None, with nothing written, when an update is not a
+        partition state the table keeps as a row."""
 
 @final
 class PartitionStates(Sequence[Any]):

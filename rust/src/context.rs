@@ -1025,7 +1025,7 @@ impl Context {
         Some(LeaderIsrAndControllerEpoch {
             leader_and_isr: LeaderAndIsr {
                 leader: self.leader[i],
-                isr: self.isr[i].clone(),
+                isr: Replicas::from_slice(&self.isr[i]),
                 leader_epoch: self.leader_epoch[i],
                 partition_epoch: self.partition_epoch[i],
                 recovery: self.recovery[i],

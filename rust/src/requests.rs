@@ -318,11 +318,11 @@ fn leader_and_isr_state(
         controller_epoch: lice.controller_epoch,
         leader: lai.leader,
         leader_epoch: lai.leader_epoch,
-        isr: lai.isr.clone(),
+        isr: Replicas::from_slice(&lai.isr),
         partition_epoch: lai.partition_epoch,
-        replicas: replicas.into(),
+        replicas: Replicas::from_slice(replicas),
         reassignment: (!adding.is_empty() || !removing.is_empty())
-            .then(|| Box::new((adding.into(), removing.into()))),
+            .then(|| Box::new((Replicas::from_slice(adding), Replicas::from_slice(removing)))),
         recovery: lai.recovery,
     })
 }
@@ -696,11 +696,14 @@ impl RequestBatch {
     fn put_update_metadata(&mut self, ctx: &Context, p: Part, lice: &LeaderIsrAndControllerEpoch) {
         let lai = &lice.leader_and_isr;
         let replicas = ctx.replicas(p);
-        let offline = replicas
-            .iter()
-            .copied()
-            .filter(|r| !ctx.is_replica_online(*r, p, false))
-            .collect();
+        // Lists copied as slices: a new broker's payload has an entry per partition, and
+        // SmallVec's clone, `From<&[T]>` and `collect` go element by element.
+        let mut offline = Replicas::new();
+        for &r in replicas {
+            if !ctx.is_replica_online(r, p, false) {
+                offline.push(r);
+            }
+        }
         let (leader, leader_epoch, version) =
             if ctx.is_topic_idx_queued_up_for_deletion(ctx.partition_topic(p)) {
                 (LEADER_DURING_DELETE, 0, 0)
@@ -712,9 +715,9 @@ impl RequestBatch {
             controller_epoch: lice.controller_epoch,
             leader,
             leader_epoch,
-            isr: lai.isr.clone(),
+            isr: Replicas::from_slice(&lai.isr),
             partition_epoch: version,
-            replicas: replicas.into(),
+            replicas: Replicas::from_slice(replicas),
             offline_replicas: offline,
         };
         let i = p as usize;

@@ -301,8 +301,9 @@ impl StateTable {
     }
 
     /// Conditional updates of one topic's partitions as the store's bulk update does them: each
-    /// state written at `partition_epoch + 1`, stamped with `controller_epoch`; the topic is
-    /// looked up once.
+    /// state written at `partition_epoch + 1`, stamped with `controller_epoch`, and returned with
+    /// the znode's new version (the same but for an unconditional write, `partition_epoch` -1);
+    /// the topic is looked up once.
     pub fn update_states<'a>(
         &mut self,
         topic: &str,
@@ -323,7 +324,7 @@ impl StateTable {
                     leader_and_isr: written.clone(),
                     controller_epoch,
                 };
-                let (_, state) = write_slot(
+                let (version, state) = write_slot(
                     slots,
                     partition,
                     Some(stored),
@@ -332,6 +333,7 @@ impl StateTable {
                     keep,
                 )?;
                 kept.push((partition, state));
+                written.partition_epoch = version;
                 Ok(written)
             })
             .collect();
@@ -448,6 +450,17 @@ mod tests {
         );
         table.forget_history("t");
         assert!(table.history("t", 0).unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_unconditional_update_answers_the_znodes_version() {
+        let mut table = StateTable::new(false);
+        table.create("t", 0, Some(lice(1, 0)), 1).unwrap();
+        table.set("t", 0, Some(lice(1, 1)), -1, 2).unwrap();
+        let any = lice(2, -1).leader_and_isr;
+        let results = table.update_states("t", [(0, &any)], 3, 3);
+        assert_eq!(results[0].as_ref().unwrap().partition_epoch, 2);
+        assert_eq!(table.get("t", 0).unwrap().version, 2);
     }
 
     #[test]

@@ -6,7 +6,8 @@ import gc
 import random
 import threading
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 
 import pytest
 
@@ -19,7 +20,8 @@ from kctl.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from kctl.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
+from kctl._engine import StateTable
+from kctl.model import INT32_MAX, LeaderAndIsr, LeaderIsrAndControllerEpoch, LeaderRecoveryState, ReplicaAssignment, TopicPartition
 from kctl.plugins import PluginHost
 from kctl.stores import (
     MATCH_ANY_VERSION,
@@ -33,9 +35,11 @@ from kctl.stores import (
     WatchKind,
 )
 from kctl.stores import paths
+from kctl.stores.base import UpdateResult
+from kctl.stores.kafkazk import KafkaZkClient
 from kctl.stores.memtree import TreeClient
 from kctl.stores.znode import Failure, Op, Stat
-from kctl.testing.store_contract import ASSIGNMENT, T0, T1, Recorder, StoreContract, broker, state
+from kctl.testing.store_contract import ASSIGNMENT, T0, T1, T2, Recorder, StoreContract, broker, state
 
 GARBAGE = b"\x00not an object any reader accepts"
 
@@ -454,6 +458,88 @@ def test_history_restarts_when_a_topic_is_recreated(store: MemoryStore) -> None:
 def test_history_needs_to_be_enabled() -> None:
     with pytest.raises(IllegalStateError, match=r"record_history=True"):
         MemoryStore().partition_history(T0)
+
+
+# --- The native bulk update ----------------------------------------------------------------------
+
+
+def _twin_update(
+    updates: Mapping[TopicPartition, LeaderAndIsr], fence_moved: bool = False,
+) -> list[tuple[object, ...]]:
+    """``updates`` applied by ``MemoryStore.update_partition_states`` (the state table's bulk
+    write) and by ``KafkaZkClient``'s (a transaction's sets) to twin trees: what each answered
+    and left behind (states, stats, zxid, history, changes, the watch events of another session)."""
+    seen = []
+    for update in (MemoryStore.update_partition_states, KafkaZkClient.update_partition_states):
+        store = MemoryStore(MemoryTree(record_history=True))
+        _, version = store.register_controller_and_increment_epoch(1)
+        store.create_topic("t", {p: ReplicaAssignment((1, 2)) for p in range(5)})
+        store.create_partition_states({TopicPartition("t", p): state(1, (1, 2)) for p in range(5)}, version)
+        store.update_partition_states({T1: LeaderAndIsr(1, (1,), 0)}, 1, version)
+        store.tree.set_raw(paths.partition_state(T2), GARBAGE)
+        watcher, recorder = store.new_session(), Recorder()
+        watcher.add_listener(recorder)
+        for p in range(5):
+            watcher.watch(WatchKind.PARTITION_STATE, TopicPartition("t", p))
+        start = store.tree.zxid
+        try:
+            result: object = update(store, updates, 7, version + fence_moved)
+        except ControllerMovedError as e:
+            result = (type(e), str(e))
+        else:
+            assert isinstance(result, UpdateResult)
+            result = (result.successful, result.to_retry, {tp: (type(e), str(e)) for tp, e in result.failed.items()})
+        tps = [TopicPartition("t", p) for p in range(5)]
+        with store.tree.transaction() as txn:
+            stored = [txn.get_state(tp) for tp in tps]
+        seen.append((result, stored, store.tree.zxid - start, store.changes_since(start),
+                     [store.partition_history(tp) for tp in tps], recorder.events))
+    return seen
+
+
+@pytest.mark.parametrize(
+    "updates",
+    [
+        pytest.param({TopicPartition("t", 0): LeaderAndIsr(2, (2,), 1, 0), T1: LeaderAndIsr(2, (2, 1), 1, 1)},
+                     id="written"),
+        pytest.param({T1: LeaderAndIsr(2, (2,), 1, 0), TopicPartition("u", 0): LeaderAndIsr(1, (1,), 1)},
+                     id="stale-and-missing"),
+        pytest.param({T2: LeaderAndIsr(2, (2,), 1, 1), TopicPartition("t", 3): LeaderAndIsr(2, (2,), 1, -1),
+                      TopicPartition("t", 0): LeaderAndIsr(1, (1,), 1, 0, LeaderRecoveryState.RECOVERING)},
+                     id="over-corrupt-and-unconditional"),
+        pytest.param({TopicPartition("t", 0): LeaderAndIsr(2, (2,), 1, 0), T1: LeaderAndIsr(2, (True,), 1, 1)},
+                     id="not-a-row"),
+        pytest.param({TopicPartition("t", 0): LeaderAndIsr(2, (2,), 2**31, 0)}, id="out-of-range"),
+        pytest.param({}, id="nothing"),
+        pytest.param(MappingProxyType({TopicPartition("t", 0): LeaderAndIsr(2, (2,), 1, 0)}), id="not-a-dict"),
+    ],
+)
+def test_the_bulk_update_is_a_transaction_of_sets(updates: Mapping[TopicPartition, LeaderAndIsr]) -> None:
+    native, general = _twin_update(updates)
+    assert native == general
+
+
+def test_the_bulk_update_is_fenced() -> None:
+    native, general = _twin_update({T1: LeaderAndIsr(2, (2,), 1, 1)}, fence_moved=True)
+    assert native == general
+    assert native[0][0] is ControllerMovedError and native[2] == 0
+
+
+def test_the_table_takes_only_what_it_holds_as_rows() -> None:
+    """``StateTable.update_states`` given anything else writes nothing and says so (None), or
+    names the argument it cannot take."""
+    table = StateTable(False)
+    table.create("t", 0, (1, [1], 0, 0, 0, 1), 1)
+    good = LeaderAndIsr(2, (2,), 1, 0)
+    for updates in ({("t", 0, 1): good}, {"t": good}, {("t", 0): "state"}, {(b"t", 0): good},
+                    {("t", 0): good, ("t", 1): LeaderAndIsr(2, (2,), 1, INT32_MAX)}):
+        assert table.update_states(updates, 1, 2, LeaderAndIsr, LeaderRecoveryState) is None
+    assert table.update_states({("t", 0): good}, True, 2, LeaderAndIsr, LeaderRecoveryState) is None
+    with pytest.raises(TypeError):
+        table.update_states([(("t", 0), good)], 1, 2, LeaderAndIsr, LeaderRecoveryState)  # type: ignore[arg-type]
+    assert table.get("t", 0) == ((1, [1], 0, 0, 0, 1), 0, 1, 1)  # nothing written
+    written = table.update_states({("t", 0): good, ("t", 1): good}, 1, 2, LeaderAndIsr, LeaderRecoveryState)
+    assert written == ({("t", 0): LeaderAndIsr(2, (2,), 1, 1)}, [], [("t", 1)])
 
 
 # --- Threads and scale ---------------------------------------------------------------------------

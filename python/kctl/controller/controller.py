@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -1381,15 +1381,15 @@ class KafkaController:
         event.future.set_result(responses)
         self.reassignment_manager.on_isr_change(tp for tp, response in responses.items() if isinstance(response, LeaderAndIsr))
 
-    def _isr_eligible_brokers(self) -> Set[int] | None:
+    def _isr_eligible_brokers(self) -> frozenset[int] | None:
         """The brokers a proposed ISR may name (the live ones) when the inter-broker protocol has
         the check (3.3-IV0 on), else None: read once per AlterPartition, not per partition."""
         if self.config.inter_broker_protocol_version.at_least("3.3-IV0"):
-            return self.context.live_broker_ids
+            return frozenset(self.context.live_broker_ids)
         return None
 
     def _alter_partition_verdict(
-        self, broker_id: int, tp: TopicPartition, proposed: LeaderAndIsr, eligible: Set[int] | None,
+        self, broker_id: int, tp: TopicPartition, proposed: LeaderAndIsr, eligible: frozenset[int] | None,
     ) -> LeaderAndIsr | KctlError | None:
         """Kafka 3.9's checks of one proposed state, in its order, against the cached state: the
         answer, or None when the proposal is to be written (``eligible``:
@@ -1417,12 +1417,11 @@ class KafkaController:
         if (recovery := _recovery_refusal(current, proposed)) is not None:
             log.info("Rejecting AlterPartition from node %s for %s because %s: %s", broker_id, tp, recovery, proposed)
             return InvalidRequestError(f"AlterPartition of {tp} refused: {recovery}")
-        if eligible is not None:
+        if eligible is not None and not eligible.issuperset(proposed.isr):
             ineligible = sorted({b for b in proposed.isr if b not in eligible})
-            if ineligible:
-                log.info("Rejecting AlterPartition request from node %s for %s because it specified ineligible "
-                         "replicas %s in the new ISR %s.", broker_id, tp, ineligible, list(proposed.isr))
-                return IneligibleReplicaError(f"ISR {list(proposed.isr)} of {tp} names brokers that are not live")
+            log.info("Rejecting AlterPartition request from node %s for %s because it specified ineligible "
+                     "replicas %s in the new ISR %s.", broker_id, tp, ineligible, list(proposed.isr))
+            return IneligibleReplicaError(f"ISR {list(proposed.isr)} of {tp} names brokers that are not live")
         return None
 
     def _resync_leader_and_isr_cache(self, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:

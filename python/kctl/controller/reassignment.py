@@ -132,6 +132,8 @@ class ReassignmentManager:
     def on_isr_change(self, partitions: Iterable[TopicPartition]) -> None:
         """Complete the reassignments of these partitions whose targets all joined the ISR."""
         reassigning = self.context.partitions_being_reassigned  # a live view on both engines
+        if not reassigning:  # an AlterPartition's thousands of partitions are not looked up one by one
+            return
         for tp in dict.fromkeys(partitions):
             if tp in reassigning:
                 self._maybe_complete_reassignment(tp)

@@ -25,19 +25,21 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from kctl._engine import StateTable
 from kctl.assignment_map import AssignmentMap
-from kctl.errors import CorruptDataError
+from kctl.errors import CorruptDataError, NoNodeError, StoreError
 from kctl.hookspecs import hookimpl
 from kctl.model import (
     INT32_MAX,
     INT32_MIN,
     MAX_PORT,
     BrokerInfo,
+    LeaderAndIsr,
     LeaderIsrAndControllerEpoch,
     ReplicaAssignment,
     TopicPartition,
     int_problem,
 )
-from kctl.stores.base import FinalizedFeatures, ProducerIdBlock, TopicAssignment
+from kctl.stores import paths
+from kctl.stores.base import FinalizedFeatures, ProducerIdBlock, TopicAssignment, UpdateResult
 from kctl.stores.kafkazk import KafkaZkClient, ZnodeFormat
 from kctl.stores.memtree import MemoryTree, PartitionSnapshot, Session, Transaction, TreeClient, _row_of
 from kctl.stores.znode import Stat
@@ -341,6 +343,21 @@ class MemoryStore(KafkaZkClient):
                      config: Mapping[str, str] | None = None) -> None:
         """Kafka's, with the assignments shared with equal ones stored (see ``_Topic.share``)."""
         super().create_topic(topic, self._topics.share(partitions), topic_id, config)
+
+    def update_partition_states(self, updates: Mapping[TopicPartition, LeaderAndIsr], controller_epoch: int,
+                                expected_controller_epoch_version: int) -> UpdateResult:
+        """Kafka's, written to the tree's state table in one native call
+        (:meth:`MemoryTree.update_partition_states`): an AlterPartition writes thousands of
+        states, each a set with its undo record in the general path, which takes anything else."""
+        outcome = self._client.update_partition_states(updates, controller_epoch, expected_controller_epoch_version)
+        if outcome is None:
+            return super().update_partition_states(updates, controller_epoch, expected_controller_epoch_version)
+        successful, to_retry, missing = outcome
+        failed: dict[TopicPartition, StoreError] = {}
+        for tp in missing:
+            path = paths.partition_state(tp)
+            failed[tp] = NoNodeError(f"{path} does not exist", path)
+        return UpdateResult(successful, to_retry, failed)
 
     def new_session(self) -> MemoryStore:
         """Another client of the same tree (another broker or controller process)."""

@@ -416,6 +416,35 @@ class MemoryTree:
             changed = sorted(t for t in topics if self._nodes[paths.topic(t)].mzxid > zxid)
             return self._zxid, changed, self._states.modified_since(zxid)
 
+    def update_partition_states(
+        self, session: Session, updates: Mapping[TopicPartition, LeaderAndIsr], controller_epoch: int, fence: int,
+    ) -> tuple[dict[TopicPartition, LeaderAndIsr], list[TopicPartition], list[TopicPartition]] | None:
+        """:meth:`TreeClient.set_partition_states` of a controller's bulk update in one native call
+        (``StateTable.update_states``): the same fenced transaction, versions, zxid, history and
+        watch events, with no Python object per partition but the written states. The states
+        written (at their new versions), the partitions at another version and those without a
+        state znode; None, with nothing done, when ``updates`` is not a plain dict or an update is
+        not a partition state the table holds as a row (the general path then writes them)."""
+        if type(updates) is not dict:
+            return None
+        with self._lock:
+            _check_live(session)
+            if fence != MATCH_ANY_VERSION:
+                epoch = self._nodes.get(paths.CONTROLLER_EPOCH)
+                if epoch is None or epoch.version != fence:
+                    raise controller_moved(fence)
+            outcome = self._states.update_states(updates, controller_epoch, self._zxid + 1, LeaderAndIsr,
+                                                 LeaderRecoveryState)
+            if outcome is None or not outcome[0]:  # nothing written: nothing to commit
+                return outcome
+            self._zxid += 1
+            if self._corrupt_states or any(s.state_watches and s.listeners for s in self._sessions.values()):
+                for tp in outcome[0]:
+                    self._corrupt_states.pop(tp, None)
+                self._route([], [], list(outcome[0]))
+        self._drain()
+        return outcome
+
     # --- The native engine's access to the state table -----------------------------------------
 
     def native_begin(self, session: Session) -> tuple[StateTable, int, int, bool]:
@@ -1214,6 +1243,12 @@ class TreeClient:
                 except StoreError as exc:
                     results.append(exc)
         return results
+
+    def update_partition_states(
+        self, updates: Mapping[TopicPartition, LeaderAndIsr], controller_epoch: int, fence: int,
+    ) -> tuple[dict[TopicPartition, LeaderAndIsr], list[TopicPartition], list[TopicPartition]] | None:
+        """See :meth:`MemoryTree.update_partition_states`."""
+        return self.tree.update_partition_states(self._session, updates, controller_epoch, fence)
 
     def exists(self, path: str) -> Stat | None:
         with self.transaction() as txn:

@@ -2,8 +2,11 @@
 
 use std::sync::{Mutex, MutexGuard};
 
+use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyInt, PyString, PyTuple, PyType};
 
+use crate::model::{Brokers, LeaderAndIsr, LeaderRecoveryState};
 use crate::py::convert::{state_from_tuple, state_to_tuple, StateTuple};
 use crate::statetable::{Slot, StateTable as Table, WriteError};
 
@@ -27,6 +30,80 @@ fn code(error: WriteError) -> u8 {
         WriteError::BadVersion(_) => 3,
     }
 }
+
+/// An exact Python `int` within Kafka's `Int`: what the tree keeps in a state row (`_row_of`).
+fn int32(value: &Bound<'_, PyAny>) -> Option<i32> {
+    if value.is_exact_instance_of::<PyInt>() {
+        value.extract().ok()
+    } else {
+        None
+    }
+}
+
+/// One `(TopicPartition, LeaderAndIsr)` item of an update as the table takes it, with the
+/// objects its answer is made of.
+struct Update<'py> {
+    key: Bound<'py, PyAny>,
+    topic: Bound<'py, PyString>,
+    partition: i32,
+    state: LeaderAndIsr,
+    /// `leader`, `isr`, `leader_epoch` and `leader_recovery_state`, for the written state.
+    fields: [Bound<'py, PyAny>; 4],
+}
+
+/// The item `key: value` as an [`Update`]; None when the key is not a `(str, int)` partition or
+/// the state is not one the tree keeps as a row (`memtree._row_of`, with a version that has a
+/// next).
+fn update_of<'py>(
+    key: Bound<'py, PyAny>,
+    value: &Bound<'py, PyAny>,
+    leader_and_isr: &Bound<'py, PyType>,
+    recovery_state: &Bound<'py, PyType>,
+) -> Option<Update<'py>> {
+    let py = key.py();
+    let tp = key.cast::<PyTuple>().ok()?;
+    if tp.len() != 2 || !value.is_instance(leader_and_isr).ok()? {
+        return None;
+    }
+    let topic = tp.get_item(0).ok()?.cast_into::<PyString>().ok()?;
+    let partition = int32(&tp.get_item(1).ok()?)?;
+    let recovery = value.getattr(intern!(py, "leader_recovery_state")).ok()?;
+    if !recovery.is_instance(recovery_state).ok()? {
+        return None;
+    }
+    let isr = value.getattr(intern!(py, "isr")).ok()?;
+    let brokers = isr.cast::<PyTuple>().ok()?;
+    let brokers = brokers
+        .iter()
+        .map(|b| int32(&b))
+        .collect::<Option<Brokers>>()?;
+    let partition_epoch = int32(&value.getattr(intern!(py, "partition_epoch")).ok()?)?;
+    (partition_epoch < i32::MAX).then_some(())?;
+    let leader = value.getattr(intern!(py, "leader")).ok()?;
+    let leader_epoch = value.getattr(intern!(py, "leader_epoch")).ok()?;
+    let state = LeaderAndIsr {
+        leader: int32(&leader)?,
+        isr: brokers,
+        leader_epoch: int32(&leader_epoch)?,
+        partition_epoch,
+        recovery: LeaderRecoveryState::from_code(recovery.extract().ok()?),
+    };
+    Some(Update {
+        key,
+        topic,
+        partition,
+        state,
+        fields: [leader, isr, leader_epoch, recovery],
+    })
+}
+
+/// What `StateTable.update_states` answers: the written states by partition, the partitions
+/// whose version was not the expected one, and those without a state znode, each in order.
+type Updated<'py> = (
+    Bound<'py, PyDict>,
+    Vec<Bound<'py, PyAny>>,
+    Vec<Bound<'py, PyAny>>,
+);
 
 /// Frozen, with the table behind a mutex, so the engine can work on it without the GIL (always
 /// under the memory tree's lock, so the mutex is never contended).
@@ -97,6 +174,79 @@ impl StateTable {
             Ok((version, seq)) => (0, version, seq),
             Err(e) => (code(e), -1, 0),
         }
+    }
+
+    /// `MemoryStore.update_partition_states` in one call (under the tree's lock): each
+    /// `TopicPartition: LeaderAndIsr` of `updates`, in order, written at the version in its
+    /// `partition_epoch` and stamped with `controller_epoch`, as `Transaction.set_state` writes
+    /// it, with the commit's `zxid`; answered as [`Updated`], each written state a new
+    /// `leader_and_isr` at the znode's new version. None, with nothing written, when an update is
+    /// not a partition state the tree keeps as a row (not a `leader_and_isr` with a
+    /// `recovery_state` and `Int` fields): the tree's general path then writes them all, as it
+    /// writes anything.
+    fn update_states<'py>(
+        &self,
+        updates: &Bound<'py, PyDict>,
+        controller_epoch: &Bound<'py, PyAny>,
+        zxid: i64,
+        leader_and_isr: &Bound<'py, PyType>,
+        recovery_state: &Bound<'py, PyType>,
+    ) -> PyResult<Option<Updated<'py>>> {
+        let Some(controller_epoch) = int32(controller_epoch) else {
+            return Ok(None);
+        };
+        // Taken out before any attribute is read, which could run code that changes the dict.
+        let items: Vec<_> = updates.iter().collect();
+        let Some(parsed) = items
+            .into_iter()
+            .map(|(key, value)| update_of(key, &value, leader_and_isr, recovery_state))
+            .collect::<Option<Vec<_>>>()
+        else {
+            return Ok(None);
+        };
+        let Some(topics) = parsed
+            .iter()
+            .map(|u| u.topic.to_str().ok())
+            .collect::<Option<Vec<&str>>>()
+        else {
+            return Ok(None);
+        };
+        let mut outcomes = Vec::with_capacity(parsed.len());
+        {
+            let mut table = self.lock();
+            let mut at = 0;
+            for run in topics.chunk_by(|a, b| a == b) {
+                let updates = &parsed[at..at + run.len()];
+                at += run.len();
+                outcomes.extend(table.update_states(
+                    run[0],
+                    updates.iter().map(|u| (u.partition, &u.state)),
+                    controller_epoch,
+                    zxid,
+                ));
+            }
+        }
+        // Made after the table is released: a state's class is Python code.
+        let py = updates.py();
+        let (written, mut to_retry, mut missing) = (PyDict::new(py), Vec::new(), Vec::new());
+        for (update, outcome) in parsed.into_iter().zip(outcomes) {
+            match outcome {
+                Ok(stored) => {
+                    let [leader, isr, leader_epoch, recovery] = update.fields;
+                    let state = leader_and_isr.call1((
+                        leader,
+                        isr,
+                        leader_epoch,
+                        stored.partition_epoch,
+                        recovery,
+                    ))?;
+                    written.set_item(update.key, state)?;
+                }
+                Err(WriteError::BadVersion(_)) => to_retry.push(update.key),
+                Err(WriteError::NoNode | WriteError::NodeExists) => missing.push(update.key),
+            }
+        }
+        Ok(Some((written, to_retry, missing)))
     }
 
     /// `(deleted slot, history sequence number)`, None when absent.
