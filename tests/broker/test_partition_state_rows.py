@@ -94,3 +94,21 @@ def test_accepted_states_are_the_request_objects_of_the_accepted_rows() -> None:
     assert len(accepted) == 2 and accepted[1] is states[2] and accepted[-1] is states[2]
     assert list(accepted) == [states[0], states[2]] and accepted[:1] == [states[0]]
     assert accepted.rows == [rows[0], rows[2]]
+
+
+def test_rows_carry_one_tuple_per_distinct_broker_list() -> None:
+    """Equal ISRs, replica lists and adding replicas of every payload's rows are one tuple, which
+    the simulated replicas then share."""
+    with EmbeddedCluster(4, engine="rust", seed=1) as cluster:
+        cluster.create_topic("k", 3, 2)
+        cluster.reassign({TopicPartition("k", 0): [3, 2, 1]})
+        cluster.shutdown_broker(1)
+        cluster.start_broker(1)
+        cluster.run_until_stable()
+        rows = [row for r in cluster.sent_requests if isinstance(r.request, LeaderAndIsrRequest)
+                for row in r.request.partition_states.rows()]
+    lists: dict[tuple[int, ...], tuple[int, ...]] = {}
+    for row in rows:
+        for broker_list in (row[4], row[6], row[7]):
+            assert lists.setdefault(broker_list, broker_list) is broker_list
+    assert len(lists) < len(rows) and any(row[7] for row in rows)

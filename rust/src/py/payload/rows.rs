@@ -4,7 +4,6 @@
 //! `__init__` (restarting the controller's broker at 100 brokers sends 300,000 states), and the
 //! payload the broker keeps in its record of answers stays native.
 
-use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use pyo3::exceptions::PyValueError;
@@ -13,6 +12,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
 
 use super::{Entries, PartitionStates};
+use crate::hash::HashMap;
+use crate::model::Brokers;
 use crate::py::classes::classes;
 use crate::requests::HasHead;
 
@@ -29,25 +30,34 @@ pub(super) fn rows<'py>(
     let keys = keys(&named, py)?;
     let at = named.iter().map(|(_, _, i)| *i);
     let rows: Vec<Bound<'py, PyTuple>> = match &states.entries {
-        Entries::LeaderAndIsr(entries) => (keys.into_iter().zip(at))
-            .map(|(tp, i)| {
-                let e = &entries[i];
-                let (controller_epoch, leader, leader_epoch, isr, partition_epoch, replicas) =
-                    e.head();
-                let row = (
-                    tp,
-                    controller_epoch,
-                    leader,
-                    leader_epoch,
-                    PyTuple::new(py, isr)?,
-                    partition_epoch,
-                    PyTuple::new(py, replicas)?,
-                    PyTuple::new(py, e.adding())?,
-                    e.is_new,
-                );
-                row.into_pyobject(py)
-            })
-            .collect::<PyResult<_>>()?,
+        Entries::LeaderAndIsr(entries) => {
+            let lists: Vec<&[i32]> = (named.iter())
+                .flat_map(|(_, _, i)| {
+                    let e = &entries[*i];
+                    [&e.isr[..], &e.replicas[..], e.adding()]
+                })
+                .collect();
+            let mut lists = broker_lists(&lists, py)?.into_iter();
+            let mut list = move || lists.next().expect("three lists per row");
+            (keys.into_iter().zip(at))
+                .map(|(tp, i)| {
+                    let e = &entries[i];
+                    let (controller_epoch, leader, leader_epoch, _, partition_epoch, _) = e.head();
+                    let row = (
+                        tp,
+                        controller_epoch,
+                        leader,
+                        leader_epoch,
+                        list(),
+                        partition_epoch,
+                        list(),
+                        list(),
+                        e.is_new,
+                    );
+                    row.into_pyobject(py)
+                })
+                .collect::<PyResult<_>>()?
+        }
         Entries::StopReplica(entries) => (keys.into_iter().zip(at))
             .map(|(tp, i)| (tp, entries[i].leader_epoch, entries[i].delete).into_pyobject(py))
             .collect::<PyResult<_>>()?,
@@ -140,6 +150,39 @@ pub(super) fn keys<'py>(
     drop(known);
     Ok(found.into_iter().flatten().collect())
 }
+
+/// A tuple of each of `lists` (ISRs, replicas, adding replicas): the one made for an equal list
+/// by an earlier payload's rows (see `LISTS`), or a new one. The lock is never held while
+/// Python runs.
+fn broker_lists<'py>(lists: &[&[i32]], py: Python<'py>) -> PyResult<Vec<Bound<'py, PyTuple>>> {
+    let mut found: Vec<Option<Bound<'py, PyTuple>>> = {
+        let known = LISTS.lock().unwrap_or_else(PoisonError::into_inner);
+        (lists.iter())
+            .map(|list| known.get(*list).map(|t| t.bind(py).clone()))
+            .collect()
+    };
+    let mut made = Vec::new();
+    for (i, (list, tuple)) in lists.iter().zip(&found).enumerate() {
+        if tuple.is_none() {
+            made.push((i, PyTuple::new(py, *list)?));
+        }
+    }
+    if !made.is_empty() {
+        let mut known = LISTS.lock().unwrap_or_else(PoisonError::into_inner);
+        for (i, tuple) in made {
+            let kept =
+                (known.entry(Brokers::from_slice(lists[i]))).or_insert_with(|| tuple.unbind());
+            found[i] = Some(kept.bind(py).clone());
+        }
+    }
+    Ok(found.into_iter().flatten().collect())
+}
+
+/// The tuple of each broker list some payload's rows carried, kept for the rows that carry an
+/// equal one next: the simulated replicas then share a tuple per distinct list (a few per
+/// replica set) instead of holding two or three each, and rows allocate none. Only a simulation
+/// fills it, with an entry per distinct list it ever sent.
+static LISTS: LazyLock<Mutex<HashMap<Brokers, Py<PyTuple>>>> = LazyLock::new(Default::default);
 
 /// The `TopicPartition` of each partition some payload's rows named, by topic and partition id,
 /// kept for the rows that name it next: the broker agents' and simulated replica managers' tables
