@@ -42,6 +42,13 @@ def test_the_extension_builds_the_classes_it_was_handed() -> None:
         class Error(Exception):
             pass
 
+        class Codes(enum.IntEnum):  # Kafka's error codes of a broker's answers per partition
+            NONE = 0
+            UNKNOWN_TOPIC_OR_PARTITION = 3
+            STALE_CONTROLLER_EPOCH = 11
+            KAFKA_STORAGE_ERROR = 56
+            FENCED_LEADER_EPOCH = 74
+
         native = engine.Engine()
         native.set_live_brokers([(1, 10)])
         slot = native.new_batch_slot()
@@ -58,11 +65,13 @@ def test_the_extension_builds_the_classes_it_was_handed() -> None:
         errors = ["kctl_error", "store_error", "no_node_error", "controller_moved_error",
                   "state_change_failed_error", "illegal_state_error", "illegal_argument_error",
                   "plugin_error"]
-        engine.bind(leader_recovery_state=Recovery, **{n: Made for n in names}, **{n: Error for n in errors})
+        engine.bind(leader_recovery_state=Recovery, kafka_errors=Codes, **{n: Made for n in names}, **{n: Error for n in errors})
         built = states[0]
         print("built:", type(built).__name__, built.args[:2], built.args[-1] is Recovery.RECOVERED)
+        _, answers = engine.HostedPartitions().become_leader_or_follower(states, 2, False)
+        print("answered:", answers.values())
         try:
-            engine.bind(leader_recovery_state=Recovery, **{n: Made for n in names}, **{n: Error for n in errors})
+            engine.bind(leader_recovery_state=Recovery, kafka_errors=Codes, **{n: Made for n in names}, **{n: Error for n in errors})
         except RuntimeError as e:
             print("again:", e)
         """
@@ -72,6 +81,7 @@ def test_the_extension_builds_the_classes_it_was_handed() -> None:
     assert done.stdout.splitlines() == [
         "unbound: kctl._engine.bind() has not been called: import kctl.native before using the engine",
         "built: Made ('t', 0) True",
+        "answered: [<Codes.UNKNOWN_TOPIC_OR_PARTITION: 3>]",
         "again: kctl._engine.bind() was already called",
     ]
 

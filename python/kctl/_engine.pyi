@@ -9,7 +9,7 @@ leader_epoch, partition_epoch, leader_recovery_state, controller_epoch)``.
 from collections.abc import Mapping, Sequence
 from typing import Any, final, overload
 
-__all__ = ["__version__", "build_profile", "Engine", "MetadataCache", "Outcomes", "PartitionStates", "Parts", "Replicas", "StateChangeLines", "StateTable", "bind", "decode_topic_znode", "encode_partition_states", "metadata_digest", "zk_create_partition_states", "zk_read_partition_states", "zk_write_partition_states"]
+__all__ = ["__version__", "build_profile", "Engine", "HostedPartitions", "MetadataCache", "Outcomes", "PartitionErrors", "PartitionStates", "Parts", "Replicas", "StateChangeLines", "StateTable", "bind", "decode_topic_znode", "encode_partition_states", "metadata_digest", "zk_create_partition_states", "zk_read_partition_states", "zk_write_partition_states"]
 
 __version__: str
 build_profile: str
@@ -208,15 +208,48 @@ class PartitionStates(Sequence[Any]):
     def __hash__(self) -> int: ...
     def topics(self) -> list[str]: ...
     def deleted(self) -> list[tuple[str, int]]: ...
-    def rows(self) -> list[tuple[Any, ...]]:
+    def rows(self, indices: Sequence[int] | None = None) -> list[tuple[Any, ...]]:
         """A LeaderAndIsr or StopReplica payload as plain tuples, one per partition (the layouts
-        of ``kctl.messages.LeaderAndIsrRow`` and ``StopReplicaRow``); a ``ValueError`` for
-        UpdateMetadata states."""
+        of ``kctl.messages.LeaderAndIsrRow`` and ``StopReplicaRow``), of the states at
+        ``indices`` (ascending) or all; a ``ValueError`` for UpdateMetadata states."""
+
     def kafka_encode(self, version: int, topic_ids: Mapping[str, bytes]) -> bytes:
         """Kafka's wire bytes of a LeaderAndIsr or UpdateMetadata payload's states at ``version``
         (the whole ``topic_states`` or ``ungrouped_partition_states`` field), written without the
         GIL; ``topic_ids`` maps topics to their 16-byte ids. A ``ValueError`` for StopReplica
         states or a version outside Kafka's."""
+
+@final
+class HostedPartitions:
+    """A broker process's hosted partitions (each online at a leader epoch, or offline), and
+    Kafka's per-partition checks of the LeaderAndIsr and StopReplica requests it receives, run
+    in one call over a native payload or over ``kctl.messages`` state objects."""
+
+    def __new__(cls) -> HostedPartitions: ...
+    def leader_epoch(self, tp: _Tp) -> int | None: ...
+    def mark_offline(self, partitions: Sequence[_Tp]) -> None: ...
+    def become_leader_or_follower(
+        self, states: Sequence[Any], broker_id: int, log_dir_failed: bool
+    ) -> tuple[list[int], PartitionErrors]:
+        """The indices of the accepted states (now held at their leader epochs) and the answer
+        per partition; a ``TypeError`` naming the state and field that cannot be read."""
+    def stop_replicas(self, states: Sequence[Any]) -> tuple[list[int], PartitionErrors]: ...
+
+@final
+class PartitionErrors(Mapping[Any, Any]):
+    """A request's answer per partition (``TopicPartition`` to ``kctl.errors.Errors``), kept as
+    error codes until a partition is looked up; ``values()`` is a list read from the codes."""
+
+    def __len__(self) -> int: ...
+    def __getitem__(self, tp: Any, /) -> Any: ...
+    def __iter__(self) -> Any: ...
+    def __contains__(self, tp: object, /) -> bool: ...
+    def get(self, tp: Any, default: Any = None) -> Any: ...
+    def keys(self) -> Any: ...
+    def items(self) -> Any: ...
+    def values(self) -> Any: ...
+    def __eq__(self, other: object, /) -> bool: ...
+    __hash__: None  # type: ignore[assignment]
 
 def bind(
     topic_partition: type,
@@ -226,6 +259,7 @@ def bind(
     leader_and_isr_partition_state: type,
     update_metadata_partition_state: type,
     stop_replica_partition_state: type,
+    kafka_errors: type,
     kctl_error: type[BaseException],
     store_error: type[BaseException],
     no_node_error: type[BaseException],

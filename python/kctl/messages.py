@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Union, overload
+from typing import Any, Protocol, TypeVar, Union, overload
 
 from kctl.errors import Errors
 from kctl.model import BrokerInfo, LeaderAndIsr, LeaderRecoveryState, TopicPartition, new_topic_partition
+
+
+T = TypeVar("T")
 
 
 def _fmt(xs: tuple[int, ...]) -> str:
@@ -89,22 +92,32 @@ StopReplicaRow = tuple[TopicPartition, int, bool]
 """A StopReplica partition state as a simulated broker reads it: ``(tp, leader_epoch, delete_partition)``."""
 
 
-def leader_and_isr_rows(states: Sequence[LeaderAndIsrPartitionState]) -> list[LeaderAndIsrRow]:
-    """``states`` as rows: the native engine's payload builds them without a state object each
-    (``PartitionStates.rows``); the reference engine's objects are read field by field."""
+def leader_and_isr_rows(
+    states: Sequence[LeaderAndIsrPartitionState], indices: list[int] | None = None
+) -> list[LeaderAndIsrRow]:
+    """``states`` (those at ``indices``, ascending, when given) as rows: the native engine's
+    payload builds them without a state object each (``PartitionStates.rows``); the reference
+    engine's objects are read field by field."""
     rows = getattr(states, "rows", None)
     if rows is not None:
-        return rows()  # type: ignore[no-any-return]  # kctl._engine.PartitionStates
+        return rows(indices)  # type: ignore[no-any-return]  # kctl._engine.PartitionStates
     return [(new_topic_partition((s.topic, s.partition)), s.controller_epoch, s.leader, s.leader_epoch, s.isr,
-             s.partition_epoch, s.replicas, s.adding_replicas, s.is_new) for s in states]
+             s.partition_epoch, s.replicas, s.adding_replicas, s.is_new) for s in _picked(states, indices)]
 
 
-def stop_replica_rows(states: Sequence[StopReplicaPartitionState]) -> list[StopReplicaRow]:
-    """``states`` as rows (see :func:`leader_and_isr_rows`)."""
+def stop_replica_rows(
+    states: Sequence[StopReplicaPartitionState], indices: list[int] | None = None
+) -> list[StopReplicaRow]:
+    """``states`` (those at ``indices``) as rows (see :func:`leader_and_isr_rows`)."""
     rows = getattr(states, "rows", None)
     if rows is not None:
-        return rows()  # type: ignore[no-any-return]  # kctl._engine.PartitionStates
-    return [(new_topic_partition((s.topic, s.partition)), s.leader_epoch, s.delete_partition) for s in states]
+        return rows(indices)  # type: ignore[no-any-return]  # kctl._engine.PartitionStates
+    return [(new_topic_partition((s.topic, s.partition)), s.leader_epoch, s.delete_partition)
+            for s in _picked(states, indices)]
+
+
+def _picked(states: Sequence[T], indices: list[int] | None) -> Sequence[T]:
+    return states if indices is None else [states[i] for i in indices]
 
 
 # --- Requests ----------------------------------------------------------------------------------------

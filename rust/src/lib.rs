@@ -7,6 +7,7 @@ pub mod alloc;
 pub mod context;
 pub mod election;
 pub mod hash;
+pub mod hosted;
 pub mod kafkawire;
 pub mod metadata;
 pub mod model;

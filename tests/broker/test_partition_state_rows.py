@@ -3,9 +3,6 @@ payload builds them without a state object each, and they say what the objects s
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any
-
 import pytest
 
 from kctl._engine import PartitionStates
@@ -16,7 +13,6 @@ from kctl.errors import Errors
 from kctl.messages import LeaderAndIsrResponse, leader_and_isr_rows, stop_replica_rows
 from kctl.model import TopicPartition
 from kctl.requests import (
-    LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     StopReplicaRequest,
     UpdateMetadataRequest,
@@ -74,35 +70,14 @@ def test_rows_name_a_partition_with_one_key_object() -> None:
             assert all(tp is keys[tp][0] for tp in broker.replica_manager.hosted_partitions())  # type: ignore[attr-defined]
 
 
-class _RowsOnly(Sequence[LeaderAndIsrPartitionState]):
-    """A payload that offers its rows and counts every read of its state objects."""
-
-    def __init__(self, states: tuple[LeaderAndIsrPartitionState, ...]) -> None:
-        self.states, self.reads = states, 0
-
-    def rows(self) -> list[Any]:
-        return leader_and_isr_rows(self.states)
-
-    def __len__(self) -> int:
-        return len(self.states)
-
-    def __getitem__(self, index: Any) -> Any:
-        self.reads += 1
-        return self.states[index]
-
-    def __iter__(self) -> Iterator[LeaderAndIsrPartitionState]:
-        self.reads += 1
-        return iter(self.states)
-
-
-def test_the_agent_and_its_replica_manager_read_a_payload_as_rows_without_its_state_objects() -> None:
+def test_the_agent_answers_each_partition_and_hands_its_replica_manager_the_accepted_rows() -> None:
     cluster = SimCluster().start()
     agent = cluster.agents[1]
-    payload = _RowsOnly((
+    payload = (
         lai_state(T0, 1, [1, 2], leader_epoch=0, is_new=True),
         lai_state(T1, 2, [2, 1], leader_epoch=0, is_new=True),
         lai_state(T2, 2, [2], leader_epoch=0, replicas=[2, 3], is_new=True),  # not a replica here
-    ))
+    )
     response = agent.handle_request(LeaderAndIsrRequest(5, 100, 1, -1, payload, {}, ()))
     assert response == LeaderAndIsrResponse(Errors.NONE, {T0: Errors.NONE, T1: Errors.NONE,
                                                           T2: Errors.UNKNOWN_TOPIC_OR_PARTITION})
@@ -110,7 +85,6 @@ def test_the_agent_and_its_replica_manager_read_a_payload_as_rows_without_its_st
     assert manager.replica_state(T0).role is ReplicaRole.LEADER  # type: ignore[union-attr]
     assert manager.replica_state(T1).role is ReplicaRole.FOLLOWER  # type: ignore[union-attr]
     assert manager.replica_state(T2) is None and agent.leader_epoch(T1) == 0
-    assert payload.reads == 0
 
 
 def test_accepted_states_are_the_request_objects_of_the_accepted_rows() -> None:
@@ -120,3 +94,21 @@ def test_accepted_states_are_the_request_objects_of_the_accepted_rows() -> None:
     assert len(accepted) == 2 and accepted[1] is states[2] and accepted[-1] is states[2]
     assert list(accepted) == [states[0], states[2]] and accepted[:1] == [states[0]]
     assert accepted.rows == [rows[0], rows[2]]
+
+
+def test_rows_carry_one_tuple_per_distinct_broker_list() -> None:
+    """Equal ISRs, replica lists and adding replicas of every payload's rows are one tuple, which
+    the simulated replicas then share."""
+    with EmbeddedCluster(4, engine="rust", seed=1) as cluster:
+        cluster.create_topic("k", 3, 2)
+        cluster.reassign({TopicPartition("k", 0): [3, 2, 1]})
+        cluster.shutdown_broker(1)
+        cluster.start_broker(1)
+        cluster.run_until_stable()
+        rows = [row for r in cluster.sent_requests if isinstance(r.request, LeaderAndIsrRequest)
+                for row in r.request.partition_states.rows()]
+    lists: dict[tuple[int, ...], tuple[int, ...]] = {}
+    for row in rows:
+        for broker_list in (row[4], row[6], row[7]):
+            assert lists.setdefault(broker_list, broker_list) is broker_list
+    assert len(lists) < len(rows) and any(row[7] for row in rows)

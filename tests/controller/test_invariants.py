@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from kctl._engine import HostedPartitions
 from kctl.cluster import EmbeddedCluster
 from kctl.election import OfflineElection
 from kctl.errors import Errors
@@ -112,7 +113,7 @@ def broker_applies_an_old_leader_epoch(cluster: EmbeddedCluster, monkeypatch: py
                     if r.broker == 2 and isinstance(r.request, LeaderAndIsrRequest)
                     and [(s.tp, s.leader_epoch) for s in r.request.partition_states] == [(TP, 0)])
     agent = cluster.brokers[2]
-    monkeypatch.setattr(agent, "_leader_epochs", {})
+    monkeypatch.setattr(agent, "_hosted", HostedPartitions())
     agent.handle_request(creation)
     return "I5: broker 2 applied leader epoch 0 of t-0 after epoch 1"
 

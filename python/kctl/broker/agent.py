@@ -21,14 +21,14 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
+import kctl.native  # noqa: F401  # binds the classes HostedPartitions' answers are made of
+from kctl._engine import HostedPartitions
 from kctl.broker.metadata_cache import BrokerMetadataCache
 from kctl.broker.replica_manager import AcceptedStates, Ledger, ReplicaManager, SimulatedReplicaManager
 from kctl.config import ControllerConfig
 from kctl.errors import Errors, IllegalArgumentError, IllegalStateError, StaleControllerEpochError, StoreError
 from kctl.model import (
-    EPOCH_DURING_DELETE,
     MAX_PORT,
-    NO_EPOCH,
     UNKNOWN_BROKER_EPOCH,
     BrokerInfo,
     EndPoint,
@@ -43,10 +43,8 @@ from kctl.messages import (
     ControllerResponse,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
-    LeaderAndIsrRow,
     StopReplicaRequest,
     StopReplicaResponse,
-    StopReplicaRow,
     UpdateMetadataFanOut,
     UpdateMetadataRequest,
     UpdateMetadataResponse,
@@ -80,9 +78,6 @@ class HandledRequest:
 
 UPDATE_METADATA_ACCEPTED = UpdateMetadataResponse(Errors.NONE)
 """The answer to an accepted UpdateMetadata (immutable, so shared by every broker)."""
-
-_NO_ERROR = Errors.NONE
-"""Read once per partition of a LeaderAndIsr request: a global costs less than an enum member."""
 
 
 class BrokerStore(StateStore, Protocol):
@@ -181,8 +176,7 @@ class BrokerAgent:
         """``/cluster/id``, read (or created, by the first broker) at start-up."""
         self.metadata_cache = BrokerMetadataCache()
         self._controller_epoch = -1  # the highest controller epoch seen
-        self._leader_epochs: dict[TopicPartition, int] = {}  # hosted partitions
-        self._offline: set[TopicPartition] = set()  # hosted partitions on a failed log directory
+        self._hosted = HostedPartitions()  # leader epochs, and the partitions on a failed log directory
         self._log_dir_failed = False
 
     @property
@@ -242,7 +236,7 @@ class BrokerAgent:
 
     def leader_epoch(self, tp: TopicPartition) -> int | None:
         """The leader epoch this broker holds for ``tp`` (None: not hosted or offline)."""
-        return self._leader_epochs.get(tp)
+        return self._hosted.leader_epoch(tp)
 
     # --- Lifecycle ---------------------------------------------------------------------------------
 
@@ -394,9 +388,7 @@ class BrokerAgent:
                 raise IllegalStateError(f"broker {self.broker_id} is not running")
             lost = list(dict.fromkeys(partitions))
             self._log_dir_failed = True
-            for tp in lost:
-                if self._leader_epochs.pop(tp, None) is not None:
-                    self._offline.add(tp)
+            self._hosted.mark_offline(lost)
             self.replica_manager.mark_offline(lost)
             return self._store.create_log_dir_event_notification(self.broker_id)
 
@@ -501,30 +493,12 @@ class BrokerAgent:
         error = self._fenced(request)
         if error is not Errors.NONE:
             return controller_error_response(request, error)
-        errors: dict[TopicPartition, Errors] = {}
-        accepted: list[LeaderAndIsrRow] = []
-        indices: list[int] = []
-        held_epochs, offline, me = self._leader_epochs, self._offline, self.broker_id
-        storage_error, stale, unknown = Errors.KAFKA_STORAGE_ERROR, Errors.STALE_CONTROLLER_EPOCH, Errors.UNKNOWN_TOPIC_OR_PARTITION
-        # Thousands when a broker starts or a topic is created: read as rows, not state objects, and
-        # checked here rather than in a call per row (ReplicaManager.becomeLeaderOrFollower's checks).
-        for i, row in enumerate(leader_and_isr_rows(request.partition_states)):
-            tp = row[0]
-            held = held_epochs.get(tp)
-            if offline and tp in offline:
-                errors[tp] = storage_error
-            elif row[3] <= (NO_EPOCH if held is None else held):
-                errors[tp] = stale  # Kafka's code for a leader epoch that is not newer
-            elif me not in row[6]:
-                errors[tp] = unknown
-            elif held is None and not row[8] and self._log_dir_failed:
-                errors[tp] = storage_error  # its log may be on the failed directory: never re-create it
-            else:
-                errors[tp] = _NO_ERROR
-                held_epochs[tp] = row[3]
-                accepted.append(row)
-                indices.append(i)
-        self.replica_manager.become_leader_or_follower(AcceptedStates(request.partition_states, accepted, indices))
+        # Thousands of partitions when a broker starts or a topic is created: checked natively in
+        # one call (ReplicaManager.becomeLeaderOrFollower's checks), and only the accepted read as rows.
+        states = request.partition_states
+        indices, errors = self._hosted.become_leader_or_follower(states, self.broker_id, self._log_dir_failed)
+        rows = leader_and_isr_rows(states, indices)
+        self.replica_manager.become_leader_or_follower(AcceptedStates(states, rows, indices))
         return LeaderAndIsrResponse(Errors.NONE, errors)
 
     def _update_metadata(self, request: UpdateMetadataRequest) -> UpdateMetadataResponse:
@@ -538,30 +512,10 @@ class BrokerAgent:
         error = self._fenced(request)
         if error is not Errors.NONE:
             return controller_error_response(request, error)
-        errors: dict[TopicPartition, Errors] = {}
-        accepted: list[StopReplicaRow] = []
-        indices: list[int] = []
-        check = self._stop_replica_partition
-        for i, row in enumerate(stop_replica_rows(request.partition_states)):  # thousands when a broker shuts down
-            tp = row[0]
-            errors[tp] = error = check(tp, row[1])
-            if error is _NO_ERROR:
-                accepted.append(row)
-                indices.append(i)
-                if row[2]:
-                    self._leader_epochs.pop(tp, None)
-        self.replica_manager.stop_replicas(AcceptedStates(request.partition_states, accepted, indices))
+        states = request.partition_states  # thousands when a broker shuts down
+        indices, errors = self._hosted.stop_replicas(states)  # ReplicaManager.stopReplicas' checks
+        self.replica_manager.stop_replicas(AcceptedStates(states, stop_replica_rows(states, indices), indices))
         return StopReplicaResponse(Errors.NONE, errors)
-
-    def _stop_replica_partition(self, tp: TopicPartition, leader_epoch: int) -> Errors:
-        """ReplicaManager.stopReplicas' per-partition checks: -2 (topic deletion) and -1 (no
-        epoch) always pass; otherwise the epoch must not be older than the one held."""
-        if tp in self._offline:
-            return Errors.KAFKA_STORAGE_ERROR
-        held = self._leader_epochs.get(tp)
-        if held is None or leader_epoch in (EPOCH_DURING_DELETE, NO_EPOCH) or leader_epoch >= held:
-            return Errors.NONE
-        return Errors.FENCED_LEADER_EPOCH
 
 
 __all__ = ["UNKNOWN_CONTROLLER", "BrokerAgent", "BrokerStore", "HandledRequest"]

@@ -7,6 +7,7 @@ Importing this package hands the extension the Python classes it builds and reco
 (``kctl._engine.bind``), once: the extension imports no kctl module by its path.
 """
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from kctl import _engine, errors, messages, model
@@ -28,6 +29,7 @@ _engine.bind(
     leader_and_isr_partition_state=messages.LeaderAndIsrPartitionState,
     update_metadata_partition_state=messages.UpdateMetadataPartitionState,
     stop_replica_partition_state=messages.StopReplicaPartitionState,
+    kafka_errors=errors.Errors,
     kctl_error=errors.KctlError,
     store_error=errors.StoreError,
     no_node_error=errors.NoNodeError,
@@ -37,3 +39,4 @@ _engine.bind(
     illegal_argument_error=errors.IllegalArgumentError,
     plugin_error=errors.PluginError,
 )
+Mapping.register(_engine.PartitionErrors)  # a broker's answers per partition, read as any mapping

@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 
+use crate::hosted::PartitionError;
 use crate::model::LeaderRecoveryState;
 use crate::store::FailureKind;
 
@@ -20,6 +21,8 @@ pub struct Classes {
     pub leader_and_isr_partition_state: Py<PyType>,
     pub update_metadata_partition_state: Py<PyType>,
     pub stop_replica_partition_state: Py<PyType>,
+    /// The `kctl.errors.Errors` member of each `PartitionError`, by index.
+    partition_errors: [Py<PyAny>; PartitionError::ALL.len()],
     pub errors: Errors,
 }
 
@@ -72,6 +75,14 @@ impl Classes {
     ) -> &Bound<'py, PyAny> {
         self.recovery_states[state as usize].bind(py)
     }
+
+    pub fn partition_error<'py>(
+        &self,
+        py: Python<'py>,
+        error: PartitionError,
+    ) -> &Bound<'py, PyAny> {
+        self.partition_errors[error as usize].bind(py)
+    }
 }
 
 static CLASSES: PyOnceLock<Classes> = PyOnceLock::new();
@@ -98,6 +109,7 @@ pub fn bind(
     leader_and_isr_partition_state: Py<PyType>,
     update_metadata_partition_state: Py<PyType>,
     stop_replica_partition_state: Py<PyType>,
+    kafka_errors: Bound<'_, PyType>,
     kctl_error: Py<PyType>,
     store_error: Py<PyType>,
     no_node_error: Py<PyType>,
@@ -121,6 +133,12 @@ pub fn bind(
         leader_and_isr_partition_state,
         update_metadata_partition_state,
         stop_replica_partition_state,
+        partition_errors: PartitionError::ALL
+            .map(|e| kafka_errors.call1((e.code(),)).map(Bound::unbind))
+            .into_iter()
+            .collect::<PyResult<Vec<_>>>()?
+            .try_into()
+            .expect("one member per error"),
         errors: Errors {
             kctl_error,
             store_error,

@@ -79,6 +79,8 @@ fn engine_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sets::StateChangeLines>()?;
     m.add_class::<statetable::StateTable>()?;
     m.add_class::<payload::PartitionStates>()?;
+    m.add_class::<payload::HostedPartitions>()?;
+    m.add_class::<payload::PartitionErrors>()?;
     m.add_class::<metadata::MetadataCache>()?;
     m.add_function(wrap_pyfunction!(classes::bind, m)?)?;
     m.add_function(wrap_pyfunction!(encode_partition_states, m)?)?;

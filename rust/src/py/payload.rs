@@ -16,7 +16,10 @@ use crate::metadata::{Applied, Keys, Payload};
 use crate::py::classes::classes;
 use crate::requests::{HasHead, Head, LeaderAndIsrEntry, StopReplicaEntry, UpdateMetadataEntry};
 
+mod hosted;
 mod rows;
+
+pub use hosted::{HostedPartitions, PartitionErrors};
 
 pub type UpdateMetadataView<'a> = (Keys<'a>, &'a Payload, &'a Applied);
 
@@ -249,10 +252,16 @@ impl PartitionStates {
             .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.0))
     }
 
-    /// A LeaderAndIsr or StopReplica payload as a list of plain tuples (see `payload::rows`), for
-    /// the simulated broker's agent and replica manager; a ValueError for UpdateMetadata.
-    fn rows<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyList>> {
-        rows::rows(self, py)
+    /// A LeaderAndIsr or StopReplica payload as a list of plain tuples (see `payload::rows`), of
+    /// the states at `indices` (ascending) or all, for the simulated broker's agent and replica
+    /// manager; a ValueError for UpdateMetadata.
+    #[pyo3(signature = (indices = None))]
+    fn rows<'py>(
+        &self,
+        py: Python<'py>,
+        indices: Option<Vec<usize>>,
+    ) -> PyResult<Bound<'py, pyo3::types::PyList>> {
+        rows::rows(self, py, indices.as_deref())
     }
 
     /// The partitions a StopReplica payload deletes (empty for other requests).
