@@ -728,43 +728,40 @@ class SimulatedReplicaManager:
             self._start_fetching(r)
 
     def _fetch_round(self) -> bool:
+        """This follower broker's fetch round: per leader broker, each partition with something to
+        fetch, in one loop. A partition's leader replica is read in place: from the leader's table
+        at the first fetch of a leadership (the epoch history first when truncating), then from
+        where that fetch found it, kept in the follower's replica. A partition leaves the round's
+        work once the follower had already caught up."""
         broker = self._broker
         if broker is None or self._paused:
             return False
         now = broker.scheduler.now()
-        fetch_from, fetch = self._fetch_from, self._fetch
+        me, fetch_from, apply_fetch = self._broker_id, self._fetch_from, self._apply_fetch
         for leader_id in list(fetch_from):
             leader = self.ledger.replica_manager(leader_id)
             if leader is None:
                 continue  # the leader's broker is down: retry next round, as a fetcher reconnects
-            pending, served = fetch_from[leader_id], leader._replicas
+            pending, served, record_fetch = fetch_from[leader_id], leader._replicas, leader._record_fetch
             for tp, r in list(pending.items()):
-                if fetch(r, leader, served, now):
+                lr, follower = r.source, r.source_follower
+                if lr is None or follower is None or lr.followers is not r.source_followers:
+                    lr = served.get(tp)
+                    if lr is None or lr.role is not _LEADER or lr.leader_epoch != r.leader_epoch:
+                        continue  # not (yet) led there at this epoch: fetch again next round
+                    follower = lr.followers.get(me)
+                    if follower is None:
+                        continue
+                    r.source, r.source_followers, r.source_follower = lr, lr.followers, follower
+                if r.truncate:
+                    self._truncate(r, lr.epochs, lr.leo)
+                fetch_offset = r.leo
+                record_fetch(lr, me, follower, fetch_offset, now)
+                if apply_fetch(r, fetch_offset, lr.leo, lr.hw, lr.epochs):
                     del pending[tp]
             if not pending:
                 del fetch_from[leader_id]
         return bool(fetch_from)
-
-    def _fetch(
-        self, r: _Replica, leader: SimulatedReplicaManager, served: dict[TopicPartition, _Replica], now: float
-    ) -> bool:
-        """Fetch one partition from its leader (the leader's replica of it, from ``served``, the
-        leader's table, or from where the last fetch found it, read in place: the epoch history first
-        when truncating); True when the follower had already caught up."""
-        lr, follower = r.source, r.source_follower
-        if lr is None or follower is None or lr.followers is not r.source_followers:
-            lr = served.get(r.tp)
-            if lr is None or lr.role is not _LEADER or lr.leader_epoch != r.leader_epoch:
-                return False
-            follower = lr.followers.get(self._broker_id)
-            if follower is None:
-                return False
-            r.source, r.source_followers, r.source_follower = lr, lr.followers, follower
-        if r.truncate:
-            self._truncate(r, lr.epochs, lr.leo)
-        fetch_offset = r.leo
-        leader._record_fetch(lr, self._broker_id, follower, fetch_offset, now)
-        return self._apply_fetch(r, fetch_offset, lr.leo, lr.hw, lr.epochs)
 
     def _truncate(self, r: _Replica, epochs: tuple[tuple[int, int], ...], log_end_offset: int) -> None:
         """Kafka's truncation on becoming a follower: to the common prefix of the epoch histories
@@ -819,9 +816,10 @@ class SimulatedReplicaManager:
             follower.caught_up_at = max(follower.caught_up_at, follower.last_fetch_at)
         follower.last_fetch_leo, follower.last_fetch_at = r.leo, now
         follower.leo, follower.fetching = fetch_offset, True
-        if follower_id not in r.isr and r.pending is None and fetch_offset >= r.leo:
+        if fetch_offset >= r.leo and r.pending is None and follower_id not in r.isr:
             self._propose_isr(r, r.isr + (follower_id,))
-        self._maybe_advance_high_watermark(r)
+        if r.hw < r.leo:
+            self._maybe_advance_high_watermark(r)
 
     def _follower_stopped(self, tp: TopicPartition, follower_id: int, leader_epoch: int, now: float) -> None:
         r = self._replicas.get(tp)
@@ -901,10 +899,13 @@ class SimulatedReplicaManager:
         return bool(watch)
 
     def _propose_isr(self, r: _Replica, isr: tuple[int, ...]) -> None:
+        """Propose ``isr``: the committed ISR with members added, or with members removed (never
+        both at once), so the maximal ISR (their union) is the longer of the two."""
         r.pending = isr
-        self.ledger.isr_changed(r.record, r.leader_epoch, tuple(dict.fromkeys(r.isr + isr)))
+        self.ledger.isr_changed(r.record, r.leader_epoch, isr if len(isr) > len(r.isr) else r.isr)
         self._alter_queue[r.tp] = (r, isr)
-        self._schedule_flush(0.0)
+        if self._flush_timer is None and self._alter_in_flight is None:
+            self._schedule_flush(0.0)
 
     def _adopt_isr(self, r: _Replica, isr: tuple[int, ...], partition_epoch: int) -> None:
         if len(isr) > len(r.isr):
@@ -914,7 +915,8 @@ class SimulatedReplicaManager:
         r.isr, r.partition_epoch, r.pending = isr, partition_epoch, None
         self.ledger.isr_changed(r.record, r.leader_epoch, isr)
         self._watch(r.tp)
-        self._maybe_advance_high_watermark(r)
+        if r.hw < r.leo:
+            self._maybe_advance_high_watermark(r)
 
     def _drop_proposal(self, r: _Replica) -> None:
         """Forget a rejected proposal; the next ISR check proposes again if still needed."""
@@ -935,12 +937,10 @@ class SimulatedReplicaManager:
             broker = self._broker
             if broker is None or self._alter_in_flight is not None or not self._alter_queue:
                 return
-            batch = {}
-            proposers = []  # the replicas of ``batch``, in its order
-            for tp, (r, isr) in self._alter_queue.items():
-                batch[tp] = LeaderAndIsr(self._broker_id, isr, r.leader_epoch, r.partition_epoch)
-                proposers.append(r)
-            self._alter_queue.clear()
+            queue, me = self._alter_queue, self._broker_id
+            batch = {tp: LeaderAndIsr(me, isr, r.leader_epoch, r.partition_epoch) for tp, (r, isr) in queue.items()}
+            proposers = [r for r, _ in queue.values()]  # the replicas of ``batch``, in its order
+            queue.clear()
             if broker.config.uses_alter_partition:
                 request_id = next(self._alter_requests)
                 timeout = broker.scheduler.schedule(
