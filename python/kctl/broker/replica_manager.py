@@ -359,9 +359,9 @@ _NO_FOLLOWERS: Mapping[int, _Follower] = MappingProxyType({})
 class _Replica:
     """A local replica: its log (kept across restarts) and its current role."""
 
-    __slots__ = ("adding", "controller_epoch", "epochs", "followers", "hw", "isr", "leader", "leader_epoch", "leo",
-                 "partition_epoch", "pending", "record", "replicas", "role", "source", "source_follower",
-                 "source_followers", "tp", "truncate")
+    __slots__ = ("adding", "controller_epoch", "epochs", "followers", "hw", "isr", "last_source", "leader",
+                 "leader_epoch", "leo", "partition_epoch", "pending", "record", "replicas", "role", "source",
+                 "source_follower", "source_followers", "tp", "truncate")
 
     def __init__(self, tp: TopicPartition) -> None:
         self.tp = tp
@@ -389,6 +389,10 @@ class _Replica:
         self.source: _Replica | None = None
         self.source_followers: dict[int, _Follower] | None = None
         self.source_follower: _Follower | None = None
+        # The leader's replica that ``source`` last was, kept when the follower stops: the next
+        # leadership of the partition is often on the same broker (an epoch bump, a preferred
+        # leader back after a restart), where that replica object still leads it.
+        self.last_source: _Replica | None = None
 
     def truncate_to(self, offset: int) -> None:
         if offset < self.leo:
@@ -746,9 +750,12 @@ class SimulatedReplicaManager:
             for tp, r in list(pending.items()):
                 lr, follower = r.source, r.source_follower
                 if lr is None or follower is None or lr.followers is not r.source_followers:
-                    lr = served.get(tp)
-                    if lr is None or lr.role is not _LEADER or lr.leader_epoch != r.leader_epoch:
-                        continue  # not (yet) led there at this epoch: fetch again next round
+                    lr = r.last_source
+                    if lr is None or lr.leader != leader_id or lr.role is not _LEADER or lr.leader_epoch != r.leader_epoch:
+                        lr = served.get(tp)
+                        if lr is None or lr.role is not _LEADER or lr.leader_epoch != r.leader_epoch:
+                            continue  # not (yet) led there at this epoch: fetch again next round
+                        r.last_source = lr
                     follower = lr.followers.get(me)
                     if follower is None:
                         continue
