@@ -177,7 +177,7 @@ class Ledger(Protocol):
     def isr_changed(self, record: PartitionRecord, leader_epoch: int, isr: tuple[int, ...]) -> None:
         """The leader's maximal ISR (committed plus proposed members) changed; ``record`` is what
         :meth:`leader_elected` returned it (the leader holds it rather than have it looked up at
-        every change)."""
+        every change). Called with ``lock`` held."""
 
     def high_watermark_advanced(self, tp: TopicPartition, high_watermark: int) -> None:
         """A leader's high watermark reached ``high_watermark``: records below it are committed."""
@@ -278,12 +278,13 @@ class DataPlaneLedger:
             return record
 
     def isr_changed(self, record: PartitionRecord, leader_epoch: int, isr: tuple[int, ...]) -> None:
-        """(A record the partition's deletion dropped is written to no more: a partition of the
-        same name has a record of its own, and a leader of the deleted one stops before it exists,
-        as the controller completes a deletion only once every replica stopped.)"""
-        with self.lock:
-            if record.leader_epoch == leader_epoch:
-                record.isr = isr
+        """Called with the lock held, by a leader's proposals and their answers (one call per
+        partition each), so it does not take it again. (A record the partition's deletion dropped
+        is written to no more: a partition of the same name has a record of its own, and a leader
+        of the deleted one stops before it exists, as the controller completes a deletion only once
+        every replica stopped.)"""
+        if record.leader_epoch == leader_epoch:
+            record.isr = isr
 
     def high_watermark_advanced(self, tp: TopicPartition, high_watermark: int) -> None:
         with self.lock:
@@ -883,24 +884,25 @@ class SimulatedReplicaManager:
             r = replicas[tp]
             if r.pending is not None:
                 continue
-            out, joining, settled, leo, isr = [], [], True, r.leo, r.isr
+            leo, isr, settled = r.leo, r.isr, True
+            out: tuple[int, ...] = ()
+            joining: tuple[int, ...] = ()
             for broker_id, follower in r.followers.items():
-                caught_up = follower.leo >= leo
-                if caught_up and follower.fetching:
-                    follower.caught_up_at = now
-                if broker_id in isr:
-                    if not caught_up:
-                        settled = False
-                        if now - follower.caught_up_at > max_lag:
-                            out.append(broker_id)
-                else:
+                if follower.leo < leo:
                     settled = False
-                    if caught_up and follower.fetching:
-                        joining.append(broker_id)
+                    if broker_id in isr and now - follower.caught_up_at > max_lag:
+                        out += (broker_id,)
+                elif follower.fetching:
+                    follower.caught_up_at = now
+                    if broker_id not in isr:
+                        settled = False
+                        joining += (broker_id,)
+                elif broker_id not in isr:
+                    settled = False
             if out:
                 self._propose_isr(r, tuple(b for b in isr if b not in out))
             elif joining:
-                self._propose_isr(r, isr + tuple(joining))
+                self._propose_isr(r, isr + joining)
             elif settled:
                 del watch[tp]
         return bool(watch)
@@ -970,20 +972,22 @@ class SimulatedReplicaManager:
         """The answer to ``batch``, proposed by ``proposers`` (a replica deleted since is stopped:
         it no longer leads)."""
         with self.ledger.lock:
-            if self._alter_in_flight is None or self._alter_in_flight[0] != request_id:
+            in_flight = self._alter_in_flight
+            if in_flight is None or in_flight[0] != request_id:
                 return  # answered already (response or timeout), or the broker restarted since
-            self._alter_in_flight[1].cancel()
+            in_flight[1].cancel()
             self._alter_in_flight = None
+            error, results, adopt_isr = response.error, response.partitions, self._adopt_isr
             for (tp, sent), r in zip(batch.items(), proposers):
                 if r.role is not _LEADER or r.leader_epoch != sent.leader_epoch or r.pending != sent.isr:
                     continue  # superseded by a LeaderAndIsr
-                if response.error is not Errors.NONE:
+                if error is not Errors.NONE:
                     self._alter_queue[tp] = (r, sent.isr)  # retried, as Kafka's AlterIsrManager does
                     continue
-                result = response.partitions.get(tp, Errors.UNKNOWN_SERVER_ERROR)
+                result = results.get(tp, Errors.UNKNOWN_SERVER_ERROR)
                 if isinstance(result, LeaderAndIsr):
                     if result.leader_epoch == r.leader_epoch and result.partition_epoch >= r.partition_epoch:
-                        self._adopt_isr(r, result.isr, result.partition_epoch)
+                        adopt_isr(r, result.isr, result.partition_epoch)
                 elif result not in _AWAIT_LEADER_AND_ISR:
                     logger.warning("Broker %d: AlterPartition for %s failed with %s", self._broker_id, tp, result.name)
                     self._drop_proposal(r)
