@@ -172,6 +172,27 @@ def test_the_isr_expands_then_shrinks_through_alter_partition() -> None:
     assert cluster.ledger.committed_offset(T0) == 10
 
 
+def test_the_ledger_follows_isr_changes_committed_through_alter_partition() -> None:
+    """An expansion committed as proposed leaves the ledger's ISR as reported with the proposal; a
+    shrink reaches it once committed: electing the added replica is clean, the removed one unclean."""
+    cluster = SimCluster(config=LAG).start()
+    controller = cluster.controller
+    controller.create_topic("t", {0: [1, 2, 3], 1: [1, 2, 3]}, isr={0: [1, 2]})
+    cluster.run_until(lambda: cluster.stored_isr(T0) == (1, 2, 3))
+    cluster.run(1)
+    cluster.manager(3).pause_fetching()
+    cluster.manager(1).produce(T1, 4)
+    cluster.run_until(lambda: cluster.stored_isr(T1) == (1, 2))
+    cluster.run(0.01)
+    assert (state(cluster, 1).isr, state(cluster, 1, T1).isr) == ((1, 2, 3), (1, 2))
+    controller.elect(T0, 3, [3])
+    cluster.run(0.1)
+    assert cluster.ledger.unclean_elections == 0
+    controller.elect(T1, 3, [3])
+    cluster.run(0.1)
+    assert (cluster.ledger.unclean_elections, cluster.ledger.truncated_records) == (1, 4)
+
+
 def test_isr_changes_of_one_round_leave_in_one_request() -> None:
     cluster = SimCluster(config=LAG).start()
     cluster.controller.create_topic("t", {0: [1, 2, 3], 1: [1, 3, 2]}, isr={0: [1, 2], 1: [1, 2]})

@@ -917,12 +917,18 @@ class SimulatedReplicaManager:
             self._schedule_flush(0.0)
 
     def _adopt_isr(self, r: _Replica, isr: tuple[int, ...], partition_epoch: int) -> None:
-        if len(isr) > len(r.isr):
+        """The controller committed ``isr`` (usually the proposal). The ledger holds the maximal ISR
+        reported with the proposal and hears of ``isr`` only when it differs: an expansion committed
+        as proposed changes nothing there."""
+        pending, committed = r.pending, r.isr
+        held = pending if pending is not None and len(pending) > len(committed) else committed
+        if len(isr) > len(committed):
             self._isr_expands += 1
-        elif len(isr) < len(r.isr):
+        elif len(isr) < len(committed):
             self._isr_shrinks += 1
         r.isr, r.partition_epoch, r.pending = isr, partition_epoch, None
-        self.ledger.isr_changed(r.record, r.leader_epoch, isr)
+        if isr != held:
+            self.ledger.isr_changed(r.record, r.leader_epoch, isr)
         self._watch(r.tp)
         if r.hw < r.leo:
             self._maybe_advance_high_watermark(r)
