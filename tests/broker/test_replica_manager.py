@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from kctl.broker import DataLossViolation, DataPlaneLedger, ReplicaRole, ReplicaSnapshot, SimulatedReplicaManager
 from kctl.broker import replica_manager
 from kctl.broker.replica_manager import ALTER_PARTITION_RETRY_BACKOFF
 from kctl.errors import Errors, IllegalArgumentError, IllegalStateError
-from kctl.model import LeaderAndIsr, TopicPartition
+from kctl.model import EPOCH_DURING_DELETE, LeaderAndIsr, TopicPartition
 from kctl.requests import AlterPartitionRequest
 
 from tests.support.broker_harness import LATENCY, SimCluster, stop_replica
@@ -126,6 +128,28 @@ def test_stop_replica_stops_fetching_and_deletes_the_log() -> None:
     assert state(cluster, 2).role is ReplicaRole.STOPPED and leo(cluster, 2) == 0
     cluster.agents[2].handle_request(stop_replica((T0, 0, True)))
     assert cluster.manager(2).replica_state(T0) is None and cluster.manager(2).hosted_partitions() == []
+
+
+def test_a_deleted_partitions_replicas_are_freed_without_the_collector() -> None:
+    """Followers keep the leader's replica they last fetched from across leaderships, but these
+    references form no cycle: once deleted, the replicas of brokers that led in turn and fetched
+    from each other are freed by their reference counts (a simulation collects only young objects)."""
+    gc.collect()
+    gc.disable()
+    try:
+        cluster = SimCluster().start()
+        cluster.controller.create_topic("t", {0: [1, 2]})
+        cluster.run(1)
+        cluster.controller.elect(T0, 2, [2, 1])  # broker 1 fetches from broker 2
+        cluster.run(1)
+        cluster.controller.elect(T0, 1, [1, 2])  # and broker 2 from broker 1 again
+        cluster.run(1)
+        assert leo(cluster, 1) == leo(cluster, 2) == 0 and state(cluster, 2).leader == 1
+        for broker in (1, 2):
+            cluster.agents[broker].handle_request(stop_replica((T0, EPOCH_DURING_DELETE, True)))
+        assert [r for r in gc.get_objects() if isinstance(r, replica_manager._Replica) and r.tp == T0] == []
+    finally:
+        gc.enable()
 
 
 def test_the_replica_manager_runs_once() -> None:

@@ -392,7 +392,10 @@ class _Replica:
         self.source_follower: _Follower | None = None
         # The leader's replica that ``source`` last was, kept when the follower stops: the next
         # leadership of the partition is often on the same broker (an epoch bump, a preferred
-        # leader back after a restart), where that replica object still leads it.
+        # leader back after a restart), where that replica object still leads it. Setting it clears
+        # the leader replica's own, so that these references never form a cycle (each was set after
+        # the one it leads to): a deleted partition's replicas are freed at once, not left to the
+        # older generations' collections, which do not run while a simulation does.
         self.last_source: _Replica | None = None
 
     def truncate_to(self, offset: int) -> None:
@@ -756,7 +759,7 @@ class SimulatedReplicaManager:
                         lr = served.get(tp)
                         if lr is None or lr.role is not _LEADER or lr.leader_epoch != r.leader_epoch:
                             continue  # not (yet) led there at this epoch: fetch again next round
-                        r.last_source = lr
+                        r.last_source, lr.last_source = lr, None
                     follower = lr.followers.get(me)
                     if follower is None:
                         continue
