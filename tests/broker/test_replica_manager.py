@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from kctl.broker import DataLossViolation, DataPlaneLedger, ReplicaRole, ReplicaSnapshot, SimulatedReplicaManager
 from kctl.broker import replica_manager
 from kctl.broker.replica_manager import ALTER_PARTITION_RETRY_BACKOFF
 from kctl.errors import Errors, IllegalArgumentError, IllegalStateError
-from kctl.model import LeaderAndIsr, TopicPartition
+from kctl.model import EPOCH_DURING_DELETE, LeaderAndIsr, TopicPartition
 from kctl.requests import AlterPartitionRequest
 
 from tests.support.broker_harness import LATENCY, SimCluster, stop_replica
@@ -128,6 +130,28 @@ def test_stop_replica_stops_fetching_and_deletes_the_log() -> None:
     assert cluster.manager(2).replica_state(T0) is None and cluster.manager(2).hosted_partitions() == []
 
 
+def test_a_deleted_partitions_replicas_are_freed_without_the_collector() -> None:
+    """Followers keep the leader's replica they last fetched from across leaderships, but these
+    references form no cycle: once deleted, the replicas of brokers that led in turn and fetched
+    from each other are freed by their reference counts (a simulation collects only young objects)."""
+    gc.collect()
+    gc.disable()
+    try:
+        cluster = SimCluster().start()
+        cluster.controller.create_topic("t", {0: [1, 2]})
+        cluster.run(1)
+        cluster.controller.elect(T0, 2, [2, 1])  # broker 1 fetches from broker 2
+        cluster.run(1)
+        cluster.controller.elect(T0, 1, [1, 2])  # and broker 2 from broker 1 again
+        cluster.run(1)
+        assert leo(cluster, 1) == leo(cluster, 2) == 0 and state(cluster, 2).leader == 1
+        for broker in (1, 2):
+            cluster.agents[broker].handle_request(stop_replica((T0, EPOCH_DURING_DELETE, True)))
+        assert [r for r in gc.get_objects() if isinstance(r, replica_manager._Replica) and r.tp == T0] == []
+    finally:
+        gc.enable()
+
+
 def test_the_replica_manager_runs_once() -> None:
     cluster = SimCluster().start()
     with pytest.raises(IllegalStateError, match="already running"):
@@ -170,6 +194,27 @@ def test_the_isr_expands_then_shrinks_through_alter_partition() -> None:
     assert cluster.stored_isr(T0) == (1, 2) and cluster.stored_state(T0).leader_and_isr.partition_epoch == 2
     assert (state(cluster, 1).isr, state(cluster, 1).partition_epoch, state(cluster, 1).high_watermark) == ((1, 2), 2, 10)
     assert cluster.ledger.committed_offset(T0) == 10
+
+
+def test_the_ledger_follows_isr_changes_committed_through_alter_partition() -> None:
+    """An expansion committed as proposed leaves the ledger's ISR as reported with the proposal; a
+    shrink reaches it once committed: electing the added replica is clean, the removed one unclean."""
+    cluster = SimCluster(config=LAG).start()
+    controller = cluster.controller
+    controller.create_topic("t", {0: [1, 2, 3], 1: [1, 2, 3]}, isr={0: [1, 2]})
+    cluster.run_until(lambda: cluster.stored_isr(T0) == (1, 2, 3))
+    cluster.run(1)
+    cluster.manager(3).pause_fetching()
+    cluster.manager(1).produce(T1, 4)
+    cluster.run_until(lambda: cluster.stored_isr(T1) == (1, 2))
+    cluster.run(0.01)
+    assert (state(cluster, 1).isr, state(cluster, 1, T1).isr) == ((1, 2, 3), (1, 2))
+    controller.elect(T0, 3, [3])
+    cluster.run(0.1)
+    assert cluster.ledger.unclean_elections == 0
+    controller.elect(T1, 3, [3])
+    cluster.run(0.1)
+    assert (cluster.ledger.unclean_elections, cluster.ledger.truncated_records) == (1, 4)
 
 
 def test_isr_changes_of_one_round_leave_in_one_request() -> None:

@@ -177,7 +177,7 @@ class Ledger(Protocol):
     def isr_changed(self, record: PartitionRecord, leader_epoch: int, isr: tuple[int, ...]) -> None:
         """The leader's maximal ISR (committed plus proposed members) changed; ``record`` is what
         :meth:`leader_elected` returned it (the leader holds it rather than have it looked up at
-        every change)."""
+        every change). Called with ``lock`` held."""
 
     def high_watermark_advanced(self, tp: TopicPartition, high_watermark: int) -> None:
         """A leader's high watermark reached ``high_watermark``: records below it are committed."""
@@ -278,12 +278,13 @@ class DataPlaneLedger:
             return record
 
     def isr_changed(self, record: PartitionRecord, leader_epoch: int, isr: tuple[int, ...]) -> None:
-        """(A record the partition's deletion dropped is written to no more: a partition of the
-        same name has a record of its own, and a leader of the deleted one stops before it exists,
-        as the controller completes a deletion only once every replica stopped.)"""
-        with self.lock:
-            if record.leader_epoch == leader_epoch:
-                record.isr = isr
+        """Called with the lock held, by a leader's proposals and their answers (one call per
+        partition each), so it does not take it again. (A record the partition's deletion dropped
+        is written to no more: a partition of the same name has a record of its own, and a leader
+        of the deleted one stops before it exists, as the controller completes a deletion only once
+        every replica stopped.)"""
+        if record.leader_epoch == leader_epoch:
+            record.isr = isr
 
     def high_watermark_advanced(self, tp: TopicPartition, high_watermark: int) -> None:
         with self.lock:
@@ -359,9 +360,9 @@ _NO_FOLLOWERS: Mapping[int, _Follower] = MappingProxyType({})
 class _Replica:
     """A local replica: its log (kept across restarts) and its current role."""
 
-    __slots__ = ("adding", "controller_epoch", "epochs", "followers", "hw", "isr", "leader", "leader_epoch", "leo",
-                 "partition_epoch", "pending", "record", "replicas", "role", "source", "source_follower",
-                 "source_followers", "tp", "truncate")
+    __slots__ = ("adding", "controller_epoch", "epochs", "followers", "hw", "isr", "last_source", "leader",
+                 "leader_epoch", "leo", "partition_epoch", "pending", "record", "replicas", "role", "source",
+                 "source_follower", "source_followers", "tp", "truncate")
 
     def __init__(self, tp: TopicPartition) -> None:
         self.tp = tp
@@ -389,6 +390,13 @@ class _Replica:
         self.source: _Replica | None = None
         self.source_followers: dict[int, _Follower] | None = None
         self.source_follower: _Follower | None = None
+        # The leader's replica that ``source`` last was, kept when the follower stops: the next
+        # leadership of the partition is often on the same broker (an epoch bump, a preferred
+        # leader back after a restart), where that replica object still leads it. Setting it clears
+        # the leader replica's own, so that these references never form a cycle (each was set after
+        # the one it leads to): a deleted partition's replicas are freed at once, not left to the
+        # older generations' collections, which do not run while a simulation does.
+        self.last_source: _Replica | None = None
 
     def truncate_to(self, offset: int) -> None:
         if offset < self.leo:
@@ -728,43 +736,43 @@ class SimulatedReplicaManager:
             self._start_fetching(r)
 
     def _fetch_round(self) -> bool:
+        """This follower broker's fetch round: per leader broker, each partition with something to
+        fetch, in one loop. A partition's leader replica is read in place: from the leader's table
+        at the first fetch of a leadership (the epoch history first when truncating), then from
+        where that fetch found it, kept in the follower's replica. A partition leaves the round's
+        work once the follower had already caught up."""
         broker = self._broker
         if broker is None or self._paused:
             return False
         now = broker.scheduler.now()
-        fetch_from, fetch = self._fetch_from, self._fetch
+        me, fetch_from, apply_fetch = self._broker_id, self._fetch_from, self._apply_fetch
         for leader_id in list(fetch_from):
             leader = self.ledger.replica_manager(leader_id)
             if leader is None:
                 continue  # the leader's broker is down: retry next round, as a fetcher reconnects
-            pending, served = fetch_from[leader_id], leader._replicas
+            pending, served, record_fetch = fetch_from[leader_id], leader._replicas, leader._record_fetch
             for tp, r in list(pending.items()):
-                if fetch(r, leader, served, now):
+                lr, follower = r.source, r.source_follower
+                if lr is None or follower is None or lr.followers is not r.source_followers:
+                    lr = r.last_source
+                    if lr is None or lr.leader != leader_id or lr.role is not _LEADER or lr.leader_epoch != r.leader_epoch:
+                        lr = served.get(tp)
+                        if lr is None or lr.role is not _LEADER or lr.leader_epoch != r.leader_epoch:
+                            continue  # not (yet) led there at this epoch: fetch again next round
+                        r.last_source, lr.last_source = lr, None
+                    follower = lr.followers.get(me)
+                    if follower is None:
+                        continue
+                    r.source, r.source_followers, r.source_follower = lr, lr.followers, follower
+                if r.truncate:
+                    self._truncate(r, lr.epochs, lr.leo)
+                fetch_offset = r.leo
+                record_fetch(lr, me, follower, fetch_offset, now)
+                if apply_fetch(r, fetch_offset, lr.leo, lr.hw, lr.epochs):
                     del pending[tp]
             if not pending:
                 del fetch_from[leader_id]
         return bool(fetch_from)
-
-    def _fetch(
-        self, r: _Replica, leader: SimulatedReplicaManager, served: dict[TopicPartition, _Replica], now: float
-    ) -> bool:
-        """Fetch one partition from its leader (the leader's replica of it, from ``served``, the
-        leader's table, or from where the last fetch found it, read in place: the epoch history first
-        when truncating); True when the follower had already caught up."""
-        lr, follower = r.source, r.source_follower
-        if lr is None or follower is None or lr.followers is not r.source_followers:
-            lr = served.get(r.tp)
-            if lr is None or lr.role is not _LEADER or lr.leader_epoch != r.leader_epoch:
-                return False
-            follower = lr.followers.get(self._broker_id)
-            if follower is None:
-                return False
-            r.source, r.source_followers, r.source_follower = lr, lr.followers, follower
-        if r.truncate:
-            self._truncate(r, lr.epochs, lr.leo)
-        fetch_offset = r.leo
-        leader._record_fetch(lr, self._broker_id, follower, fetch_offset, now)
-        return self._apply_fetch(r, fetch_offset, lr.leo, lr.hw, lr.epochs)
 
     def _truncate(self, r: _Replica, epochs: tuple[tuple[int, int], ...], log_end_offset: int) -> None:
         """Kafka's truncation on becoming a follower: to the common prefix of the epoch histories
@@ -819,9 +827,10 @@ class SimulatedReplicaManager:
             follower.caught_up_at = max(follower.caught_up_at, follower.last_fetch_at)
         follower.last_fetch_leo, follower.last_fetch_at = r.leo, now
         follower.leo, follower.fetching = fetch_offset, True
-        if follower_id not in r.isr and r.pending is None and fetch_offset >= r.leo:
+        if fetch_offset >= r.leo and r.pending is None and follower_id not in r.isr:
             self._propose_isr(r, r.isr + (follower_id,))
-        self._maybe_advance_high_watermark(r)
+        if r.hw < r.leo:
+            self._maybe_advance_high_watermark(r)
 
     def _follower_stopped(self, tp: TopicPartition, follower_id: int, leader_epoch: int, now: float) -> None:
         r = self._replicas.get(tp)
@@ -878,43 +887,54 @@ class SimulatedReplicaManager:
             r = replicas[tp]
             if r.pending is not None:
                 continue
-            out, joining, settled, leo, isr = [], [], True, r.leo, r.isr
+            leo, isr, settled = r.leo, r.isr, True
+            out: tuple[int, ...] = ()
+            joining: tuple[int, ...] = ()
             for broker_id, follower in r.followers.items():
-                caught_up = follower.leo >= leo
-                if caught_up and follower.fetching:
-                    follower.caught_up_at = now
-                if broker_id in isr:
-                    if not caught_up:
-                        settled = False
-                        if now - follower.caught_up_at > max_lag:
-                            out.append(broker_id)
-                else:
+                if follower.leo < leo:
                     settled = False
-                    if caught_up and follower.fetching:
-                        joining.append(broker_id)
+                    if broker_id in isr and now - follower.caught_up_at > max_lag:
+                        out += (broker_id,)
+                elif follower.fetching:
+                    follower.caught_up_at = now
+                    if broker_id not in isr:
+                        settled = False
+                        joining += (broker_id,)
+                elif broker_id not in isr:
+                    settled = False
             if out:
                 self._propose_isr(r, tuple(b for b in isr if b not in out))
             elif joining:
-                self._propose_isr(r, isr + tuple(joining))
+                self._propose_isr(r, isr + joining)
             elif settled:
                 del watch[tp]
         return bool(watch)
 
     def _propose_isr(self, r: _Replica, isr: tuple[int, ...]) -> None:
+        """Propose ``isr``: the committed ISR with members added, or with members removed (never
+        both at once), so the maximal ISR (their union) is the longer of the two."""
         r.pending = isr
-        self.ledger.isr_changed(r.record, r.leader_epoch, tuple(dict.fromkeys(r.isr + isr)))
+        self.ledger.isr_changed(r.record, r.leader_epoch, isr if len(isr) > len(r.isr) else r.isr)
         self._alter_queue[r.tp] = (r, isr)
-        self._schedule_flush(0.0)
+        if self._flush_timer is None and self._alter_in_flight is None:
+            self._schedule_flush(0.0)
 
     def _adopt_isr(self, r: _Replica, isr: tuple[int, ...], partition_epoch: int) -> None:
-        if len(isr) > len(r.isr):
+        """The controller committed ``isr`` (usually the proposal). The ledger holds the maximal ISR
+        reported with the proposal and hears of ``isr`` only when it differs: an expansion committed
+        as proposed changes nothing there."""
+        pending, committed = r.pending, r.isr
+        held = pending if pending is not None and len(pending) > len(committed) else committed
+        if len(isr) > len(committed):
             self._isr_expands += 1
-        elif len(isr) < len(r.isr):
+        elif len(isr) < len(committed):
             self._isr_shrinks += 1
         r.isr, r.partition_epoch, r.pending = isr, partition_epoch, None
-        self.ledger.isr_changed(r.record, r.leader_epoch, isr)
+        if isr != held:
+            self.ledger.isr_changed(r.record, r.leader_epoch, isr)
         self._watch(r.tp)
-        self._maybe_advance_high_watermark(r)
+        if r.hw < r.leo:
+            self._maybe_advance_high_watermark(r)
 
     def _drop_proposal(self, r: _Replica) -> None:
         """Forget a rejected proposal; the next ISR check proposes again if still needed."""
@@ -935,12 +955,10 @@ class SimulatedReplicaManager:
             broker = self._broker
             if broker is None or self._alter_in_flight is not None or not self._alter_queue:
                 return
-            batch = {}
-            proposers = []  # the replicas of ``batch``, in its order
-            for tp, (r, isr) in self._alter_queue.items():
-                batch[tp] = LeaderAndIsr(self._broker_id, isr, r.leader_epoch, r.partition_epoch)
-                proposers.append(r)
-            self._alter_queue.clear()
+            queue, me = self._alter_queue, self._broker_id
+            batch = {tp: LeaderAndIsr(me, isr, r.leader_epoch, r.partition_epoch) for tp, (r, isr) in queue.items()}
+            proposers = [r for r, _ in queue.values()]  # the replicas of ``batch``, in its order
+            queue.clear()
             if broker.config.uses_alter_partition:
                 request_id = next(self._alter_requests)
                 timeout = broker.scheduler.schedule(
@@ -963,20 +981,22 @@ class SimulatedReplicaManager:
         """The answer to ``batch``, proposed by ``proposers`` (a replica deleted since is stopped:
         it no longer leads)."""
         with self.ledger.lock:
-            if self._alter_in_flight is None or self._alter_in_flight[0] != request_id:
+            in_flight = self._alter_in_flight
+            if in_flight is None or in_flight[0] != request_id:
                 return  # answered already (response or timeout), or the broker restarted since
-            self._alter_in_flight[1].cancel()
+            in_flight[1].cancel()
             self._alter_in_flight = None
+            error, results, adopt_isr = response.error, response.partitions, self._adopt_isr
             for (tp, sent), r in zip(batch.items(), proposers):
                 if r.role is not _LEADER or r.leader_epoch != sent.leader_epoch or r.pending != sent.isr:
                     continue  # superseded by a LeaderAndIsr
-                if response.error is not Errors.NONE:
+                if error is not Errors.NONE:
                     self._alter_queue[tp] = (r, sent.isr)  # retried, as Kafka's AlterIsrManager does
                     continue
-                result = response.partitions.get(tp, Errors.UNKNOWN_SERVER_ERROR)
+                result = results.get(tp, Errors.UNKNOWN_SERVER_ERROR)
                 if isinstance(result, LeaderAndIsr):
                     if result.leader_epoch == r.leader_epoch and result.partition_epoch >= r.partition_epoch:
-                        self._adopt_isr(r, result.isr, result.partition_epoch)
+                        adopt_isr(r, result.isr, result.partition_epoch)
                 elif result not in _AWAIT_LEADER_AND_ISR:
                     logger.warning("Broker %d: AlterPartition for %s failed with %s", self._broker_id, tp, result.name)
                     self._drop_proposal(r)
