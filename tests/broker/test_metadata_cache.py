@@ -334,9 +334,11 @@ def test_stored_digests_are_the_digests_of_the_stored_states() -> None:
         states = store.get_partition_states([TopicPartition("t", p) for p in range(4)]).values
         table = store.native_begin()[0]  # type: ignore[attr-defined]
         try:
-            digests = stored_digests(table, "t", [3, 0, 7], replicas)
+            digests = stored_digests(table, "t", [3, 0, 7], {**replicas, 7: (1, 2, 3)})
             with pytest.raises(ValueError, match="no replicas given for t-1"):
                 stored_digests(table, "t", [1], {0: (1, 2, 3)})
+            with pytest.raises(TypeError):
+                stored_digests(table, "t", [0], {0: "1, 2, 3"})
         finally:
             store.native_end(False)  # type: ignore[attr-defined]
         expected = []

@@ -168,24 +168,21 @@ pub fn stored_digests(
     partitions: Vec<i32>,
     replicas: &Bound<'_, PyDict>,
 ) -> PyResult<Vec<Option<u64>>> {
-    let assigned = |partition: i32| -> PyResult<Brokers> {
-        match replicas.get_item(partition)? {
-            Some(brokers) => brokers.extract(),
+    // Read from Python before the table is locked: nothing it runs can then wait for the lock.
+    let assigned: Vec<(i32, Brokers)> = (partitions.into_iter())
+        .map(|partition| match replicas.get_item(partition)? {
+            Some(brokers) => Ok((partition, brokers.extract()?)),
             None => Err(PyValueError::new_err(format!(
                 "no replicas given for {topic}-{partition}"
             ))),
-        }
-    };
+        })
+        .collect::<PyResult<_>>()?;
     let table = table.lock();
-    partitions
-        .into_iter()
-        .map(|partition| {
-            let Some(stored) = table.get(topic, partition).and_then(|s| s.state.as_ref()) else {
-                return Ok(None);
-            };
+    Ok((assigned.into_iter())
+        .map(|(partition, replicas)| {
+            let stored = table.get(topic, partition)?.state.as_ref()?;
             let lai = &stored.leader_and_isr;
-            let replicas = assigned(partition)?;
-            Ok(Some(digest(
+            Some(digest(
                 topic,
                 partition,
                 lai.leader,
@@ -193,9 +190,9 @@ pub fn stored_digests(
                 &lai.isr,
                 lai.partition_epoch,
                 &replicas,
-            )))
+            ))
         })
-        .collect()
+        .collect())
 }
 
 /// Put each of `partitions`' digest in `stored` (None: it has none) in `digests`, the digests by
