@@ -9,7 +9,7 @@ leader_epoch, partition_epoch, leader_recovery_state, controller_epoch)``.
 from collections.abc import Mapping, Sequence
 from typing import Any, final, overload
 
-__all__ = ["__version__", "build_profile", "Engine", "HostedPartitions", "MetadataCache", "Outcomes", "PartitionErrors", "PartitionStates", "Parts", "Replicas", "StateChangeLines", "StateTable", "bind", "decode_topic_znode", "encode_partition_states", "metadata_digest", "zk_create_partition_states", "zk_read_partition_states", "zk_write_partition_states"]
+__all__ = ["__version__", "build_profile", "Engine", "HostedPartitions", "MetadataCache", "Outcomes", "PartitionErrors", "PartitionStates", "Parts", "Replicas", "StateChangeLines", "StateTable", "bind", "decode_topic_znode", "encode_partition_states", "fold_digests", "metadata_digest", "stored_digests", "zk_create_partition_states", "zk_read_partition_states", "zk_write_partition_states"]
 
 __version__: str
 build_profile: str
@@ -327,3 +327,14 @@ def metadata_digest(
     replicas: Sequence[int],
 ) -> int:
     """The digest of the partition metadata a broker's cache and the store must agree on."""
+
+def fold_digests(digests: dict[int, int], partitions: Sequence[int], stored: Sequence[int | None]) -> int:
+    """Put each partition's digest in ``stored`` (None: it has none) in ``digests`` (a topic's,
+    by partition); returns how much their sum grew, modulo 2**64."""
+
+def stored_digests(
+    table: StateTable, topic: str, partitions: Sequence[int], replicas: dict[int, tuple[int, ...]],
+) -> list[int | None]:
+    """The ``metadata_digest`` of each of ``topic``'s ``partitions`` as ``table`` stores it, with
+    its replicas from ``replicas`` (None without a readable state; ValueError when ``replicas``
+    lacks one)."""

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from kctl._engine import MetadataCache, PartitionStates, metadata_digest
+from kctl._engine import MetadataCache, PartitionStates, fold_digests, metadata_digest, stored_digests
 from kctl.broker import BrokerAgent, BrokerMetadataCache, ExpectedMetadata, MetadataSnapshot
 from kctl.cluster import EmbeddedCluster
 from kctl.errors import Errors
@@ -320,3 +320,64 @@ def test_a_native_state_table_is_read_in_place(monkeypatch: pytest.MonkeyPatch) 
         monkeypatch.undo()
         assert reads == []
         assert digest != first and digest == MetadataSnapshot.from_store(cluster.store).digest
+
+
+@pytest.mark.usefixtures("engine")
+def test_stored_digests_are_the_digests_of_the_stored_states() -> None:
+    """``stored_digests`` reads the native state table as ``metadata_digest`` of the stored
+    states would give, None for a partition without a state, and names a partition it is given no
+    replicas for."""
+    with EmbeddedCluster(4, seed=5) as cluster:
+        cluster.create_topic("t", 4, 3)
+        store = cluster.store
+        replicas = {p: a.replicas for p, a in store.get_topic_assignments(["t"]).values["t"].partitions.items()}
+        states = store.get_partition_states([TopicPartition("t", p) for p in range(4)]).values
+        table = store.native_begin()[0]  # type: ignore[attr-defined]
+        try:
+            digests = stored_digests(table, "t", [3, 0, 7], {**replicas, 7: (1, 2, 3)})
+            with pytest.raises(ValueError, match="no replicas given for t-1"):
+                stored_digests(table, "t", [1], {0: (1, 2, 3)})
+            with pytest.raises(TypeError):
+                stored_digests(table, "t", [0], {0: "1, 2, 3"})
+        finally:
+            store.native_end(False)  # type: ignore[attr-defined]
+        expected = []
+        for p in (3, 0):
+            lai = states[TopicPartition("t", p)].leader_and_isr
+            expected.append(metadata_digest("t", p, lai.leader, lai.leader_epoch, lai.isr, lai.partition_epoch,
+                                            replicas[p]))
+        assert digests == [*expected, None]
+
+
+@pytest.mark.usefixtures("engine")
+def test_a_store_without_a_native_state_table_gives_the_same_digest() -> None:
+    """A store read through ``get_partition_states`` (no ``native_begin``) follows the same
+    changes to the same digest as one whose native state table is read in place."""
+
+    class PlainStore:
+        def __init__(self, store: Any) -> None:
+            self._store = store
+
+        def __getattr__(self, name: str) -> Any:
+            if name in ("native_begin", "native_end"):
+                raise AttributeError(name)
+            return getattr(self._store, name)
+
+    with EmbeddedCluster(4, seed=3) as cluster:
+        cluster.create_topic("t", 30, 3)
+        native, plain = ExpectedMetadata(cluster.store), ExpectedMetadata(PlainStore(cluster.store))  # type: ignore[arg-type]
+        assert native.digest() == plain.digest()
+        cluster.shutdown_broker(2)
+        cluster.start_broker(2)
+        cluster.run_until_stable()
+        assert native.digest() == plain.digest() == MetadataSnapshot.from_store(cluster.store).digest
+
+
+def test_folding_digests_replaces_adds_and_removes_them() -> None:
+    digests = {0: 5, 1: 2**64 - 1, 2: 7}
+    grown = fold_digests(digests, [1, 2, 3], [3, None, 2**64 - 2])
+    assert digests == {0: 5, 1: 3, 3: 2**64 - 2}
+    assert grown == (3 - (2**64 - 1) - 7 + 2**64 - 2) % 2**64
+    with pytest.raises(ValueError, match="2 partitions but 1 digests"):
+        fold_digests(digests, [0, 1], [None])
+    assert digests == {0: 5, 1: 3, 3: 2**64 - 2}

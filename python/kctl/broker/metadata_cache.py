@@ -17,15 +17,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kctl._engine import MetadataCache, StateTable, metadata_digest
+from kctl._engine import MetadataCache, StateTable, fold_digests, metadata_digest, stored_digests
 from kctl.model import BrokerInfo, LeaderIsrAndControllerEpoch, TopicPartition
 from kctl.messages import UpdateMetadataFanOut, UpdateMetadataPartitionState, UpdateMetadataRequest
 from kctl.stores.base import StateStore
 
-
-_NativeState = tuple[int, Sequence[int], int, int, int, int]
-"""A stored state as the native state table holds it: leader, ISR, leader epoch, partition epoch,
-leader recovery state, controller epoch."""
 
 CachedState = tuple[int, int, int, list[int], int, list[int], list[int]]
 """A native cache entry: controller epoch, leader, leader epoch, ISR, partition epoch, replicas,
@@ -231,34 +227,25 @@ class ExpectedMetadata:
     def _load(self, changed: Mapping[str, list[int]]) -> None:
         """(Re)compute the digests of ``changed``'s partitions (by topic) from their stored states."""
         total = self._digest
-        for topic, partitions, states in self._states(changed):
-            replicas, digests = self._replicas[topic], self._digests[topic]
-            for partition, state in zip(partitions, states):
-                total -= digests.pop(partition, 0)
-                if state is not None:
-                    leader, isr, leader_epoch, partition_epoch, _, _ = state
-                    digest = digests[partition] = metadata_digest(topic, partition, leader, leader_epoch, isr,
-                                                                  partition_epoch, replicas[partition])
-                    total += digest
+        for topic, partitions, stored in self._stored_digests(changed):
+            total += fold_digests(self._digests[topic], partitions, stored)
         self._digest = total % DIGEST_MODULUS
 
-    def _states(self, changed: Mapping[str, list[int]]) -> list[tuple[str, list[int], list[_NativeState | None]]]:
-        """Each topic of ``changed``, its partitions and their stored states as the native state
-        table's tuples (None without a readable state): read from the store's native state table
-        in place when it offers one (``NativeStateTable``), which builds no Python state object per
-        partition (a rolling restart rewrites thousands of states between two checks), else from
-        ``get_partition_states``."""
+    def _stored_digests(self, changed: Mapping[str, list[int]]) -> list[tuple[str, list[int], list[int | None]]]:
+        """Each topic of ``changed``, its partitions and their stored states' digests (None
+        without a readable state): computed in the store's native state table when it offers one
+        (``NativeStateTable``), which builds no Python object per partition (a rolling restart
+        rewrites thousands of states between two checks), else from ``get_partition_states``."""
         begin = getattr(self._store, "native_begin", None)
         if begin is None:
             stored = self._store.get_partition_states(
                 [TopicPartition(topic, p) for topic, partitions in changed.items() for p in partitions]).values
-            return [(topic, partitions, [_native_state(stored.get(TopicPartition(topic, p))) for p in partitions])
+            return [(topic, partitions, [_digest(topic, p, stored.get(TopicPartition(topic, p)), self._replicas[topic])
+                                         for p in partitions])
                     for topic, partitions in changed.items()]
         table: StateTable = begin()[0]
         try:
-            get = table.get
-            # a slot whose state is None holds a state the table could not read: left out like a missing one
-            return [(topic, partitions, [None if (slot := get(topic, p)) is None else slot[0] for p in partitions])
+            return [(topic, partitions, stored_digests(table, topic, partitions, self._replicas[topic]))
                     for topic, partitions in changed.items()]
         finally:
             self._store.native_end(False)  # type: ignore[attr-defined]  # the pair of native_begin
@@ -268,12 +255,14 @@ class ExpectedMetadata:
         self._digest = (self._digest - sum(self._digests.pop(topic, {}).values())) % DIGEST_MODULUS
 
 
-def _native_state(state: LeaderIsrAndControllerEpoch | None) -> _NativeState | None:
-    """``state`` as the native state table holds it."""
+def _digest(topic: str, partition: int, state: LeaderIsrAndControllerEpoch | None,
+            replicas: Mapping[int, tuple[int, ...]]) -> int | None:
+    """What ``stored_digests`` gives for ``state`` (a stored state read as Python objects)."""
     if state is None:
         return None
     lai = state.leader_and_isr
-    return (lai.leader, lai.isr, lai.leader_epoch, lai.partition_epoch, lai.leader_recovery_state, state.controller_epoch)
+    return metadata_digest(topic, partition, lai.leader, lai.leader_epoch, lai.isr, lai.partition_epoch,
+                           replicas[partition])
 
 
 DIGEST_MODULUS = 2**64

@@ -4,12 +4,14 @@ use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use crate::metadata::{
     key_at, metadata_digest as digest, Applied, MetadataCache as Cache, Payload,
 };
 use crate::model::Brokers;
 use crate::py::payload::PartitionStates;
+use crate::py::statetable::StateTable;
 use crate::requests::{UpdateMetadataEntries, UpdateMetadataEntry};
 
 /// `(controller_epoch, leader, leader_epoch, isr, partition_epoch, replicas, offline_replicas)`:
@@ -154,4 +156,70 @@ pub fn metadata_digest(
         partition_epoch,
         &replicas,
     )
+}
+
+/// The `metadata_digest` of each of `topic`'s `partitions` as stored in `table` with the replicas
+/// `replicas` gives it (None for a partition without a readable state), read in place: a store's
+/// partition states rewritten between two checks of a simulated cluster are tens of thousands.
+#[pyfunction]
+pub fn stored_digests(
+    table: &StateTable,
+    topic: &str,
+    partitions: Vec<i32>,
+    replicas: &Bound<'_, PyDict>,
+) -> PyResult<Vec<Option<u64>>> {
+    // Read from Python before the table is locked: nothing it runs can then wait for the lock.
+    let assigned: Vec<(i32, Brokers)> = (partitions.into_iter())
+        .map(|partition| match replicas.get_item(partition)? {
+            Some(brokers) => Ok((partition, brokers.extract()?)),
+            None => Err(PyValueError::new_err(format!(
+                "no replicas given for {topic}-{partition}"
+            ))),
+        })
+        .collect::<PyResult<_>>()?;
+    let table = table.lock();
+    Ok((assigned.into_iter())
+        .map(|(partition, replicas)| {
+            let stored = table.get(topic, partition)?.state.as_ref()?;
+            let lai = &stored.leader_and_isr;
+            Some(digest(
+                topic,
+                partition,
+                lai.leader,
+                lai.leader_epoch,
+                &lai.isr,
+                lai.partition_epoch,
+                &replicas,
+            ))
+        })
+        .collect())
+}
+
+/// Put each of `partitions`' digest in `stored` (None: it has none) in `digests`, the digests by
+/// partition of a topic; returns how much the sum of `digests` grew (wrapping, as digests sum).
+#[pyfunction]
+pub fn fold_digests(
+    digests: &Bound<'_, PyDict>,
+    partitions: Vec<i32>,
+    stored: Vec<Option<u64>>,
+) -> PyResult<u64> {
+    if partitions.len() != stored.len() {
+        return Err(PyValueError::new_err(format!(
+            "{} partitions but {} digests",
+            partitions.len(),
+            stored.len()
+        )));
+    }
+    let mut grown = 0u64;
+    for (partition, digest) in partitions.into_iter().zip(stored) {
+        if let Some(old) = digests.get_item(partition)? {
+            grown = grown.wrapping_sub(old.extract()?);
+            digests.del_item(partition)?;
+        }
+        if let Some(digest) = digest {
+            digests.set_item(partition, digest)?;
+            grown = grown.wrapping_add(digest);
+        }
+    }
+    Ok(grown)
 }

@@ -86,6 +86,8 @@ fn engine_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode_partition_states, m)?)?;
     m.add_function(wrap_pyfunction!(decode_topic_znode, m)?)?;
     m.add_function(wrap_pyfunction!(metadata::metadata_digest, m)?)?;
+    m.add_function(wrap_pyfunction!(metadata::stored_digests, m)?)?;
+    m.add_function(wrap_pyfunction!(metadata::fold_digests, m)?)?;
     m.add_function(wrap_pyfunction!(zookeeper::zk_write_partition_states, m)?)?;
     m.add_function(wrap_pyfunction!(zookeeper::zk_read_partition_states, m)?)?;
     m.add_function(wrap_pyfunction!(zookeeper::zk_create_partition_states, m)?)?;
