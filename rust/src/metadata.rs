@@ -17,12 +17,13 @@
 //! its full UpdateMetadata) joins the others' state once the two are found equal, entry for entry.
 //! Each broker's cache still holds exactly what it was sent, whenever it is read.
 
+use std::cell::RefCell;
 use std::hash::Hasher;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
 
 use rustc_hash::FxHasher;
 
-use crate::hash::HashMap;
+use crate::hash::{HashMap, IndexSet};
 use crate::model::{BrokerId, Brokers, LEADER_DURING_DELETE};
 use crate::requests::{UpdateMetadataEntries, UpdateMetadataEntry};
 
@@ -103,13 +104,17 @@ type Lists = [Brokers; 3];
 /// alive at a time ([`ListTable::current`]), so every live id refers to the same table.
 #[derive(Debug, Default)]
 pub struct ListTable {
-    interned: RwLock<Interned>,
+    interned: RwLock<IndexSet<Lists>>,
 }
 
-#[derive(Debug, Default)]
-struct Interned {
-    lists: Vec<Lists>,
-    ids: HashMap<Lists, u32>,
+/// A cached entry's broker lists, borrowed: hashed as [`Lists`] are, to look them up without a copy.
+#[derive(Hash)]
+struct ListsRef<'a>([&'a [BrokerId]; 3]);
+
+impl indexmap::Equivalent<Lists> for ListsRef<'_> {
+    fn equivalent(&self, lists: &Lists) -> bool {
+        self.0.iter().zip(lists).all(|(a, b)| **a == **b)
+    }
 }
 
 /// The lists id of a vacant slot (never given to lists).
@@ -133,24 +138,24 @@ impl ListTable {
             .interned
             .write()
             .unwrap_or_else(PoisonError::into_inner);
-        let Interned { lists, ids } = &mut *interned;
         entries
             .map(|e| {
-                let key = [
-                    e.isr.clone(),
-                    e.replicas.clone(),
-                    e.offline_replicas.clone(),
-                ];
-                if let Some(&id) = ids.get(&key) {
-                    return id;
-                }
-                let id = u32::try_from(lists.len())
+                let lists = ListsRef([&e.isr, &e.replicas, &e.offline_replicas]);
+                let id = match interned.get_index_of(&lists) {
+                    Some(id) => id,
+                    None => {
+                        let lists = [
+                            e.isr.clone(),
+                            e.replicas.clone(),
+                            e.offline_replicas.clone(),
+                        ];
+                        interned.insert_full(lists).0
+                    }
+                };
+                u32::try_from(id)
                     .ok()
                     .filter(|&id| id != VACANT)
-                    .expect("fewer than 2^32 - 1 distinct broker lists");
-                lists.push(key.clone());
-                ids.insert(key, id);
-                id
+                    .expect("fewer than 2^32 - 1 distinct broker lists")
             })
             .collect()
     }
@@ -173,7 +178,7 @@ impl ListTable {
 
     fn lists(&self, id: u32) -> Lists {
         let interned = self.interned.read().unwrap_or_else(PoisonError::into_inner);
-        interned.lists[id as usize].clone()
+        interned[id as usize].clone()
     }
 }
 
@@ -249,6 +254,16 @@ fn same_chunk(a: Option<&Arc<Chunk>>, b: Option<&Arc<Chunk>>) -> bool {
     std::ptr::eq(a, b) || a == b
 }
 
+/// Chunks kept for reuse, at most.
+const SPARE_CHUNKS: usize = 4096;
+
+thread_local! {
+    /// Chunks of states no cache is in any more, reused for the next copies: a roll copies and
+    /// frees hundreds of thousands, and mimalloc, handed them back, kept preparing fresh pages
+    /// for them (a quarter of the caches' time).
+    static SPARE: RefCell<Vec<Arc<Chunk>>> = const { RefCell::new(Vec::new()) };
+}
+
 /// One topic's cached partitions, indexed by partition id (ids are dense from 0) in chunks.
 #[derive(Clone, Debug, Default)]
 struct Partitions {
@@ -256,7 +271,40 @@ struct Partitions {
     len: usize,
 }
 
+impl Drop for Partitions {
+    fn drop(&mut self) {
+        let chunks = self.chunks.drain(..).flatten();
+        // Without the thread's spares (as it exits), the chunks are freed.
+        let _ = SPARE.try_with(|spare| {
+            let mut spare = spare.borrow_mut();
+            for mut chunk in chunks {
+                if spare.len() < SPARE_CHUNKS && Arc::get_mut(&mut chunk).is_some() {
+                    spare.push(chunk);
+                }
+            }
+        });
+    }
+}
+
 impl Partitions {
+    /// Chunk `c`, writable: a copy of it (in a spare chunk if there is one) if it is shared.
+    fn chunk_mut(&mut self, c: usize) -> &mut Chunk {
+        if self.chunks.len() <= c {
+            self.chunks.resize(c + 1, None);
+        }
+        let chunk = &mut self.chunks[c];
+        if chunk.as_mut().is_none_or(|c| Arc::get_mut(c).is_none()) {
+            let mut copy = (SPARE
+                .try_with(|spare| spare.borrow_mut().pop())
+                .ok()
+                .flatten())
+            .unwrap_or_else(|| Arc::new([EMPTY; CHUNK]));
+            *Arc::make_mut(&mut copy) = chunk.as_deref().copied().unwrap_or([EMPTY; CHUNK]);
+            *chunk = Some(copy);
+        }
+        Arc::make_mut(chunk.get_or_insert_with(|| Arc::new([EMPTY; CHUNK])))
+    }
+
     fn get(&self, id: usize) -> Option<&Slot> {
         let slot = &self.chunks.get(id / CHUNK)?.as_ref()?[id % CHUNK];
         (!slot.is_vacant()).then_some(slot)
@@ -318,20 +366,14 @@ impl Contents {
                 let (c, i) = (id / CHUNK, id % CHUNK);
                 let e = &payload[at];
                 let old = if e.leader == LEADER_DURING_DELETE {
-                    let old = match partitions.chunks.get_mut(c) {
-                        Some(Some(chunk)) if !chunk[i].is_vacant() => {
-                            Some(std::mem::replace(&mut Arc::make_mut(chunk)[i], EMPTY))
-                        }
-                        _ => None,
-                    };
+                    let cached = partitions.get(id).is_some();
+                    let old =
+                        cached.then(|| std::mem::replace(&mut partitions.chunk_mut(c)[i], EMPTY));
                     if old.is_some() {
                         removed.push(at);
                     }
                     old
                 } else {
-                    if partitions.chunks.len() <= c {
-                        partitions.chunks.resize(c + 1, None);
-                    }
                     let digest = match digests {
                         Some(digests) => digests[at],
                         None => entry_digest(topic, *partition, e),
@@ -344,13 +386,11 @@ impl Contents {
                         lists: ListTable::id_of(&self.table, payload, at),
                         digest,
                     };
-                    let chunk =
-                        partitions.chunks[c].get_or_insert_with(|| Arc::new([EMPTY; CHUNK]));
                     self.digest = self.digest.wrapping_add(digest);
                     self.exact = self.exact.wrapping_add(slot.exact_digest());
                     partitions.len += 1;
                     self.len += 1;
-                    let old = std::mem::replace(&mut Arc::make_mut(chunk)[i], slot);
+                    let old = std::mem::replace(&mut partitions.chunk_mut(c)[i], slot);
                     (!old.is_vacant()).then_some(old)
                 };
                 if let Some(old) = old {
@@ -755,5 +795,28 @@ mod tests {
         let mut two = MetadataCache::default();
         put(&mut two, &[(&a, 1, entry(2, 1)), (&a, 0, entry(1, 0))]);
         assert!(two.contents.same(&one.contents));
+    }
+
+    #[test]
+    fn chunks_of_a_state_no_cache_is_in_are_reused_for_copies() {
+        let a: Arc<str> = "a".into();
+        let mut one = MetadataCache::default();
+        put(&mut one, &[(&a, 0, entry(1, 0))]);
+        let two = MetadataCache {
+            contents: one.contents.clone(),
+        };
+        put(&mut one, &[(&a, 0, entry(2, 1))]);
+        let freed = Arc::as_ptr(&one.contents.topics[&a].chunks[0].clone().unwrap());
+        drop(one);
+        assert!(SPARE.with_borrow(|spare| spare.iter().any(|c| Arc::as_ptr(c) == freed)));
+        let mut three = MetadataCache {
+            contents: two.contents.clone(),
+        };
+        put(&mut three, &[(&a, 1, entry(1, 0))]);
+        let copy = &three.contents.topics[&a].chunks[0];
+        assert_eq!(copy.as_ref().map(Arc::as_ptr), Some(freed));
+        assert_eq!(three.get("a", 0), Some(entry(1, 0)));
+        assert_eq!(three.get("a", 1), Some(entry(1, 0)));
+        assert_eq!(two.get("a", 1), None);
     }
 }
