@@ -287,12 +287,13 @@ impl Drop for Partitions {
 }
 
 impl Partitions {
-    /// Chunk `c`, writable: a copy of it (in a spare chunk if there is one) if it is shared.
-    fn chunk_mut(&mut self, c: usize) -> &mut Chunk {
-        if self.chunks.len() <= c {
-            self.chunks.resize(c + 1, None);
+    /// Chunk `c` of `chunks`, writable: a copy of it (in a spare chunk if there is one) if it
+    /// is shared.
+    fn chunk_mut(chunks: &mut Vec<Option<Arc<Chunk>>>, c: usize) -> &mut Chunk {
+        if chunks.len() <= c {
+            chunks.resize(c + 1, None);
         }
-        let chunk = &mut self.chunks[c];
+        let chunk = &mut chunks[c];
         if chunk.as_mut().is_none_or(|c| Arc::get_mut(c).is_none()) {
             let mut copy = (SPARE
                 .try_with(|spare| spare.borrow_mut().pop())
@@ -360,48 +361,59 @@ impl Contents {
                 Some(partitions) => partitions,
                 None => self.topics.entry(topic.clone()).or_default(),
             };
-            let partitions = Arc::make_mut(partitions);
+            let Partitions { chunks, len } = Arc::make_mut(partitions);
+            // The chunk written last, writable: a run's next partitions are mostly in it.
+            let mut last: Option<(usize, &mut Chunk)> = None;
             for partition in run {
                 let id = usize::try_from(*partition).expect("partition ids are not negative");
                 let (c, i) = (id / CHUNK, id % CHUNK);
                 let e = &payload[at];
-                let old = if e.leader == LEADER_DURING_DELETE {
-                    let cached = partitions.get(id).is_some();
-                    let old =
-                        cached.then(|| std::mem::replace(&mut partitions.chunk_mut(c)[i], EMPTY));
-                    if old.is_some() {
-                        removed.push(at);
+                let deleting = e.leader == LEADER_DURING_DELETE;
+                if last.as_ref().is_none_or(|(k, _)| *k != c) {
+                    last = None;
+                    let cached = (chunks.get(c).and_then(Option::as_ref))
+                        .is_some_and(|chunk| !chunk[i].is_vacant());
+                    if cached || !deleting {
+                        last = Some((c, Partitions::chunk_mut(chunks, c)));
                     }
-                    old
+                }
+                let slot = if deleting {
+                    EMPTY
                 } else {
-                    let digest = match digests {
-                        Some(digests) => digests[at],
-                        None => entry_digest(topic, *partition, e),
-                    };
-                    let slot = Slot {
+                    Slot {
                         controller_epoch: e.controller_epoch,
                         leader: e.leader,
                         leader_epoch: e.leader_epoch,
                         partition_epoch: e.partition_epoch,
                         lists: ListTable::id_of(&self.table, payload, at),
-                        digest,
-                    };
-                    self.digest = self.digest.wrapping_add(digest);
-                    self.exact = self.exact.wrapping_add(slot.exact_digest());
-                    partitions.len += 1;
-                    self.len += 1;
-                    let old = std::mem::replace(&mut partitions.chunk_mut(c)[i], slot);
-                    (!old.is_vacant()).then_some(old)
+                        digest: match digests {
+                            Some(digests) => digests[at],
+                            None => entry_digest(topic, *partition, e),
+                        },
+                    }
                 };
-                if let Some(old) = old {
+                let old = match &mut last {
+                    Some((_, chunk)) => std::mem::replace(&mut chunk[i], slot),
+                    None => EMPTY,
+                };
+                if !slot.is_vacant() {
+                    self.digest = self.digest.wrapping_add(slot.digest);
+                    self.exact = self.exact.wrapping_add(slot.exact_digest());
+                    *len += 1;
+                    self.len += 1;
+                }
+                if !old.is_vacant() {
                     self.digest = self.digest.wrapping_sub(old.digest);
                     self.exact = self.exact.wrapping_sub(old.exact_digest());
-                    partitions.len -= 1;
+                    *len -= 1;
                     self.len -= 1;
+                    if deleting {
+                        removed.push(at);
+                    }
                 }
                 at += 1;
             }
-            if partitions.len == 0 {
+            if *len == 0 {
                 self.topics.remove(&**topic);
             }
         }
