@@ -255,7 +255,7 @@ fn same_chunk(a: Option<&Arc<Chunk>>, b: Option<&Arc<Chunk>>) -> bool {
 }
 
 /// Chunks kept for reuse, at most.
-const SPARE_CHUNKS: usize = 4096;
+const SPARE_CHUNKS: usize = 1024;
 
 thread_local! {
     /// Chunks of states no cache is in any more, reused for the next copies: a roll copies and
