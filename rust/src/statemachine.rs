@@ -881,7 +881,8 @@ impl Machine<'_> {
         // An UpdateMetadata entry per partition at most, and a failover has three replicas each.
         self.batch
             .reserve(by_broker.len().min(self.ctx.partition_count()));
-        let mut results = Vec::new();
+        // One result per replica, or per replica of a group when they are dropped group by group.
+        let mut results = Vec::with_capacity(if keep_results { by_broker.len() } else { 0 });
         let attempt = (|| -> Result<(), Failure> {
             self.new_batch()?;
             let groups: Vec<&[Replica]> = by_broker.chunk_by(|x, y| x.1 == y.1).collect();
@@ -1068,16 +1069,15 @@ impl Machine<'_> {
         let parts: Vec<Part> = replicas.iter().map(|(p, _)| *p).collect();
         self.batch
             .add_stop_replicas(self.ctx, broker, &parts, false);
-        let with: Vec<Part> = replicas
-            .iter()
-            .filter(|(p, _)| self.ctx.has_leadership(*p))
-            .map(|(p, _)| *p)
-            .collect();
-        let without: Vec<Replica> = replicas
-            .iter()
-            .copied()
-            .filter(|(p, _)| !self.ctx.has_leadership(*p))
-            .collect();
+        let (mut with, mut without): (Vec<Part>, Vec<Replica>) =
+            (Vec::with_capacity(parts.len()), Vec::new());
+        for &(p, b) in replicas {
+            if self.ctx.has_leadership(p) {
+                with.push(p);
+            } else {
+                without.push((p, b));
+            }
+        }
         let (updated, failures) = self.remove_replica_from_isr(broker, &with)?;
         for (p, error) in failures {
             let r = (p, broker);
