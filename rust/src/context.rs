@@ -129,7 +129,8 @@ pub struct Context {
 }
 
 /// Each broker's partitions (those with a replica on it) in context order, so that a broker's
-/// failure finds its replicas (30K at 1M partitions) without reading every partition's replicas.
+/// failure or controlled shutdown finds its replicas (30K at 1M partitions) without reading every
+/// partition's replicas.
 /// Made by one scan when first asked, and kept while assignments only grow at the end of the
 /// context order (a topic created); any other change of an assignment drops it. 4 bytes per
 /// replica.
@@ -213,6 +214,14 @@ impl BrokerTally {
             if *count == 0 {
                 self.sparse.remove(&broker);
             }
+        }
+    }
+
+    fn get(&self, broker: BrokerId) -> i64 {
+        if (0..DENSE_BROKER_IDS).contains(&broker) {
+            self.dense.get(broker as usize).copied().unwrap_or(0)
+        } else {
+            self.sparse.get(&broker).copied().unwrap_or(0)
         }
     }
 
@@ -1095,19 +1104,13 @@ impl Context {
             .counts()
             .into_iter()
             .filter(|(b, _)| !self.is_live(*b));
-        let Some((broker, led)) = offline.next() else {
+        let Some((broker, _)) = offline.next() else {
             return Some(Vec::new());
         };
         if offline.next().is_some() {
             return None;
         }
-        let found: Vec<Part> = (self.replica_index().of(broker).iter().copied())
-            .filter(|p| self.leader[*p as usize] == broker)
-            .collect();
-        // Fewer than it leads: some of its partitions are unassigned or led from outside their replicas.
-        if i64::try_from(found.len()).ok() != Some(led) {
-            return None;
-        }
+        let found = self.partitions_led_indexed(broker)?;
         if self.to_be_deleted.is_empty() {
             return Some(found);
         }
@@ -1119,10 +1122,29 @@ impl Context {
         )
     }
 
+    /// The partitions `broker` leads in context order, from the replica index, when they are
+    /// all there (as many as its leader count); None when some of them are unassigned or led
+    /// from outside their replicas, which only a scan finds.
+    fn partitions_led_indexed(&self, broker: BrokerId) -> Option<Vec<Part>> {
+        let found: Vec<Part> = (self.replica_index().of(broker).iter().copied())
+            .filter(|p| self.leader[*p as usize] == broker)
+            .collect();
+        (i64::try_from(found.len()).ok() == Some(self.leaders_per_broker.get(broker)))
+            .then_some(found)
+    }
+
+    /// The replicated partitions `broker` leads (topics not queued for deletion): what a
+    /// controlled shutdown still waits on, read from the replica index when it holds them all.
     pub fn partition_leaders_on_broker(&self, broker: BrokerId) -> Vec<Part> {
-        self.scan_filter(0, |p, queued| {
+        let kept = |p: Part, queued: bool| {
             !queued && self.leader(p) == Some(broker) && self.replicas(p).len() > 1
-        })
+        };
+        match self.partitions_led_indexed(broker) {
+            Some(led) => (led.into_iter())
+                .filter(|p| kept(*p, self.is_queued_for_deletion_part(*p)))
+                .collect(),
+            None => self.scan_filter(0, kept),
+        }
     }
 
     /// Partitions led by each broker (every cached leadership, assigned or not), ascending ids,
@@ -1284,17 +1306,19 @@ impl Context {
     }
 
     /// The partitions a controlled shutdown acts on (RF > 1, cached leadership, topic not queued for
-    /// deletion): those the broker leads, and those it follows (reference §6.12 steps 5–6).
+    /// deletion): those the broker leads, and those it follows (reference §6.12 steps 5–6). Read
+    /// from the broker's partitions in the replica index (in context order, as a scan finds them):
+    /// a broker's 3K at 100K partitions rather than every partition.
     pub fn controlled_shutdown_partitions(&self, broker: BrokerId) -> (Vec<Part>, Vec<Part>) {
-        self.scan()
-            .filter(|&(p, queued)| {
-                let replicas = self.replicas(p);
-                !queued
-                    && replicas.len() > 1
-                    && replicas.contains(&broker)
+        self.replica_index()
+            .of(broker)
+            .iter()
+            .copied()
+            .filter(|&p| {
+                self.replicas(p).len() > 1
                     && self.has_leadership(p)
+                    && !self.is_queued_for_deletion_part(p)
             })
-            .map(|(p, _)| p)
             .partition(|p| self.leader(*p) == Some(broker))
     }
 
@@ -1673,6 +1697,75 @@ mod tests {
         assert_eq!(unconverged(&ctx, 1), ["b-1"]);
         ctx.remove_shutting_down_brokers(&[3]);
         assert_eq!(unconverged(&ctx, usize::MAX), ["b-1", "a-0", "a-1", "a-3"]);
+    }
+
+    /// A controlled shutdown's partitions, read from the replica index, are those a scan finds:
+    /// replicated, led, of a topic not queued for deletion, in context order, split by leader;
+    /// and so are a broker's led ones, also when one is led from outside its replicas (scanned).
+    #[test]
+    fn controlled_shutdown_partitions_are_the_scanned_ones() {
+        let mut ctx = Context::new();
+        ctx.set_live_brokers(&[(1, 0), (2, 0), (3, 0)]);
+        for t in ["c", "a", "b"] {
+            for id in 0..40 {
+                let p = ctx.intern_part(t, id);
+                let first = id % 4;
+                let replicas: Vec<BrokerId> = (0..=id % 3).map(|k| (first + k) % 4).collect();
+                ctx.update_assignment(p, &ra(&replicas));
+                if id % 5 != 0 {
+                    ctx.put_leadership(
+                        p,
+                        &lice(replicas[id as usize / 3 % replicas.len()], &replicas),
+                    );
+                }
+            }
+        }
+        ctx.queue_topic_deletion(&["a"]);
+        for broker in 0..5 {
+            let scanned: (Vec<Part>, Vec<Part>) = ctx
+                .scan()
+                .filter(|&(p, queued)| {
+                    let replicas = ctx.replicas(p);
+                    !queued
+                        && replicas.len() > 1
+                        && replicas.contains(&broker)
+                        && ctx.has_leadership(p)
+                })
+                .map(|(p, _)| p)
+                .partition(|p| ctx.leader(*p) == Some(broker));
+            assert_eq!(
+                ctx.controlled_shutdown_partitions(broker),
+                scanned,
+                "broker {broker}"
+            );
+            if broker < 4 {
+                assert!(
+                    !scanned.0.is_empty() && !scanned.1.is_empty(),
+                    "broker {broker}"
+                );
+            }
+        }
+        let leaders_scanned = |ctx: &Context, broker: BrokerId| -> Vec<Part> {
+            let replicated = |p: Part| ctx.replicas(p).len() > 1;
+            (ctx.scan())
+                .filter(|&(p, queued)| !queued && ctx.leader(p) == Some(broker) && replicated(p))
+                .map(|(p, _)| p)
+                .collect()
+        };
+        for broker in 0..5 {
+            let scanned = leaders_scanned(&ctx, broker);
+            assert_eq!(
+                ctx.partition_leaders_on_broker(broker),
+                scanned,
+                "broker {broker}"
+            );
+        }
+        let outside = ctx.part("c", 2).unwrap();
+        assert!(!ctx.replicas(outside).contains(&1));
+        ctx.put_leadership(outside, &lice(1, &[1]));
+        assert!(ctx.partitions_led_indexed(1).is_none());
+        assert!(leaders_scanned(&ctx, 1).contains(&outside));
+        assert_eq!(ctx.partition_leaders_on_broker(1), leaders_scanned(&ctx, 1));
     }
 
     /// Each broker's partitions as a scan of the context finds them, in context order.
