@@ -293,9 +293,10 @@ pub enum Sent {
         entries: Vec<LeaderAndIsrEntry>,
         live_leaders: Vec<BrokerId>,
     },
+    /// One payload for every recipient (registered, ascending), each sent its own broker epoch:
+    /// a fan-out is one item, not one per broker (~100 per partition change in a large cluster).
     UpdateMetadata {
-        broker: BrokerId,
-        broker_epoch: i64,
+        brokers: Vec<BrokerId>,
         entries: Arc<UpdateMetadataEntries>,
     },
     StopReplica {
@@ -828,11 +829,11 @@ impl RequestBatch {
             ));
             let parts = self.take_update_metadata_parts();
             let entries = self.shared_entries(ctx, parts);
-            for broker in requested.into_iter().filter(|b| ctx.is_registered(*b)) {
+            requested.retain(|b| ctx.is_registered(*b));
+            if !requested.is_empty() {
                 sent.push(Sent::UpdateMetadata {
-                    broker,
-                    broker_epoch: epoch(broker),
-                    entries: entries.clone(),
+                    brokers: requested,
+                    entries,
                 });
             }
             self.update_metadata_brokers.clear();
@@ -938,9 +939,9 @@ mod tests {
         let mut batch = RequestBatch::default();
         let recipients = |sent: &[Sent]| -> Vec<BrokerId> {
             sent.iter()
-                .filter_map(|s| match s {
-                    Sent::UpdateMetadata { broker, .. } => Some(*broker),
-                    _ => None,
+                .flat_map(|s| match s {
+                    Sent::UpdateMetadata { brokers, .. } => brokers.clone(),
+                    _ => Vec::new(),
                 })
                 .collect()
         };
@@ -1286,15 +1287,16 @@ mod tests {
                 ..
             }
         ));
-        let Sent::UpdateMetadata { entries, .. } = &sent[1] else {
+        let Sent::UpdateMetadata { brokers, entries } = &sent[1] else {
             panic!("UpdateMetadata second")
         };
+        assert_eq!(brokers, &[1, 2], "one fan-out to every registered broker");
         assert_eq!(
             (entries[0].leader, entries[0].leader_epoch),
             (LEADER_DURING_DELETE, 0)
         );
         assert!(
-            matches!(&sent[3], Sent::StopReplica { broker: 2, entries, .. } if entries[0].delete)
+            matches!(&sent[2], Sent::StopReplica { broker: 2, entries, .. } if entries[0].delete)
         );
         assert_eq!(lines[0], "Sending LeaderAndIsr request to broker 1 with 1 become-leader and 0 become-follower partitions");
         assert!(batch.check_empty().is_ok());

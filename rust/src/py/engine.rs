@@ -241,12 +241,11 @@ impl Engine {
             .ok_or_else(|| PyKeyError::new_err(format!("no request batch {slot}")))
     }
 
-    /// The sent requests as `(kind, broker, broker epoch, states, live leaders, delete)` tuples,
-    /// their states lazy [`PartitionStates`] (an UpdateMetadata payload shared by many brokers is
-    /// one object).
+    /// The sent requests as `(kind, broker, broker epoch, states, brokers, delete)` tuples, their
+    /// states lazy [`PartitionStates`]; `brokers` is a LeaderAndIsr's live leaders, and an
+    /// UpdateMetadata fan-out's recipients (its broker and epoch -1: each recipient's is its own).
     fn sent_to_py<'py>(&self, py: Python<'py>, sent: Vec<Sent>) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
-        let mut shared: Vec<(*const UpdateMetadataEntries, Py<PartitionStates>)> = Vec::new();
         for s in sent {
             let item = match s {
                 Sent::LeaderAndIsr {
@@ -267,32 +266,10 @@ impl Engine {
                         .into_pyobject(py)?
                         .into_any()
                 }
-                Sent::UpdateMetadata {
-                    broker,
-                    broker_epoch,
-                    entries,
-                } => {
-                    let key = Arc::as_ptr(&entries);
-                    let states = match shared.iter().find(|(k, _)| *k == key) {
-                        Some((_, states)) => states.clone_ref(py),
-                        None => {
-                            let states = Py::new(
-                                py,
-                                PartitionStates::new(&self.ctx, Entries::UpdateMetadata(entries)),
-                            )?;
-                            shared.push((key, states.clone_ref(py)));
-                            states
-                        }
-                    };
-                    let no_leaders = Vec::<BrokerId>::new();
-                    (
-                        "UpdateMetadata",
-                        broker,
-                        broker_epoch,
-                        states,
-                        no_leaders,
-                        false,
-                    )
+                Sent::UpdateMetadata { brokers, entries } => {
+                    let states = PartitionStates::new(&self.ctx, Entries::UpdateMetadata(entries));
+                    // A fan-out: no broker of its own, its recipients in place of leaders.
+                    ("UpdateMetadata", -1, -1, states, brokers, false)
                         .into_pyobject(py)?
                         .into_any()
                 }
@@ -1046,8 +1023,7 @@ impl Engine {
         }
         let (brokers, states) = batch.pending_update_metadata();
         let um = Sent::UpdateMetadata {
-            broker: -1,
-            broker_epoch: -1,
+            brokers: Vec::new(),
             entries: Arc::new(UpdateMetadataEntries::new(
                 states.into_iter().cloned().collect(),
             )),
