@@ -136,20 +136,21 @@ impl Engine {
         self.ctx.part(topic, partition)
     }
 
-    /// Partitions given as one of this engine's handles (no conversion) or as `(topic, partition)`
-    /// pairs (interned).
-    fn resolve_parts(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<Vec<Part>> {
+    /// Partitions given as one of this engine's handles (read in place: a new broker's
+    /// UpdateMetadata names every partition) or as `(topic, partition)` pairs (interned).
+    fn resolve_parts<'a>(&mut self, obj: &'a Bound<'_, PyAny>) -> PyResult<Cow<'a, [Part]>> {
         if let Ok(handle) = obj.cast::<Parts>() {
             let handle = handle.get();
             if handle.owner == self.owner() {
-                return Ok(handle.parts.clone());
+                return Ok(Cow::Borrowed(&handle.parts));
             }
         }
         let tps: Vec<Tp> = obj.extract()?;
-        Ok(tps
-            .into_iter()
-            .map(|(t, p)| self.ctx.intern_part(&t, p))
-            .collect())
+        Ok(Cow::Owned(
+            tps.into_iter()
+                .map(|(t, p)| self.ctx.intern_part(&t, p))
+                .collect(),
+        ))
     }
 
     /// Replicas given as one of this engine's handles (read in place: a failover's are 3M) or as
@@ -656,7 +657,8 @@ impl Engine {
     fn replicas_for_partitions(&mut self, parts: &Bound<'_, PyAny>) -> PyResult<Replicas> {
         let parts = self.resolve_parts(parts)?;
         let parts: Vec<Part> = parts
-            .into_iter()
+            .iter()
+            .copied()
             .filter(|p| self.ctx.has_assignment(*p))
             .collect();
         Ok(self.replica_handle(self.ctx.replicas_for_partitions(&parts)))
@@ -724,7 +726,7 @@ impl Engine {
         let ctx = &self.ctx;
         let reads = detached(py, || store.with(|s| s.read_states(ctx, &parts)))?;
         let mut failed = Vec::new();
-        for (p, read) in parts.into_iter().zip(reads) {
+        for (&p, read) in parts.iter().zip(reads) {
             match read {
                 Read::Found(lice) => self.ctx.put_leadership(p, &lice),
                 Read::Missing => {}
@@ -790,7 +792,7 @@ impl Engine {
 
     fn replicas_of(&mut self, parts: &Bound<'_, PyAny>, broker: BrokerId) -> PyResult<Replicas> {
         let parts = self.resolve_parts(parts)?;
-        Ok(self.replica_handle(parts.into_iter().map(|p| (p, broker)).collect()))
+        Ok(self.replica_handle(parts.iter().map(|&p| (p, broker)).collect()))
     }
 
     fn partitions_not_led_by_preferred(&mut self, parts: &Bound<'_, PyAny>) -> PyResult<Parts> {
@@ -990,7 +992,7 @@ impl Engine {
             self.batches[slot].add_stop_replicas(&self.ctx, broker, &parts, delete);
             return Ok(());
         }
-        for p in parts {
+        for &p in parts.iter() {
             self.batches[slot].add_stop_replica(&self.ctx, &brokers, p, delete);
         }
         Ok(())
