@@ -154,3 +154,23 @@ def test_the_fast_path_is_taken_by_the_protocol_a_store_offers(cls: Any, fast: b
         tp: LeaderIsrAndControllerEpoch(LeaderAndIsr(1, (1, 2)), 1) for tp in TPS
     }
     assert store.reads == ([] if fast else TPS)
+
+
+def test_an_update_metadata_fan_out_is_one_sent_item_for_its_registered_recipients() -> None:
+    """The engine hands over an UpdateMetadata fan-out as one item (not one per broker): its
+    recipients registered at send, ascending, in place of a broker (-1) and its epoch (-1; each
+    recipient's own is the context's); the log line names every broker it was added for."""
+    import kctl.native  # noqa: F401  (binds the extension's classes)
+    from kctl._engine import Engine
+
+    native = Engine()
+    native.set_live_brokers([(1, 10), (2, 20), (3, 30)])
+    slot = native.new_batch_slot()
+    native.batch_add_update_metadata(slot, [3, 9, 1], [])
+    lines, raw = native.batch_send(slot, 3, True)
+    assert [(kind, broker, epoch, len(states), brokers, delete) for kind, broker, epoch, states, brokers, delete in raw] == [
+        ("UpdateMetadata", -1, -1, 0, [1, 3], False)
+    ]
+    assert [text for _, _, text in lines.made()] == ["Sending UpdateMetadata request to brokers [1, 3, 9] for 0 partitions"]
+    native.batch_add_update_metadata(slot, [9], [])
+    assert native.batch_send(slot, 3, True)[1] == []

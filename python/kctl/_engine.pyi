@@ -22,7 +22,9 @@ _Lice = tuple[int, list[int], int, int, int, int]
 _Line = tuple[int, bool, str]
 """A state-change log line: logging level, whether the request batch wrote it, the text."""
 _RawRequest = tuple[str, int, int, PartitionStates, list[int], bool]
-"""A sent request: kind, broker, broker epoch, partition states, live leaders, delete flag."""
+"""A sent request: kind, broker, broker epoch, partition states, brokers, delete flag; the brokers
+are a LeaderAndIsr's live leaders, or an UpdateMetadata fan-out's recipients (one item for all,
+its broker and epoch -1)."""
 
 @final
 class Parts:

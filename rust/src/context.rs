@@ -129,7 +129,8 @@ pub struct Context {
 }
 
 /// Each broker's partitions (those with a replica on it) in context order, so that a broker's
-/// failure finds its replicas (30K at 1M partitions) without reading every partition's replicas.
+/// failure or controlled shutdown finds its replicas (30K at 1M partitions) without reading every
+/// partition's replicas.
 /// Made by one scan when first asked, and kept while assignments only grow at the end of the
 /// context order (a topic created); any other change of an assignment drops it. 4 bytes per
 /// replica.
@@ -213,6 +214,14 @@ impl BrokerTally {
             if *count == 0 {
                 self.sparse.remove(&broker);
             }
+        }
+    }
+
+    fn get(&self, broker: BrokerId) -> i64 {
+        if (0..DENSE_BROKER_IDS).contains(&broker) {
+            self.dense.get(broker as usize).copied().unwrap_or(0)
+        } else {
+            self.sparse.get(&broker).copied().unwrap_or(0)
         }
     }
 
@@ -839,10 +848,11 @@ impl Context {
         })
     }
 
-    /// The partitions of [`Self::scan`] that `keep` keeps, in context order. A scan of a large
-    /// cluster reads tens of megabytes that are rarely in cache, so above `PARALLEL_SCAN`
-    /// partitions the second half of the topics is scanned on another thread.
-    fn scan_filter(&self, keep: impl Fn(Part, bool) -> bool + Sync) -> Vec<Part> {
+    /// The partitions of [`Self::scan`] that `keep` keeps, in context order, in a list made with
+    /// room for `room`. A scan of a large cluster reads tens of megabytes that are rarely in
+    /// cache, so above `PARALLEL_SCAN` partitions the second half of the topics is scanned on
+    /// another thread.
+    fn scan_filter(&self, room: usize, keep: impl Fn(Part, bool) -> bool + Sync) -> Vec<Part> {
         let topics = self.assigned_topics.as_slice();
         // Plain loops, topic by topic: the compiler makes a tight loop of each topic's partitions
         // where a flattened iterator costs several times the test itself.
@@ -856,7 +866,7 @@ impl Context {
                 }
             }
         };
-        let mut found = Vec::new();
+        let mut found = Vec::with_capacity(room);
         if self.p_topic.len() < PARALLEL_SCAN || topics.len() < 2 {
             collect(topics, &mut found);
             return found;
@@ -1059,8 +1069,12 @@ impl Context {
         self.to_be_deleted.contains(&self.p_topic[p as usize])
     }
 
+    /// Room for every partition up front (nearly all have a leader): a list regrown to 100K
+    /// partitions at each broker's startup took fresh pages at every step.
     pub fn partitions_with_leaders(&self) -> Vec<Part> {
-        self.scan_filter(|p, queued| !queued && self.has_leadership(p))
+        self.scan_filter(self.partition_count(), |p, queued| {
+            !queued && self.has_leadership(p)
+        })
     }
 
     pub fn partitions_with_offline_leader(&self) -> Vec<Part> {
@@ -1069,7 +1083,7 @@ impl Context {
     }
 
     fn offline_leader_partitions_scanned(&self) -> Vec<Part> {
-        self.scan_filter(|p, queued| {
+        self.scan_filter(0, |p, queued| {
             !queued
                 && self
                     .leader(p)
@@ -1090,19 +1104,13 @@ impl Context {
             .counts()
             .into_iter()
             .filter(|(b, _)| !self.is_live(*b));
-        let Some((broker, led)) = offline.next() else {
+        let Some((broker, _)) = offline.next() else {
             return Some(Vec::new());
         };
         if offline.next().is_some() {
             return None;
         }
-        let found: Vec<Part> = (self.replica_index().of(broker).iter().copied())
-            .filter(|p| self.leader[*p as usize] == broker)
-            .collect();
-        // Fewer than it leads: some of its partitions are unassigned or led from outside their replicas.
-        if i64::try_from(found.len()).ok() != Some(led) {
-            return None;
-        }
+        let found = self.partitions_led_indexed(broker)?;
         if self.to_be_deleted.is_empty() {
             return Some(found);
         }
@@ -1114,10 +1122,29 @@ impl Context {
         )
     }
 
+    /// The partitions `broker` leads in context order, from the replica index, when they are
+    /// all there (as many as its leader count); None when some of them are unassigned or led
+    /// from outside their replicas, which only a scan finds.
+    fn partitions_led_indexed(&self, broker: BrokerId) -> Option<Vec<Part>> {
+        let found: Vec<Part> = (self.replica_index().of(broker).iter().copied())
+            .filter(|p| self.leader[*p as usize] == broker)
+            .collect();
+        (i64::try_from(found.len()).ok() == Some(self.leaders_per_broker.get(broker)))
+            .then_some(found)
+    }
+
+    /// The replicated partitions `broker` leads (topics not queued for deletion): what a
+    /// controlled shutdown still waits on, read from the replica index when it holds them all.
     pub fn partition_leaders_on_broker(&self, broker: BrokerId) -> Vec<Part> {
-        self.scan_filter(|p, queued| {
+        let kept = |p: Part, queued: bool| {
             !queued && self.leader(p) == Some(broker) && self.replicas(p).len() > 1
-        })
+        };
+        match self.partitions_led_indexed(broker) {
+            Some(led) => (led.into_iter())
+                .filter(|p| kept(*p, self.is_queued_for_deletion_part(*p)))
+                .collect(),
+            None => self.scan_filter(0, kept),
+        }
     }
 
     /// Partitions led by each broker (every cached leadership, assigned or not), ascending ids,
@@ -1279,17 +1306,19 @@ impl Context {
     }
 
     /// The partitions a controlled shutdown acts on (RF > 1, cached leadership, topic not queued for
-    /// deletion): those the broker leads, and those it follows (reference §6.12 steps 5–6).
+    /// deletion): those the broker leads, and those it follows (reference §6.12 steps 5–6). Read
+    /// from the broker's partitions in the replica index (in context order, as a scan finds them):
+    /// a broker's 3K at 100K partitions rather than every partition.
     pub fn controlled_shutdown_partitions(&self, broker: BrokerId) -> (Vec<Part>, Vec<Part>) {
-        self.scan()
-            .filter(|&(p, queued)| {
-                let replicas = self.replicas(p);
-                !queued
-                    && replicas.len() > 1
-                    && replicas.contains(&broker)
+        self.replica_index()
+            .of(broker)
+            .iter()
+            .copied()
+            .filter(|&p| {
+                self.replicas(p).len() > 1
                     && self.has_leadership(p)
+                    && !self.is_queued_for_deletion_part(p)
             })
-            .map(|(p, _)| p)
             .partition(|p| self.leader(*p) == Some(broker))
     }
 
@@ -1370,30 +1399,39 @@ impl Context {
     /// `limit`): what a cluster still has to converge on.
     pub fn unconverged_partitions(&self, limit: usize) -> Vec<Part> {
         let mut found = Vec::new();
-        for (p, queued) in self.scan() {
-            if queued {
+        // Plain loops topic by topic and one pass over each partition's replicas: a converged
+        // cluster (every check of a simulation's stability) is scanned whole.
+        for t in self.assigned_topics.as_slice() {
+            if self.to_be_deleted.contains(t) {
                 continue;
             }
-            let mut online = self
-                .replicas(p)
-                .iter()
-                .filter(|&&r| self.is_replica_online(r, p, false))
-                .peekable();
-            if online.peek().is_none() {
-                continue;
-            }
-            let isr = self.isr(p);
-            let converged = self.has_leadership(p)
-                && self.partition_state(p) == PartitionState::Online
-                && online.all(|r| isr.contains(r));
-            if !converged {
-                found.push(p);
-                if found.len() >= limit {
-                    return found;
+            for &p in &self.topics[*t as usize].assigned {
+                if !self.is_converged(p) {
+                    found.push(p);
+                    if found.len() >= limit {
+                        return found;
+                    }
                 }
             }
         }
         found
+    }
+
+    /// Whether `p` has no online replica, or a leader, the Online state and every online
+    /// replica in its ISR.
+    fn is_converged(&self, p: Part) -> bool {
+        let (mut any_online, mut all_in_isr) = (false, true);
+        let isr = self.isr(p);
+        for &r in self.replicas(p) {
+            if self.is_replica_online(r, p, false) {
+                any_online = true;
+                all_in_isr &= isr.contains(&r);
+            }
+        }
+        !any_online
+            || (all_in_isr
+                && self.has_leadership(p)
+                && self.partition_state(p) == PartitionState::Online)
     }
 
     /// New and Offline partitions of topics not queued for deletion (of one topic, if given).
@@ -1413,7 +1451,7 @@ impl Context {
                 .collect(),
             None => self
                 .awaiting_online_indexed()
-                .unwrap_or_else(|| self.scan_filter(|p, queued| !queued && wanted(&p))),
+                .unwrap_or_else(|| self.scan_filter(0, |p, queued| !queued && wanted(&p))),
         }
     }
 
@@ -1616,6 +1654,120 @@ mod tests {
         );
     }
 
+    /// A partition is unconverged with an online replica and no leader, a state other than
+    /// Online or an online replica out of its ISR; one without online replicas, or of a topic
+    /// queued for deletion, never is. Found in context order, at most `limit`.
+    #[test]
+    fn unconverged_partitions_are_those_with_an_online_replica_left_out() {
+        let mut ctx = Context::new();
+        ctx.set_live_brokers(&[(1, 0), (2, 0), (3, 0)]);
+        ctx.add_shutting_down_broker(3);
+        // (topic, partition, replicas, leader and ISR, state)
+        type Case = (
+            &'static str,
+            i32,
+            &'static [BrokerId],
+            Option<(BrokerId, &'static [BrokerId])>,
+            PartitionState,
+        );
+        let cases: [Case; 8] = [
+            ("b", 0, &[1, 2], Some((1, &[1, 2])), PartitionState::Online), // converged
+            ("b", 1, &[1, 2], None, PartitionState::Online),               // no leader
+            ("a", 0, &[1, 2], Some((1, &[1])), PartitionState::Online),    // 2 out of the ISR
+            ("a", 1, &[1, 3], Some((1, &[1])), PartitionState::Online),    // 3 shutting down
+            ("a", 2, &[5, 6], None, PartitionState::Offline),              // no online replica
+            ("a", 3, &[2, 1], Some((2, &[2, 1])), PartitionState::Offline), // not Online
+            ("c", 0, &[1], None, PartitionState::New),                     // queued for deletion
+            ("a", 4, &[2], Some((2, &[2])), PartitionState::Online),       // converged
+        ];
+        for (topic, id, replicas, leadership, state) in cases {
+            let p = ctx.intern_part(topic, id);
+            ctx.update_assignment(p, &ra(replicas));
+            if let Some((leader, isr)) = leadership {
+                ctx.put_leadership(p, &lice(leader, isr));
+            }
+            ctx.put_partition_state(p, state);
+        }
+        ctx.queue_topic_deletion(&["c"]);
+        let unconverged = |ctx: &Context, limit: usize| -> Vec<String> {
+            let parts = ctx.unconverged_partitions(limit);
+            parts.into_iter().map(|p| ctx.tp_name(p)).collect()
+        };
+        assert_eq!(unconverged(&ctx, usize::MAX), ["b-1", "a-0", "a-3"]);
+        assert_eq!(unconverged(&ctx, 1), ["b-1"]);
+        ctx.remove_shutting_down_brokers(&[3]);
+        assert_eq!(unconverged(&ctx, usize::MAX), ["b-1", "a-0", "a-1", "a-3"]);
+    }
+
+    /// A controlled shutdown's partitions, read from the replica index, are those a scan finds:
+    /// replicated, led, of a topic not queued for deletion, in context order, split by leader;
+    /// and so are a broker's led ones, also when one is led from outside its replicas (scanned).
+    #[test]
+    fn controlled_shutdown_partitions_are_the_scanned_ones() {
+        let mut ctx = Context::new();
+        ctx.set_live_brokers(&[(1, 0), (2, 0), (3, 0)]);
+        for t in ["c", "a", "b"] {
+            for id in 0..40 {
+                let p = ctx.intern_part(t, id);
+                let first = id % 4;
+                let replicas: Vec<BrokerId> = (0..=id % 3).map(|k| (first + k) % 4).collect();
+                ctx.update_assignment(p, &ra(&replicas));
+                if id % 5 != 0 {
+                    ctx.put_leadership(
+                        p,
+                        &lice(replicas[id as usize / 3 % replicas.len()], &replicas),
+                    );
+                }
+            }
+        }
+        ctx.queue_topic_deletion(&["a"]);
+        for broker in 0..5 {
+            let scanned: (Vec<Part>, Vec<Part>) = ctx
+                .scan()
+                .filter(|&(p, queued)| {
+                    let replicas = ctx.replicas(p);
+                    !queued
+                        && replicas.len() > 1
+                        && replicas.contains(&broker)
+                        && ctx.has_leadership(p)
+                })
+                .map(|(p, _)| p)
+                .partition(|p| ctx.leader(*p) == Some(broker));
+            assert_eq!(
+                ctx.controlled_shutdown_partitions(broker),
+                scanned,
+                "broker {broker}"
+            );
+            if broker < 4 {
+                assert!(
+                    !scanned.0.is_empty() && !scanned.1.is_empty(),
+                    "broker {broker}"
+                );
+            }
+        }
+        let leaders_scanned = |ctx: &Context, broker: BrokerId| -> Vec<Part> {
+            let replicated = |p: Part| ctx.replicas(p).len() > 1;
+            (ctx.scan())
+                .filter(|&(p, queued)| !queued && ctx.leader(p) == Some(broker) && replicated(p))
+                .map(|(p, _)| p)
+                .collect()
+        };
+        for broker in 0..5 {
+            let scanned = leaders_scanned(&ctx, broker);
+            assert_eq!(
+                ctx.partition_leaders_on_broker(broker),
+                scanned,
+                "broker {broker}"
+            );
+        }
+        let outside = ctx.part("c", 2).unwrap();
+        assert!(!ctx.replicas(outside).contains(&1));
+        ctx.put_leadership(outside, &lice(1, &[1]));
+        assert!(ctx.partitions_led_indexed(1).is_none());
+        assert!(leaders_scanned(&ctx, 1).contains(&outside));
+        assert_eq!(ctx.partition_leaders_on_broker(1), leaders_scanned(&ctx, 1));
+    }
+
     /// Each broker's partitions as a scan of the context finds them, in context order.
     fn scanned_on_broker(ctx: &Context, broker: BrokerId) -> Vec<Part> {
         let all = ctx.all_partitions().into_iter();
@@ -1768,8 +1920,9 @@ mod tests {
         assert!(ctx.topics[ctx.topic_idx("b").unwrap() as usize].unordered);
         assert!(!ctx.topics[ctx.topic_idx("a").unwrap() as usize].unordered);
         let check = |ctx: &Context, step: &str| {
-            let scanned =
-                ctx.scan_filter(|p, queued| !queued && awaits_online(ctx.partition_state(p)));
+            let scanned = ctx.scan_filter(0, |p, queued| {
+                !queued && awaits_online(ctx.partition_state(p))
+            });
             if ctx.awaiting.len() < 200 {
                 assert_eq!(
                     ctx.awaiting_online_indexed(),

@@ -197,40 +197,6 @@ impl UpdateMetadataEntries {
         }
     }
 
-    /// The entries of `segments`, sharing with `base` its entries equal to theirs at the same
-    /// position (a payload of the same partitions, most of them unchanged); stored afresh when
-    /// `base` already stores more than twice as many (it shared with too many payloads before).
-    fn sharing(base: &Self, segments: Vec<Vec<UpdateMetadataEntry>>) -> Self {
-        let len = segments.iter().map(Vec::len).sum::<usize>();
-        if base.stored > 2 * len || u32::try_from(base.chunks.len().max(len)).is_err() {
-            return Self::from_segments(segments);
-        }
-        let fresh = base.chunks.len() as u32;
-        let mut order = Vec::with_capacity(len);
-        let mut changed = Vec::new();
-        for (i, e) in segments.into_iter().flatten().enumerate() {
-            match (i < base.len()).then(|| base.locate(i)) {
-                Some((c, at)) if base.chunks[c].entries[at] == e => {
-                    order.push((c as u32, at as u32));
-                }
-                _ => {
-                    order.push((fresh, changed.len() as u32));
-                    changed.push(e);
-                }
-            }
-        }
-        let stored = base.stored + changed.len();
-        let mut chunks = base.chunks.clone();
-        if !changed.is_empty() {
-            chunks.push(Arc::new(StoredEntries::new(changed)));
-        }
-        Self {
-            chunks,
-            order: Some(order),
-            stored,
-        }
-    }
-
     pub fn len(&self) -> usize {
         self.order.as_ref().map_or(self.stored, Vec::len)
     }
@@ -323,9 +289,10 @@ pub enum Sent {
         entries: Vec<LeaderAndIsrEntry>,
         live_leaders: Vec<BrokerId>,
     },
+    /// One payload for every recipient (registered, ascending), each sent its own broker epoch:
+    /// a fan-out is one item, not one per broker (~100 per partition change in a large cluster).
     UpdateMetadata {
-        broker: BrokerId,
-        broker_epoch: i64,
+        brokers: Vec<BrokerId>,
         entries: Arc<UpdateMetadataEntries>,
     },
     StopReplica {
@@ -399,32 +366,126 @@ const SEGMENT: usize = 1024;
 /// A batch's UpdateMetadata entries, in segments of [`SEGMENT`] (the first grows as a vector
 /// does): a new broker's 100K entries are built in allocations the allocator hands out again
 /// warm, where one 9.6 MB vector took fresh pages at each restart of a rolling restart.
+///
+/// Sharing with a base (the last bulk payload), an entry equal to the base's at its position is
+/// not stored: only where it is, and the segments hold the others. A new broker's payload then
+/// writes only the entries a restart changed, and is compared as it is built, not after.
 #[derive(Debug, Default)]
 struct Segmented {
     segments: Vec<Vec<UpdateMetadataEntry>>,
+    /// Entries in the batch (at positions `0..len`).
     len: usize,
+    /// Entries stored in `segments`.
+    stored: usize,
+    shared: Option<SharedOrder>,
+}
+
+/// Where each entry of a [`Segmented`] sharing with `base` is: a chunk of `base`, or (from
+/// `base.chunks.len()` on) a segment of its own, and the index there.
+#[derive(Debug)]
+struct SharedOrder {
+    base: Arc<UpdateMetadataEntries>,
+    order: Vec<(u32, u32)>,
+}
+
+impl SharedOrder {
+    /// The chunk and index of `base`'s entry at position `i`, if it equals `e`.
+    fn base_equal(&self, i: usize, e: &UpdateMetadataEntry) -> Option<(u32, u32)> {
+        let base = &self.base;
+        if i >= base.len() {
+            return None;
+        }
+        let (c, at) = base.locate(i);
+        (base.chunks[c].entries[at] == *e).then_some((c as u32, at as u32))
+    }
 }
 
 impl Segmented {
-    fn push(&mut self, e: UpdateMetadataEntry) {
+    /// Entries to share with `base` what equals its own at the same position (a payload of the
+    /// same partitions, most of them unchanged); None when `base` already stores more than twice
+    /// `n` entries (it shared with too many payloads before) or positions would not fit a `u32`.
+    fn sharing(base: Arc<UpdateMetadataEntries>, n: usize) -> Option<Self> {
+        if base.stored > 2 * n || u32::try_from(base.chunks.len().max(n) + n / SEGMENT + 1).is_err()
+        {
+            return None;
+        }
+        Some(Self {
+            shared: Some(SharedOrder {
+                base,
+                order: Vec::with_capacity(n),
+            }),
+            ..Self::default()
+        })
+    }
+
+    /// Store `e` in the segments: its segment and index.
+    fn store(&mut self, e: UpdateMetadataEntry) -> (usize, usize) {
         match self.segments.last_mut() {
             Some(last) if last.len() < SEGMENT => last.push(e),
             _ => {
-                let mut segment = Vec::with_capacity(if self.len == 0 { 1 } else { SEGMENT });
+                let mut segment = Vec::with_capacity(if self.stored == 0 { 1 } else { SEGMENT });
                 segment.push(e);
                 self.segments.push(segment);
             }
         }
+        self.stored += 1;
+        (
+            self.segments.len() - 1,
+            self.segments.last().map_or(0, Vec::len) - 1,
+        )
+    }
+
+    fn push(&mut self, e: UpdateMetadataEntry) {
+        let at = match &self.shared {
+            Some(shared) => shared.base_equal(self.len, &e),
+            None => None,
+        };
+        let at = at.unwrap_or_else(|| {
+            let (segment, i) = self.store(e);
+            (self.own_chunk(segment), i as u32)
+        });
+        if let Some(shared) = &mut self.shared {
+            shared.order.push(at);
+        }
         self.len += 1;
     }
 
-    fn set(&mut self, i: usize, e: UpdateMetadataEntry) {
-        self.segments[i / SEGMENT][i % SEGMENT] = e;
+    /// The chunk index of segment `segment` in the payload the entries become.
+    fn own_chunk(&self, segment: usize) -> u32 {
+        let base = self.shared.as_ref().map_or(0, |s| s.base.chunks.len());
+        (base + segment) as u32
     }
 
-    /// Room for `n` more entries in the first segment (the others are allocated whole).
+    fn set(&mut self, i: usize, e: UpdateMetadataEntry) {
+        let Some(shared) = &self.shared else {
+            self.segments[i / SEGMENT][i % SEGMENT] = e;
+            return;
+        };
+        let own = shared.base.chunks.len();
+        let at = match shared.base_equal(i, &e) {
+            Some(at) => at,
+            None => match shared.order[i] {
+                (c, at) if c as usize >= own => {
+                    self.segments[c as usize - own][at as usize] = e;
+                    return;
+                }
+                _ => {
+                    let (segment, at) = self.store(e);
+                    (self.own_chunk(segment), at as u32)
+                }
+            },
+        };
+        if let Some(shared) = &mut self.shared {
+            shared.order[i] = at;
+        }
+    }
+
+    /// Room for `n` more entries in the first segment (the others are allocated whole); a sharing
+    /// one makes room in its order only (its segments hold the few entries that changed).
     fn reserve(&mut self, n: usize) {
-        if self.segments.is_empty() {
+        if let Some(shared) = &mut self.shared {
+            shared.order.reserve(n);
+        } else if self.segments.is_empty() {
             self.segments.push(Vec::with_capacity(n.min(SEGMENT)));
         } else if self.segments.len() == 1 {
             let first = &mut self.segments[0];
@@ -432,8 +493,40 @@ impl Segmented {
         }
     }
 
+    fn get(&self, i: usize) -> &UpdateMetadataEntry {
+        match &self.shared {
+            Some(shared) => {
+                let (c, at) = shared.order[i];
+                let own = shared.base.chunks.len();
+                match (c as usize).checked_sub(own) {
+                    Some(segment) => &self.segments[segment][at as usize],
+                    None => &shared.base.chunks[c as usize].entries[at as usize],
+                }
+            }
+            None => &self.segments[i / SEGMENT][i % SEGMENT],
+        }
+    }
+
     fn iter(&self) -> impl Iterator<Item = &UpdateMetadataEntry> {
-        self.segments.iter().flatten()
+        (0..self.len).map(|i| self.get(i))
+    }
+
+    /// The payload of the entries (sharing its base's chunks, if it shares).
+    fn into_entries(self) -> UpdateMetadataEntries {
+        let Some(SharedOrder { base, order }) = self.shared else {
+            return UpdateMetadataEntries::from_segments(self.segments);
+        };
+        let mut chunks = base.chunks.clone();
+        chunks.extend(
+            self.segments
+                .into_iter()
+                .map(|s| Arc::new(StoredEntries::new(s))),
+        );
+        UpdateMetadataEntries {
+            chunks,
+            order: Some(order),
+            stored: base.stored + self.stored,
+        }
     }
 }
 
@@ -697,15 +790,33 @@ impl RequestBatch {
         parts
     }
 
-    /// The payload of `parts`: a bulk one (at least half the partitions) shares what did not
-    /// change with the last bulk payload, if anything still holds that.
+    /// Whether `n` entries are a bulk payload's: at least half the partitions.
+    fn is_bulk(ctx: &Context, n: usize) -> bool {
+        n != 0 && n * 2 >= ctx.partition_count()
+    }
+
+    /// The payload of `parts`: a bulk one shares what did not change with the last bulk payload,
+    /// if anything still holds that (entries added in bulk already do, see `add_update_metadata`).
     fn shared_entries(&mut self, ctx: &Context, parts: Segmented) -> Arc<UpdateMetadataEntries> {
-        if parts.len == 0 || parts.len * 2 < ctx.partition_count() {
-            return Arc::new(UpdateMetadataEntries::from_segments(parts.segments));
+        if !Self::is_bulk(ctx, parts.len) {
+            if parts.shared.is_none() {
+                return Arc::new(parts.into_entries());
+            }
+            let mut plain = Segmented::default();
+            parts.iter().cloned().for_each(|e| plain.push(e));
+            return Arc::new(plain.into_entries());
         }
-        let entries = Arc::new(match self.last_bulk.upgrade() {
-            Some(base) => UpdateMetadataEntries::sharing(&base, parts.segments),
-            None => UpdateMetadataEntries::from_segments(parts.segments),
+        let base = self.last_bulk.upgrade().filter(|_| parts.shared.is_none());
+        let entries = Arc::new(match base.and_then(|b| Segmented::sharing(b, parts.len)) {
+            Some(mut sharing) => {
+                parts
+                    .segments
+                    .into_iter()
+                    .flatten()
+                    .for_each(|e| sharing.push(e));
+                sharing.into_entries()
+            }
+            None => parts.into_entries(),
         });
         self.last_bulk = Arc::downgrade(&entries);
         entries
@@ -714,6 +825,16 @@ impl RequestBatch {
     pub fn add_update_metadata(&mut self, ctx: &Context, brokers: &[BrokerId], parts: &[Part]) {
         self.update_metadata_brokers
             .extend(brokers.iter().copied().filter(|b| *b >= 0));
+        if self.update_metadata_parts.len == 0 && Self::is_bulk(ctx, parts.len()) {
+            // A new broker's payload: shared with the last one as it is built.
+            if let Some(sharing) = self
+                .last_bulk
+                .upgrade()
+                .and_then(|base| Segmented::sharing(base, parts.len()))
+            {
+                self.update_metadata_parts = sharing;
+            }
+        }
         self.update_metadata_parts.reserve(parts.len());
         for &p in parts {
             if let Some(lice) = ctx.leadership(p) {
@@ -858,11 +979,11 @@ impl RequestBatch {
             ));
             let parts = self.take_update_metadata_parts();
             let entries = self.shared_entries(ctx, parts);
-            for broker in requested.into_iter().filter(|b| ctx.is_registered(*b)) {
+            requested.retain(|b| ctx.is_registered(*b));
+            if !requested.is_empty() {
                 sent.push(Sent::UpdateMetadata {
-                    broker,
-                    broker_epoch: epoch(broker),
-                    entries: entries.clone(),
+                    brokers: requested,
+                    entries,
                 });
             }
             self.update_metadata_brokers.clear();
@@ -968,9 +1089,9 @@ mod tests {
         let mut batch = RequestBatch::default();
         let recipients = |sent: &[Sent]| -> Vec<BrokerId> {
             sent.iter()
-                .filter_map(|s| match s {
-                    Sent::UpdateMetadata { broker, .. } => Some(*broker),
-                    _ => None,
+                .flat_map(|s| match s {
+                    Sent::UpdateMetadata { brokers, .. } => brokers.clone(),
+                    _ => Vec::new(),
                 })
                 .collect()
         };
@@ -1066,6 +1187,49 @@ mod tests {
         }
         let stored: Vec<usize> = held.iter().map(|e| e.stored()).collect();
         assert_eq!(stored, [2500, 3500, 4500, 5500, 2500, 3500, 4500]);
+    }
+
+    #[test]
+    fn a_payload_added_in_bulk_stores_only_what_changed_as_it_is_built() {
+        let mut ctx = Context::new();
+        ctx.set_live_brokers(&[(1, 10), (2, 20)]);
+        let parts: Vec<Part> = (0..2500).map(|i| ctx.intern_part("t", i)).collect();
+        for &p in &parts {
+            assign_and_lead(&mut ctx, p, &[1, 2], 1, 0);
+        }
+        let mut batch = RequestBatch::default();
+        let send = |batch: &mut RequestBatch, ctx: &Context| {
+            let [Sent::UpdateMetadata { entries, .. }] = &batch.send(ctx, 3, &mut |_| {})[..]
+            else {
+                panic!("one UpdateMetadata request")
+            };
+            entries.clone()
+        };
+        batch.add_update_metadata(&ctx, &[2], &parts);
+        let first = send(&mut batch, &ctx);
+        assign_and_lead(&mut ctx, parts[7], &[1, 2], 2, 1);
+        assign_and_lead(&mut ctx, parts[2100], &[1, 2], 2, 1);
+        batch.add_update_metadata(&ctx, &[2], &parts);
+        assert_eq!(
+            batch.update_metadata_parts.stored, 2,
+            "only the changed entries"
+        );
+        // Added again: one changed back reads as the base's, one changed again in its own place.
+        assign_and_lead(&mut ctx, parts[7], &[1, 2], 1, 0);
+        assign_and_lead(&mut ctx, parts[2100], &[1, 2], 2, 2);
+        batch.add_update_metadata(&ctx, &[2], &[parts[7], parts[2100]]);
+        assert_eq!(batch.update_metadata_parts.stored, 2);
+        let second = send(&mut batch, &ctx);
+        let mut alone = RequestBatch::default();
+        alone.add_update_metadata(&ctx, &[2], &parts);
+        assert_eq!(
+            *second,
+            *send(&mut alone, &ctx),
+            "as a batch of its own sends them"
+        );
+        assert!(std::ptr::eq(first.get(7), second.get(7)));
+        assert_eq!((second[2100].leader, second[2100].leader_epoch), (2, 2));
+        assert_eq!(second.stored(), first.stored() + 2);
     }
 
     #[test]
@@ -1316,15 +1480,16 @@ mod tests {
                 ..
             }
         ));
-        let Sent::UpdateMetadata { entries, .. } = &sent[1] else {
+        let Sent::UpdateMetadata { brokers, entries } = &sent[1] else {
             panic!("UpdateMetadata second")
         };
+        assert_eq!(brokers, &[1, 2], "one fan-out to every registered broker");
         assert_eq!(
             (entries[0].leader, entries[0].leader_epoch),
             (LEADER_DURING_DELETE, 0)
         );
         assert!(
-            matches!(&sent[3], Sent::StopReplica { broker: 2, entries, .. } if entries[0].delete)
+            matches!(&sent[2], Sent::StopReplica { broker: 2, entries, .. } if entries[0].delete)
         );
         assert_eq!(lines[0], "Sending LeaderAndIsr request to broker 1 with 1 become-leader and 0 become-follower partitions");
         assert!(batch.check_empty().is_ok());

@@ -246,6 +246,22 @@ fn group_by_broker(replicas: &[Replica]) -> Cow<'_, [Replica]> {
     Cow::Owned(grouped)
 }
 
+/// The results of a replica state machine call, or none when its caller reads none (a broker
+/// change's and a startup's): a result per replica is some 80 bytes, and a list of a broker's
+/// 3K of them took fresh memory at each broker change.
+struct ReplicaResults {
+    items: Vec<(Replica, ReplicaOutcome)>,
+    keep: bool,
+}
+
+impl ReplicaResults {
+    fn push(&mut self, r: Replica, outcome: ReplicaOutcome) {
+        if self.keep {
+            self.items.push((r, outcome));
+        }
+    }
+}
+
 impl Machine<'_> {
     fn new_batch(&mut self) -> Result<(), Failure> {
         self.batch
@@ -867,8 +883,8 @@ impl Machine<'_> {
     }
 
     /// The transitions of unique replicas grouped by broker in ascending order
-    /// ([`group_by_broker`]), the groups visited in Kafka's order; `keep_results: false` drops
-    /// each group's results once it is done.
+    /// ([`group_by_broker`]), the groups visited in Kafka's order; `keep_results: false` keeps
+    /// none (see [`ReplicaResults`]).
     fn replica_state_changes_by_broker(
         &mut self,
         by_broker: &[Replica],
@@ -881,7 +897,10 @@ impl Machine<'_> {
         // An UpdateMetadata entry per partition at most, and a failover has three replicas each.
         self.batch
             .reserve(by_broker.len().min(self.ctx.partition_count()));
-        let mut results = Vec::new();
+        let mut results = ReplicaResults {
+            items: Vec::new(),
+            keep: keep_results,
+        };
         let attempt = (|| -> Result<(), Failure> {
             self.new_batch()?;
             let groups: Vec<&[Replica]> = by_broker.chunk_by(|x, y| x.1 == y.1).collect();
@@ -898,16 +917,13 @@ impl Machine<'_> {
                     &mut results,
                     &mut assignments_grew,
                 )?;
-                if !keep_results {
-                    results.clear();
-                }
             }
             self.send();
             Ok(())
         })();
         match attempt {
             Err(e) if e.kind == FailureKind::ControllerMoved => Err(e),
-            _ => Ok(results),
+            _ => Ok(results.items),
         }
     }
 
@@ -916,7 +932,7 @@ impl Machine<'_> {
         broker: BrokerId,
         replicas: &[Replica],
         target: ReplicaState,
-        results: &mut Vec<(Replica, ReplicaOutcome)>,
+        results: &mut ReplicaResults,
         assignments_grew: &mut bool,
     ) -> Result<(), Failure> {
         // One pass: a replica's check reads only its own state (the replicas are distinct).
@@ -944,7 +960,7 @@ impl Machine<'_> {
                     if target == ReplicaState::DeletionStarted {
                         self.batch.add_stop_replica(self.ctx, &[broker], r.0, true);
                     }
-                    results.push((r, Ok(target)));
+                    results.push(r, Ok(target));
                 }
             }
         }
@@ -991,7 +1007,7 @@ impl Machine<'_> {
         &mut self,
         broker: BrokerId,
         replicas: &[Replica],
-        results: &mut Vec<(Replica, ReplicaOutcome)>,
+        results: &mut ReplicaResults,
     ) {
         for &r in replicas {
             let p = r.0;
@@ -1004,14 +1020,14 @@ impl Machine<'_> {
                     // Kafka names OfflineReplica as the target in this message; kept for parity.
                     let current = self.replica_state(r);
                     self.log_failed_replica(r, current, ReplicaState::Offline, &error);
-                    results.push((r, Err(error)));
+                    results.push(r, Err(error));
                     continue;
                 }
                 self.batch
                     .add_leader_and_isr_assigned(self.ctx, &[broker], p, &lice, true);
             }
             self.transition(r, ReplicaState::New);
-            results.push((r, Ok(ReplicaState::New)));
+            results.push(r, Ok(ReplicaState::New));
         }
     }
 
@@ -1022,7 +1038,7 @@ impl Machine<'_> {
         &mut self,
         broker: BrokerId,
         replicas: &[Replica],
-        results: &mut Vec<(Replica, ReplicaOutcome)>,
+        results: &mut ReplicaResults,
         assignments_grew: &mut bool,
     ) {
         let is_new = |m: &Self, r: Replica| m.replica_state(r) == ReplicaState::New;
@@ -1056,34 +1072,37 @@ impl Machine<'_> {
                 self.transition(r, ReplicaState::Online);
             }
         }
-        results.extend(replicas.iter().map(|r| (*r, Ok(ReplicaState::Online))));
+        if results.keep {
+            results
+                .items
+                .extend(replicas.iter().map(|r| (*r, Ok(ReplicaState::Online))));
+        }
     }
 
     fn become_offline_replica(
         &mut self,
         broker: BrokerId,
         replicas: &[Replica],
-        results: &mut Vec<(Replica, ReplicaOutcome)>,
+        results: &mut ReplicaResults,
     ) -> Result<(), Failure> {
         let parts: Vec<Part> = replicas.iter().map(|(p, _)| *p).collect();
         self.batch
             .add_stop_replicas(self.ctx, broker, &parts, false);
-        let with: Vec<Part> = replicas
-            .iter()
-            .filter(|(p, _)| self.ctx.has_leadership(*p))
-            .map(|(p, _)| *p)
-            .collect();
-        let without: Vec<Replica> = replicas
-            .iter()
-            .copied()
-            .filter(|(p, _)| !self.ctx.has_leadership(*p))
-            .collect();
+        let (mut with, mut without): (Vec<Part>, Vec<Replica>) =
+            (Vec::with_capacity(parts.len()), Vec::new());
+        for &(p, b) in replicas {
+            if self.ctx.has_leadership(p) {
+                with.push(p);
+            } else {
+                without.push((p, b));
+            }
+        }
         let (updated, failures) = self.remove_replica_from_isr(broker, &with)?;
         for (p, error) in failures {
             let r = (p, broker);
             let current = self.replica_state(r);
             self.log_failed_replica(r, current, ReplicaState::Offline, &error);
-            results.push((r, Err(error)));
+            results.push(r, Err(error));
         }
         let mut requests = Vec::with_capacity(updated.len());
         for (p, lice) in updated {
@@ -1108,7 +1127,7 @@ impl Machine<'_> {
                 requests.push((p, recipients, lice));
             }
             self.transition((p, broker), ReplicaState::Offline);
-            results.push(((p, broker), Ok(ReplicaState::Offline)));
+            results.push((p, broker), Ok(ReplicaState::Offline));
         }
         // Nothing the requests read changes in the transitions: they go in as one run.
         self.batch.add_leader_and_isr_run(self.ctx, &requests);
@@ -1116,7 +1135,7 @@ impl Machine<'_> {
             self.transition(r, ReplicaState::Offline);
             self.batch
                 .add_update_metadata_for_registered(self.ctx, &[r.0]);
-            results.push((r, Ok(ReplicaState::Offline)));
+            results.push(r, Ok(ReplicaState::Offline));
         }
         Ok(())
     }

@@ -112,10 +112,10 @@ def test_a_new_broker_s_full_update_holds_the_controller_s_view_when_sent_and_ke
     def recording(self: NativeRequestBatch, controller_epoch: int, raw: Iterable[Any], *, record: bool = True) -> Any:
         raw = list(raw)
         native = self.context.native
-        for kind, broker, _, states, _, _ in raw:
+        for kind, _, _, states, brokers, _ in raw:
             if kind == "UpdateMetadata" and len(states) == PARTITIONS and all(s is not states for s, *_ in sent):
                 alone = native.new_batch_slot()
-                native.batch_add_update_metadata(alone, [broker], [(s.topic, s.partition) for s in states])
+                native.batch_add_update_metadata(alone, brokers, [(s.topic, s.partition) for s in states])
                 fresh = native.batch_send(alone, 3, False)[1][0][3]
                 assert natively_cached(states) == natively_cached(fresh)
                 assert states.kafka_encode(8, {}) == fresh.kafka_encode(8, {})

@@ -103,27 +103,13 @@ class NativeRequestBatch(ControllerBrokerRequestBatch):
             raise IllegalStateError(f"failed to send controller requests: {e}") from e
 
     def _deliver_all(self, controller_epoch: int, raw: Iterable[_RawRequest], sent: list[SentRequest] | None) -> None:
-        pending_metadata: list[int] = []  # consecutive UpdateMetadata requests share one payload
-        metadata_states: Any = None
         brokers_by_id: Mapping[int, BrokerInfo] | None = None
-
-        def flush_metadata() -> None:
-            if pending_metadata:
-                self._deliver_update_metadata(sent, controller_epoch, list(pending_metadata), metadata_states)
-                pending_metadata.clear()
-
-        for kind, broker, _, states, live_leaders, delete in raw:
-            if kind == "UpdateMetadata":
-                if pending_metadata and states is not metadata_states:
-                    flush_metadata()
-                metadata_states = states
-                pending_metadata.append(broker)
-                continue
-            flush_metadata()
-            if kind == "LeaderAndIsr":
+        for kind, broker, _, states, brokers, delete in raw:
+            if kind == "UpdateMetadata":  # one fan-out, to ``brokers``
+                self._deliver_update_metadata(sent, controller_epoch, brokers, states)
+            elif kind == "LeaderAndIsr":  # ``brokers``: the live leaders
                 if brokers_by_id is None:
                     brokers_by_id = self._registered_brokers()
-                self._deliver_leader_and_isr(sent, controller_epoch, broker, states, live_leaders, brokers_by_id)
+                self._deliver_leader_and_isr(sent, controller_epoch, broker, states, brokers, brokers_by_id)
             else:
                 self._deliver_stop_replica(sent, controller_epoch, broker, delete, states)
-        flush_metadata()

@@ -136,20 +136,21 @@ impl Engine {
         self.ctx.part(topic, partition)
     }
 
-    /// Partitions given as one of this engine's handles (no conversion) or as `(topic, partition)`
-    /// pairs (interned).
-    fn resolve_parts(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<Vec<Part>> {
+    /// Partitions given as one of this engine's handles (read in place: a new broker's
+    /// UpdateMetadata names every partition) or as `(topic, partition)` pairs (interned).
+    fn resolve_parts<'a>(&mut self, obj: &'a Bound<'_, PyAny>) -> PyResult<Cow<'a, [Part]>> {
         if let Ok(handle) = obj.cast::<Parts>() {
             let handle = handle.get();
             if handle.owner == self.owner() {
-                return Ok(handle.parts.clone());
+                return Ok(Cow::Borrowed(&handle.parts));
             }
         }
         let tps: Vec<Tp> = obj.extract()?;
-        Ok(tps
-            .into_iter()
-            .map(|(t, p)| self.ctx.intern_part(&t, p))
-            .collect())
+        Ok(Cow::Owned(
+            tps.into_iter()
+                .map(|(t, p)| self.ctx.intern_part(&t, p))
+                .collect(),
+        ))
     }
 
     /// Replicas given as one of this engine's handles (read in place: a failover's are 3M) or as
@@ -241,12 +242,11 @@ impl Engine {
             .ok_or_else(|| PyKeyError::new_err(format!("no request batch {slot}")))
     }
 
-    /// The sent requests as `(kind, broker, broker epoch, states, live leaders, delete)` tuples,
-    /// their states lazy [`PartitionStates`] (an UpdateMetadata payload shared by many brokers is
-    /// one object).
+    /// The sent requests as `(kind, broker, broker epoch, states, brokers, delete)` tuples, their
+    /// states lazy [`PartitionStates`]; `brokers` is a LeaderAndIsr's live leaders, and an
+    /// UpdateMetadata fan-out's recipients (its broker and epoch -1: each recipient's is its own).
     fn sent_to_py<'py>(&self, py: Python<'py>, sent: Vec<Sent>) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
-        let mut shared: Vec<(*const UpdateMetadataEntries, Py<PartitionStates>)> = Vec::new();
         for s in sent {
             let item = match s {
                 Sent::LeaderAndIsr {
@@ -267,32 +267,10 @@ impl Engine {
                         .into_pyobject(py)?
                         .into_any()
                 }
-                Sent::UpdateMetadata {
-                    broker,
-                    broker_epoch,
-                    entries,
-                } => {
-                    let key = Arc::as_ptr(&entries);
-                    let states = match shared.iter().find(|(k, _)| *k == key) {
-                        Some((_, states)) => states.clone_ref(py),
-                        None => {
-                            let states = Py::new(
-                                py,
-                                PartitionStates::new(&self.ctx, Entries::UpdateMetadata(entries)),
-                            )?;
-                            shared.push((key, states.clone_ref(py)));
-                            states
-                        }
-                    };
-                    let no_leaders = Vec::<BrokerId>::new();
-                    (
-                        "UpdateMetadata",
-                        broker,
-                        broker_epoch,
-                        states,
-                        no_leaders,
-                        false,
-                    )
+                Sent::UpdateMetadata { brokers, entries } => {
+                    let states = PartitionStates::new(&self.ctx, Entries::UpdateMetadata(entries));
+                    // A fan-out: no broker of its own, its recipients in place of leaders.
+                    ("UpdateMetadata", -1, -1, states, brokers, false)
                         .into_pyobject(py)?
                         .into_any()
                 }
@@ -679,7 +657,8 @@ impl Engine {
     fn replicas_for_partitions(&mut self, parts: &Bound<'_, PyAny>) -> PyResult<Replicas> {
         let parts = self.resolve_parts(parts)?;
         let parts: Vec<Part> = parts
-            .into_iter()
+            .iter()
+            .copied()
             .filter(|p| self.ctx.has_assignment(*p))
             .collect();
         Ok(self.replica_handle(self.ctx.replicas_for_partitions(&parts)))
@@ -747,7 +726,7 @@ impl Engine {
         let ctx = &self.ctx;
         let reads = detached(py, || store.with(|s| s.read_states(ctx, &parts)))?;
         let mut failed = Vec::new();
-        for (p, read) in parts.into_iter().zip(reads) {
+        for (&p, read) in parts.iter().zip(reads) {
             match read {
                 Read::Found(lice) => self.ctx.put_leadership(p, &lice),
                 Read::Missing => {}
@@ -813,7 +792,7 @@ impl Engine {
 
     fn replicas_of(&mut self, parts: &Bound<'_, PyAny>, broker: BrokerId) -> PyResult<Replicas> {
         let parts = self.resolve_parts(parts)?;
-        Ok(self.replica_handle(parts.into_iter().map(|p| (p, broker)).collect()))
+        Ok(self.replica_handle(parts.iter().map(|&p| (p, broker)).collect()))
     }
 
     fn partitions_not_led_by_preferred(&mut self, parts: &Bound<'_, PyAny>) -> PyResult<Parts> {
@@ -1013,7 +992,7 @@ impl Engine {
             self.batches[slot].add_stop_replicas(&self.ctx, broker, &parts, delete);
             return Ok(());
         }
-        for p in parts {
+        for &p in parts.iter() {
             self.batches[slot].add_stop_replica(&self.ctx, &brokers, p, delete);
         }
         Ok(())
@@ -1046,8 +1025,7 @@ impl Engine {
         }
         let (brokers, states) = batch.pending_update_metadata();
         let um = Sent::UpdateMetadata {
-            broker: -1,
-            broker_epoch: -1,
+            brokers: Vec::new(),
             entries: Arc::new(UpdateMetadataEntries::new(
                 states.into_iter().cloned().collect(),
             )),
