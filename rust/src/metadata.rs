@@ -3,7 +3,8 @@
 //!
 //! A simulated cluster of a hundred brokers applies every UpdateMetadata fan-out a hundred times,
 //! and checks after every quiet point that each cache matches the store (invariant I7). So a cache
-//! entry is a reference into the request's shared payload, partitions are indexed by id, and the
+//! entry is plain data (its fields, and its broker lists as an id in a [`ListTable`] of the
+//! distinct lists, made once per stored payload entry), partitions are indexed by id, and the
 //! digest (a wrapping sum of one [`metadata_digest`] per cached partition) lets that check compare
 //! one number per broker instead of every partition.
 //!
@@ -16,13 +17,14 @@
 //! its full UpdateMetadata) joins the others' state once the two are found equal, entry for entry.
 //! Each broker's cache still holds exactly what it was sent, whenever it is read.
 
+use std::cell::RefCell;
 use std::hash::Hasher;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
 
 use rustc_hash::FxHasher;
 
-use crate::hash::HashMap;
-use crate::model::{BrokerId, LEADER_DURING_DELETE};
+use crate::hash::{HashMap, IndexSet};
+use crate::model::{BrokerId, Brokers, LEADER_DURING_DELETE};
 use crate::requests::{UpdateMetadataEntries, UpdateMetadataEntry};
 
 /// The partition metadata that a cache and the store must agree on, hashed: the key, leader,
@@ -91,74 +93,175 @@ pub fn key_at((runs, partitions): Keys<'_>, i: usize) -> (&str, i32) {
     panic!("entry {i} of {start}")
 }
 
-/// A hash of all a reader sees of an entry whose [`entry_digest`] is `digest` (the controller epoch
-/// and offline replicas too, which that leaves out): two cache states whose sums of these agree
-/// are compared entry for entry before one is taken for the other.
-fn exact_digest(digest: u64, e: &UpdateMetadataEntry) -> u64 {
-    let mut h = FxHasher::default();
-    h.write_u64(digest);
-    h.write_i32(e.controller_epoch);
-    h.write_usize(e.offline_replicas.len());
-    for &broker in &e.offline_replicas {
-        h.write_i32(broker);
+/// A cached entry's broker lists: ISR, replicas and offline replicas.
+type Lists = [Brokers; 3];
+
+/// The distinct broker lists of the entries the caches hold, each stored once: a cached entry
+/// holds the id of its lists, so that it is plain data and a chunk of them is copied with one
+/// `memcpy` (where a reference to its payload's entry meant a reference count per entry). A
+/// cluster's lists are few (replica assignments of RF brokers, their ISRs and offline subsets),
+/// and the table lives only while a cache or a payload's [`ListIds`] holds it: at most one is
+/// alive at a time ([`ListTable::current`]), so every live id refers to the same table.
+#[derive(Debug, Default)]
+pub struct ListTable {
+    interned: RwLock<IndexSet<Lists>>,
+}
+
+/// A cached entry's broker lists, borrowed: hashed as [`Lists`] are, to look them up without a copy.
+#[derive(Hash)]
+struct ListsRef<'a>([&'a [BrokerId]; 3]);
+
+impl indexmap::Equivalent<Lists> for ListsRef<'_> {
+    fn equivalent(&self, lists: &Lists) -> bool {
+        self.0.iter().zip(lists).all(|(a, b)| **a == **b)
     }
-    mix(h.finish())
+}
+
+/// The lists id of a vacant slot (never given to lists).
+const VACANT: u32 = u32::MAX;
+
+impl ListTable {
+    /// The table alive, or a new one if none is.
+    fn current() -> Arc<ListTable> {
+        static CURRENT: Mutex<Weak<ListTable>> = Mutex::new(Weak::new());
+        let mut current = CURRENT.lock().unwrap_or_else(PoisonError::into_inner);
+        current.upgrade().unwrap_or_else(|| {
+            let table = Arc::new(ListTable::default());
+            *current = Arc::downgrade(&table);
+            table
+        })
+    }
+
+    /// The ids of `entries`' lists, adding those not in the table yet.
+    fn intern<'a>(&self, entries: impl Iterator<Item = &'a UpdateMetadataEntry>) -> Vec<u32> {
+        let mut interned = self
+            .interned
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        entries
+            .map(|e| {
+                let lists = ListsRef([&e.isr, &e.replicas, &e.offline_replicas]);
+                let id = match interned.get_index_of(&lists) {
+                    Some(id) => id,
+                    None => {
+                        let lists = [
+                            e.isr.clone(),
+                            e.replicas.clone(),
+                            e.offline_replicas.clone(),
+                        ];
+                        interned.insert_full(lists).0
+                    }
+                };
+                u32::try_from(id)
+                    .ok()
+                    .filter(|&id| id != VACANT)
+                    .expect("fewer than 2^32 - 1 distinct broker lists")
+            })
+            .collect()
+    }
+
+    /// The id in `table` of the lists of entry `at` of `payload` (its stored run's ids are made
+    /// on first use).
+    fn id_of(table: &Arc<ListTable>, payload: &Payload, at: usize) -> u32 {
+        let (stored, i) = payload.stored_at(at);
+        let ids = stored.lists.get_or_init(|| ListIds {
+            table: table.clone(),
+            ids: table.intern(stored.entries.iter()),
+        });
+        if Arc::ptr_eq(&ids.table, table) {
+            ids.ids[i]
+        } else {
+            // Not while one table lives at a time; looked up here all the same.
+            table.intern(std::iter::once(&stored.entries[i]))[0]
+        }
+    }
+
+    fn lists(&self, id: u32) -> Lists {
+        let interned = self.interned.read().unwrap_or_else(PoisonError::into_inner);
+        interned[id as usize].clone()
+    }
+}
+
+/// The ids of a run of stored entries' lists in a [`ListTable`] (which they keep alive).
+#[derive(Debug)]
+pub struct ListIds {
+    table: Arc<ListTable>,
+    ids: Vec<u32>,
 }
 
 /// Partitions per chunk: what a cache copies to change one partition of a shared state.
 const CHUNK: usize = 64;
 
-/// A cached partition: entry `at` of `payload`, and its digests.
-#[derive(Clone, Debug)]
+/// A cached partition: its state after the key, its lists by id, and its [`entry_digest`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Slot {
-    payload: Payload,
-    at: u32,
+    controller_epoch: i32,
+    leader: BrokerId,
+    leader_epoch: i32,
+    partition_epoch: i32,
+    lists: u32,
     digest: u64,
-    exact: u64,
 }
+
+const EMPTY: Slot = Slot {
+    controller_epoch: 0,
+    leader: 0,
+    leader_epoch: 0,
+    partition_epoch: 0,
+    lists: VACANT,
+    digest: 0,
+};
 
 impl Slot {
-    fn state(&self) -> &UpdateMetadataEntry {
-        &self.payload[self.at as usize]
+    fn is_vacant(&self) -> bool {
+        self.lists == VACANT
     }
 
-    /// Whether a reader sees the same state in both (the engine's partition index aside).
-    fn same(&self, other: &Slot) -> bool {
-        if Arc::ptr_eq(&self.payload, &other.payload) && self.at == other.at {
-            return true;
+    /// A hash of all a reader sees of it (the controller epoch and offline replicas too, which
+    /// the digest leaves out): two cache states whose sums of these agree are compared entry for
+    /// entry before one is taken for the other.
+    fn exact_digest(&self) -> u64 {
+        let mut h = FxHasher::default();
+        h.write_u64(self.digest);
+        h.write_i32(self.controller_epoch);
+        h.write_u32(self.lists);
+        mix(h.finish())
+    }
+
+    fn entry(&self, table: &ListTable) -> UpdateMetadataEntry {
+        let [isr, replicas, offline_replicas] = table.lists(self.lists);
+        UpdateMetadataEntry {
+            part: 0,
+            controller_epoch: self.controller_epoch,
+            leader: self.leader,
+            leader_epoch: self.leader_epoch,
+            isr,
+            partition_epoch: self.partition_epoch,
+            replicas,
+            offline_replicas,
         }
-        let (a, b) = (self.state(), other.state());
-        (
-            a.controller_epoch,
-            a.leader,
-            a.leader_epoch,
-            a.partition_epoch,
-        ) == (
-            b.controller_epoch,
-            b.leader,
-            b.leader_epoch,
-            b.partition_epoch,
-        ) && (a.isr == b.isr
-            && a.replicas == b.replicas
-            && a.offline_replicas == b.offline_replicas)
     }
 }
 
-type Chunk = [Option<Slot>; CHUNK];
+type Chunk = [Slot; CHUNK];
 
 fn same_chunk(a: Option<&Arc<Chunk>>, b: Option<&Arc<Chunk>>) -> bool {
-    const EMPTY: &Chunk = &[const { None }; CHUNK];
-    match (a, b) {
-        (Some(a), Some(b)) if Arc::ptr_eq(a, b) => true,
-        _ => {
-            let (a, b) = (a.map_or(EMPTY, |c| &**c), b.map_or(EMPTY, |c| &**c));
-            a.iter().zip(b).all(|pair| match pair {
-                (None, None) => true,
-                (Some(a), Some(b)) => a.same(b),
-                _ => false,
-            })
-        }
-    }
+    const VACANT_CHUNK: &Chunk = &[EMPTY; CHUNK];
+    let (a, b) = (
+        a.map_or(VACANT_CHUNK, |c| &**c),
+        b.map_or(VACANT_CHUNK, |c| &**c),
+    );
+    std::ptr::eq(a, b) || a == b
+}
+
+/// Chunks kept for reuse, at most.
+const SPARE_CHUNKS: usize = 1024;
+
+thread_local! {
+    /// Chunks of states no cache is in any more, reused for the next copies: a roll copies and
+    /// frees hundreds of thousands, and mimalloc, handed them back, kept preparing fresh pages
+    /// for them (about 40 % of the caches' native time).
+    static SPARE: RefCell<Vec<Arc<Chunk>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// One topic's cached partitions, indexed by partition id (ids are dense from 0) in chunks.
@@ -168,9 +271,44 @@ struct Partitions {
     len: usize,
 }
 
+impl Drop for Partitions {
+    fn drop(&mut self) {
+        let chunks = self.chunks.drain(..).flatten();
+        // Without the thread's spares (as it exits), the chunks are freed.
+        let _ = SPARE.try_with(|spare| {
+            let mut spare = spare.borrow_mut();
+            for mut chunk in chunks {
+                if spare.len() < SPARE_CHUNKS && Arc::get_mut(&mut chunk).is_some() {
+                    spare.push(chunk);
+                }
+            }
+        });
+    }
+}
+
 impl Partitions {
+    /// Chunk `c` of `chunks`, writable: a copy of it (in a spare chunk if there is one) if it
+    /// is shared.
+    fn chunk_mut(chunks: &mut Vec<Option<Arc<Chunk>>>, c: usize) -> &mut Chunk {
+        if chunks.len() <= c {
+            chunks.resize(c + 1, None);
+        }
+        let chunk = &mut chunks[c];
+        if chunk.as_mut().is_none_or(|c| Arc::get_mut(c).is_none()) {
+            let mut copy = (SPARE
+                .try_with(|spare| spare.borrow_mut().pop())
+                .ok()
+                .flatten())
+            .unwrap_or_else(|| Arc::new([EMPTY; CHUNK]));
+            *Arc::make_mut(&mut copy) = chunk.as_deref().copied().unwrap_or([EMPTY; CHUNK]);
+            *chunk = Some(copy);
+        }
+        Arc::make_mut(chunk.get_or_insert_with(|| Arc::new([EMPTY; CHUNK])))
+    }
+
     fn get(&self, id: usize) -> Option<&Slot> {
-        self.chunks.get(id / CHUNK)?.as_ref()?[id % CHUNK].as_ref()
+        let slot = &self.chunks.get(id / CHUNK)?.as_ref()?[id % CHUNK];
+        (!slot.is_vacant()).then_some(slot)
     }
 
     fn same(&self, other: &Partitions) -> bool {
@@ -185,12 +323,25 @@ impl Partitions {
 }
 
 /// A state of a cache, shared by the caches in it and copied on write.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 struct Contents {
+    table: Arc<ListTable>,
     topics: HashMap<Arc<str>, Arc<Partitions>>,
     len: usize,
     digest: u64,
     exact: u64,
+}
+
+impl Default for Contents {
+    fn default() -> Self {
+        Self {
+            table: ListTable::current(),
+            topics: HashMap::default(),
+            len: 0,
+            digest: 0,
+            exact: 0,
+        }
+    }
 }
 
 impl Contents {
@@ -200,7 +351,7 @@ impl Contents {
         &mut self,
         (runs, ids): Keys<'_>,
         payload: &Payload,
-        digests: Option<&[(u64, u64)]>,
+        digests: Option<&[u64]>,
     ) -> Vec<usize> {
         let mut removed = Vec::new();
         let mut at = 0;
@@ -210,50 +361,59 @@ impl Contents {
                 Some(partitions) => partitions,
                 None => self.topics.entry(topic.clone()).or_default(),
             };
-            let partitions = Arc::make_mut(partitions);
+            let Partitions { chunks, len } = Arc::make_mut(partitions);
+            // The chunk written last, writable: a run's next partitions are mostly in it.
+            let mut last: Option<(usize, &mut Chunk)> = None;
             for partition in run {
                 let id = usize::try_from(*partition).expect("partition ids are not negative");
                 let (c, i) = (id / CHUNK, id % CHUNK);
-                let old = if payload[at].leader == LEADER_DURING_DELETE {
-                    let old = match partitions.chunks.get_mut(c) {
-                        Some(Some(chunk)) if chunk[i].is_some() => Arc::make_mut(chunk)[i].take(),
-                        _ => None,
-                    };
-                    if old.is_some() {
+                let e = &payload[at];
+                let deleting = e.leader == LEADER_DURING_DELETE;
+                if last.as_ref().is_none_or(|(k, _)| *k != c) {
+                    last = None;
+                    let cached = (chunks.get(c).and_then(Option::as_ref))
+                        .is_some_and(|chunk| !chunk[i].is_vacant());
+                    if cached || !deleting {
+                        last = Some((c, Partitions::chunk_mut(chunks, c)));
+                    }
+                }
+                let slot = if deleting {
+                    EMPTY
+                } else {
+                    Slot {
+                        controller_epoch: e.controller_epoch,
+                        leader: e.leader,
+                        leader_epoch: e.leader_epoch,
+                        partition_epoch: e.partition_epoch,
+                        lists: ListTable::id_of(&self.table, payload, at),
+                        digest: match digests {
+                            Some(digests) => digests[at],
+                            None => entry_digest(topic, *partition, e),
+                        },
+                    }
+                };
+                let old = match &mut last {
+                    Some((_, chunk)) => std::mem::replace(&mut chunk[i], slot),
+                    None => EMPTY,
+                };
+                if !slot.is_vacant() {
+                    self.digest = self.digest.wrapping_add(slot.digest);
+                    self.exact = self.exact.wrapping_add(slot.exact_digest());
+                    *len += 1;
+                    self.len += 1;
+                }
+                if !old.is_vacant() {
+                    self.digest = self.digest.wrapping_sub(old.digest);
+                    self.exact = self.exact.wrapping_sub(old.exact_digest());
+                    *len -= 1;
+                    self.len -= 1;
+                    if deleting {
                         removed.push(at);
                     }
-                    old
-                } else {
-                    if partitions.chunks.len() <= c {
-                        partitions.chunks.resize(c + 1, None);
-                    }
-                    let chunk = partitions.chunks[c]
-                        .get_or_insert_with(|| Arc::new(std::array::from_fn(|_| None)));
-                    let (digest, exact) = match digests {
-                        Some(digests) => digests[at],
-                        None => entry_digests(topic, *partition, &payload[at]),
-                    };
-                    let slot = Slot {
-                        payload: payload.clone(),
-                        at: u32::try_from(at).expect("fewer than 2^32 entries"),
-                        digest,
-                        exact,
-                    };
-                    self.digest = self.digest.wrapping_add(digest);
-                    self.exact = self.exact.wrapping_add(exact);
-                    partitions.len += 1;
-                    self.len += 1;
-                    Arc::make_mut(chunk)[i].replace(slot)
-                };
-                if let Some(old) = old {
-                    self.digest = self.digest.wrapping_sub(old.digest);
-                    self.exact = self.exact.wrapping_sub(old.exact);
-                    partitions.len -= 1;
-                    self.len -= 1;
                 }
                 at += 1;
             }
-            if partitions.len == 0 {
+            if *len == 0 {
                 self.topics.remove(&**topic);
             }
         }
@@ -264,6 +424,7 @@ impl Contents {
     fn same(&self, other: &Contents) -> bool {
         (self.len, self.digest, self.exact, self.topics.len())
             == (other.len, other.digest, other.exact, other.topics.len())
+            && Arc::ptr_eq(&self.table, &other.table)
             && self.topics.iter().all(|(topic, partitions)| {
                 other
                     .topics
@@ -287,27 +448,21 @@ struct Transition {
 /// weakly: a state lives while a cache is in it).
 #[derive(Debug, Default)]
 pub struct Applied {
-    digests: OnceLock<Vec<(u64, u64)>>,
+    digests: OnceLock<Vec<u64>>,
     transitions: Mutex<Vec<Transition>>,
 }
 
 impl Applied {
-    fn digests(&self, (runs, ids): Keys<'_>, payload: &Payload) -> &[(u64, u64)] {
+    fn digests(&self, (runs, ids): Keys<'_>, payload: &Payload) -> &[u64] {
         self.digests.get_or_init(|| {
             let names = runs
                 .iter()
                 .flat_map(|(name, n)| std::iter::repeat_n(name, *n));
             (names.zip(ids).zip(payload.iter()))
-                .map(|((topic, partition), e)| entry_digests(topic, *partition, e))
+                .map(|((topic, partition), e)| entry_digest(topic, *partition, e))
                 .collect()
         })
     }
-}
-
-/// An entry's [`entry_digest`] and [`exact_digest`].
-fn entry_digests(topic: &str, partition: i32, e: &UpdateMetadataEntry) -> (u64, u64) {
-    let digest = entry_digest(topic, partition, e);
-    (digest, exact_digest(digest, e))
 }
 
 #[derive(Debug, Default)]
@@ -369,9 +524,11 @@ impl MetadataCache {
         removed
     }
 
-    pub fn get(&self, topic: &str, partition: i32) -> Option<&UpdateMetadataEntry> {
+    /// The cached state of `topic`-`partition` (its `part` is 0).
+    pub fn get(&self, topic: &str, partition: i32) -> Option<UpdateMetadataEntry> {
         let id = usize::try_from(partition).ok()?;
-        self.contents.topics.get(topic)?.get(id).map(Slot::state)
+        let slot = self.contents.topics.get(topic)?.get(id)?;
+        Some(slot.entry(&self.contents.table))
     }
 
     pub fn has_topic(&self, topic: &str) -> bool {
@@ -379,24 +536,29 @@ impl MetadataCache {
     }
 
     /// Every cached partition, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, i32, &UpdateMetadataEntry)> {
-        self.contents.topics.iter().flat_map(|(topic, partitions)| {
-            partitions
-                .chunks
-                .iter()
-                .enumerate()
-                .flat_map(move |(c, chunk)| {
-                    chunk
-                        .iter()
-                        .flat_map(|slots| slots.iter())
-                        .enumerate()
-                        .filter_map(move |(i, slot)| {
-                            let partition =
-                                i32::try_from(c * CHUNK + i).expect("partition ids fit an i32");
-                            slot.as_ref().map(|s| (&**topic, partition, s.state()))
-                        })
-                })
-        })
+    pub fn iter(&self) -> impl Iterator<Item = (&str, i32, UpdateMetadataEntry)> {
+        let table = &self.contents.table;
+        self.contents
+            .topics
+            .iter()
+            .flat_map(move |(topic, partitions)| {
+                partitions
+                    .chunks
+                    .iter()
+                    .enumerate()
+                    .flat_map(move |(c, chunk)| {
+                        chunk
+                            .iter()
+                            .flat_map(|slots| slots.iter())
+                            .enumerate()
+                            .filter(|(_, slot)| !slot.is_vacant())
+                            .map(move |(i, slot)| {
+                                let partition =
+                                    i32::try_from(c * CHUNK + i).expect("partition ids fit an i32");
+                                (&**topic, partition, slot.entry(table))
+                            })
+                    })
+            })
     }
 
     pub fn len(&self) -> usize {
@@ -476,10 +638,7 @@ mod tests {
     }
 
     fn contents(cache: &MetadataCache) -> Vec<(String, i32, UpdateMetadataEntry)> {
-        let mut items: Vec<_> = cache
-            .iter()
-            .map(|(t, p, e)| (t.to_owned(), p, e.clone()))
-            .collect();
+        let mut items: Vec<_> = cache.iter().map(|(t, p, e)| (t.to_owned(), p, e)).collect();
         items.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
         items
     }
@@ -498,7 +657,7 @@ mod tests {
             one.digest(),
             entry_digest("a", 0, &entry(2, 1)).wrapping_add(entry_digest("b", 0, &entry(2, 0)))
         );
-        assert_eq!(one.get("a", 0), Some(&entry(2, 1)));
+        assert_eq!(one.get("a", 0), Some(entry(2, 1)));
         let mut three = MetadataCache::default();
         put(&mut three, &[(&a, 0, entry(2, 0)), (&b, 0, entry(2, 0))]);
         assert_ne!(one.digest(), three.digest());
@@ -542,20 +701,20 @@ mod tests {
         apply(&mut first, &change);
         apply(&mut second, &change);
         assert!(first.shares_state_with(&second));
-        assert_eq!(second.get("a", 100), Some(&entry(2, 1)));
+        assert_eq!(second.get("a", 100), Some(entry(2, 1)));
         // The third missed it: it keeps its own state, and what it is sent next is its own.
-        assert_eq!(third.get("a", 100), Some(&entry(1, 0)));
+        assert_eq!(third.get("a", 100), Some(entry(1, 0)));
         let next = payload(&[(&a, 0, entry(3, 2))]);
         apply(&mut first, &next);
         apply(&mut third, &next);
         assert!(!first.shares_state_with(&third));
         assert_eq!(
             (third.get("a", 0), third.get("a", 100)),
-            (Some(&entry(3, 2)), Some(&entry(1, 0)))
+            (Some(entry(3, 2)), Some(entry(1, 0)))
         );
         assert_eq!(
             (first.get("a", 0), first.get("a", 100)),
-            (Some(&entry(3, 2)), Some(&entry(2, 1)))
+            (Some(entry(3, 2)), Some(entry(2, 1)))
         );
         // Once the third is sent what it missed, it holds the same as the first: it joins its state.
         apply(&mut third, &payload(&[(&a, 100, entry(2, 1))]));
@@ -590,8 +749,8 @@ mod tests {
         apply(&mut one, &next);
         apply(&mut two, &next);
         assert!(!one.shares_state_with(&two));
-        assert_eq!(one.get("a", 0), Some(&offline));
-        assert_eq!(two.get("a", 0), Some(&entry(1, 0)));
+        assert_eq!(one.get("a", 0), Some(offline));
+        assert_eq!(two.get("a", 0), Some(entry(1, 0)));
     }
 
     #[test]
@@ -599,5 +758,77 @@ mod tests {
         let e = entry(1, 0);
         assert_ne!(entry_digest("ab", 1, &e), entry_digest("a", 1, &e));
         assert_ne!(entry_digest("t", 1, &e), entry_digest("t", 2, &e));
+    }
+
+    #[test]
+    fn broker_lists_are_stored_once_and_looked_up_once_per_stored_entry() {
+        let a: Arc<str> = "a".into();
+        let mut offline = entry(1, 0);
+        offline.offline_replicas = smallvec![2];
+        let sent = payload(&[
+            (&a, 0, entry(1, 0)),
+            (&a, 1, offline.clone()),
+            (&a, 2, entry(2, 0)),
+        ]);
+        let mut one = MetadataCache::default();
+        apply(&mut one, &sent);
+        let (stored, _) = sent.2.stored_at(0);
+        let ids = stored.lists.get().expect("made when first applied");
+        assert!(Arc::ptr_eq(&ids.table, &one.contents.table));
+        // Entries 0 and 2 have the same lists, entry 1 others.
+        assert_eq!(ids.ids[0], ids.ids[2]);
+        assert_ne!(ids.ids[0], ids.ids[1]);
+        assert_eq!(
+            one.contents.table.lists(ids.ids[1])[2],
+            offline.offline_replicas
+        );
+        // Another cache state applying it uses the same ids, and reads what it was sent.
+        let mut two = MetadataCache::default();
+        put(&mut two, &[(&a, 5, entry(3, 0))]);
+        apply(&mut two, &sent);
+        assert!(std::ptr::eq(ids, stored.lists.get().unwrap()));
+        assert_eq!(two.get("a", 1), Some(offline));
+        assert_eq!(two.get("a", 5), Some(entry(3, 0)));
+    }
+
+    #[test]
+    fn a_chunk_is_copied_when_shared_and_compared_as_plain_data() {
+        let a: Arc<str> = "a".into();
+        let mut one = MetadataCache::default();
+        put(&mut one, &[(&a, 0, entry(1, 0)), (&a, 1, entry(1, 0))]);
+        let before = one.contents.clone();
+        put(&mut one, &[(&a, 1, entry(2, 1))]);
+        assert_eq!(
+            before.topics[&a].get(1).map(|s| s.entry(&before.table)),
+            Some(entry(1, 0))
+        );
+        assert!(!before.same(&one.contents));
+        // The same states sent again by other payloads compare equal, slot for slot.
+        let mut two = MetadataCache::default();
+        put(&mut two, &[(&a, 1, entry(2, 1)), (&a, 0, entry(1, 0))]);
+        assert!(two.contents.same(&one.contents));
+    }
+
+    #[test]
+    fn chunks_of_a_state_no_cache_is_in_are_reused_for_copies() {
+        let a: Arc<str> = "a".into();
+        let mut one = MetadataCache::default();
+        put(&mut one, &[(&a, 0, entry(1, 0))]);
+        let two = MetadataCache {
+            contents: one.contents.clone(),
+        };
+        put(&mut one, &[(&a, 0, entry(2, 1))]);
+        let freed = Arc::as_ptr(&one.contents.topics[&a].chunks[0].clone().unwrap());
+        drop(one);
+        assert!(SPARE.with_borrow(|spare| spare.iter().any(|c| Arc::as_ptr(c) == freed)));
+        let mut three = MetadataCache {
+            contents: two.contents.clone(),
+        };
+        put(&mut three, &[(&a, 1, entry(1, 0))]);
+        let copy = &three.contents.topics[&a].chunks[0];
+        assert_eq!(copy.as_ref().map(Arc::as_ptr), Some(freed));
+        assert_eq!(three.get("a", 0), Some(entry(1, 0)));
+        assert_eq!(three.get("a", 1), Some(entry(1, 0)));
+        assert_eq!(two.get("a", 1), None);
     }
 }

@@ -4,11 +4,12 @@
 //! Kafka's order (LeaderAndIsr, UpdateMetadata, StopReplica) to the brokers registered at send time.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::hash::{HashMap, HashSet, IndexMap, IndexSet};
 
 use crate::context::{Context, Part, Replicas};
+use crate::metadata::ListIds;
 use crate::model::{
     BrokerId, LeaderIsrAndControllerEpoch, LeaderRecoveryState, ReplicaAssignment,
     EPOCH_DURING_DELETE, LEADER_DURING_DELETE, NO_EPOCH,
@@ -151,11 +152,30 @@ pub struct UpdateMetadataEntry {
 pub struct UpdateMetadataEntries {
     /// The stored entries: a batch's segments (each [`SEGMENT`] long but the last, or one
     /// chunk), then, in a payload sharing them, the entries of later payloads that changed.
-    chunks: Vec<Arc<Vec<UpdateMetadataEntry>>>,
+    chunks: Vec<Arc<StoredEntries>>,
     /// Where entry `i` is stored: its chunk and its index there (None: entry `i` of the
     /// segments, read without a table).
     order: Option<Vec<(u32, u32)>>,
     stored: usize,
+}
+
+/// A run of stored UpdateMetadata entries, and the ids of their broker lists in the brokers'
+/// metadata caches (made when a cache first applies one of them: a bulk payload shares its
+/// unchanged runs, ids included, with the previous one, so a cache applying it looks up only the
+/// lists of the entries that changed).
+#[derive(Debug)]
+pub struct StoredEntries {
+    pub entries: Vec<UpdateMetadataEntry>,
+    pub lists: OnceLock<ListIds>,
+}
+
+impl StoredEntries {
+    fn new(entries: Vec<UpdateMetadataEntry>) -> Self {
+        Self {
+            entries,
+            lists: OnceLock::new(),
+        }
+    }
 }
 
 impl UpdateMetadataEntries {
@@ -170,7 +190,9 @@ impl UpdateMetadataEntries {
         );
         Self {
             stored: segments.iter().map(Vec::len).sum(),
-            chunks: segments.into_iter().map(Arc::new).collect(),
+            chunks: (segments.into_iter())
+                .map(|s| Arc::new(StoredEntries::new(s)))
+                .collect(),
             order: None,
         }
     }
@@ -199,8 +221,14 @@ impl UpdateMetadataEntries {
     }
 
     pub fn get(&self, i: usize) -> &UpdateMetadataEntry {
+        let (stored, at) = self.stored_at(i);
+        &stored.entries[at]
+    }
+
+    /// The stored run that holds entry `i`, and its index there.
+    pub fn stored_at(&self, i: usize) -> (&StoredEntries, usize) {
         let (c, at) = self.locate(i);
-        &self.chunks[c][at]
+        (&self.chunks[c], at)
     }
 
     pub fn iter(&self) -> impl ExactSizeIterator<Item = &UpdateMetadataEntry> + Clone {
@@ -368,7 +396,7 @@ impl SharedOrder {
             return None;
         }
         let (c, at) = base.locate(i);
-        (base.chunks[c][at] == *e).then_some((c as u32, at as u32))
+        (base.chunks[c].entries[at] == *e).then_some((c as u32, at as u32))
     }
 }
 
@@ -472,7 +500,7 @@ impl Segmented {
                 let own = shared.base.chunks.len();
                 match (c as usize).checked_sub(own) {
                     Some(segment) => &self.segments[segment][at as usize],
-                    None => &shared.base.chunks[c as usize][at as usize],
+                    None => &shared.base.chunks[c as usize].entries[at as usize],
                 }
             }
             None => &self.segments[i / SEGMENT][i % SEGMENT],
@@ -489,7 +517,11 @@ impl Segmented {
             return UpdateMetadataEntries::from_segments(self.segments);
         };
         let mut chunks = base.chunks.clone();
-        chunks.extend(self.segments.into_iter().map(Arc::new));
+        chunks.extend(
+            self.segments
+                .into_iter()
+                .map(|s| Arc::new(StoredEntries::new(s))),
+        );
         UpdateMetadataEntries {
             chunks,
             order: Some(order),

@@ -107,7 +107,7 @@ impl MetadataCache {
     }
 
     fn get(&self, topic: &str, partition: i32) -> Option<StateTuple> {
-        self.cache.get(topic, partition).map(state_tuple)
+        self.cache.get(topic, partition).as_ref().map(state_tuple)
     }
 
     fn has_topic(&self, topic: &str) -> bool {
@@ -119,7 +119,7 @@ impl MetadataCache {
         let mut items: Vec<_> = self
             .cache
             .iter()
-            .map(|(t, p, s)| (t.to_owned(), p, state_tuple(s)))
+            .map(|(t, p, s)| (t.to_owned(), p, state_tuple(&s)))
             .collect();
         items.sort_unstable_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
         items
