@@ -69,7 +69,7 @@ fn decode_topic_znode(py: Python<'_>, data: &[u8]) -> Option<crate::zkjson::Deco
 #[pymodule]
 #[pyo3(name = "_engine")]
 fn engine_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    crate::alloc::set_memory_policy();
+    crate::alloc::keep_freed_memory();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("build_profile", BUILD_PROFILE)?;
     m.add_class::<engine::Engine>()?;
