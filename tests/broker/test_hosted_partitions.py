@@ -18,7 +18,7 @@ from kctl.messages import LeaderAndIsrResponse
 from kctl.model import EPOCH_DURING_DELETE, NO_EPOCH, TopicPartition
 from kctl.requests import LeaderAndIsrPartitionState, LeaderAndIsrRequest, StopReplicaPartitionState, StopReplicaRequest
 
-from tests.support.broker_harness import lai_state
+from tests.support.broker_harness import lai_state, replica_requests_of_a_run
 
 T0, T1, T2 = (TopicPartition("t", p) for p in range(3))
 
@@ -83,16 +83,8 @@ def test_the_checks_answer_a_runs_requests_as_kafkas() -> None:
     controlled shutdown, a deletion), replayed per broker against the engine's checks with the
     native payload and with its state objects, and against the checks written out above; some
     replayed twice (stale), some after a failed log directory."""
-    with EmbeddedCluster(4, engine="rust", seed=1) as cluster:
-        cluster.create_topic("t", 4, 2)
-        cluster.create_topic("u", 2, 1)
-        cluster.reassign({TopicPartition("t", 0): [3, 2, 1]})
-        cluster.shutdown_broker(1)
-        cluster.start_broker(1)
-        cluster.delete_topic("u")
-        cluster.run_until_stable()
-        sent = [(r.broker, r.request) for r in cluster.sent_requests
-                if isinstance(r.request, (LeaderAndIsrRequest, StopReplicaRequest))]
+    sent = [(r.broker, r.request) for r in replica_requests_of_a_run()
+            if isinstance(r.request, (LeaderAndIsrRequest, StopReplicaRequest))]
     errors_seen: set[Errors] = set()
     for broker in range(4):
         native, of_objects, kafka = HostedPartitions(), HostedPartitions(), _KafkasChecks()

@@ -18,7 +18,7 @@ from kctl.requests import (
     UpdateMetadataRequest,
 )
 
-from tests.support.broker_harness import SimCluster, lai_state
+from tests.support.broker_harness import SimCluster, lai_state, replica_requests_of_a_run
 
 T0, T1, T2 = (TopicPartition("t", p) for p in range(3))
 
@@ -26,15 +26,7 @@ T0, T1, T2 = (TopicPartition("t", p) for p in range(3))
 def test_native_payloads_read_as_the_rows_of_their_state_objects() -> None:
     """Every LeaderAndIsr and StopReplica payload of a run (new partitions, a reassignment adding
     replicas, a controlled shutdown, a deletion) has the rows the reference engine's objects give."""
-    with EmbeddedCluster(4, engine="rust", seed=1) as cluster:
-        cluster.create_topic("t", 4, 2)
-        cluster.create_topic("u", 2, 1)
-        cluster.reassign({TopicPartition("t", 0): [3, 2, 1]})
-        cluster.shutdown_broker(1)
-        cluster.start_broker(1)
-        cluster.delete_topic("u")
-        cluster.run_until_stable()
-        requests = [r.request for r in cluster.sent_requests]
+    requests = [r.request for r in replica_requests_of_a_run()]
     leader_and_isr = [r.partition_states for r in requests if isinstance(r, LeaderAndIsrRequest)]
     stop_replica = [r.partition_states for r in requests if isinstance(r, StopReplicaRequest)]
     assert all(isinstance(p, PartitionStates) for p in leader_and_isr + stop_replica)

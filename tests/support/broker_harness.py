@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kctl.broker import BrokerAgent, DataPlaneLedger, SimulatedReplicaManager
+from kctl.cluster import EmbeddedCluster, SentRecord
 from kctl.config import ControllerConfig
 from kctl.errors import Errors
 from kctl.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
@@ -84,6 +85,21 @@ def stop_replica(
         3, 100, controller_epoch, broker_epoch, False,
         tuple(StopReplicaPartitionState(tp.topic, tp.partition, epoch, delete) for tp, epoch, delete in states),
     )
+
+
+def replica_requests_of_a_run() -> list[SentRecord]:
+    """Every request a 4-broker cluster on the native engine sends in a run with new partitions, a
+    reassignment adding replicas, a controlled shutdown and restart, and a deletion: the
+    LeaderAndIsr and StopReplica requests the broker side's checks and rows are tested with."""
+    with EmbeddedCluster(4, engine="rust", seed=1) as cluster:
+        cluster.create_topic("t", 4, 2)
+        cluster.create_topic("u", 2, 1)
+        cluster.reassign({TopicPartition("t", 0): [3, 2, 1]})
+        cluster.shutdown_broker(1)
+        cluster.start_broker(1)
+        cluster.delete_topic("u")
+        cluster.run_until_stable()
+        return cluster.sent_requests
 
 
 @dataclass

@@ -66,30 +66,17 @@ impl HostedPartitions {
                     "become_leader_or_follower takes a LeaderAndIsr request's partition states",
                 ));
             };
-            let mut entries = entries.iter();
-            let mut errors = Vec::with_capacity(entries.len());
-            let mut ids = payload.partitions.iter();
-            for (topic, n) in &payload.topics {
-                let held = hosted.topic(topic);
-                for (e, &id) in entries.by_ref().zip(ids.by_ref()).take(*n) {
-                    errors.push(hosted::become_leader_or_follower(
-                        held,
-                        id,
-                        e.leader_epoch,
-                        &e.replicas,
-                        e.is_new,
-                        broker_id,
-                        log_dir_failed,
-                    ));
-                }
-            }
-            // A native payload names each partition once.
-            let answers = PartitionErrors::new(
-                payload.topics.clone(),
-                payload.partitions.clone(),
-                errors,
-                true,
-            );
+            let answers = check_payload(hosted, payload, entries, |held, id, e| {
+                hosted::become_leader_or_follower(
+                    held,
+                    id,
+                    e.leader_epoch,
+                    &e.replicas,
+                    e.is_new,
+                    broker_id,
+                    log_dir_failed,
+                )
+            });
             return Ok((answers.accepted(), answers));
         }
         let mut read = StatesRead::default();
@@ -134,21 +121,9 @@ impl HostedPartitions {
                     "stop_replicas takes a StopReplica request's partition states",
                 ));
             };
-            let mut entries = entries.iter();
-            let mut errors = Vec::with_capacity(entries.len());
-            let mut ids = payload.partitions.iter();
-            for (topic, n) in &payload.topics {
-                let held = hosted.topic(topic);
-                for (e, &id) in entries.by_ref().zip(ids.by_ref()).take(*n) {
-                    errors.push(hosted::stop_replica(held, id, e.leader_epoch, e.delete));
-                }
-            }
-            let answers = PartitionErrors::new(
-                payload.topics.clone(),
-                payload.partitions.clone(),
-                errors,
-                true,
-            );
+            let answers = check_payload(hosted, payload, entries, |held, id, e| {
+                hosted::stop_replica(held, id, e.leader_epoch, e.delete)
+            });
             return Ok((answers.accepted(), answers));
         }
         let mut read = StatesRead::default();
@@ -166,6 +141,31 @@ impl HostedPartitions {
         let answers = read.finish();
         Ok((answers.accepted(), answers))
     }
+}
+
+/// `check` of each entry of a native payload, its topic's hosted partitions looked up once per
+/// run of the topic; the answers keyed as the payload is (which names each partition once).
+fn check_payload<E>(
+    hosted: &mut hosted::HostedPartitions,
+    payload: &PartitionStates,
+    entries: &[E],
+    mut check: impl FnMut(&mut hosted::TopicHosted, i32, &E) -> PartitionError,
+) -> PartitionErrors {
+    let mut entries = entries.iter();
+    let mut errors = Vec::with_capacity(entries.len());
+    let mut ids = payload.partitions.iter();
+    for (topic, n) in &payload.topics {
+        let held = hosted.topic(topic);
+        for (e, &id) in entries.by_ref().zip(ids.by_ref()).take(*n) {
+            errors.push(check(held, id, e));
+        }
+    }
+    PartitionErrors::new(
+        payload.topics.clone(),
+        payload.partitions.clone(),
+        errors,
+        true,
+    )
 }
 
 /// The keys and answers of a request's state objects (the reference engine's), read one by one.
