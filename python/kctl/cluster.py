@@ -97,10 +97,12 @@ class SentRecord:
 
 class _SentLog:
     """What the controllers sent, in order, with each fan-out kept as one entry (its time, its
-    controller and what it handed over) until the records are read: a reassignment at 50 brokers
-    sends over a million UpdateMetadata requests, whose records (:class:`SentRecord`), and the
-    requests themselves (:meth:`~kctl.messages.UpdateMetadataFanOut.request`), are built only if
-    someone reads them, once.
+    controller, its brokers and what it handed them) until the records are read: a reassignment at
+    50 brokers sends over a million UpdateMetadata requests, whose records (:class:`SentRecord`),
+    and the requests themselves (:meth:`~kctl.messages.UpdateMetadataFanOut.request`), are built
+    only if someone reads them, once. An UpdateMetadata fan-out hands every broker the same object,
+    kept once: not as a tuple per broker, which the garbage collector would walk (a rolling
+    restart of 100 brokers sends 700K).
 
     Without ``keep`` (a cluster made with ``record_requests=False``) only how many requests of each
     API were sent, in order, is kept (runs of one API): a simulation of 1M partitions sends
@@ -110,7 +112,9 @@ class _SentLog:
         self._lock = threading.Lock()  # sends on the scheduler's thread, reads on the caller's
         self._keep = keep
         self._records: list[SentRecord] = []
-        self._fan_outs: list[tuple[float, int, list[Outgoing]]] = []  # sent after every record
+        # Sent after every record: (time, controller, brokers, requests), ``requests`` being the
+        # one object every broker was handed, or a list of each broker's.
+        self._fan_outs: list[tuple[float, int, list[int], Any]] = []
         self._runs: list[list[Any]] = []  # without keep: [api, requests] in order, one per run of an API
         self.count = 0
 
@@ -119,17 +123,19 @@ class _SentLog:
             if not self._keep:
                 self._counted([record.request.api])
             elif self._fan_outs:
-                self._fan_outs.append((record.time, record.controller, [(record.broker, record.request, None)]))
+                self._fan_outs.append((record.time, record.controller, [record.broker], record.request))
             else:
                 self._records.append(record)
             self.count += 1
 
     def add_fan_out(self, time: float, controller: int, outgoing: list[Outgoing]) -> None:
         with self._lock:
+            requests = list(map(_REQUEST, outgoing))
             if self._keep:
-                self._fan_outs.append((time, controller, outgoing))
+                shared = len(set(map(id, requests))) == 1
+                self._fan_outs.append((time, controller, list(map(_BROKER, outgoing)), requests[0] if shared else requests))
             else:
-                self._counted(map(_API, map(_REQUEST, outgoing)))
+                self._counted(map(_API, requests))
             self.count += len(outgoing)
 
     def _counted(self, apis: Iterable[str]) -> None:
@@ -145,9 +151,10 @@ class _SentLog:
             if not self._keep:
                 raise IllegalStateError("the requests sent are not recorded: "
                                         "make the cluster with EmbeddedCluster(record_requests=True)")
-            for time, controller, outgoing in self._fan_outs:
+            for time, controller, brokers, requests in self._fan_outs:
+                each = requests if type(requests) is list else itertools.repeat(requests)
                 self._records.extend([SentRecord(time, controller, broker, built_request(request, broker))
-                                      for broker, request, _ in outgoing])
+                                      for broker, request in zip(brokers, each)])
             self._fan_outs.clear()
             return list(self._records)
 
@@ -158,10 +165,14 @@ class _SentLog:
                 return self._counted_apis(start)
             apis = Counter(r.request.api for r in self._records[start:])
             position = len(self._records)
-            for _, _, outgoing in self._fan_outs:
-                if position + len(outgoing) > start:
-                    apis.update(map(_API, map(_REQUEST, outgoing[max(start - position, 0):])))  # in C: a reassignment sends millions
-                position += len(outgoing)
+            for _, _, brokers, requests in self._fan_outs:
+                skipped = max(start - position, 0)
+                if len(brokers) > skipped:
+                    if type(requests) is list:
+                        apis.update(map(_API, requests[skipped:]))  # in C: a reassignment sends millions
+                    else:
+                        apis[requests.api] += len(brokers) - skipped
+                position += len(brokers)
             return apis
 
     def _counted_apis(self, start: int) -> Counter[str]:
@@ -174,7 +185,7 @@ class _SentLog:
         return apis
 
 
-_REQUEST, _API = operator.itemgetter(1), operator.attrgetter("api")
+_BROKER, _REQUEST, _API = operator.itemgetter(0), operator.itemgetter(1), operator.attrgetter("api")
 
 
 class _RecordingChannel:

@@ -294,9 +294,12 @@ class SimulatedScheduler:
         self.run_until(self._now + check_duration(seconds, "seconds"))
 
 
-GC_THRESHOLDS = (50_000, 1_000_000_000, 1_000_000_000)
+GC_THRESHOLDS = (500_000, 1_000_000_000, 1_000_000_000)
 """The collector's thresholds while a simulation runs (Python's default: 700, 10, 10): young
-collections every 50,000 new objects, the older generations never."""
+collections every 500,000 new objects, the older generations never. A young collection walks
+every object made since the last one that is still alive (in a rolling restart, mostly the
+replicas' follower records, which live until the next leadership change) and finds no garbage:
+at 50,000 a full-size rolling restart ran 36 of them, 0.8 s of its CPU time."""
 
 
 class _YoungCollections:

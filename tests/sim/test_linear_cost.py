@@ -26,7 +26,9 @@ from kctl.controller.events import ControllerEvent, PartitionModifications
 from kctl.broker.agent import BrokerAgent, HandledRequest
 from kctl.errors import Errors
 from kctl.engine_api import request_batch
-from kctl.messages import Outgoing, UpdateMetadataRequest, UpdateMetadataResponse, built_request, send_all
+from kctl.messages import (
+    Outgoing, UpdateMetadataFanOut, UpdateMetadataRequest, UpdateMetadataResponse, built_request, send_all,
+)
 from kctl.invariants import BrokerAnswerCheck, check_broker_answers
 from kctl.model import ReplicaAssignment, TopicPartition
 from kctl.native.request_batch import NativeRequestBatch
@@ -273,6 +275,9 @@ def test_fan_outs_are_recorded_without_a_record_per_request_until_read() -> None
         cluster.start_broker(3)
         cluster.run_until_stable()
         pending = len(cluster._sent._fan_outs)
+        # An UpdateMetadata fan-out is kept as its brokers and the one object they were all handed.
+        shared = [requests for _, _, brokers, requests in cluster._sent._fan_outs if type(requests) is not list]
+        assert any(type(requests) is UpdateMetadataFanOut for requests in shared)
         records = cluster.sent_requests
 
         assert pending > 0 and len(records) == cluster.sent_request_count() > built
@@ -296,7 +301,7 @@ def test_accepted_updates_are_kept_without_a_record_until_handled_is_read() -> N
         cluster.kill_controller()
         cluster.run_until_stable()
         agent = cluster.brokers[1]
-        bare = sum(type(answer) is tuple for answer in agent._answers)
+        bare = sum(type(answer) is not HandledRequest for answer in agent._answers)
         count = agent.answer_count
         handled = agent.handled
 
@@ -306,7 +311,8 @@ def test_accepted_updates_are_kept_without_a_record_until_handled_is_read() -> N
         assert notable == agent.notable and len(notable) == count - bare
         assert all(h.request.api == "UpdateMetadata" and h.response == UpdateMetadataResponse(Errors.NONE)
                    for h in handled if h not in notable)
-        assert agent.handled is handled and not any(type(answer) is tuple for answer in agent._answers)
+        assert agent.handled is handled and all(type(answer) is HandledRequest for answer in agent._answers)
+        assert len(agent._answers) == len(agent._answered_at) == len(agent._answered_by)
 
 
 def _traced_demo(engine: str, brokers: int = 6, partitions: int = 30, seed: int = 3) -> tuple[object, ...]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from array import array
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -145,10 +146,13 @@ class BrokerAgent:
         self.replica_manager: ReplicaManager = (
             replica_manager if replica_manager is not None else SimulatedReplicaManager(ledger)
         )
-        self._answers: list[HandledRequest | tuple[float, UpdateMetadataRequest | UpdateMetadataFanOut, int]] = []
-        """``handled``, with each accepted UpdateMetadata that is not notable kept as (time, request
-        or its fan-out, broker epoch) until ``handled`` is read: a reassignment's fan-outs make
-        millions."""
+        self._answers: list[HandledRequest | UpdateMetadataRequest | UpdateMetadataFanOut] = []
+        """``handled``, with each accepted UpdateMetadata that is not notable kept as its request
+        (or fan-out) alone until ``handled`` is read, its time and broker epoch in
+        ``_answered_at`` and ``_answered_by`` at its index: a reassignment's fan-outs make
+        millions, and a tuple each kept the garbage collector busy."""
+        self._answered_at = array("d")
+        self._answered_by = array("q")
         self._built = 0  # _answers[:_built] are all HandledRequests
         self.notable: list[HandledRequest] = []
         """The answers in ``handled`` other than an UpdateMetadata accepted from the controller
@@ -185,12 +189,12 @@ class BrokerAgent:
         with self._lock:
             if self._keep_notable and not self._keep_answers:
                 raise IllegalStateError(f"broker {self.broker_id} keeps only its notable answers (keep_answers='notable')")
-            answers = self._answers
+            answers, times, processes = self._answers, self._answered_at, self._answered_by
             for i in range(self._built, len(answers)):
                 answer = answers[i]
-                if type(answer) is tuple:
-                    request = built_request(answer[1], self.broker_id)
-                    answers[i] = HandledRequest(answer[0], request, UPDATE_METADATA_ACCEPTED, answer[2])
+                if not isinstance(answer, HandledRequest):
+                    request = built_request(answer, self.broker_id)
+                    answers[i] = HandledRequest(times[i], request, UPDATE_METADATA_ACCEPTED, processes[i])
             self._built = len(answers)
             return answers  # type: ignore[return-value]  # every entry built above
 
@@ -198,6 +202,12 @@ class BrokerAgent:
     def answer_count(self) -> int:
         """``len(handled)``, without building the records."""
         return len(self._answers) + self._unkept
+
+    def _keep(self, now: float, answer: HandledRequest | UpdateMetadataRequest | UpdateMetadataFanOut, process: int) -> None:
+        """Add to ``handled`` (an accepted UpdateMetadata as its request: see ``_answers``)."""
+        self._answers.append(answer)
+        self._answered_at.append(now)
+        self._answered_by.append(process)
 
     @property
     def store(self) -> BrokerStore:
@@ -412,7 +422,7 @@ class BrokerAgent:
                     # are those last accepted) and the answer is not notable (see _note).
                     self.metadata_cache.update(sent)
                     if self._keep_answers:
-                        self._answers.append((self.scheduler.now(), sent, process))
+                        self._keep(self.scheduler.now(), sent, process)
                     else:
                         self._unkept += self._keep_notable
                     return UPDATE_METADATA_ACCEPTED
@@ -429,13 +439,13 @@ class BrokerAgent:
             if (response is UPDATE_METADATA_ACCEPTED and type(request) is UpdateMetadataRequest
                     and self._on_answer is None and self._accepted == (process, request.controller_epoch)):
                 if self._keep_answers:  # most answers, and not notable (see _note)
-                    self._answers.append((now, request, process))
+                    self._keep(now, request, process)
                 else:
                     self._unkept += self._keep_notable
                 return response
             handled = HandledRequest(now, request, response, process)
             if self._keep_answers:
-                self._answers.append(handled)
+                self._keep(now, handled, process)
                 self._note(handled)
             elif self._keep_notable:
                 self._unkept += 1
