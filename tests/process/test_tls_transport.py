@@ -37,7 +37,7 @@ from kctl.stores.memory import MemoryStore, MemoryTree
 from kctl.testing.ports import LOOPBACK, free_ports
 from kctl.transports.tcp import TcpTransport
 
-from tests.support.process_harness import leader_and_isr_request
+from tests.support.process_harness import leader_and_isr_request, wait_until
 from tests.support.tls_harness import Certificates, Outsider
 
 TP = TopicPartition("t", 0)
@@ -137,7 +137,12 @@ def test_peers_without_a_certificate_of_the_cluster_are_disconnected(
         with pytest.raises(NetworkError):
             call(peer, address, header(request), request)
     assert agent.handled == []
-    closed = [r.getMessage() for r in caplog.records if "TLS handshake failed" in r.getMessage()]
+
+    def closed_all() -> list[str] | None:  # the server logs on its event loop, maybe after the client's error
+        closed = [r.getMessage() for r in caplog.records if "TLS handshake failed" in r.getMessage()]
+        return closed if len(closed) >= 3 else None
+
+    closed = wait_until(closed_all, 10.0, "the server to log the three failed handshakes")
     assert len(closed) == 3 and all(m.startswith("Closing the connection from 127.0.0.1:") for m in closed)
     assert "WRONG_VERSION_NUMBER" in closed[0] or "wrong version number" in closed[0]
     assert "certificate verify failed" in closed[1] and "peer did not return a certificate" in closed[2]
