@@ -1,9 +1,10 @@
 //! The Python objects payloads' rows share: one `TopicPartition` per partition and one tuple per
 //! broker list, kept across payloads so that the brokers' tables hold one object for each (see
-//! `KEYS` and `LISTS`). Simulated brokers and broker processes (whose peers send them what they
-//! like) both fill them, so each is swept of the objects only it still references (garbage: no
-//! table uses them any more) once it has grown past twice what the previous sweep kept: a table
-//! stays within a constant factor of the objects in use, for an amortised O(1) per insert.
+//! `KEYS` and `LISTS`). Rows fill both, and a broker's answers (`PartitionErrors`) fill `KEYS`,
+//! in a broker process too, whose peer names whatever topics it likes. So each is swept of the
+//! objects only it still references (garbage: no table uses them any more) once it has grown
+//! past twice what the previous sweep kept: a table stays within a constant factor of the objects
+//! in use, for an amortised O(1) per insert.
 
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 
