@@ -157,15 +157,30 @@ const VACANT: u32 = u32::MAX;
 impl ListTable {
     /// The table alive and not retired, or a new one if none is.
     fn current() -> Arc<ListTable> {
-        static CURRENT: Mutex<Weak<ListTable>> = Mutex::new(Weak::new());
-        let mut current = CURRENT.lock().unwrap_or_else(PoisonError::into_inner);
-        (current.upgrade())
-            .filter(|table| !table.is_retired())
-            .unwrap_or_else(|| {
-                let table = Arc::new(ListTable::default());
-                *current = Arc::downgrade(&table);
-                table
-            })
+        let fresh = |current: &Mutex<Weak<ListTable>>| {
+            let mut current = current.lock().unwrap_or_else(PoisonError::into_inner);
+            (current.upgrade())
+                .filter(|table| !table.is_retired())
+                .unwrap_or_else(|| {
+                    let table = Arc::new(ListTable::default());
+                    *current = Arc::downgrade(&table);
+                    table
+                })
+        };
+        #[cfg(not(test))]
+        {
+            static CURRENT: Mutex<Weak<ListTable>> = Mutex::new(Weak::new());
+            fresh(&CURRENT)
+        }
+        #[cfg(test)]
+        {
+            thread_local! {
+                /// One per test (each runs on a thread of its own), so that one test's
+                /// retirements do not move the caches of another that compares tables.
+                static CURRENT: Mutex<Weak<ListTable>> = const { Mutex::new(Weak::new()) };
+            }
+            CURRENT.with(fresh)
+        }
     }
 
     fn is_retired(&self) -> bool {
