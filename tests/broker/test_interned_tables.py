@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from kctl._engine import HostedPartitions, MetadataCache, PartitionStates, _interned_sizes
+from kctl._engine import MetadataCache, PartitionStates, _interned_sizes
+from kctl.broker import BrokerAgent, SimulatedReplicaManager
+from kctl.errors import Errors
+from kctl.messages import LeaderAndIsrResponse, StopReplicaResponse
 from kctl.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
 from kctl.requests import LeaderAndIsrRequest
 
-from tests.support.broker_harness import lai_state, um_state
+from tests.support.broker_harness import SimCluster, lai_state, leader_and_isr, stop_replica, um_state
 from tests.support.statemachine_harness import Harness, make_harness
 
 SWEEP_FLOOR = 4096  # rust/src/py/payload/interned.rs
@@ -19,23 +22,29 @@ RETIRE_FLOOR = 65_536  # rust/src/metadata.rs
 
 
 def test_keys_of_ever_new_topics_are_swept_and_keys_in_use_kept() -> None:
-    """A broker's answers to LeaderAndIsr requests naming ever-new topics (as a hostile peer's
-    would) leave the keys table bounded; a key an answer still holds stays the one rows share."""
-    hosted = HostedPartitions()
-    per_request = 2000
-    kept = None
-    for round_ in range(30):
-        states = [lai_state(TopicPartition(f"t{round_}.{i}", 0), 2, [2, 3]) for i in range(per_request)]
-        _, errors = hosted.become_leader_or_follower(states, 1, False)
-        answer = dict(errors)  # what a broker process writes to the wire reads every key
-        assert len(answer) == per_request
-        if kept is None:
-            kept = answer
+    """An agent set up as a broker process sets it up (keeping no record of answers) answers
+    LeaderAndIsr and StopReplica requests naming ever-new topics, as a hostile peer's would: the
+    keys table stays bounded, and a key an answer still holds stays the one the next answers share."""
+    cluster = SimCluster().start()
+    agent = BrokerAgent(9, cluster.tree_session(), cluster.transport, cluster.scheduler, cluster.config,
+                        replica_manager=SimulatedReplicaManager(cluster.ledger), keep_answers=False)
+    agent.startup()
+    per_request = 1000
+    kept: dict[Any, Any] = {}
+    for round_ in range(40):
+        tps = [TopicPartition(f"t{round_}.{i}", 0) for i in range(per_request)]
+        answered = agent.handle_request(leader_and_isr(*(lai_state(tp, 2, [2, 3]) for tp in tps)))
+        assert isinstance(answered, LeaderAndIsrResponse)
+        answer = dict(answered.partition_errors)  # what a broker process writes to the wire reads every key
+        assert set(answer.values()) == {Errors.UNKNOWN_TOPIC_OR_PARTITION} and len(answer) == per_request
+        stopped = agent.handle_request(stop_replica(*((tp, 1, False) for tp in tps)))
+        assert isinstance(stopped, StopReplicaResponse) and len(dict(stopped.partition_errors)) == per_request
+        kept = kept or answer
         assert _interned_sizes()["topic_partitions"] <= 2 * (SWEEP_FLOOR + 2 * per_request)
-    assert kept is not None
     first = next(iter(kept))
-    _, again = hosted.become_leader_or_follower([lai_state(first, 2, [2, 3])], 1, False)
-    assert next(iter(dict(again))) is first
+    answered = agent.handle_request(leader_and_isr(lai_state(first, 2, [2, 3])))
+    assert isinstance(answered, LeaderAndIsrResponse)
+    assert next(iter(dict(answered.partition_errors))) is first
 
 
 def test_broker_lists_of_ever_new_isrs_are_swept() -> None:
@@ -58,9 +67,10 @@ def test_broker_lists_of_ever_new_isrs_are_swept() -> None:
             held = rows
         assert _interned_sizes()["broker_lists"] <= 2 * (SWEEP_FLOOR + 2 * partitions)
     # A list still held is the one an equal list's rows carry.
-    h.context.put_partition_leadership(tps[0], LeaderIsrAndControllerEpoch(LeaderAndIsr(1, (1, 10), 99, 99), 1))
-    h.batch.add_leader_and_isr_request_for_brokers([1], tps[0], h.context.partition_leadership(tps[0]),
-                                                   h.context.partition_full_replica_assignment(tps[0]), False)
+    lice = LeaderIsrAndControllerEpoch(LeaderAndIsr(1, (1, 10), 99, 99), 1)
+    h.context.put_partition_leadership(tps[0], lice)
+    h.batch.add_leader_and_isr_request_for_brokers([1], tps[0], lice, h.context.partition_full_replica_assignment(tps[0]),
+                                                   False)
     assert _leader_and_isr_rows(h)[0][4] is held[0][4]
 
 
