@@ -9,7 +9,7 @@ leader_epoch, partition_epoch, leader_recovery_state, controller_epoch)``.
 from collections.abc import Mapping, Sequence
 from typing import Any, final, overload
 
-__all__ = ["__version__", "build_profile", "Engine", "HostedPartitions", "MetadataCache", "Outcomes", "PartitionErrors", "PartitionStates", "Parts", "Replicas", "StateChangeLines", "StateTable", "bind", "decode_topic_znode", "encode_partition_states", "fold_digests", "metadata_digest", "stored_digests", "zk_create_partition_states", "zk_read_partition_states", "zk_write_partition_states"]
+__all__ = ["__version__", "_interned_sizes", "build_profile", "Engine", "HostedPartitions", "MetadataCache", "Outcomes", "PartitionErrors", "PartitionStates", "Parts", "Replicas", "StateChangeLines", "StateTable", "bind", "decode_topic_znode", "encode_partition_states", "fold_digests", "metadata_digest", "stored_digests", "zk_create_partition_states", "zk_read_partition_states", "zk_write_partition_states"]
 
 __version__: str
 build_profile: str
@@ -278,6 +278,11 @@ def bind(
 def decode_topic_znode(data: bytes) -> tuple[int, str | None, list[int], list[int], list[list[int]]] | None:
     """The usual topic document: ``(version, topic_id, partition ids in order, per partition the
     index of its replica list, the distinct lists)``; None for any other."""
+
+def _interned_sizes() -> dict[str, int]:
+    """Internal, for tests: how many objects the native tables that outlive payloads hold
+    (``topic_partitions`` and ``broker_lists``, shared by ``PartitionStates.rows``;
+    ``metadata_lists``, the metadata caches' broker lists)."""
 
 def encode_partition_states(states: Sequence[tuple[int, Sequence[int], int, bool, int]]) -> list[bytes]:
     """Kafka's partition-state JSON for each ``(leader, isr, leader_epoch, recovering, controller_epoch)``."""

@@ -19,6 +19,7 @@
 
 use std::cell::RefCell;
 use std::hash::Hasher;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
 
 use rustc_hash::FxHasher;
@@ -100,11 +101,44 @@ type Lists = [Brokers; 3];
 /// holds the id of its lists, so that it is plain data and a chunk of them is copied with one
 /// `memcpy` (where a reference to its payload's entry meant a reference count per entry). A
 /// cluster's lists are few (replica assignments of RF brokers, their ISRs and offline subsets),
-/// and the table lives only while a cache or a payload's [`ListIds`] holds it: at most one is
-/// alive at a time ([`ListTable::current`]), so every live id refers to the same table.
+/// and the table lives only while a cache or a payload's [`ListIds`] holds it.
+///
+/// A table only grows (a slot holds no count of its lists' users), and a broker process's peer
+/// may send ever-new lists: so once it holds more than [`RETIRE_FLOOR`] lists and twice those
+/// the caches moved into it ([`Retirement`]), it is retired. [`ListTable::current`] then hands
+/// out a new one, each cache moves its contents there on its next apply (re-interning only the
+/// lists its slots use), and the retired table is freed once nothing holds it. One table is
+/// current at a time, so every cache that has applied since the last retirement holds ids of
+/// the same table.
 #[derive(Debug, Default)]
 pub struct ListTable {
     interned: RwLock<IndexSet<Lists>>,
+    /// Out of line: with it inline the table's allocation changed size class, and the full-size
+    /// roll's peak RSS grew by 10 MiB (allocator layout alone: padding did the same).
+    retirement: Box<Retirement>,
+}
+
+/// When a [`ListTable`] is retired, and where its caches moved.
+#[derive(Debug, Default)]
+struct Retirement {
+    /// How many lists the table held after caches last moved their contents into it.
+    filled: AtomicUsize,
+    retired: AtomicBool,
+    /// While retired, the states caches left it from and the state in the current table each
+    /// moved to: the other caches in a state move to the same new one, and keep sharing it.
+    moved: Mutex<Vec<(Weak<Contents>, Arc<Contents>)>>,
+}
+
+/// Lists a table holds at least before it is retired: a simulated cluster's fit (fewer than
+/// 32,768 at 100 brokers and 100,000 partitions), so its caches never move.
+const RETIRE_FLOOR: usize = 65_536;
+
+/// The lists of all live tables (retired ones included).
+static HELD_LISTS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many lists the live [`ListTable`]s hold, together.
+pub fn held_lists() -> usize {
+    HELD_LISTS.load(Relaxed)
 }
 
 /// A cached entry's broker lists, borrowed: hashed as [`Lists`] are, to look them up without a copy.
@@ -121,43 +155,70 @@ impl indexmap::Equivalent<Lists> for ListsRef<'_> {
 const VACANT: u32 = u32::MAX;
 
 impl ListTable {
-    /// The table alive, or a new one if none is.
+    /// The table alive and not retired, or a new one if none is.
     fn current() -> Arc<ListTable> {
-        static CURRENT: Mutex<Weak<ListTable>> = Mutex::new(Weak::new());
-        let mut current = CURRENT.lock().unwrap_or_else(PoisonError::into_inner);
-        current.upgrade().unwrap_or_else(|| {
-            let table = Arc::new(ListTable::default());
-            *current = Arc::downgrade(&table);
-            table
-        })
+        let fresh = |current: &Mutex<Weak<ListTable>>| {
+            let mut current = current.lock().unwrap_or_else(PoisonError::into_inner);
+            (current.upgrade())
+                .filter(|table| !table.is_retired())
+                .unwrap_or_else(|| {
+                    let table = Arc::new(ListTable::default());
+                    *current = Arc::downgrade(&table);
+                    table
+                })
+        };
+        #[cfg(not(test))]
+        {
+            static CURRENT: Mutex<Weak<ListTable>> = Mutex::new(Weak::new());
+            fresh(&CURRENT)
+        }
+        #[cfg(test)]
+        {
+            thread_local! {
+                /// One per test (each runs on a thread of its own), so that one test's
+                /// retirements do not move the caches of another that compares tables.
+                static CURRENT: Mutex<Weak<ListTable>> = const { Mutex::new(Weak::new()) };
+            }
+            CURRENT.with(fresh)
+        }
     }
 
-    /// The ids of `entries`' lists, adding those not in the table yet.
+    fn is_retired(&self) -> bool {
+        self.retirement.retired.load(Relaxed)
+    }
+
+    /// The ids of `entries`' lists, adding those not in the table yet (and retiring it if that
+    /// takes it past its bound).
     fn intern<'a>(&self, entries: impl Iterator<Item = &'a UpdateMetadataEntry>) -> Vec<u32> {
         let mut interned = self
             .interned
             .write()
             .unwrap_or_else(PoisonError::into_inner);
-        entries
+        let ids = entries
             .map(|e| {
-                let lists = ListsRef([&e.isr, &e.replicas, &e.offline_replicas]);
-                let id = match interned.get_index_of(&lists) {
-                    Some(id) => id,
-                    None => {
-                        let lists = [
-                            e.isr.clone(),
-                            e.replicas.clone(),
-                            e.offline_replicas.clone(),
-                        ];
-                        interned.insert_full(lists).0
-                    }
-                };
-                u32::try_from(id)
-                    .ok()
-                    .filter(|&id| id != VACANT)
-                    .expect("fewer than 2^32 - 1 distinct broker lists")
+                Self::id(
+                    &mut interned,
+                    ListsRef([&e.isr, &e.replicas, &e.offline_replicas]),
+                )
             })
-            .collect()
+            .collect();
+        let retirement = &self.retirement;
+        if interned.len() > RETIRE_FLOOR.max(2 * retirement.filled.load(Relaxed)) {
+            retirement.retired.store(true, Relaxed);
+        }
+        ids
+    }
+
+    /// The id of `lists` in `interned` (a table's, locked), added if it is not there.
+    fn id(interned: &mut IndexSet<Lists>, lists: ListsRef<'_>) -> u32 {
+        let id = interned.get_index_of(&lists).unwrap_or_else(|| {
+            HELD_LISTS.fetch_add(1, Relaxed);
+            interned.insert_full(lists.0.map(Brokers::from_slice)).0
+        });
+        u32::try_from(id)
+            .ok()
+            .filter(|&id| id != VACANT)
+            .expect("fewer than 2^32 - 1 distinct broker lists")
     }
 
     /// The id in `table` of the lists of entry `at` of `payload` (its stored run's ids are made
@@ -171,7 +232,8 @@ impl ListTable {
         if Arc::ptr_eq(&ids.table, table) {
             ids.ids[i]
         } else {
-            // Not while one table lives at a time; looked up here all the same.
+            // Made for a table retired since (or for the retired one this cache moves out of
+            // next): looked up here.
             table.intern(std::iter::once(&stored.entries[i]))[0]
         }
     }
@@ -179,6 +241,22 @@ impl ListTable {
     fn lists(&self, id: u32) -> Lists {
         let interned = self.interned.read().unwrap_or_else(PoisonError::into_inner);
         interned[id as usize].clone()
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        let interned = self.interned.read().unwrap_or_else(PoisonError::into_inner);
+        interned.len()
+    }
+}
+
+impl Drop for ListTable {
+    fn drop(&mut self) {
+        let interned = self
+            .interned
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        HELD_LISTS.fetch_sub(interned.len(), Relaxed);
     }
 }
 
@@ -420,6 +498,54 @@ impl Contents {
         removed
     }
 
+    /// The same contents with their lists in `table` (ids re-interned, each list once).
+    fn moved_to(&self, table: Arc<ListTable>) -> Contents {
+        let mut exact = 0u64;
+        let topics = {
+            let old = self
+                .table
+                .interned
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            let mut new = table
+                .interned
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            let mut ids = vec![VACANT; old.len()]; // old id -> new id
+            let mut move_chunk = |chunk: &Chunk| {
+                let mut copy = *chunk;
+                for slot in copy.iter_mut().filter(|slot| !slot.is_vacant()) {
+                    let id = &mut ids[slot.lists as usize];
+                    if *id == VACANT {
+                        let [isr, replicas, offline] = &old[slot.lists as usize];
+                        *id = ListTable::id(&mut new, ListsRef([isr, replicas, offline]));
+                    }
+                    slot.lists = *id;
+                    exact = exact.wrapping_add(slot.exact_digest());
+                }
+                Arc::new(copy)
+            };
+            let topics = (self.topics.iter())
+                .map(|(topic, partitions)| {
+                    let chunks = (partitions.chunks.iter())
+                        .map(|chunk| chunk.as_deref().map(&mut move_chunk))
+                        .collect();
+                    let len = partitions.len;
+                    (topic.clone(), Arc::new(Partitions { chunks, len }))
+                })
+                .collect();
+            table.retirement.filled.fetch_max(new.len(), Relaxed);
+            topics
+        };
+        Contents {
+            table,
+            topics,
+            len: self.len,
+            digest: self.digest,
+            exact,
+        }
+    }
+
     /// Whether a reader sees the same in both (compared in full only when the digests agree).
     fn same(&self, other: &Contents) -> bool {
         (self.len, self.digest, self.exact, self.topics.len())
@@ -489,16 +615,14 @@ impl MetadataCache {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         transitions.retain(|t| t.after.strong_count() > 0);
-        let here = Arc::as_ptr(&self.contents);
-        let done = transitions
-            .iter()
-            .filter(|t| std::ptr::eq(t.before.as_ptr(), here));
-        if let Some((after, removed)) = done
-            .filter_map(|t| Some((t.after.upgrade()?, &t.removed)))
-            .next()
-        {
-            self.contents = after;
-            return removed.clone();
+        if let Some(removed) = self.take_transition(&transitions) {
+            return removed;
+        }
+        if self.contents.table.is_retired() {
+            self.leave_retired_table();
+            if let Some(removed) = self.take_transition(&transitions) {
+                return removed;
+            }
         }
         // A state no other cache is in cannot be reached again: it is not recorded, and changed in place.
         let before = if Arc::strong_count(&self.contents) > 1 {
@@ -522,6 +646,41 @@ impl MetadataCache {
             removed: removed.clone(),
         });
         removed
+    }
+
+    /// Takes the state a payload led the cache's state to, if it was applied to it already
+    /// (`transitions`: the payload's); returns what it removed.
+    fn take_transition(&mut self, transitions: &[Transition]) -> Option<Vec<usize>> {
+        let here = Arc::as_ptr(&self.contents);
+        let (after, removed) = (transitions.iter())
+            .filter(|t| std::ptr::eq(t.before.as_ptr(), here))
+            .find_map(|t| Some((t.after.upgrade()?, &t.removed)))?;
+        self.contents = after;
+        Some(removed.clone())
+    }
+
+    /// Moves the cache's contents out of their retired table into the current one: the caches
+    /// in one state move to one new state (the first makes it, the others take it).
+    fn leave_retired_table(&mut self) {
+        let table = self.contents.table.clone();
+        let mut moved = (table.retirement.moved.lock()).unwrap_or_else(PoisonError::into_inner);
+        let here = Arc::as_ptr(&self.contents);
+        let new = match moved
+            .iter()
+            .find(|(old, _)| std::ptr::eq(old.as_ptr(), here))
+        {
+            Some((_, new)) => new.clone(),
+            None => {
+                let new = Arc::new(self.contents.moved_to(ListTable::current()));
+                if Arc::strong_count(&self.contents) > 1 {
+                    moved.push((Arc::downgrade(&self.contents), new.clone()));
+                }
+                new
+            }
+        };
+        self.contents = new;
+        // A state no cache is in any more has no cache left to move.
+        moved.retain(|(old, _)| old.strong_count() > 0);
     }
 
     /// The cached state of `topic`-`partition` (its `part` is 0).
@@ -789,6 +948,88 @@ mod tests {
         assert!(std::ptr::eq(ids, stored.lists.get().unwrap()));
         assert_eq!(two.get("a", 1), Some(offline));
         assert_eq!(two.get("a", 5), Some(entry(3, 0)));
+    }
+
+    /// An entry of `leader` whose ISR and replicas are a list no other `n` makes.
+    fn with_new_lists(leader: BrokerId, n: i32) -> UpdateMetadataEntry {
+        UpdateMetadataEntry {
+            isr: smallvec![leader, n],
+            replicas: smallvec![leader, n, -n],
+            ..entry(leader, 0)
+        }
+    }
+
+    #[test]
+    fn ever_new_lists_retire_the_table_and_the_cache_moves_to_a_bounded_one() {
+        let (a, b): (Arc<str>, Arc<str>) = ("a".into(), "b".into());
+        let mut cache = MetadataCache::default();
+        put(&mut cache, &[(&b, 0, entry(1, 0)), (&b, 70, entry(2, 0))]);
+        let first = Arc::downgrade(&cache.contents.table);
+        for n in 0..3 * RETIRE_FLOOR as i32 {
+            put(&mut cache, &[(&a, n % 3, with_new_lists(1, n))]);
+            let table = &cache.contents.table;
+            assert!(table.len() <= 2 * RETIRE_FLOOR, "{} lists", table.len());
+        }
+        // The first table was retired, the cache moved out, and (no payload holding it) freed.
+        assert!(first.upgrade().is_none());
+        let mut expected = MetadataCache::default();
+        let last = 3 * RETIRE_FLOOR as i32;
+        put(
+            &mut expected,
+            &[(&b, 0, entry(1, 0)), (&b, 70, entry(2, 0))],
+        );
+        let entries: Vec<_> = (last - 3..last)
+            .map(|n| (&a, n % 3, with_new_lists(1, n)))
+            .collect();
+        put(&mut expected, &entries);
+        assert_eq!(contents(&cache), contents(&expected));
+        assert_eq!(
+            (cache.len(), cache.digest()),
+            (expected.len(), expected.digest())
+        );
+    }
+
+    #[test]
+    fn caches_in_one_state_share_one_state_after_moving_out_of_a_retired_table() {
+        let a: Arc<str> = "a".into();
+        let mut first = MetadataCache::default();
+        put(&mut first, &[(&a, 0, entry(1, 0)), (&a, 100, entry(2, 0))]);
+        let mut second = MetadataCache {
+            contents: first.contents.clone(),
+        };
+        let mut third = MetadataCache {
+            contents: first.contents.clone(),
+        };
+        // A payload whose lists' ids are made in that table before it is retired.
+        let early = payload(&[(&a, 2, entry(4, 2))]);
+        apply(&mut MetadataCache::default(), &early);
+        // Another cache's ever-new lists retire the table the three share.
+        let mut other = MetadataCache::default();
+        let mut n = 0;
+        while !first.contents.table.is_retired() {
+            put(&mut other, &[(&a, 1, with_new_lists(3, n))]);
+            n += 1;
+        }
+        let change = payload(&[(&a, 1, entry(3, 1))]);
+        apply(&mut first, &change);
+        apply(&mut second, &change);
+        assert!(first.shares_state_with(&second) && !first.contents.table.is_retired());
+        assert_eq!(
+            contents(&second),
+            [
+                ("a".to_string(), 0, entry(1, 0)),
+                ("a".to_string(), 1, entry(3, 1)),
+                ("a".to_string(), 100, entry(2, 0)),
+            ]
+        );
+        // The third moves too on its next apply, to the state the others moved to, and follows
+        // them from it.
+        apply(&mut third, &change);
+        assert!(third.shares_state_with(&first));
+        // The early payload's ids are of the retired table: its lists are looked up again.
+        apply(&mut first, &early);
+        assert_eq!(first.get("a", 2), Some(entry(4, 2)));
+        assert_eq!(first.get("a", 1), Some(entry(3, 1)));
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod zookeeper;
 
 use pyo3::types::PyBytes;
 
+use crate::hash::HashMap;
 use crate::model::LeaderRecoveryState;
 
 use pyo3::prelude::*;
@@ -66,6 +67,20 @@ fn decode_topic_znode(py: Python<'_>, data: &[u8]) -> Option<crate::zkjson::Deco
     py.detach(|| crate::zkjson::decode_topic(data))
 }
 
+/// For tests only: how many objects the tables that outlive payloads hold, keyed
+/// `topic_partitions` and `broker_lists` (the Python objects rows share, see
+/// `payload::interned`) and `metadata_lists` (the metadata caches' live list tables).
+#[pyfunction]
+#[pyo3(name = "_interned_sizes")]
+fn interned_sizes() -> HashMap<&'static str, usize> {
+    let (topic_partitions, broker_lists) = payload::interned_sizes();
+    HashMap::from_iter([
+        ("topic_partitions", topic_partitions),
+        ("broker_lists", broker_lists),
+        ("metadata_lists", crate::metadata::held_lists()),
+    ])
+}
+
 #[pymodule]
 #[pyo3(name = "_engine")]
 fn engine_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -85,6 +100,7 @@ fn engine_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(classes::bind, m)?)?;
     m.add_function(wrap_pyfunction!(encode_partition_states, m)?)?;
     m.add_function(wrap_pyfunction!(decode_topic_znode, m)?)?;
+    m.add_function(wrap_pyfunction!(interned_sizes, m)?)?;
     m.add_function(wrap_pyfunction!(metadata::metadata_digest, m)?)?;
     m.add_function(wrap_pyfunction!(metadata::stored_digests, m)?)?;
     m.add_function(wrap_pyfunction!(metadata::fold_digests, m)?)?;

@@ -17,9 +17,11 @@ use crate::py::classes::classes;
 use crate::requests::{HasHead, Head, LeaderAndIsrEntry, StopReplicaEntry, UpdateMetadataEntry};
 
 mod hosted;
+mod interned;
 mod rows;
 
 pub use hosted::{HostedPartitions, PartitionErrors};
+pub use interned::sizes as interned_sizes;
 
 pub type UpdateMetadataView<'a> = (Keys<'a>, &'a Payload, &'a Applied);
 

@@ -12,7 +12,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyIterator, PyList, PyString};
 use smallvec::SmallVec;
 
-use super::{rows, Entries, PartitionStates};
+use super::{interned, rows, Entries, PartitionStates};
 use crate::hash::HashSet;
 use crate::hosted::{self, PartitionError};
 use crate::py::classes::classes;
@@ -271,7 +271,7 @@ impl PartitionErrors {
             return Ok(dict.bind(py));
         }
         let named = rows::named(&self.topics, &self.partitions, None)?;
-        let keys = rows::keys(&named, py)?;
+        let keys = interned::keys(&named, py)?;
         let classes = classes(py)?;
         let dict = PyDict::new(py);
         for (key, e) in keys.iter().zip(&self.errors) {

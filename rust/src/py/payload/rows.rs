@@ -4,23 +4,20 @@
 //! `__init__` (restarting the controller's broker at 100 brokers sends 300,000 states), and the
 //! payload the broker keeps in its record of answers stays native.
 
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
-use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyString, PyTuple};
+use pyo3::types::{PyList, PyTuple};
 
+use super::interned::{broker_lists, keys};
 use super::{Entries, PartitionStates};
-use crate::hash::HashMap;
-use crate::model::Brokers;
-use crate::py::classes::classes;
 use crate::requests::HasHead;
 
 /// The rows of `states` at `indices` (ascending; None: all), in order: `(tp, controller_epoch,
 /// leader, leader_epoch, isr, partition_epoch, replicas, adding_replicas, is_new)` for
 /// LeaderAndIsr, `(tp, leader_epoch, delete_partition)` for StopReplica; `tp` is a
-/// `TopicPartition` (see `keys`).
+/// `TopicPartition` (see `interned::keys`).
 pub(super) fn rows<'py>(
     states: &PartitionStates,
     py: Python<'py>,
@@ -101,96 +98,3 @@ pub(super) fn named<'a>(
     }
     Ok(out)
 }
-
-/// The `TopicPartition` of each of `named`'s partitions, with the topic's interned string: the
-/// one made for that partition by an earlier payload's rows (see `KEYS`), or a new one, built as
-/// `tuple.__new__` builds it (without the NamedTuple's Python constructor). The lock is never held
-/// while Python runs.
-pub(super) fn keys<'py>(
-    named: &[(&Arc<str>, i32, usize)],
-    py: Python<'py>,
-) -> PyResult<Vec<Bound<'py, PyAny>>> {
-    let mut found: Vec<Option<Bound<'py, PyAny>>> = Vec::with_capacity(named.len());
-    {
-        let known = KEYS.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut last: Option<(&Arc<str>, Option<&TopicKeys>)> = None;
-        for &(topic, id, _) in named {
-            let of_topic = match last {
-                Some((t, keys)) if Arc::ptr_eq(t, topic) => keys,
-                _ => known.get(&**topic),
-            };
-            last = Some((topic, of_topic));
-            found.push(
-                of_topic
-                    .and_then(|keys| keys.get(&id))
-                    .map(|key| key.bind(py).clone()),
-            );
-        }
-    }
-    if found.iter().all(Option::is_some) {
-        return Ok(found.into_iter().flatten().collect());
-    }
-    let class = classes(py)?.topic_partition.bind(py);
-    let new = py.get_type::<PyTuple>().getattr(intern!(py, "__new__"))?;
-    let mut made: Vec<(usize, Bound<'py, PyAny>)> = Vec::new();
-    for (i, (&(topic, id, _), key)) in named.iter().zip(&found).enumerate() {
-        if key.is_none() {
-            let name = PyString::intern(py, topic);
-            made.push((i, new.call1((class, (&name, id)))?));
-        }
-    }
-    let mut known = KEYS.lock().unwrap_or_else(PoisonError::into_inner);
-    for (i, key) in made {
-        let (topic, id, _) = named[i];
-        let of_topic = known.entry(topic.clone()).or_default();
-        // Another thread's rows may have made one meanwhile: theirs is the one kept.
-        let kept = of_topic.entry(id).or_insert_with(|| key.unbind());
-        found[i] = Some(kept.bind(py).clone());
-    }
-    drop(known);
-    Ok(found.into_iter().flatten().collect())
-}
-
-/// A tuple of each of `lists` (ISRs, replicas, adding replicas): the one made for an equal list
-/// by an earlier payload's rows (see `LISTS`), or a new one. The lock is never held while
-/// Python runs.
-fn broker_lists<'py>(lists: &[&[i32]], py: Python<'py>) -> PyResult<Vec<Bound<'py, PyTuple>>> {
-    let mut found: Vec<Option<Bound<'py, PyTuple>>> = {
-        let known = LISTS.lock().unwrap_or_else(PoisonError::into_inner);
-        (lists.iter())
-            .map(|list| known.get(*list).map(|t| t.bind(py).clone()))
-            .collect()
-    };
-    let mut made = Vec::new();
-    for (i, (list, tuple)) in lists.iter().zip(&found).enumerate() {
-        if tuple.is_none() {
-            made.push((i, PyTuple::new(py, *list)?));
-        }
-    }
-    if !made.is_empty() {
-        let mut known = LISTS.lock().unwrap_or_else(PoisonError::into_inner);
-        for (i, tuple) in made {
-            let kept =
-                (known.entry(Brokers::from_slice(lists[i]))).or_insert_with(|| tuple.unbind());
-            found[i] = Some(kept.bind(py).clone());
-        }
-    }
-    Ok(found.into_iter().flatten().collect())
-}
-
-/// The tuple of each broker list some payload's rows carried, kept for the rows that carry an
-/// equal one next: the simulated replicas then share a tuple per distinct list (a few per
-/// replica set) instead of holding two or three each, and rows allocate none. Only a simulation
-/// fills it, with an entry per distinct list it ever sent.
-static LISTS: LazyLock<Mutex<HashMap<Brokers, Py<PyTuple>>>> = LazyLock::new(Default::default);
-
-/// The `TopicPartition` of each partition some payload's rows named, by topic and partition id,
-/// kept for the rows that name it next: the broker agents' and simulated replica managers' tables
-/// then hold one key object per partition (not one per broker and table), and a row's key is
-/// found in them by identity, without reading the stored key and its partition number, objects
-/// of a hundred brokers' tables the processor's caches no longer hold. Only simulated brokers
-/// read rows, so only a simulation fills it, with an entry per partition it ever had.
-static KEYS: LazyLock<Mutex<HashMap<Arc<str>, TopicKeys>>> = LazyLock::new(Default::default);
-
-/// The keys of one topic's partitions, by partition id.
-type TopicKeys = HashMap<i32, Py<PyAny>>;
