@@ -1,6 +1,8 @@
-//! The hash containers of the engine: FxHash instead of SipHash. Keys are small integers and
-//! topic names the controller itself produced, so HashDoS resistance buys nothing here, and the
-//! hot paths do several lookups per partition.
+//! The hash containers of the engine: FxHash instead of SipHash for its keys (partition and
+//! broker ids, list ids), on hot paths that do several lookups per partition. Topic names are
+//! the exception ([`NameMap`]): peers choose them (a broker process reads them from its
+//! controller's requests, a controller from admins), and FxHash is unkeyed, so names made to
+//! collide would make every lookup of a table linear.
 
 pub use rustc_hash::FxBuildHasher;
 
@@ -8,3 +10,26 @@ pub type HashMap<K, V> = std::collections::HashMap<K, V, FxBuildHasher>;
 pub type HashSet<K> = std::collections::HashSet<K, FxBuildHasher>;
 pub type IndexMap<K, V> = indexmap::IndexMap<K, V, FxBuildHasher>;
 pub type IndexSet<K> = indexmap::IndexSet<K, FxBuildHasher>;
+
+/// A map keyed by topic names: std's SipHash, keyed at random per process, so that no peer can
+/// choose names that collide. A name is hashed once per run of a topic's partitions, not per
+/// partition, on the hot paths.
+pub type NameMap<K, V> = std::collections::HashMap<K, V, std::hash::RandomState>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::hash::BuildHasher;
+
+    #[test]
+    fn each_name_table_hashes_with_a_key_of_its_own() {
+        let (one, other) = (
+            NameMap::<String, ()>::default(),
+            NameMap::<String, ()>::default(),
+        );
+        assert_ne!(
+            one.hasher().hash_one("orders"),
+            other.hasher().hash_one("orders")
+        );
+    }
+}

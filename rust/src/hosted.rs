@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use crate::hash::HashMap;
+use crate::hash::{HashMap, NameMap};
 
 /// A leader epoch that names none: every accepted epoch is newer.
 pub const NO_EPOCH: i32 = -1;
@@ -61,7 +61,7 @@ pub type TopicHosted = HashMap<i32, Hosted>;
 /// A broker process's hosted partitions (a restarted process starts with none).
 #[derive(Debug, Default)]
 pub struct HostedPartitions {
-    topics: HashMap<Arc<str>, TopicHosted>,
+    topics: NameMap<Arc<str>, TopicHosted>,
 }
 
 impl HostedPartitions {

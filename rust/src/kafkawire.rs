@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use crate::hash::{HashMap, IndexMap};
+use crate::hash::{IndexMap, NameMap};
 use crate::requests::{HasHead, Head, LeaderAndIsrEntry, UpdateMetadataEntry};
 
 /// A topic id as Kafka writes it (two big-endian longs); all zeroes when the topic has none.
@@ -173,7 +173,7 @@ pub fn encode_states<S: WireState>(
     keys: &[(Arc<str>, i32)],
     entries: &[S],
     version: i16,
-    topic_ids: &HashMap<String, TopicId>,
+    topic_ids: &NameMap<String, TopicId>,
 ) -> Result<Vec<u8>, WireError> {
     if !(0..=layout.max_version).contains(&version) {
         return Err(WireError(format!(
@@ -258,7 +258,7 @@ mod tests {
         let b: Arc<str> = Arc::from("b");
         let keys = vec![(a.clone(), 0), (b.clone(), 0), (a.clone(), 1)];
         let entries = vec![um(1), um(2), um(3)];
-        let out = encode_states(&UPDATE_METADATA, &keys, &entries, 5, &HashMap::default()).unwrap();
+        let out = encode_states(&UPDATE_METADATA, &keys, &entries, 5, &NameMap::default()).unwrap();
         // Two topics; "a" first with partitions 0 and 1.
         assert_eq!(&out[..4], &2i32.to_be_bytes());
         assert_eq!(&out[4..7], &[0, 1, b'a']);
@@ -284,7 +284,7 @@ mod tests {
             state: Arc::new(state),
             is_new: true,
         }];
-        let mut ids = HashMap::default();
+        let mut ids = NameMap::default();
         ids.insert("t".to_string(), [7u8; 16]);
         let out = encode_states(&LEADER_AND_ISR, &keys, &entries, 7, &ids).unwrap();
         assert_eq!(&out[..3], &[2, 2, b't']);
@@ -300,7 +300,7 @@ mod tests {
             &[],
             &[],
             9,
-            &HashMap::default(),
+            &NameMap::default(),
         )
         .unwrap_err();
         assert!(err.0.contains("UpdateMetadata version 9"));

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
 
 use rustc_hash::FxHasher;
 
-use crate::hash::{HashMap, IndexSet};
+use crate::hash::{IndexSet, NameMap};
 use crate::model::{BrokerId, Brokers, LEADER_DURING_DELETE};
 use crate::requests::{UpdateMetadataEntries, UpdateMetadataEntry};
 
@@ -404,7 +404,7 @@ impl Partitions {
 #[derive(Clone, Debug)]
 struct Contents {
     table: Arc<ListTable>,
-    topics: HashMap<Arc<str>, Arc<Partitions>>,
+    topics: NameMap<Arc<str>, Arc<Partitions>>,
     len: usize,
     digest: u64,
     exact: u64,
@@ -414,7 +414,7 @@ impl Default for Contents {
     fn default() -> Self {
         Self {
             table: ListTable::current(),
-            topics: HashMap::default(),
+            topics: NameMap::default(),
             len: 0,
             digest: 0,
             exact: 0,

@@ -235,7 +235,7 @@ impl PartitionStates {
         version: i16,
         topic_ids: std::collections::HashMap<String, [u8; 16]>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let ids: crate::hash::HashMap<String, kafkawire::TopicId> = topic_ids.into_iter().collect();
+        let ids: crate::hash::NameMap<String, kafkawire::TopicId> = topic_ids.into_iter().collect();
         let keys = self.keys();
         let encoded = py.detach(|| match &self.entries {
             Entries::LeaderAndIsr(es) => {

@@ -12,7 +12,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 
-use crate::hash::HashMap;
+use crate::hash::{HashMap, NameMap};
 use crate::model::Brokers;
 use crate::py::classes::classes;
 
@@ -166,7 +166,7 @@ static LISTS: LazyLock<Mutex<Lists>> = LazyLock::new(Default::default);
 /// hundred brokers' tables the processor's caches no longer hold.
 #[derive(Debug, Default)]
 struct Keys {
-    topics: HashMap<Arc<str>, TopicKeys>,
+    topics: NameMap<Arc<str>, TopicKeys>,
     /// The keys of all topics.
     len: usize,
     sweeps: Sweeps,
