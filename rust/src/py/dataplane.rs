@@ -1,0 +1,442 @@
+//! `DataPlane`: the simulated data plane of a cluster (`crate::dataplane`) for
+//! `kctl.broker.native_data_plane`. Partitions cross as `TopicPartition` objects, numbered here
+//! on first sight; each call returns the timers it armed, as `(kind, broker)` pairs (0: the
+//! fetcher, 1: the ISR-expiration task, 2: the AlterPartition flush).
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyFrozenSet, PyList, PyString, PyTuple};
+
+use crate::dataplane::{self, Answer, Effect, LeaderAndIsrRow, Pid, ProduceError, Role};
+use crate::hash::HashMap;
+use crate::model::{BrokerId, Brokers, LeaderAndIsr, LeaderRecoveryState, EPOCH_DURING_DELETE};
+use crate::py::classes::classes;
+use crate::py::convert::leader_and_isr_to_py;
+
+type Effects = Vec<(u8, BrokerId)>;
+
+/// An ISR write's outcome: the ISR and partition epoch written.
+type Written = (Brokers, i32);
+
+/// Every simulated broker's replica table and the ledger of one cluster.
+#[pyclass(module = "kctl._engine")]
+pub struct DataPlane {
+    core: dataplane::DataPlane,
+    /// The `TopicPartition` of each partition number.
+    keys: Vec<Py<PyAny>>,
+    /// Partition numbers by the address of their key in `keys` (which holds it alive).
+    by_address: HashMap<usize, Pid>,
+    by_name: HashMap<(String, i32), Pid>,
+}
+
+impl DataPlane {
+    /// The number of partition `tp` (a `(topic, partition)` tuple), given one on first sight.
+    fn pid(&mut self, tp: &Bound<'_, PyAny>) -> PyResult<Pid> {
+        let address = tp.as_ptr() as usize;
+        if let Some(&pid) = self.by_address.get(&address) {
+            return Ok(pid);
+        }
+        let pid = self.known(tp)?;
+        match pid {
+            Some(pid) => Ok(pid),
+            None => {
+                let (topic, partition) = name(tp)?;
+                let pid = Pid::try_from(self.keys.len())
+                    .map_err(|_| PyValueError::new_err("too many partitions for one data plane"))?;
+                self.keys.push(tp.clone().unbind());
+                self.by_address.insert(address, pid);
+                self.by_name.insert((topic, partition), pid);
+                Ok(pid)
+            }
+        }
+    }
+
+    /// The number of a partition seen before.
+    fn known(&self, tp: &Bound<'_, PyAny>) -> PyResult<Option<Pid>> {
+        if let Some(&pid) = self.by_address.get(&(tp.as_ptr() as usize)) {
+            return Ok(Some(pid));
+        }
+        Ok(self.by_name.get(&name(tp)?).copied())
+    }
+
+    fn key<'py>(&self, py: Python<'py>, pid: Pid) -> Bound<'py, PyAny> {
+        self.keys[pid as usize].bind(py).clone()
+    }
+
+    fn effects(&mut self) -> Effects {
+        let code = |effect: Effect| match effect {
+            Effect::Fetch(b) => (0, b),
+            Effect::WatchIsr(b) => (1, b),
+            Effect::Flush(b) => (2, b),
+        };
+        self.core.take_effects().into_iter().map(code).collect()
+    }
+}
+
+/// `(topic, partition)` of a `TopicPartition`.
+fn name(tp: &Bound<'_, PyAny>) -> PyResult<(String, i32)> {
+    let tuple = tp.cast::<PyTuple>().map_err(|_| {
+        PyTypeError::new_err(format!("a partition must be a TopicPartition, not {tp}"))
+    })?;
+    if tuple.len() != 2 {
+        return Err(PyValueError::new_err(format!(
+            "a TopicPartition has two fields, not {tp}"
+        )));
+    }
+    let topic = tuple.get_item(0)?;
+    let topic = topic
+        .cast::<PyString>()
+        .map_err(|_| PyTypeError::new_err(format!("a partition's topic must be a str: {tp}")))?;
+    Ok((topic.to_str()?.to_owned(), tuple.get_item(1)?.extract()?))
+}
+
+fn role_code(role: Role) -> Option<&'static str> {
+    match role {
+        Role::Unhosted => None,
+        Role::Leader => Some("leader"),
+        Role::Follower => Some("follower"),
+        Role::Stopped => Some("stopped"),
+        Role::Offline => Some("offline"),
+    }
+}
+
+/// A row's field `k`, with the row's position in the error.
+fn field<'py, T: FromPyObjectOwned<'py>>(row: &Bound<'py, PyTuple>, k: usize) -> PyResult<T> {
+    let item = row.get_item(k)?;
+    item.extract::<T>().map_err(|e| {
+        let e: PyErr = e.into();
+        PyTypeError::new_err(format!("field {k} of partition state {row}: {e}"))
+    })
+}
+
+#[pymethods]
+impl DataPlane {
+    #[new]
+    fn new() -> Self {
+        DataPlane {
+            core: dataplane::DataPlane::new(),
+            keys: Vec::new(),
+            by_address: HashMap::default(),
+            by_name: HashMap::default(),
+        }
+    }
+
+    /// `fresh`: the first start of a replica manager (no logs of an earlier one for this broker).
+    fn startup(&mut self, broker: BrokerId, max_fetch_records: Option<i64>, fresh: bool) {
+        self.core.startup(broker, max_fetch_records, fresh);
+    }
+
+    fn shutdown(&mut self, broker: BrokerId, now: f64) -> Effects {
+        self.core.shutdown(broker, now);
+        self.effects()
+    }
+
+    fn is_running(&self, broker: BrokerId) -> bool {
+        self.core.is_running(broker)
+    }
+
+    /// LeaderAndIsr rows `(tp, controller_epoch, leader, leader_epoch, isr, partition_epoch,
+    /// replicas, adding_replicas, is_new)`; the timers armed and how many I8 violations it found.
+    fn leader_and_isr(
+        &mut self,
+        broker: BrokerId,
+        rows: &Bound<'_, PyList>,
+        now: f64,
+    ) -> PyResult<(Effects, usize)> {
+        let mut parsed = Vec::with_capacity(rows.len());
+        for row in rows.iter() {
+            let row = row.cast_into::<PyTuple>().map_err(|e| {
+                PyTypeError::new_err(format!("a LeaderAndIsr row must be a tuple: {e}"))
+            })?;
+            if row.len() != 9 {
+                return Err(PyValueError::new_err(format!(
+                    "a LeaderAndIsr row has 9 fields, not {row}"
+                )));
+            }
+            parsed.push(LeaderAndIsrRow {
+                pid: self.pid(&row.get_item(0)?)?,
+                controller_epoch: field(&row, 1)?,
+                leader: field(&row, 2)?,
+                leader_epoch: field(&row, 3)?,
+                isr: field(&row, 4)?,
+                partition_epoch: field(&row, 5)?,
+                replicas: field(&row, 6)?,
+                adding: field(&row, 7)?,
+            });
+        }
+        let before = self.core.violations().len();
+        self.core.leader_and_isr(broker, parsed, now);
+        Ok((self.effects(), self.core.violations().len() - before))
+    }
+
+    /// StopReplica rows `(tp, leader_epoch, delete_partition)`.
+    fn stop_replicas(
+        &mut self,
+        broker: BrokerId,
+        rows: &Bound<'_, PyList>,
+        now: f64,
+    ) -> PyResult<Effects> {
+        let mut parsed = Vec::with_capacity(rows.len());
+        for row in rows.iter() {
+            let row = row.cast_into::<PyTuple>().map_err(|e| {
+                PyTypeError::new_err(format!("a StopReplica row must be a tuple: {e}"))
+            })?;
+            if row.len() != 3 {
+                return Err(PyValueError::new_err(format!(
+                    "a StopReplica row has 3 fields, not {row}"
+                )));
+            }
+            let leader_epoch: i32 = field(&row, 1)?;
+            let delete: bool = field(&row, 2)?;
+            parsed.push((
+                self.pid(&row.get_item(0)?)?,
+                delete,
+                leader_epoch == EPOCH_DURING_DELETE,
+            ));
+        }
+        self.core.stop_replicas(broker, &parsed, now);
+        Ok(self.effects())
+    }
+
+    fn mark_offline(
+        &mut self,
+        broker: BrokerId,
+        partitions: Vec<Bound<'_, PyAny>>,
+        now: f64,
+    ) -> PyResult<Effects> {
+        let pids = partitions
+            .iter()
+            .map(|tp| self.pid(tp))
+            .collect::<PyResult<Vec<_>>>()?;
+        self.core.mark_offline(broker, &pids, now);
+        Ok(self.effects())
+    }
+
+    /// Append records on the broker's leader replica: the error's name ("NONE" when appended).
+    fn produce(
+        &mut self,
+        broker: BrokerId,
+        tp: &Bound<'_, PyAny>,
+        records: i64,
+        now: f64,
+    ) -> PyResult<(&'static str, Effects)> {
+        let Some(pid) = self.known(tp)? else {
+            return Ok(("UNKNOWN_TOPIC_OR_PARTITION", Vec::new()));
+        };
+        let error = match self.core.produce(broker, pid, records, now) {
+            ProduceError::None => "NONE",
+            ProduceError::UnknownTopicOrPartition => "UNKNOWN_TOPIC_OR_PARTITION",
+            ProduceError::KafkaStorageError => "KAFKA_STORAGE_ERROR",
+            ProduceError::NotLeaderOrFollower => "NOT_LEADER_OR_FOLLOWER",
+        };
+        Ok((error, self.effects()))
+    }
+
+    fn pause_fetching(&mut self, broker: BrokerId, now: f64) -> Effects {
+        self.core.pause_fetching(broker, now);
+        self.effects()
+    }
+
+    fn resume_fetching(&mut self, broker: BrokerId) -> Effects {
+        self.core.resume_fetching(broker);
+        self.effects()
+    }
+
+    fn fetch_round(&mut self, broker: BrokerId, now: f64) -> (bool, Effects) {
+        let more = self.core.fetch_round(broker, now);
+        (more, self.effects())
+    }
+
+    fn check_isr(&mut self, broker: BrokerId, now: f64, max_lag: f64) -> (bool, Effects) {
+        let more = self.core.check_isr(broker, now, max_lag);
+        (more, self.effects())
+    }
+
+    /// The queued proposals as `({tp: LeaderAndIsr}, [controller epoch of each])`; `await_answer`:
+    /// an AlterPartition request whose answer `alter_partition_done` takes.
+    fn flush<'py>(
+        &mut self,
+        py: Python<'py>,
+        broker: BrokerId,
+        await_answer: bool,
+    ) -> PyResult<(Bound<'py, PyDict>, Vec<i32>)> {
+        let batch = PyDict::new(py);
+        let mut controller_epochs = Vec::new();
+        for p in self.core.flush(broker, await_answer) {
+            let state = LeaderAndIsr {
+                leader: broker,
+                isr: p.isr,
+                leader_epoch: p.leader_epoch,
+                partition_epoch: p.partition_epoch,
+                recovery: LeaderRecoveryState::Recovered,
+            };
+            batch.set_item(self.key(py, p.pid), leader_and_isr_to_py(py, &state)?)?;
+            controller_epochs.push(p.controller_epoch);
+        }
+        Ok((batch, controller_epochs))
+    }
+
+    /// The answer to the AlterPartition request in flight: its partition results (a mapping, None
+    /// for a top-level error) and the errors after which a leader awaits LeaderAndIsr. The
+    /// partitions whose proposal failed, whether proposals are queued, the timers armed.
+    fn alter_partition_done<'py>(
+        &mut self,
+        py: Python<'py>,
+        broker: BrokerId,
+        results: Option<&Bound<'py, PyAny>>,
+        await_errors: &Bound<'py, PyFrozenSet>,
+    ) -> PyResult<(Vec<Bound<'py, PyAny>>, bool, Effects)> {
+        let answers = match results {
+            None => None,
+            Some(results) => {
+                let class = classes(py)?.leader_and_isr.bind(py);
+                let mut answers = Vec::new();
+                for pid in self.core.in_flight(broker) {
+                    let result = results.call_method1(intern!(py, "get"), (self.key(py, pid),))?;
+                    let answer = match (!result.is_none()).then_some(result) {
+                        None => Answer::Failed,
+                        Some(result) if result.is_instance(class)? => Answer::Committed(
+                            result.getattr("isr")?.extract::<Brokers>()?,
+                            result.getattr("leader_epoch")?.extract()?,
+                            result.getattr("partition_epoch")?.extract()?,
+                        ),
+                        Some(result) if await_errors.contains(&result)? => {
+                            Answer::AwaitLeaderAndIsr
+                        }
+                        Some(_) => Answer::Failed,
+                    };
+                    answers.push(answer);
+                }
+                Some(answers)
+            }
+        };
+        let (failed, queued) = self.core.alter_partition_done(broker, answers);
+        let failed = failed.into_iter().map(|pid| self.key(py, pid)).collect();
+        Ok((failed, queued, self.effects()))
+    }
+
+    /// Before AlterPartition, the leader's own writes: `[(tp, (isr, partition_epoch) or None)]`
+    /// (None: the write failed), in order.
+    fn isr_written(
+        &mut self,
+        broker: BrokerId,
+        outcomes: Vec<(Bound<'_, PyAny>, Option<Written>)>,
+    ) -> PyResult<Effects> {
+        let outcomes = (outcomes.iter())
+            .map(|(tp, outcome)| Ok((self.pid(tp)?, outcome.clone())))
+            .collect::<PyResult<Vec<_>>>()?;
+        self.core.isr_written(broker, outcomes);
+        Ok(self.effects())
+    }
+
+    /// `(role, leader, leader_epoch, partition_epoch, isr, pending_isr, log_end_offset,
+    /// high_watermark)` of a broker's replica (role None: not hosted since start-up), or None.
+    #[allow(clippy::type_complexity)]
+    fn replica_state(
+        &self,
+        broker: BrokerId,
+        tp: &Bound<'_, PyAny>,
+    ) -> PyResult<
+        Option<(
+            Option<&'static str>,
+            BrokerId,
+            i32,
+            i32,
+            Vec<BrokerId>,
+            Option<Vec<BrokerId>>,
+            i64,
+            i64,
+        )>,
+    > {
+        let Some(pid) = self.known(tp)? else {
+            return Ok(None);
+        };
+        Ok(self.core.replica_state(broker, pid).map(|r| {
+            (
+                role_code(r.role),
+                r.leader,
+                r.leader_epoch,
+                r.partition_epoch,
+                r.isr.to_vec(),
+                r.pending.as_ref().map(|p| p.to_vec()),
+                r.leo,
+                r.hw,
+            )
+        }))
+    }
+
+    fn hosted_partitions<'py>(&self, py: Python<'py>, broker: BrokerId) -> Vec<Bound<'py, PyAny>> {
+        self.core
+            .hosted(broker)
+            .into_iter()
+            .map(|pid| self.key(py, pid))
+            .collect()
+    }
+
+    /// `(LeaderCount, PartitionCount, UnderReplicatedPartitions, OfflineReplicaCount, IsrExpands,
+    /// IsrShrinks)` of a broker.
+    fn metrics(&self, broker: BrokerId) -> (usize, usize, usize, usize, u64, u64) {
+        let m = self.core.metrics(broker);
+        (
+            m.leaders,
+            m.partitions,
+            m.under_replicated,
+            m.offline,
+            m.isr_expands,
+            m.isr_shrinks,
+        )
+    }
+
+    /// Whether ISR changes are queued or a follower still fetches from a live leader.
+    fn busy(&self, broker: BrokerId) -> bool {
+        self.core.busy(broker)
+    }
+
+    /// The I8 violations found, from the `start`th: `(tp, broker, leader_epoch, log_end_offset,
+    /// committed_offset)`.
+    fn violations<'py>(
+        &self,
+        py: Python<'py>,
+        start: usize,
+    ) -> Vec<(Bound<'py, PyAny>, BrokerId, i32, i64, i64)> {
+        (self.core.violations().iter().skip(start))
+            .map(|v| {
+                (
+                    self.key(py, v.pid),
+                    v.broker,
+                    v.leader_epoch,
+                    v.log_end_offset,
+                    v.committed,
+                )
+            })
+            .collect()
+    }
+
+    #[getter]
+    fn unclean_elections(&self) -> u64 {
+        self.core.unclean_elections()
+    }
+
+    #[getter]
+    fn truncated_records(&self) -> i64 {
+        self.core.truncated_records()
+    }
+
+    fn committed_offset(&self, tp: &Bound<'_, PyAny>) -> PyResult<i64> {
+        Ok(self
+            .known(tp)?
+            .map_or(0, |pid| self.core.committed_offset(pid)))
+    }
+
+    /// The ledger's `(committed offset, leader epoch, maximal ISR)` of a partition, or None.
+    fn record(&self, tp: &Bound<'_, PyAny>) -> PyResult<Option<(i64, i32, Vec<BrokerId>)>> {
+        let Some(pid) = self.known(tp)? else {
+            return Ok(None);
+        };
+        Ok(self
+            .core
+            .record(pid)
+            .map(|r| (r.committed, r.leader_epoch, r.isr.to_vec())))
+    }
+}
