@@ -71,8 +71,9 @@ DATA_PLANES = ("native", "python")
 """The simulated data planes an :class:`EmbeddedCluster` can run (``data_plane=``, ``KCTL_DATA_PLANE``)."""
 
 
-def _data_plane(name: str | None) -> str:
-    chosen = name or os.environ.get("KCTL_DATA_PLANE") or "python"
+def data_plane_name(name: str | None) -> str:
+    """The data plane ``name`` chooses: itself, else ``KCTL_DATA_PLANE``, else the native one."""
+    chosen = name or os.environ.get("KCTL_DATA_PLANE") or "native"
     if chosen not in DATA_PLANES:
         raise IllegalArgumentError(f"data plane {chosen!r} is not one of {', '.join(DATA_PLANES)}")
     return chosen
@@ -283,7 +284,7 @@ class EmbeddedCluster:
         restart of 100 brokers and 100K partitions makes millions of TRACE lines). ``data_plane``:
         the simulated brokers' replica managers, ``"native"`` (:mod:`kctl.broker.native_data_plane`)
         or ``"python"`` (the reference, :class:`~kctl.broker.SimulatedReplicaManager`); by default
-        ``KCTL_DATA_PLANE``, else the Python one."""
+        ``KCTL_DATA_PLANE``, else the native one."""
         if isinstance(brokers, int):  # brokers 1…N
             check_broker_count(validate_int("brokers", brokers, 1, error=IllegalStateError))
             self.broker_ids = list(range(1, brokers + 1))
@@ -314,7 +315,7 @@ class EmbeddedCluster:
         self.transport = _RecordingTransport(transport_factory(scheduler=self.scheduler, **(transport_options or {})), self)
         self._expected_metadata = ExpectedMetadata(self.store)
         self.ledger: DataPlaneLedger | NativeDataPlaneLedger = (
-            NativeDataPlaneLedger() if _data_plane(data_plane) == "native" else DataPlaneLedger()
+            NativeDataPlaneLedger() if data_plane_name(data_plane) == "native" else DataPlaneLedger()
         )
         self._broker_options = dict(broker_options or {})
         if not record_requests:

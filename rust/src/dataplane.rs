@@ -904,6 +904,15 @@ impl DataPlane {
             .collect()
     }
 
+    /// Fault injection: the broker's log of `pid` silently loses its records from `offset` on
+    /// (as a disk that lies); nobody is told.
+    pub fn lose_records(&mut self, broker: BrokerId, pid: Pid, offset: i64) {
+        let replica = (self.at(broker)).and_then(|i| self.brokers[i].replicas.get_mut(&pid));
+        if let Some(r) = replica {
+            r.truncate_to(offset);
+        }
+    }
+
     /// A broker's replica of `pid`, if it has a log of it.
     pub fn replica_state(&self, broker: BrokerId, pid: Pid) -> Option<&Replica> {
         self.brokers[self.at(broker)?].replicas.get(&pid)
@@ -1197,5 +1206,120 @@ fn two(brokers: &mut [Broker], a: usize, b: usize) -> (&mut Broker, &mut Broker)
     } else {
         let (low, high) = brokers.split_at_mut(a);
         (&mut high[0], &mut low[b])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(
+        pid: Pid,
+        leader: BrokerId,
+        leader_epoch: i32,
+        isr: &[BrokerId],
+        replicas: &[BrokerId],
+    ) -> LeaderAndIsrRow {
+        LeaderAndIsrRow {
+            pid,
+            controller_epoch: 1,
+            leader,
+            leader_epoch,
+            isr: Brokers::from_slice(isr),
+            partition_epoch: 0,
+            replicas: Brokers::from_slice(replicas),
+            adding: Brokers::new(),
+        }
+    }
+
+    #[test]
+    fn ordered_keeps_python_dict_order() {
+        let mut map: Ordered<u32, u32> = Ordered::default();
+        for k in 0..40 {
+            map.insert(k, k);
+        }
+        map.insert(3, 33); // in its place
+        for k in 0..30 {
+            if k != 3 {
+                map.remove(&k); // compacts on the way
+            }
+        }
+        map.insert(0, 0); // removed then set: last
+        let keys: Vec<u32> = map.keys().collect();
+        assert_eq!(keys, [3, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 0]);
+        assert_eq!(map.get(&3), Some(&33));
+        assert_eq!(map.len(), 12);
+    }
+
+    #[test]
+    fn common_prefix_of_two_logs() {
+        assert_eq!(
+            common_log_prefix(&[(0, 0), (1, 5)], 8, &[(0, 0), (2, 5)], 9),
+            5
+        );
+        assert_eq!(common_log_prefix(&[(0, 0)], 8, &[(0, 0), (1, 6)], 9), 6);
+        assert_eq!(common_log_prefix(&[(0, 0)], 4, &[(0, 0)], 9), 4);
+    }
+
+    #[test]
+    fn a_follower_fetches_joins_the_isr_and_the_high_watermark_follows() {
+        let mut plane = DataPlane::new();
+        plane.startup(1, None, true);
+        plane.startup(2, None, true);
+        plane.leader_and_isr(1, vec![row(7, 1, 0, &[1], &[1, 2])], 0.0);
+        plane.leader_and_isr(2, vec![row(7, 1, 0, &[1], &[1, 2])], 0.0);
+        assert_eq!(
+            plane.take_effects(),
+            [Effect::WatchIsr(1), Effect::Fetch(2)]
+        );
+        assert_eq!(plane.produce(1, 7, 5, 1.0), ProduceError::None);
+        assert!(plane.fetch_round(2, 1.5)); // copies 5 records, not yet caught up
+        assert_eq!(plane.replica_state(2, 7).map(|r| r.leo), Some(5));
+        assert!(!plane.fetch_round(2, 2.0)); // caught up: proposes 2 into the ISR
+        assert!(plane.take_effects().contains(&Effect::Flush(1)));
+        let proposals = plane.flush(1, true);
+        assert_eq!(proposals[0].isr.as_slice(), [1, 2]);
+        let answer = Answer::Committed(Brokers::from_slice(&[1, 2]), 0, 1);
+        assert_eq!(
+            plane.alter_partition_done(1, Some(vec![answer])),
+            (vec![], false)
+        );
+        let leader = plane.replica_state(1, 7).expect("led");
+        assert_eq!(
+            (leader.hw, leader.isr.as_slice(), leader.partition_epoch),
+            (5, &[1, 2][..], 1)
+        );
+        assert_eq!(plane.committed_offset(7), 5);
+        assert_eq!(plane.metrics(1).isr_expands, 1);
+    }
+
+    #[test]
+    fn elections_are_judged_against_the_last_leaders_isr() {
+        let mut plane = DataPlane::new();
+        for b in [1, 2, 3] {
+            plane.startup(b, None, true);
+        }
+        plane.leader_and_isr(1, vec![row(0, 1, 0, &[1, 2], &[1, 2, 3])], 0.0);
+        plane.produce(1, 0, 10, 0.0);
+        plane.leader_and_isr(2, vec![row(0, 1, 0, &[1, 2], &[1, 2, 3])], 0.0);
+        plane.fetch_round(2, 0.5);
+        plane.fetch_round(2, 1.0);
+        assert_eq!(plane.committed_offset(0), 10);
+        plane.shutdown(1, 2.0);
+        plane.leader_and_isr(3, vec![row(0, 3, 1, &[3], &[1, 2, 3])], 2.0); // unclean
+        assert_eq!(
+            (plane.unclean_elections(), plane.truncated_records()),
+            (1, 10)
+        );
+        plane.lose_records(2, 0, 0);
+        plane.leader_and_isr(2, vec![row(0, 2, 2, &[2], &[1, 2, 3])], 3.0);
+        assert!(plane.violations().is_empty()); // 2 was not in 3's ISR: unclean again
+        plane.leader_and_isr(3, vec![row(0, 3, 3, &[3], &[1, 2, 3])], 4.0);
+        plane.produce(3, 0, 4, 4.0);
+        plane.shutdown(3, 5.0);
+        plane.leader_and_isr(2, vec![row(0, 2, 4, &[2], &[1, 2, 3])], 5.0);
+        assert_eq!(plane.violations().len(), 0); // 2 was in 3's ISR, but nothing was committed
+        plane.stop_replicas(2, &[(0, true, true)], 6.0);
+        assert_eq!((plane.committed_offset(0), plane.hosted(2)), (0, vec![]));
     }
 }

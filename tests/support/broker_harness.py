@@ -8,14 +8,13 @@ answers ControlledShutdown from a script.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kctl.broker import BrokerAgent, DataPlaneLedger, SimulatedReplicaManager
 from kctl.broker.native_data_plane import NativeDataPlaneLedger, NativeReplicaManager
-from kctl.cluster import EmbeddedCluster, SentRecord
+from kctl.cluster import EmbeddedCluster, SentRecord, data_plane_name
 from kctl.config import ControllerConfig
 from kctl.errors import Errors
 from kctl.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
@@ -242,8 +241,9 @@ class SimCluster:
         self.tree = MemoryTree()
         self.admin = MemoryStore(self.tree)
         self.transport = InProcessTransport(self.scheduler, latency=LATENCY)
-        self.native = (data_plane or os.environ.get("KCTL_DATA_PLANE") or "python") == "native"
-        self.ledger: DataPlaneLedger | NativeDataPlaneLedger = NativeDataPlaneLedger() if self.native else DataPlaneLedger()
+        self.ledger: DataPlaneLedger | NativeDataPlaneLedger = (
+            NativeDataPlaneLedger() if data_plane_name(data_plane) == "native" else DataPlaneLedger()
+        )
         self.config = ControllerConfig.coerce(config)
 
         def manager() -> SimulatedReplicaManager | NativeReplicaManager:

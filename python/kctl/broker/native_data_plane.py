@@ -260,6 +260,12 @@ class NativeReplicaManager:
         with self.ledger.lock:
             return self._plane.hosted_partitions(self._broker_id)
 
+    def lose_records(self, tp: TopicPartition, offset: int) -> None:
+        """Fault injection: this broker's log of ``tp`` silently loses its records from ``offset``
+        on (a disk that lies), unknown to everyone: what invariant I8 exists to catch."""
+        with self.ledger.lock:
+            self._plane.lose_records(self._broker_id, tp, offset)
+
     def _running(self) -> BrokerServices:
         if self._broker is None:
             raise IllegalStateError("the replica manager is not running")

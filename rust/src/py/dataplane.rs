@@ -366,6 +366,19 @@ impl DataPlane {
         }))
     }
 
+    /// Fault injection: the broker's log of `tp` silently loses its records from `offset` on.
+    fn lose_records(
+        &mut self,
+        broker: BrokerId,
+        tp: &Bound<'_, PyAny>,
+        offset: i64,
+    ) -> PyResult<()> {
+        if let Some(pid) = self.known(tp)? {
+            self.core.lose_records(broker, pid, offset);
+        }
+        Ok(())
+    }
+
     fn hosted_partitions<'py>(&self, py: Python<'py>, broker: BrokerId) -> Vec<Bound<'py, PyAny>> {
         self.core
             .hosted(broker)
