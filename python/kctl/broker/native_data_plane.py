@@ -18,7 +18,7 @@ import logging
 import threading
 from collections.abc import Sequence
 
-from kctl._engine import DataPlane
+from kctl._engine import DataPlane, PartitionStates
 from kctl.broker.replica_manager import (
     _AWAIT_LEADER_AND_ISR,
     _TIMED_OUT,
@@ -189,18 +189,27 @@ class NativeReplicaManager:
     # --- Controller decisions ----------------------------------------------------------------------
 
     def become_leader_or_follower(self, states: Sequence[LeaderAndIsrPartitionState]) -> None:
-        rows = states.rows if type(states) is AcceptedStates else leader_and_isr_rows(states)
+        """A native payload (the agent's accepted states of the native engine's request) is read
+        in place; other states as rows."""
         with self.ledger.lock:
             now = self._running().scheduler.now()
-            effects, violations = self._plane.leader_and_isr(self._broker_id, rows, now)
+            if type(states) is AcceptedStates and type(states.payload) is PartitionStates:
+                effects, violations = self._plane.leader_and_isr_states(self._broker_id, states.payload, states.indices, now)
+            else:
+                rows = states.rows if type(states) is AcceptedStates else leader_and_isr_rows(states)
+                effects, violations = self._plane.leader_and_isr(self._broker_id, rows, now)
             self.ledger.apply(effects)
             self.ledger.note_violations(violations)
 
     def stop_replicas(self, states: Sequence[StopReplicaPartitionState]) -> None:
-        rows = states.rows if type(states) is AcceptedStates else stop_replica_rows(states)
         with self.ledger.lock:
             now = self._running().scheduler.now()
-            self.ledger.apply(self._plane.stop_replicas(self._broker_id, rows, now))
+            if type(states) is AcceptedStates and type(states.payload) is PartitionStates:
+                effects = self._plane.stop_replica_states(self._broker_id, states.payload, states.indices, now)
+            else:
+                rows = states.rows if type(states) is AcceptedStates else stop_replica_rows(states)
+                effects = self._plane.stop_replicas(self._broker_id, rows, now)
+            self.ledger.apply(effects)
 
     def mark_offline(self, partitions: Sequence[TopicPartition]) -> None:
         with self.ledger.lock:

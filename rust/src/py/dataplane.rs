@@ -3,6 +3,8 @@
 //! on first sight; each call returns the timers it armed, as `(kind, broker)` pairs (0: the
 //! fetcher, 1: the ISR-expiration task, 2: the AlterPartition flush).
 
+use std::sync::Arc;
+
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -13,6 +15,8 @@ use crate::hash::HashMap;
 use crate::model::{BrokerId, Brokers, LeaderAndIsr, LeaderRecoveryState, EPOCH_DURING_DELETE};
 use crate::py::classes::classes;
 use crate::py::convert::leader_and_isr_to_py;
+use crate::py::payload::{keys, leader_and_isr_entries, stop_replica_entries, PartitionStates};
+use crate::requests::HasHead;
 
 type Effects = Vec<(u8, BrokerId)>;
 
@@ -27,8 +31,12 @@ pub struct DataPlane {
     keys: Vec<Py<PyAny>>,
     /// Partition numbers by the address of their key in `keys` (which holds it alive).
     by_address: HashMap<usize, Pid>,
-    by_name: HashMap<(String, i32), Pid>,
+    /// Partition numbers by topic and partition id.
+    by_name: HashMap<Arc<str>, TopicPids>,
 }
+
+/// The numbers of one topic's partitions, by partition id.
+type TopicPids = HashMap<i32, Pid>;
 
 impl DataPlane {
     /// The number of partition `tp` (a `(topic, partition)` tuple), given one on first sight.
@@ -46,7 +54,7 @@ impl DataPlane {
                     .map_err(|_| PyValueError::new_err("too many partitions for one data plane"))?;
                 self.keys.push(tp.clone().unbind());
                 self.by_address.insert(address, pid);
-                self.by_name.insert((topic, partition), pid);
+                (self.by_name.entry(Arc::from(topic)).or_default()).insert(partition, pid);
                 Ok(pid)
             }
         }
@@ -57,7 +65,57 @@ impl DataPlane {
         if let Some(&pid) = self.by_address.get(&(tp.as_ptr() as usize)) {
             return Ok(Some(pid));
         }
-        Ok(self.by_name.get(&name(tp)?).copied())
+        let (topic, partition) = name(tp)?;
+        Ok(self
+            .by_name
+            .get(topic.as_str())
+            .and_then(|of_topic| of_topic.get(&partition))
+            .copied())
+    }
+
+    /// The numbers of a payload's partitions `(topic, partition id, entry index)`, given (with
+    /// the key objects payload rows share, see `payload::keys`) to those seen first.
+    fn payload_pids(
+        &mut self,
+        py: Python<'_>,
+        named: &[(&Arc<str>, i32, usize)],
+    ) -> PyResult<Vec<Pid>> {
+        let mut found: Vec<Option<Pid>> = Vec::with_capacity(named.len());
+        let mut last: Option<(&Arc<str>, Option<&TopicPids>)> = None;
+        for &(topic, id, _) in named {
+            let of_topic = match last {
+                Some((t, of_topic)) if Arc::ptr_eq(t, topic) => of_topic,
+                _ => self.by_name.get(&**topic),
+            };
+            last = Some((topic, of_topic));
+            found.push(of_topic.and_then(|of_topic| of_topic.get(&id)).copied());
+        }
+        let unknown: Vec<(&Arc<str>, i32, usize)> = (named.iter().zip(&found))
+            .filter(|(_, pid)| pid.is_none())
+            .map(|(n, _)| *n)
+            .collect();
+        if unknown.is_empty() {
+            return Ok(found.into_iter().flatten().collect());
+        }
+        let mut made = keys(&unknown, py)?.into_iter();
+        let mut pids = Vec::with_capacity(named.len());
+        for (&(topic, id, _), pid) in named.iter().zip(found) {
+            let pid = match pid {
+                Some(pid) => pid,
+                None => {
+                    let key = made.next().expect("a key per unknown partition");
+                    let pid = Pid::try_from(self.keys.len()).map_err(|_| {
+                        PyValueError::new_err("too many partitions for one data plane")
+                    })?;
+                    self.by_address.insert(key.as_ptr() as usize, pid);
+                    self.keys.push(key.unbind());
+                    (self.by_name.entry(topic.clone()).or_default()).insert(id, pid);
+                    pid
+                }
+            };
+            pids.push(pid);
+        }
+        Ok(pids)
     }
 
     fn key<'py>(&self, py: Python<'py>, pid: Pid) -> Bound<'py, PyAny> {
@@ -168,6 +226,67 @@ impl DataPlane {
         let before = self.core.violations().len();
         self.core.leader_and_isr(broker, parsed, now);
         Ok((self.effects(), self.core.violations().len() - before))
+    }
+
+    /// The entries of a native LeaderAndIsr payload at `indices` (as `leader_and_isr`, without
+    /// rows).
+    fn leader_and_isr_states(
+        &mut self,
+        py: Python<'_>,
+        broker: BrokerId,
+        states: &Bound<'_, PartitionStates>,
+        indices: Vec<usize>,
+        now: f64,
+    ) -> PyResult<(Effects, usize)> {
+        let Some(entries) = leader_and_isr_entries(states.get(), Some(&indices))? else {
+            return Err(PyValueError::new_err("not a LeaderAndIsr payload"));
+        };
+        let named: Vec<_> = (entries.iter().zip(&indices))
+            .map(|((t, id, _), i)| (*t, *id, *i))
+            .collect();
+        let pids = self.payload_pids(py, &named)?;
+        let rows = (entries.iter().zip(pids))
+            .map(|((_, _, e), pid)| {
+                let (controller_epoch, leader, leader_epoch, isr, partition_epoch, replicas) =
+                    e.head();
+                LeaderAndIsrRow {
+                    pid,
+                    controller_epoch,
+                    leader,
+                    leader_epoch,
+                    isr: Brokers::from_slice(isr),
+                    partition_epoch,
+                    replicas: Brokers::from_slice(replicas),
+                    adding: Brokers::from_slice(e.adding()),
+                }
+            })
+            .collect();
+        let before = self.core.violations().len();
+        self.core.leader_and_isr(broker, rows, now);
+        Ok((self.effects(), self.core.violations().len() - before))
+    }
+
+    /// The entries of a native StopReplica payload at `indices` (as `stop_replicas`, without rows).
+    fn stop_replica_states(
+        &mut self,
+        py: Python<'_>,
+        broker: BrokerId,
+        states: &Bound<'_, PartitionStates>,
+        indices: Vec<usize>,
+        now: f64,
+    ) -> PyResult<Effects> {
+        let Some(entries) = stop_replica_entries(states.get(), Some(&indices))? else {
+            return Err(PyValueError::new_err("not a StopReplica payload"));
+        };
+        let named: Vec<_> = (entries.iter().zip(&indices))
+            .map(|((t, id, _), i)| (*t, *id, *i))
+            .collect();
+        let pids = self.payload_pids(py, &named)?;
+        let rows: Vec<_> = (entries.iter().zip(pids))
+            .map(|((_, _, e), pid)| (pid, e.delete, e.leader_epoch == EPOCH_DURING_DELETE))
+            .collect();
+        self.core.stop_replicas(broker, &rows, now);
+        Ok(self.effects())
     }
 
     /// StopReplica rows `(tp, leader_epoch, delete_partition)`.

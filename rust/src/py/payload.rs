@@ -20,6 +20,7 @@ mod hosted;
 mod rows;
 
 pub use hosted::{HostedPartitions, PartitionErrors};
+pub(crate) use rows::{keys, leader_and_isr_entries, stop_replica_entries};
 
 pub type UpdateMetadataView<'a> = (Keys<'a>, &'a Payload, &'a Applied);
 

@@ -15,7 +15,7 @@ use super::{Entries, PartitionStates};
 use crate::hash::HashMap;
 use crate::model::Brokers;
 use crate::py::classes::classes;
-use crate::requests::HasHead;
+use crate::requests::{HasHead, LeaderAndIsrEntry, StopReplicaEntry};
 
 /// The rows of `states` at `indices` (ascending; None: all), in order: `(tp, controller_epoch,
 /// leader, leader_epoch, isr, partition_epoch, replicas, adding_replicas, is_new)` for
@@ -70,6 +70,45 @@ pub(super) fn rows<'py>(
     PyList::new(py, rows)
 }
 
+/// An entry of a payload with its topic and partition id.
+pub(crate) type Named<'a, E> = (&'a Arc<str>, i32, &'a E);
+
+/// The LeaderAndIsr entries of `states` at `indices` (ascending; None: all) with their topic and
+/// partition id, for the native data plane (which reads them without rows); None for another
+/// request's payload.
+pub(crate) fn leader_and_isr_entries<'a>(
+    states: &'a PartitionStates,
+    indices: Option<&[usize]>,
+) -> PyResult<Option<Vec<Named<'a, LeaderAndIsrEntry>>>> {
+    let Entries::LeaderAndIsr(entries) = &states.entries else {
+        return Ok(None);
+    };
+    let named = named(&states.topics, &states.partitions, indices)?;
+    Ok(Some(
+        named
+            .into_iter()
+            .map(|(topic, id, i)| (topic, id, &entries[i]))
+            .collect(),
+    ))
+}
+
+/// The StopReplica entries of `states` at `indices` (see `leader_and_isr_entries`).
+pub(crate) fn stop_replica_entries<'a>(
+    states: &'a PartitionStates,
+    indices: Option<&[usize]>,
+) -> PyResult<Option<Vec<Named<'a, StopReplicaEntry>>>> {
+    let Entries::StopReplica(entries) = &states.entries else {
+        return Ok(None);
+    };
+    let named = named(&states.topics, &states.partitions, indices)?;
+    Ok(Some(
+        named
+            .into_iter()
+            .map(|(topic, id, i)| (topic, id, &entries[i]))
+            .collect(),
+    ))
+}
+
 /// `(topic, partition id, index)` of the entries at `indices` (ascending; None: every entry) of
 /// the topic runs `topics` and partition ids `partitions`; a ValueError for an index out of
 /// range or out of order.
@@ -106,7 +145,7 @@ pub(super) fn named<'a>(
 /// one made for that partition by an earlier payload's rows (see `KEYS`), or a new one, built as
 /// `tuple.__new__` builds it (without the NamedTuple's Python constructor). The lock is never held
 /// while Python runs.
-pub(super) fn keys<'py>(
+pub(crate) fn keys<'py>(
     named: &[(&Arc<str>, i32, usize)],
     py: Python<'py>,
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {
