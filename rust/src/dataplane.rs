@@ -80,6 +80,9 @@ pub struct Replica {
     pub pending: Option<Brokers>,
     /// When following: reconcile the log with the leader's first.
     pub truncate: bool,
+    /// When following: it fetched since it became a follower (only then can the leader's entry
+    /// for it say that it is fetching, and need telling when it stops).
+    pub fetched: bool,
 }
 
 impl Replica {
@@ -100,6 +103,7 @@ impl Replica {
             followers: Vec::new(),
             pending: None,
             truncate: false,
+            fetched: false,
         }
     }
 
@@ -684,17 +688,17 @@ impl DataPlane {
     fn stop_fetching(&mut self, i: usize, pid: Pid, now: f64) {
         let b = &mut self.brokers[i];
         let me = b.id;
-        let r = b.replicas.get(&pid).expect("a hosted replica");
-        let (leader, leader_epoch) = (r.leader, r.leader_epoch);
+        let r = b.replicas.get_mut(&pid).expect("a hosted replica");
+        let (leader, leader_epoch, fetched) = (r.leader, r.leader_epoch, r.fetched);
+        r.fetched = false;
         if let Some(pending) = b.fetch_from.get_mut(&leader) {
             pending.remove(&pid);
             if pending.is_empty() {
                 b.fetch_from.remove(&leader);
             }
         }
-        // The leader learns that it stopped, if it fetched in this leadership (only then is its
-        // entry fetching).
-        let Some(li) = self.at(leader).filter(|&li| li != i) else {
+        // The leader learns that it stopped, if it fetched in this leadership.
+        let Some(li) = self.at(leader).filter(|&li| fetched && li != i) else {
             return;
         };
         if let Some(lr) = self.brokers[li].replicas.get_mut(&pid) {
@@ -1007,6 +1011,7 @@ impl DataPlane {
                     r.truncate = false;
                 }
                 let fetch_offset = r.leo;
+                r.fetched = true;
                 self.record_fetch(li, pid, broker, fetch_offset, now);
                 let (follower, lr) = two(&mut self.brokers, i, li);
                 let r = follower.replicas.get_mut(&pid).expect("a hosted replica");
