@@ -44,6 +44,8 @@ pub enum ProduceError {
     UnknownTopicOrPartition,
     KafkaStorageError,
     NotLeaderOrFollower,
+    /// The log would pass Kafka's largest offset (an int64).
+    OffsetOverflow,
 }
 
 /// A leader's view of one follower (Kafka's remote Replica).
@@ -719,29 +721,12 @@ impl DataPlane {
         self.effects.push(Effect::WatchIsr(b.id));
     }
 
-    /// HW = the smallest log end offset of the maximal ISR (committed plus proposed, KIP-497);
-    /// an advance reaches the ledger and wakes the followers.
+    /// The high watermark of the broker's leader replica of `pid` (see `high_watermark`); an
+    /// advance wakes the followers.
     fn advance_high_watermark(&mut self, i: usize, pid: Pid) {
-        let me = self.brokers[i].id;
-        let r = self.replica_mut(i, pid);
-        if r.hw >= r.leo {
-            return;
-        }
-        let mut hw = r.leo;
-        for b in r.isr.iter().chain(r.pending.iter().flatten()) {
-            if *b != me {
-                hw = hw.min(
-                    r.followers
-                        .iter()
-                        .find(|f| f.id == *b)
-                        .map_or(-1, |f| f.leo),
-                );
-            }
-        }
-        if hw > r.hw {
-            r.hw = hw;
-            let wake = Wake::of(r, pid, me);
-            self.ledger.high_watermark_advanced(pid, hw);
+        let b = &mut self.brokers[i];
+        let r = b.replicas.get_mut(&pid).expect("a hosted replica");
+        if let Some(wake) = high_watermark(r, pid, b.id, &mut self.ledger) {
             self.wake(&wake);
         }
     }
@@ -766,49 +751,14 @@ impl DataPlane {
     fn propose_isr(&mut self, i: usize, pid: Pid, isr: Brokers) {
         let b = &mut self.brokers[i];
         let r = b.replicas.get_mut(&pid).expect("a hosted replica");
-        let maximal = if isr.len() > r.isr.len() {
-            isr.clone()
-        } else {
-            r.isr.clone()
+        let mut leading = Leading {
+            pid,
+            leader: b.id,
+            alter_queue: &mut b.alter_queue,
+            ledger: &mut self.ledger,
+            effects: &mut self.effects,
         };
-        r.pending = Some(isr.clone());
-        let leader_epoch = r.leader_epoch;
-        b.alter_queue.insert(pid, isr);
-        let id = b.id;
-        self.ledger.isr_changed(pid, leader_epoch, &maximal);
-        self.effects.push(Effect::Flush(id));
-    }
-
-    /// Kafka's updateFollowerFetchState, then maybeExpandIsr and maybeIncrementLeaderHW.
-    fn record_fetch(
-        &mut self,
-        li: usize,
-        pid: Pid,
-        follower_id: BrokerId,
-        fetch_offset: i64,
-        now: f64,
-    ) {
-        let r = self.replica_mut(li, pid);
-        let leo = r.leo;
-        let follower = r.follower(follower_id).expect("a known follower");
-        if fetch_offset >= leo {
-            follower.caught_up_at = now;
-        } else if fetch_offset >= follower.last_fetch_leo {
-            follower.caught_up_at = follower.caught_up_at.max(follower.last_fetch_at);
-        }
-        follower.last_fetch_leo = leo;
-        follower.last_fetch_at = now;
-        follower.leo = fetch_offset;
-        follower.fetching = true;
-        if fetch_offset >= leo && r.pending.is_none() && !r.isr.contains(&follower_id) {
-            let mut isr = r.isr.clone();
-            isr.push(follower_id);
-            self.propose_isr(li, pid, isr);
-        }
-        let r = self.replica(li, pid);
-        if r.hw < r.leo {
-            self.advance_high_watermark(li, pid);
-        }
+        leading.propose_isr(r, isr);
     }
 
     fn adopt_isr(&mut self, i: usize, pid: Pid, isr: Brokers, partition_epoch: i32) {
@@ -861,11 +811,14 @@ impl DataPlane {
             Role::Offline => return ProduceError::KafkaStorageError,
             _ => return ProduceError::NotLeaderOrFollower,
         }
+        let Some(leo) = r.leo.checked_add(records) else {
+            return ProduceError::OffsetOverflow;
+        };
         if r.epochs.last().is_none_or(|e| e.0 != r.leader_epoch) {
             r.epochs.push((r.leader_epoch, r.leo));
         }
         let previous = r.leo;
-        r.leo += records;
+        r.leo = leo;
         for follower in &mut r.followers {
             if follower.fetching && follower.leo >= previous {
                 follower.caught_up_at = now; // it was caught up until now
@@ -992,8 +945,13 @@ impl DataPlane {
             let pids: Vec<Pid> = (self.brokers[i].fetch_from.get(&leader))
                 .map_or_else(Vec::new, |pending| pending.keys().collect());
             for pid in pids {
-                let leader_epoch = self.replica(i, pid).leader_epoch;
-                let served = self.brokers[li].replicas.get(&pid).is_some_and(|lr| {
+                let (follower, lb) = two(&mut self.brokers, i, li);
+                let leader_epoch = follower
+                    .replicas
+                    .get(&pid)
+                    .expect("a hosted replica")
+                    .leader_epoch;
+                let served = lb.replicas.get(&pid).is_some_and(|lr| {
                     lr.role == Role::Leader
                         && lr.leader_epoch == leader_epoch
                         && lr.followers.iter().any(|f| f.id == broker)
@@ -1001,9 +959,9 @@ impl DataPlane {
                 if !served {
                     continue; // not (yet) led there at this epoch: fetch again next round
                 }
-                let (follower, lr) = two(&mut self.brokers, i, li);
+                let (follower, lb) = two(&mut self.brokers, i, li);
                 let r = follower.replicas.get_mut(&pid).expect("a hosted replica");
-                let lr = lr.replicas.get(&pid).expect("a led replica");
+                let lr = lb.replicas.get_mut(&pid).expect("a led replica");
                 if r.truncate {
                     if r.leo != 0 {
                         r.truncate_to(common_log_prefix(&r.epochs, r.leo, &lr.epochs, lr.leo));
@@ -1012,10 +970,16 @@ impl DataPlane {
                 }
                 let fetch_offset = r.leo;
                 r.fetched = true;
-                self.record_fetch(li, pid, broker, fetch_offset, now);
-                let (follower, lr) = two(&mut self.brokers, i, li);
-                let r = follower.replicas.get_mut(&pid).expect("a hosted replica");
-                let lr = lr.replicas.get(&pid).expect("a led replica");
+                let leading = Leading {
+                    pid,
+                    leader,
+                    alter_queue: &mut lb.alter_queue,
+                    ledger: &mut self.ledger,
+                    effects: &mut self.effects,
+                };
+                let wake = leading.record_fetch(lr, broker, fetch_offset, now);
+                // The follower copies what the leader returned (its log's end, high watermark
+                // and epochs after the fetch).
                 let available = lr.leo - fetch_offset;
                 let copied = max_records.map_or(available, |max| available.min(max));
                 if copied > 0 {
@@ -1028,6 +992,9 @@ impl DataPlane {
                     };
                 }
                 r.hw = lr.hw.min(r.leo);
+                if let Some(wake) = wake {
+                    self.wake(&wake); // (the reference wakes them before the copy: the same)
+                }
                 if available <= 0 {
                     let fetch_from = &mut self.brokers[i].fetch_from;
                     if let Some(pending) = fetch_from.get_mut(&leader) {
@@ -1190,6 +1157,86 @@ impl DataPlane {
             }
         }
     }
+}
+
+/// What a leader's replica of `pid` changes beside itself: its broker's proposal queue, the
+/// ledger and the timers.
+struct Leading<'a> {
+    pid: Pid,
+    leader: BrokerId,
+    alter_queue: &'a mut Ordered<Pid, Brokers>,
+    ledger: &'a mut Ledger,
+    effects: &'a mut Effects,
+}
+
+impl Leading<'_> {
+    /// Propose `isr`: the committed ISR with members added, or with members removed (never both),
+    /// so the maximal ISR the ledger holds is the longer of the two.
+    fn propose_isr(&mut self, r: &mut Replica, isr: Brokers) {
+        let maximal = if isr.len() > r.isr.len() {
+            isr.clone()
+        } else {
+            r.isr.clone()
+        };
+        r.pending = Some(isr.clone());
+        self.alter_queue.insert(self.pid, isr);
+        self.ledger.isr_changed(self.pid, r.leader_epoch, &maximal);
+        self.effects.push(Effect::Flush(self.leader));
+    }
+
+    /// Kafka's updateFollowerFetchState, then maybeExpandIsr and maybeIncrementLeaderHW: the
+    /// followers to wake when the high watermark advanced.
+    fn record_fetch(
+        mut self,
+        r: &mut Replica,
+        follower_id: BrokerId,
+        fetch_offset: i64,
+        now: f64,
+    ) -> Option<Wake> {
+        let leo = r.leo;
+        let follower = r.follower(follower_id).expect("a known follower");
+        if fetch_offset >= leo {
+            follower.caught_up_at = now;
+        } else if fetch_offset >= follower.last_fetch_leo {
+            follower.caught_up_at = follower.caught_up_at.max(follower.last_fetch_at);
+        }
+        follower.last_fetch_leo = leo;
+        follower.last_fetch_at = now;
+        follower.leo = fetch_offset;
+        follower.fetching = true;
+        if fetch_offset >= leo && r.pending.is_none() && !r.isr.contains(&follower_id) {
+            let mut isr = r.isr.clone();
+            isr.push(follower_id);
+            self.propose_isr(r, isr);
+        }
+        high_watermark(r, self.pid, self.leader, self.ledger)
+    }
+}
+
+/// HW = the smallest log end offset of the maximal ISR (committed plus proposed, KIP-497) of the
+/// leader replica `r` (on broker `me`); an advance reaches the ledger. The followers to wake
+/// when it advanced.
+fn high_watermark(r: &mut Replica, pid: Pid, me: BrokerId, ledger: &mut Ledger) -> Option<Wake> {
+    if r.hw >= r.leo {
+        return None;
+    }
+    let mut hw = r.leo;
+    for b in r.isr.iter().chain(r.pending.iter().flatten()) {
+        if *b != me {
+            hw = hw.min(
+                r.followers
+                    .iter()
+                    .find(|f| f.id == *b)
+                    .map_or(-1, |f| f.leo),
+            );
+        }
+    }
+    if hw <= r.hw {
+        return None;
+    }
+    r.hw = hw;
+    ledger.high_watermark_advanced(pid, hw);
+    Some(Wake::of(r, pid, me))
 }
 
 /// A follower of a led replica stopped fetching: caught up until now if it was.

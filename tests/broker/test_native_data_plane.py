@@ -265,6 +265,13 @@ def test_bad_rows_raise_clear_errors() -> None:
     with pytest.raises(TypeError, match="topic must be a str"):
         plane.produce(1, (3, 0), 1, 0.0)
     assert manager.produce(TopicPartition("nowhere", 0), 1) is Errors.UNKNOWN_TOPIC_OR_PARTITION
+    cluster.controller.create_topic("t", {0: [1]})
+    cluster.run(1)
+    assert manager.produce(T0, 2**63 - 1) is Errors.NONE
+    with pytest.raises(ValueError, match="largest offset"):
+        manager.produce(T0, 1)
+    with pytest.raises(OverflowError):
+        manager.produce(T0, 2**64)
     with pytest.raises(IllegalArgumentError):
         manager.produce(T0, 0)
     with pytest.raises(IllegalArgumentError):
