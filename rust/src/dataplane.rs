@@ -355,7 +355,8 @@ impl Effects {
 /// The ledger's per-partition records and I8 findings.
 #[derive(Debug, Default)]
 struct Ledger {
-    records: HashMap<Pid, Record>,
+    /// By partition number (dense: the caller numbers partitions from 0).
+    records: Vec<Option<Record>>,
     violations: Vec<Violation>,
     unclean_elections: u64,
     truncated_records: i64,
@@ -370,7 +371,11 @@ impl Ledger {
         leo: i64,
         isr: &Brokers,
     ) {
-        let record = self.records.entry(pid).or_insert_with(|| Record {
+        let at = pid as usize;
+        if self.records.len() <= at {
+            self.records.resize_with(at + 1, || None);
+        }
+        let record = self.records[at].get_or_insert_with(|| Record {
             committed: 0,
             leader_epoch: -1,
             isr: Brokers::new(),
@@ -400,7 +405,7 @@ impl Ledger {
     }
 
     fn isr_changed(&mut self, pid: Pid, leader_epoch: i32, isr: &Brokers) {
-        if let Some(record) = self.records.get_mut(&pid) {
+        if let Some(Some(record)) = self.records.get_mut(pid as usize) {
             if record.leader_epoch == leader_epoch {
                 record.isr = isr.clone();
             }
@@ -408,7 +413,7 @@ impl Ledger {
     }
 
     fn high_watermark_advanced(&mut self, pid: Pid, hw: i64) {
-        if let Some(record) = self.records.get_mut(&pid) {
+        if let Some(Some(record)) = self.records.get_mut(pid as usize) {
             record.committed = record.committed.max(hw);
         }
     }
@@ -481,11 +486,11 @@ impl DataPlane {
     }
 
     pub fn committed_offset(&self, pid: Pid) -> i64 {
-        self.ledger.records.get(&pid).map_or(0, |r| r.committed)
+        self.record(pid).map_or(0, |r| r.committed)
     }
 
     pub fn record(&self, pid: Pid) -> Option<&Record> {
-        self.ledger.records.get(&pid)
+        self.ledger.records.get(pid as usize)?.as_ref()
     }
 
     // --- Lifecycle ----------------------------------------------------------------------------
@@ -566,20 +571,20 @@ impl DataPlane {
         };
         for row in rows {
             let pid = row.pid;
-            if !self.brokers[i].replicas.contains(&pid) {
-                let fresh = self.new_replica();
-                self.brokers[i].replicas.insert(pid, fresh);
-            }
-            let r = self.replica(i, pid);
-            let role = r.role;
-            let previous: SmallVec<[(BrokerId, i64); 4]> = if role == Role::Leader {
-                r.followers.iter().map(|f| (f.id, f.leo)).collect()
-            } else {
-                SmallVec::new()
+            let role = match self.brokers[i].replicas.get(&pid) {
+                Some(r) => r.role,
+                None => {
+                    let fresh = self.new_replica();
+                    self.brokers[i].replicas.insert(pid, fresh);
+                    Role::Unhosted
+                }
             };
-            if role == Role::Leader || role == Role::Follower {
-                self.leave_role(i, pid, now);
-            }
+            // The other roles have nothing to leave.
+            let previous = if role == Role::Leader || role == Role::Follower {
+                self.leave_role(i, pid, now)
+            } else {
+                Vec::new()
+            };
             let r = self.replica_mut(i, pid);
             r.leader = row.leader;
             r.leader_epoch = row.leader_epoch;
@@ -591,9 +596,10 @@ impl DataPlane {
             if row.leader == broker {
                 self.become_leader(i, pid, &previous, now);
             } else {
+                // Kafka's makeFollower: fetch from the leader, reconciling the log first.
                 r.role = Role::Follower;
                 r.truncate = true;
-                self.start_fetching(i, pid);
+                self.start_fetching(i, pid, row.leader);
             }
         }
     }
@@ -614,7 +620,9 @@ impl DataPlane {
                 }
             }
             if delete && deleted {
-                self.ledger.records.remove(&pid);
+                if let Some(record) = self.ledger.records.get_mut(pid as usize) {
+                    *record = None;
+                }
             }
         }
     }
@@ -634,24 +642,30 @@ impl DataPlane {
         }
     }
 
-    fn leave_role(&mut self, i: usize, pid: Pid, now: f64) {
-        match self.replica(i, pid).role {
-            Role::Follower => self.stop_fetching(i, pid, now),
+    /// Leave the replica's role: a follower stops fetching; a leader forgets its followers (which
+    /// it returns), its proposal and its ISR watch.
+    fn leave_role(&mut self, i: usize, pid: Pid, now: f64) -> Vec<Follower> {
+        let b = &mut self.brokers[i];
+        let r = b.replicas.get_mut(&pid).expect("a hosted replica");
+        match r.role {
+            Role::Follower => {
+                self.stop_fetching(i, pid, now);
+                Vec::new()
+            }
             Role::Leader => {
-                let b = &mut self.brokers[i];
-                let r = b.replicas.get_mut(&pid).expect("a hosted replica");
-                r.followers = Vec::new();
                 r.pending = None;
+                let followers = std::mem::take(&mut r.followers);
                 b.alter_queue.remove(&pid);
                 b.isr_watch.remove(&pid);
+                followers
             }
-            _ => {}
+            _ => Vec::new(),
         }
     }
 
     /// Kafka's makeLeader: the ISR's followers count as caught up now, others as never; a leader
     /// that keeps its role keeps what it knew of its followers' logs.
-    fn become_leader(&mut self, i: usize, pid: Pid, previous: &[(BrokerId, i64)], now: f64) {
+    fn become_leader(&mut self, i: usize, pid: Pid, previous: &[Follower], now: f64) {
         let me = self.brokers[i].id;
         let r = self.replica_mut(i, pid);
         r.role = Role::Leader;
@@ -661,7 +675,7 @@ impl DataPlane {
             .filter(|&&b| b != me)
             .map(|&b| Follower {
                 id: b,
-                leo: previous.iter().find(|p| p.0 == b).map_or(-1, |p| p.1),
+                leo: previous.iter().find(|p| p.id == b).map_or(-1, |p| p.leo),
                 caught_up_at: if r.isr.contains(&b) { now } else { 0.0 },
                 last_fetch_leo: leo,
                 last_fetch_at: now,
@@ -678,9 +692,9 @@ impl DataPlane {
         self.advance_high_watermark(i, pid);
     }
 
-    fn start_fetching(&mut self, i: usize, pid: Pid) {
+    /// Fetch `pid` from `leader` (its replica's leader) from the next round on.
+    fn start_fetching(&mut self, i: usize, pid: Pid, leader: BrokerId) {
         let b = &mut self.brokers[i];
-        let leader = b.replicas.get(&pid).expect("a hosted replica").leader;
         if leader >= 0 && !b.paused {
             (b.fetch_from.get_or_insert_with(leader, Ordered::default)).insert(pid, ());
             self.effects.push(Effect::Fetch(b.id));
@@ -743,7 +757,7 @@ impl DataPlane {
                     && r.leader_epoch == wake.leader_epoch
             });
             if wanted {
-                self.start_fetching(fi, wake.pid);
+                self.start_fetching(fi, wake.pid, wake.leader);
             }
         }
     }
@@ -850,7 +864,8 @@ impl DataPlane {
         };
         self.brokers[i].paused = false;
         for pid in self.followers_of(i) {
-            self.start_fetching(i, pid);
+            let leader = self.replica(i, pid).leader;
+            self.start_fetching(i, pid, leader);
         }
     }
 

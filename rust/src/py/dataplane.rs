@@ -348,9 +348,11 @@ impl DataPlane {
             ProduceError::UnknownTopicOrPartition => "UNKNOWN_TOPIC_OR_PARTITION",
             ProduceError::KafkaStorageError => "KAFKA_STORAGE_ERROR",
             ProduceError::NotLeaderOrFollower => "NOT_LEADER_OR_FOLLOWER",
-            ProduceError::OffsetOverflow => return Err(PyValueError::new_err(format!(
+            ProduceError::OffsetOverflow => {
+                return Err(PyValueError::new_err(format!(
                 "cannot produce {records} records to {tp}: its log would pass the largest offset"
-            ))),
+            )))
+            }
         };
         Ok((error, self.effects()))
     }
