@@ -235,10 +235,6 @@ impl<K: Copy + Eq + std::hash::Hash, V> Ordered<K, V> {
         self.slots.iter().flatten().map(|(k, _)| *k)
     }
 
-    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
-        self.slots.iter_mut().flatten().map(|(_, v)| v)
-    }
-
     pub fn clear(&mut self) {
         self.slots.clear();
         self.at.clear();

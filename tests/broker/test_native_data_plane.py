@@ -176,7 +176,9 @@ def run_harness(data_plane: str, scenario: Callable[[SimCluster], None], **optio
     scenario(cluster)
     cluster.run(20)
     managers = {b: agent.replica_manager for b, agent in cluster.agents.items()}
+    tps = sorted({tp for m in managers.values() for tp in m.hosted_partitions()})
     return {
+        "stored": repr(cluster.admin.get_partition_states(tps).values),
         "timers": trace,
         "handled": {b: [repr(h) for h in agent.handled] for b, agent in cluster.agents.items()},
         **replicas_of(managers, cluster.ledger),

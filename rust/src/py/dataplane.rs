@@ -190,10 +190,6 @@ impl DataPlane {
         self.effects()
     }
 
-    fn is_running(&self, broker: BrokerId) -> bool {
-        self.core.is_running(broker)
-    }
-
     /// LeaderAndIsr rows `(tp, controller_epoch, leader, leader_epoch, isr, partition_epoch,
     /// replicas, adding_replicas, is_new)`; the timers armed and how many I8 violations it found.
     fn leader_and_isr(
@@ -564,16 +560,5 @@ impl DataPlane {
         Ok(self
             .known(tp)?
             .map_or(0, |pid| self.core.committed_offset(pid)))
-    }
-
-    /// The ledger's `(committed offset, leader epoch, maximal ISR)` of a partition, or None.
-    fn record(&self, tp: &Bound<'_, PyAny>) -> PyResult<Option<(i64, i32, Vec<BrokerId>)>> {
-        let Some(pid) = self.known(tp)? else {
-            return Ok(None);
-        };
-        Ok(self
-            .core
-            .record(pid)
-            .map(|r| (r.committed, r.leader_epoch, r.isr.to_vec())))
     }
 }
