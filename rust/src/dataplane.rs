@@ -60,6 +60,9 @@ pub struct Follower {
     pub fetching: bool,
 }
 
+/// A leader's followers.
+pub type Followers = SmallVec<[Follower; 2]>;
+
 /// A local replica: its log (kept across restarts) and its current role.
 #[derive(Clone, Debug)]
 pub struct Replica {
@@ -76,8 +79,9 @@ pub struct Replica {
     pub isr: Brokers,
     pub replicas: Brokers,
     pub adding: Brokers,
-    /// When leading, in the order of `replicas`.
-    pub followers: Vec<Follower>,
+    /// When leading, in the order of `replicas` (inline for RF 3: a fetch reads them without
+    /// another cache miss).
+    pub followers: Followers,
     /// When leading: the ISR proposed to the controller.
     pub pending: Option<Brokers>,
     /// When following: reconcile the log with the leader's first.
@@ -102,7 +106,7 @@ impl Replica {
             isr: Brokers::new(),
             replicas: Brokers::new(),
             adding: Brokers::new(),
-            followers: Vec::new(),
+            followers: Followers::new(),
             pending: None,
             truncate: false,
             fetched: false,
@@ -579,7 +583,7 @@ impl DataPlane {
             let previous = if role == Role::Leader || role == Role::Follower {
                 self.leave_role(i, pid, now)
             } else {
-                Vec::new()
+                Followers::new()
             };
             let r = self.replica_mut(i, pid);
             r.leader = row.leader;
@@ -640,13 +644,13 @@ impl DataPlane {
 
     /// Leave the replica's role: a follower stops fetching; a leader forgets its followers (which
     /// it returns), its proposal and its ISR watch.
-    fn leave_role(&mut self, i: usize, pid: Pid, now: f64) -> Vec<Follower> {
+    fn leave_role(&mut self, i: usize, pid: Pid, now: f64) -> Followers {
         let b = &mut self.brokers[i];
         let r = b.replicas.get_mut(&pid).expect("a hosted replica");
         match r.role {
             Role::Follower => {
                 self.stop_fetching(i, pid, now);
-                Vec::new()
+                Followers::new()
             }
             Role::Leader => {
                 r.pending = None;
@@ -655,7 +659,7 @@ impl DataPlane {
                 b.isr_watch.remove(&pid);
                 followers
             }
-            _ => Vec::new(),
+            _ => Followers::new(),
         }
     }
 
@@ -667,7 +671,7 @@ impl DataPlane {
         r.role = Role::Leader;
         r.truncate = false;
         let leo = r.leo;
-        let followers: Vec<Follower> = (r.replicas.iter())
+        let followers: Followers = (r.replicas.iter())
             .filter(|&&b| b != me)
             .map(|&b| Follower {
                 id: b,
