@@ -19,6 +19,7 @@ stopping brokers and controllers is serialised.
 from __future__ import annotations
 
 import itertools
+import os
 import operator
 import random
 import threading
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kctl import admin
 from kctl.broker import BrokerAgent, DataPlaneLedger, ExpectedMetadata, MetadataSnapshot, SimulatedReplicaManager
+from kctl.broker.native_data_plane import NativeDataPlaneLedger, NativeReplicaManager
 from kctl.config import ControllerConfig
 from kctl.engine_api import default_engine
 from kctl.controller import KafkaController
@@ -63,6 +65,18 @@ DEFAULT_TIMEOUT = 120.0
 MAX_BROKERS = 10_000
 """The most brokers a cluster may have: each is a broker agent with its own session, and every
 broadcast reaches all of them (5,000 brokers take about a second per operation)."""
+
+
+DATA_PLANES = ("native", "python")
+"""The simulated data planes an :class:`EmbeddedCluster` can run (``data_plane=``, ``KCTL_DATA_PLANE``)."""
+
+
+def data_plane_name(name: str | None) -> str:
+    """The data plane ``name`` chooses: itself, else ``KCTL_DATA_PLANE``, else the native one."""
+    chosen = name or os.environ.get("KCTL_DATA_PLANE") or "native"
+    if chosen not in DATA_PLANES:
+        raise IllegalArgumentError(f"data plane {chosen!r} is not one of {', '.join(DATA_PLANES)}")
+    return chosen
 
 
 def check_broker_count(count: int) -> None:
@@ -256,6 +270,7 @@ class EmbeddedCluster:
         transport_options: Mapping[str, Any] | None = None,
         broker_options: Mapping[str, Any] | None = None,
         controller_session: Callable[[int, StateStore], StateStore] | None = None,
+        data_plane: str | None = None,
     ) -> None:
         """``controller_session(controller_id, session)``, when given, wraps the store session of
         every controller candidate started (fault injection: tests use it to expire a controller's
@@ -266,7 +281,10 @@ class EmbeddedCluster:
         long simulation needs, in a fraction of the memory. Without ``record_state_changes`` the
         cluster keeps no state-change lines (:attr:`state_change_log` is refused): the controllers
         make them only for the ``kctl.state_change`` logger's handlers, at its level (a rolling
-        restart of 100 brokers and 100K partitions makes millions of TRACE lines)."""
+        restart of 100 brokers and 100K partitions makes millions of TRACE lines). ``data_plane``:
+        the simulated brokers' replica managers, ``"native"`` (:mod:`kctl.broker.native_data_plane`)
+        or ``"python"`` (the reference, :class:`~kctl.broker.SimulatedReplicaManager`); by default
+        ``KCTL_DATA_PLANE``, else the native one."""
         if isinstance(brokers, int):  # brokers 1…N
             check_broker_count(validate_int("brokers", brokers, 1, error=IllegalStateError))
             self.broker_ids = list(range(1, brokers + 1))
@@ -296,7 +314,9 @@ class EmbeddedCluster:
         self.store: StateStore = store_factory(**options)
         self.transport = _RecordingTransport(transport_factory(scheduler=self.scheduler, **(transport_options or {})), self)
         self._expected_metadata = ExpectedMetadata(self.store)
-        self.ledger = DataPlaneLedger()
+        self.ledger: DataPlaneLedger | NativeDataPlaneLedger = (
+            NativeDataPlaneLedger() if data_plane_name(data_plane) == "native" else DataPlaneLedger()
+        )
         self._broker_options = dict(broker_options or {})
         if not record_requests:
             self._broker_options.setdefault("keep_answers", "notable")
@@ -371,6 +391,13 @@ class EmbeddedCluster:
                 self.scheduler.shutdown()
             self.store.close()  # the cluster's own session: reads after stop() see the store no more
 
+    def _data_plane_options(self) -> dict[str, Any]:
+        """How a broker agent gets its replica manager: the native one, or the Python reference's
+        on the cluster's ledger."""
+        if isinstance(self.ledger, NativeDataPlaneLedger):
+            return {"replica_manager": NativeReplicaManager(self.ledger)}
+        return {"ledger": self.ledger}
+
     def _start_broker_agent(self, broker_id: int) -> BrokerAgent:
         agent = BrokerAgent(
             broker_id,
@@ -379,7 +406,7 @@ class EmbeddedCluster:
             self.scheduler,
             self.config,
             rack=self.racks[broker_id],
-            ledger=self.ledger,
+            **self._data_plane_options(),
             **self._broker_options,
         )
         self.brokers[broker_id] = agent
@@ -665,7 +692,7 @@ class EmbeddedCluster:
         if leadership is None or leadership.leader_and_isr.leader == NO_LEADER:
             raise UnknownTopicOrPartitionError(f"partition {tp} has no leader")
         manager = self._agent(leadership.leader_and_isr.leader).replica_manager
-        if not isinstance(manager, SimulatedReplicaManager):
+        if not isinstance(manager, SimulatedReplicaManager | NativeReplicaManager):
             raise IllegalStateError("produce needs the simulated replica manager")
         manager.produce(tp, records)
 

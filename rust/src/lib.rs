@@ -5,6 +5,7 @@
 
 pub mod alloc;
 pub mod context;
+pub mod dataplane;
 pub mod election;
 pub mod hash;
 pub mod hosted;

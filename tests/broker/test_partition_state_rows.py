@@ -82,7 +82,7 @@ def test_the_agent_answers_each_partition_and_hands_its_replica_manager_the_acce
 def test_accepted_states_are_the_request_objects_of_the_accepted_rows() -> None:
     states = tuple(lai_state(tp, 1, [1]) for tp in (T0, T1, T2))
     rows = leader_and_isr_rows(states)
-    accepted = AcceptedStates(states, [rows[0], rows[2]], [0, 2])
+    accepted = AcceptedStates(states, [0, 2], leader_and_isr_rows)
     assert len(accepted) == 2 and accepted[1] is states[2] and accepted[-1] is states[2]
     assert list(accepted) == [states[0], states[2]] and accepted[:1] == [states[0]]
     assert accepted.rows == [rows[0], rows[2]]

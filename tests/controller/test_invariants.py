@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from kctl._engine import HostedPartitions
+from kctl.broker.native_data_plane import NativeReplicaManager
 from kctl.cluster import EmbeddedCluster
 from kctl.election import OfflineElection
 from kctl.errors import Errors
@@ -144,7 +145,10 @@ def committed_records_lost(cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyP
     leader then dies and the controller elects 2, cleanly."""
     follower = cluster.brokers[2].replica_manager
     follower.pause_fetching()  # type: ignore[attr-defined]
-    follower._replicas[TP].truncate_to(0)  # type: ignore[attr-defined]
+    if isinstance(follower, NativeReplicaManager):
+        follower.lose_records(TP, 0)
+    else:
+        follower._replicas[TP].truncate_to(0)  # type: ignore[attr-defined]
     cluster.kill_broker(1)
     cluster.run_until(lambda: cluster.brokers[2].leader_epoch(TP) == 2, what="2 to lead t-0")
     return "I8: t-0: broker 2 became leader (epoch 2) from the ISR with log end offset 0, below the committed offset 10"

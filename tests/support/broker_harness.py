@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kctl.broker import BrokerAgent, DataPlaneLedger, SimulatedReplicaManager
-from kctl.cluster import EmbeddedCluster, SentRecord
+from kctl.broker.native_data_plane import NativeDataPlaneLedger, NativeReplicaManager
+from kctl.cluster import EmbeddedCluster, SentRecord, data_plane_name
 from kctl.config import ControllerConfig
 from kctl.errors import Errors
 from kctl.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
@@ -234,18 +235,25 @@ class SimCluster:
         seed: int = 0,
         fetch_interval: float = 0.5,
         max_fetch_records: int | None = None,
+        data_plane: str | None = None,
     ) -> None:
         self.scheduler = SimulatedScheduler(seed)
         self.tree = MemoryTree()
         self.admin = MemoryStore(self.tree)
         self.transport = InProcessTransport(self.scheduler, latency=LATENCY)
-        self.ledger = DataPlaneLedger()
+        self.ledger: DataPlaneLedger | NativeDataPlaneLedger = (
+            NativeDataPlaneLedger() if data_plane_name(data_plane) == "native" else DataPlaneLedger()
+        )
         self.config = ControllerConfig.coerce(config)
+
+        def manager() -> SimulatedReplicaManager | NativeReplicaManager:
+            if isinstance(self.ledger, NativeDataPlaneLedger):
+                return NativeReplicaManager(self.ledger, fetch_interval=fetch_interval, max_fetch_records=max_fetch_records)
+            return SimulatedReplicaManager(self.ledger, fetch_interval=fetch_interval, max_fetch_records=max_fetch_records)
+
         self.agents = {
             b: BrokerAgent(b, MemoryStore(self.tree), self.transport, self.scheduler, self.config,
-                           rack=f"rack-{b % 2}",
-                           replica_manager=SimulatedReplicaManager(
-                               self.ledger, fetch_interval=fetch_interval, max_fetch_records=max_fetch_records))
+                           rack=f"rack-{b % 2}", replica_manager=manager())
             for b in brokers
         }
         self.controller = FakeController(self)
@@ -265,9 +273,9 @@ class SimCluster:
         controller requests up to that epoch (a higher one is forged)."""
         self.tree.set_raw(paths.CONTROLLER_EPOCH, epoch)
 
-    def manager(self, broker_id: int) -> SimulatedReplicaManager:
+    def manager(self, broker_id: int) -> SimulatedReplicaManager | NativeReplicaManager:
         manager = self.agents[broker_id].replica_manager
-        assert isinstance(manager, SimulatedReplicaManager)
+        assert isinstance(manager, SimulatedReplicaManager | NativeReplicaManager)
         return manager
 
     def run(self, seconds: float) -> None:

@@ -3,7 +3,8 @@
 :class:`BrokerAgent` registers a broker and applies LeaderAndIsr, UpdateMetadata and StopReplica
 with Kafka's epoch checks; :class:`SimulatedReplicaManager` models logs, follower fetching, high
 watermarks and ISR changes; :class:`DataPlaneLedger` connects a cluster's simulated brokers and
-checks that clean elections lose no committed record.
+checks that clean elections lose no committed record. :mod:`kctl.broker.native_data_plane` runs the
+same data plane in the engine (what an embedded cluster runs by default).
 """
 
 from __future__ import annotations

@@ -504,11 +504,10 @@ class BrokerAgent:
         if error is not Errors.NONE:
             return controller_error_response(request, error)
         # Thousands of partitions when a broker starts or a topic is created: checked natively in
-        # one call (ReplicaManager.becomeLeaderOrFollower's checks), and only the accepted read as rows.
+        # one call (ReplicaManager.becomeLeaderOrFollower's checks); the replica manager reads the accepted.
         states = request.partition_states
         indices, errors = self._hosted.become_leader_or_follower(states, self.broker_id, self._log_dir_failed)
-        rows = leader_and_isr_rows(states, indices)
-        self.replica_manager.become_leader_or_follower(AcceptedStates(states, rows, indices))
+        self.replica_manager.become_leader_or_follower(AcceptedStates(states, indices, leader_and_isr_rows))
         return LeaderAndIsrResponse(Errors.NONE, errors)
 
     def _update_metadata(self, request: UpdateMetadataRequest) -> UpdateMetadataResponse:
@@ -524,7 +523,7 @@ class BrokerAgent:
             return controller_error_response(request, error)
         states = request.partition_states  # thousands when a broker shuts down
         indices, errors = self._hosted.stop_replicas(states)  # ReplicaManager.stopReplicas' checks
-        self.replica_manager.stop_replicas(AcceptedStates(states, stop_replica_rows(states, indices), indices))
+        self.replica_manager.stop_replicas(AcceptedStates(states, indices, stop_replica_rows))
         return StopReplicaResponse(Errors.NONE, errors)
 
 

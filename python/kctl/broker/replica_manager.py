@@ -103,18 +103,30 @@ class AcceptedStates(Sequence[S], Generic[S, R]):
     """The partition states of one request that the broker agent accepted, as it hands them to its
     replica manager: a sequence of the request's state objects (built when read: the native
     engine's payload makes none until then), and the same states as ``rows``
-    (``kctl.messages.LeaderAndIsrRow`` or ``StopReplicaRow``), which the simulated replica manager
-    reads instead."""
+    (``kctl.messages.LeaderAndIsrRow`` or ``StopReplicaRow``, made by ``make_rows`` when first
+    read), which the simulated replica manager reads instead. ``payload`` and ``indices`` are the
+    request's states and the positions of those accepted, ascending (the native data plane reads
+    a native payload there, without rows)."""
 
-    __slots__ = ("_indices", "_states", "rows")
+    __slots__ = ("_make_rows", "_rows", "indices", "payload")
 
-    def __init__(self, states: Sequence[S], rows: list[R], indices: list[int]) -> None:
-        self._states: Sequence[S] = states
-        self.rows: list[R] = rows
-        self._indices: list[int] = indices  # rows[k] is states[indices[k]]
+    def __init__(
+        self, states: Sequence[S], indices: list[int], make_rows: Callable[[Sequence[S], list[int]], list[R]]
+    ) -> None:
+        self.payload: Sequence[S] = states
+        self.indices: list[int] = indices
+        self._make_rows: Callable[[Sequence[S], list[int]], list[R]] = make_rows
+        self._rows: list[R] | None = None
+
+    @property
+    def rows(self) -> list[R]:
+        rows = self._rows
+        if rows is None:
+            rows = self._rows = self._make_rows(self.payload, self.indices)
+        return rows
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self.indices)
 
     @overload
     def __getitem__(self, index: int) -> S: ...
@@ -123,8 +135,8 @@ class AcceptedStates(Sequence[S], Generic[S, R]):
 
     def __getitem__(self, index: int | slice) -> S | Sequence[S]:
         if isinstance(index, slice):
-            return [self._states[i] for i in self._indices[index]]
-        return self._states[self._indices[index]]
+            return [self.payload[i] for i in self.indices[index]]
+        return self.payload[self.indices[index]]
 
 
 class ReplicaManager(Protocol):

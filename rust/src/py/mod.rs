@@ -2,6 +2,7 @@
 
 mod classes;
 mod convert;
+mod dataplane;
 mod engine;
 mod metadata;
 mod payload;
@@ -88,6 +89,7 @@ fn engine_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("build_profile", BUILD_PROFILE)?;
     m.add_class::<engine::Engine>()?;
+    m.add_class::<dataplane::DataPlane>()?;
     m.add_class::<sets::Parts>()?;
     m.add_class::<sets::Replicas>()?;
     m.add_class::<sets::Outcomes>()?;

@@ -21,7 +21,9 @@ mod interned;
 mod rows;
 
 pub use hosted::{HostedPartitions, PartitionErrors};
+pub(crate) use interned::keys;
 pub use interned::sizes as interned_sizes;
+pub(crate) use rows::{leader_and_isr_entries, stop_replica_entries};
 
 pub type UpdateMetadataView<'a> = (Keys<'a>, &'a Payload, &'a Applied);
 

@@ -23,7 +23,7 @@ const SWEEP_FLOOR: usize = 4096;
 /// topic's interned string: the one made for that partition by an earlier payload's rows (see
 /// `KEYS`), or a new one, built as `tuple.__new__` builds it (without the NamedTuple's Python
 /// constructor). The lock is never held while Python runs.
-pub(super) fn keys<'py>(
+pub(crate) fn keys<'py>(
     named: &[(&Arc<str>, i32, usize)],
     py: Python<'py>,
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {

@@ -12,7 +12,7 @@ use pyo3::types::{PyList, PyTuple};
 
 use super::interned::{broker_lists, keys};
 use super::{Entries, PartitionStates};
-use crate::requests::HasHead;
+use crate::requests::{HasHead, LeaderAndIsrEntry, StopReplicaEntry};
 
 /// The rows of `states` at `indices` (ascending; None: all), in order: `(tp, controller_epoch,
 /// leader, leader_epoch, isr, partition_epoch, replicas, adding_replicas, is_new)` for
@@ -65,6 +65,45 @@ pub(super) fn rows<'py>(
         }
     };
     PyList::new(py, rows)
+}
+
+/// An entry of a payload with its topic and partition id.
+pub(crate) type Named<'a, E> = (&'a Arc<str>, i32, &'a E);
+
+/// The LeaderAndIsr entries of `states` at `indices` (ascending; None: all) with their topic and
+/// partition id, for the native data plane (which reads them without rows); None for another
+/// request's payload.
+pub(crate) fn leader_and_isr_entries<'a>(
+    states: &'a PartitionStates,
+    indices: Option<&[usize]>,
+) -> PyResult<Option<Vec<Named<'a, LeaderAndIsrEntry>>>> {
+    let Entries::LeaderAndIsr(entries) = &states.entries else {
+        return Ok(None);
+    };
+    let named = named(&states.topics, &states.partitions, indices)?;
+    Ok(Some(
+        named
+            .into_iter()
+            .map(|(topic, id, i)| (topic, id, &entries[i]))
+            .collect(),
+    ))
+}
+
+/// The StopReplica entries of `states` at `indices` (see `leader_and_isr_entries`).
+pub(crate) fn stop_replica_entries<'a>(
+    states: &'a PartitionStates,
+    indices: Option<&[usize]>,
+) -> PyResult<Option<Vec<Named<'a, StopReplicaEntry>>>> {
+    let Entries::StopReplica(entries) = &states.entries else {
+        return Ok(None);
+    };
+    let named = named(&states.topics, &states.partitions, indices)?;
+    Ok(Some(
+        named
+            .into_iter()
+            .map(|(topic, id, i)| (topic, id, &entries[i]))
+            .collect(),
+    ))
 }
 
 /// `(topic, partition id, index)` of the entries at `indices` (ascending; None: every entry) of
