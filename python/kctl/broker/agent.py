@@ -205,10 +205,14 @@ class BrokerAgent:
         return len(self._answers) + self._unkept
 
     def _keep(self, now: float, answer: HandledRequest | UpdateMetadataRequest | UpdateMetadataFanOut, process: int) -> None:
-        """Add to ``handled`` (an accepted UpdateMetadata as its request: see ``_answers``)."""
-        self._answers.append(answer)
-        self._answered_at.append(now)
-        self._answered_by.append(process)
+        """Add to ``handled`` (an accepted UpdateMetadata as its request: see ``_answers``), or only
+        count it, as ``keep_answers`` says."""
+        if self._keep_answers:
+            self._answers.append(answer)
+            self._answered_at.append(now)
+            self._answered_by.append(process)
+        else:
+            self._unkept += self._keep_notable
 
     @property
     def store(self) -> BrokerStore:
@@ -424,7 +428,7 @@ class BrokerAgent:
         count = 0
         try:
             for agent in agents:
-                if not agent._lock.acquire(blocking=False):
+                if not agent._lock.acquire(False):  # positional: a keyword costs as much again
                     break
                 process = agent.broker_epoch
                 broker_epoch = (epochs.get(agent.broker_id, UNKNOWN_BROKER_EPOCH) if fan_out
@@ -443,7 +447,7 @@ class BrokerAgent:
                 if agent.scheduler is not scheduler:
                     scheduler = agent.scheduler
                     now = scheduler.now()
-                agent._keep_accepted(now, sent, agent.broker_epoch)
+                agent._keep(now, sent, agent.broker_epoch)
             return count
         finally:
             for agent in agents[:count]:
@@ -472,25 +476,15 @@ class BrokerAgent:
             now, process = self.scheduler.now(), self.broker_epoch
             if (response is UPDATE_METADATA_ACCEPTED and type(request) is UpdateMetadataRequest
                     and self._on_answer is None and self._accepted == (process, request.controller_epoch)):
-                self._keep_accepted(now, request, process)  # most answers, and not notable (see _note)
+                self._keep(now, request, process)  # most answers, and not notable (see _note)
                 return response
             handled = HandledRequest(now, request, response, process)
-            if self._keep_answers:
-                self._keep(now, handled, process)
-                self._note(handled)
-            elif self._keep_notable:
-                self._unkept += 1
+            self._keep(now, handled, process)
+            if self._keep_notable:
                 self._note(handled)
             if self._on_answer is not None:
                 self._on_answer(handled)
             return response
-
-    def _keep_accepted(self, now: float, request: UpdateMetadataRequest | UpdateMetadataFanOut, process: int) -> None:
-        """Record an accepted UpdateMetadata that is not notable, as ``keep_answers`` says."""
-        if self._keep_answers:
-            self._keep(now, request, process)
-        else:
-            self._unkept += self._keep_notable
 
     def _note(self, handled: HandledRequest) -> None:
         """Keep ``handled`` in :attr:`notable` unless it is an UpdateMetadata accepted from the
