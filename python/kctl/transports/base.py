@@ -30,7 +30,10 @@ from kctl.messages import (
 logger = logging.getLogger(__name__)
 
 BrokerHandler = Callable[[ControllerRequest], ControllerResponse]
-"""A broker's answer to a controller request (computed synchronously)."""
+"""A broker's answer to a controller request (computed synchronously). A handler may be marked
+as taking UpdateMetadata fan-outs whole (:func:`answers_fan_outs`), and as answering one together
+with the other brokers' handlers in one call (:func:`answers_fan_outs_together`); a transport
+that has no use for the marks calls each handler with its broker's request."""
 
 ControllerHandler = Callable[[BrokerToControllerRequest, Callable[[Any], None]], None]
 """A controller takes a broker request and calls back with the response when it has one."""
