@@ -1345,14 +1345,19 @@ class KafkaController:
             ))
             return
         responses: dict[TopicPartition, LeaderAndIsr | KctlError] = {}
-        to_write: dict[TopicPartition, LeaderAndIsr] = {}
         eligible = self._isr_eligible_brokers()
-        for tp, proposed in event.changes.items():
-            verdict = self._alter_partition_verdict(event.broker_id, tp, proposed, eligible)
-            if verdict is None:
-                to_write[tp] = proposed
-            else:
-                responses[tp] = verdict
+        to_check = ctx.isr_changes_to_check(event.changes, eligible)
+        if not to_check:
+            to_write = dict(event.changes)  # a roll's plain proposals: written as proposed
+        else:
+            to_check = set(to_check)
+            to_write = {}
+            for tp, proposed in event.changes.items():
+                verdict = self._alter_partition_verdict(event.broker_id, tp, proposed, eligible) if tp in to_check else None
+                if verdict is None:
+                    to_write[tp] = proposed
+                else:
+                    responses[tp] = verdict
         try:
             outcome = self.store.update_partition_states(to_write, ctx.epoch, ctx.epoch_zk_version)
         except ControllerMovedError as e:
