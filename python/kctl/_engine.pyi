@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, final, overload
 
-__all__ = ["__version__", "_interned_sizes", "build_profile", "DataPlane", "Engine", "HostedPartitions", "MetadataCache", "Outcomes", "PartitionErrors", "PartitionStates", "Parts", "Replicas", "StateChangeLines", "StateTable", "bind", "decode_topic_znode", "encode_partition_states", "fold_digests", "metadata_digest", "stored_digests", "zk_create_partition_states", "zk_read_partition_states", "zk_write_partition_states"]
+__all__ = ["__version__", "_interned_sizes", "build_profile", "DataPlane", "Engine", "HostedPartitions", "MetadataCache", "Outcomes", "PartitionErrors", "PartitionStates", "Parts", "Replicas", "StateChangeLines", "StateTable", "bind", "decode_topic_znode", "encode_partition_states", "plain_alter_partition", "fold_digests", "metadata_digest", "stored_digests", "zk_create_partition_states", "zk_read_partition_states", "zk_write_partition_states"]
 
 __version__: str
 build_profile: str
@@ -277,6 +277,7 @@ def bind(
     the errors it recognises and raises; ``kctl.native`` calls it once, at import. The engine
     raises ``RuntimeError`` until it has been called, and on a second call."""
 
+def plain_alter_partition(changes: dict[Any, Any]) -> bool: ...
 def decode_topic_znode(data: bytes) -> tuple[int, str | None, list[int], list[int], list[list[int]]] | None:
     """The usual topic document: ``(version, topic_id, partition ids in order, per partition the
     index of its replica list, the distinct lists)``; None for any other."""
