@@ -174,3 +174,33 @@ def test_an_update_metadata_fan_out_is_one_sent_item_for_its_registered_recipien
     assert [text for _, _, text in lines.made()] == ["Sending UpdateMetadata request to brokers [1, 3, 9] for 0 partitions"]
     native.batch_add_update_metadata(slot, [9], [])
     assert native.batch_send(slot, 3, True)[1] == []
+
+
+def test_plain_alter_partition_accepts_only_plain_int32s() -> None:
+    """The controller's quick check of an AlterPartition: any field that is not a plain ``int``
+    within Kafka's ``Int`` (or not there at all) sends the request to the checks that name it."""
+    from kctl._engine import plain_alter_partition
+
+    class Int(int):
+        pass
+
+    tp = TopicPartition("t", 0)
+    plain = LeaderAndIsr(1, (1, 2), 3, 4)
+    assert plain_alter_partition({tp: plain, TopicPartition("u", 2**31 - 1): LeaderAndIsr(-1, [], -2**31, 0)})
+    assert plain_alter_partition({})
+    refused: list[dict[Any, Any]] = [
+        {TopicPartition("t", 2**31): plain},
+        {tp: LeaderAndIsr(True, (1,), 3, 4)},
+        {tp: LeaderAndIsr(Int(1), (1,), 3, 4)},
+        {tp: LeaderAndIsr(1, (1, 2.0), 3, 4)},  # type: ignore[arg-type]
+        {tp: LeaderAndIsr(1, (1,), 2**31, 4)},
+        {tp: LeaderAndIsr(1, (1,), 3, -2**31 - 1)},
+        {tp: "not a state"},
+        {("t", 0): plain},
+        {tp: plain, TopicPartition("t", 1): LeaderAndIsr(1, (1, 2**40), 3, 4)},
+    ]
+    for changes in refused:
+        assert not plain_alter_partition(changes), changes
+    not_iterable = LeaderAndIsr(1, (1,), 3, 4)
+    object.__setattr__(not_iterable, "isr", 5)
+    assert not plain_alter_partition({tp: not_iterable})

@@ -7,9 +7,10 @@ leader_epoch, partition_epoch, leader_recovery_state, controller_epoch)``.
 """
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, final, overload
 
-__all__ = ["__version__", "_interned_sizes", "build_profile", "DataPlane", "Engine", "HostedPartitions", "MetadataCache", "Outcomes", "PartitionErrors", "PartitionStates", "Parts", "Replicas", "StateChangeLines", "StateTable", "bind", "decode_topic_znode", "encode_partition_states", "fold_digests", "metadata_digest", "stored_digests", "zk_create_partition_states", "zk_read_partition_states", "zk_write_partition_states"]
+__all__ = ["__version__", "_interned_sizes", "build_profile", "DataPlane", "Engine", "HostedPartitions", "MetadataCache", "Outcomes", "PartitionErrors", "PartitionStates", "Parts", "Replicas", "StateChangeLines", "StateTable", "bind", "decode_topic_znode", "encode_partition_states", "plain_alter_partition", "fold_digests", "metadata_digest", "stored_digests", "zk_create_partition_states", "zk_read_partition_states", "zk_write_partition_states"]
 
 __version__: str
 build_profile: str
@@ -112,6 +113,7 @@ class Engine:
     def load_leaderships(self, parts: _Parts, store: Any) -> list[tuple[str, int, BaseException]]: ...
     def leadership(self, topic: str, partition: int) -> _Lice | None: ...
     def clear_leadership(self) -> None: ...
+    def isr_changes_to_check(self, changes: dict[Any, Any], eligible: AbstractSet[int] | None) -> list[Any]: ...
     def partitions_with_leaders(self) -> Parts: ...
     def unconverged_partitions(self, limit: int) -> Parts: ...
     def partitions_with_offline_leader(self) -> Parts: ...
@@ -275,6 +277,7 @@ def bind(
     the errors it recognises and raises; ``kctl.native`` calls it once, at import. The engine
     raises ``RuntimeError`` until it has been called, and on a second call."""
 
+def plain_alter_partition(changes: dict[Any, Any]) -> bool: ...
 def decode_topic_znode(data: bytes) -> tuple[int, str | None, list[int], list[int], list[list[int]]] | None:
     """The usual topic document: ``(version, topic_id, partition ids in order, per partition the
     index of its replica list, the distinct lists)``; None for any other."""

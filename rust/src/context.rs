@@ -1044,6 +1044,28 @@ impl Context {
         })
     }
 
+    /// Whether Kafka 3.9's AlterPartition checks let `proposed` (a leader's RECOVERED state)
+    /// through to the store against the cached state, without building that state: the same
+    /// leader and partition epochs, a change (not the retry of a lost answer) and an ISR of
+    /// `eligible` brokers (None: not checked). False also means "ask the full checks", which name
+    /// the refusal.
+    pub fn isr_change_writable(
+        &self,
+        p: Part,
+        proposed: &LeaderAndIsr,
+        eligible: Option<&HashSet<BrokerId>>,
+    ) -> bool {
+        let i = p as usize;
+        self.leader[i] != NO_LEADERSHIP
+            && proposed.recovery == LeaderRecoveryState::Recovered
+            && proposed.leader_epoch == self.leader_epoch[i]
+            && proposed.partition_epoch == self.partition_epoch[i]
+            && (proposed.leader != self.leader[i]
+                || proposed.isr[..] != self.isr[i][..]
+                || self.recovery[i] != LeaderRecoveryState::Recovered)
+            && eligible.is_none_or(|live| proposed.isr.iter().all(|b| live.contains(b)))
+    }
+
     /// The cached leader (None without cached leadership).
     pub fn leader(&self, p: Part) -> Option<BrokerId> {
         let leader = self.leader[p as usize];
@@ -1615,6 +1637,47 @@ mod tests {
             leader_and_isr: LeaderAndIsr::new(leader, isr.into()),
             controller_epoch: 1,
         }
+    }
+
+    /// Only a proposal at the cached epochs that changes a RECOVERED state, with an ISR of
+    /// eligible brokers, is writable without the full checks.
+    #[test]
+    fn isr_change_writable_only_for_a_plain_change() {
+        let mut ctx = Context::new();
+        let p = ctx.intern_part("t", 0);
+        let proposal = |leader, isr: &[BrokerId], leader_epoch, partition_epoch| LeaderAndIsr {
+            leader_epoch,
+            partition_epoch,
+            ..LeaderAndIsr::new(leader, isr.into())
+        };
+        assert!(!ctx.isr_change_writable(p, &proposal(1, &[1], 0, 0), None)); // no leadership
+        let mut cached = lice(1, &[1, 2]);
+        cached.leader_and_isr.leader_epoch = 4;
+        cached.leader_and_isr.partition_epoch = 7;
+        ctx.put_leadership(p, &cached);
+        let live: HashSet<BrokerId> = [1, 2, 3].into_iter().collect();
+        let writable =
+            |proposed: &LeaderAndIsr, eligible| ctx.isr_change_writable(p, proposed, eligible);
+        assert!(writable(&proposal(1, &[1, 2, 3], 4, 7), Some(&live)));
+        assert!(writable(&proposal(1, &[1], 4, 7), None));
+        assert!(!writable(&proposal(1, &[1, 2], 4, 7), None)); // a retry: answered from the cache
+        assert!(!writable(&proposal(1, &[1, 4], 4, 7), Some(&live))); // 4 is not eligible
+        assert!(writable(&proposal(1, &[1, 4], 4, 7), None));
+        for (leader_epoch, partition_epoch) in [(3, 7), (5, 7), (4, 6), (4, 8)] {
+            assert!(!writable(
+                &proposal(1, &[1], leader_epoch, partition_epoch),
+                None
+            ));
+        }
+        let recovering = LeaderAndIsr {
+            recovery: LeaderRecoveryState::Recovering,
+            ..proposal(1, &[1], 4, 7)
+        };
+        assert!(!writable(&recovering, None));
+        cached.leader_and_isr.recovery = LeaderRecoveryState::Recovering;
+        ctx.put_leadership(p, &cached);
+        // Leaving recovery with the same leader and ISR is a change, not a retry.
+        assert!(ctx.isr_change_writable(p, &proposal(1, &[1, 2], 4, 7), None));
     }
 
     /// Above `PARALLEL_SCAN` partitions the scans split the topics over two threads; their

@@ -18,6 +18,7 @@ from kctl.model import (
     EndPoint,
     LeaderAndIsr,
     LeaderIsrAndControllerEpoch,
+    LeaderRecoveryState,
     PartitionReplica,
     PartitionState,
     ReplicaAssignment,
@@ -590,3 +591,34 @@ def test_a_failover_sizes_the_native_columns_to_the_partitions_it_loads() -> Non
     # 1,500 partitions take as many bytes each as 2,048 (a power of two, so exact either way);
     # grown by doubling, the 1,500 had room for 2,048 and took a third more.
     assert heap_bytes_per_partition(375) < 1.05 * heap_bytes_per_partition(512)
+
+
+class TestIsrChangesToCheck:
+    """The AlterPartition proposals the controller's full checks must judge: the native engine
+    lets only plain changes at the cached epochs through; the reference judges every one."""
+
+    def test_only_plain_changes_skip_the_checks(self, ctx: ControllerContext) -> None:
+        tps = [TopicPartition("a", p) for p in range(9)]
+        for tp in tps:
+            assign(ctx, tp, [1, 2, 3])
+        cached = LeaderIsrAndControllerEpoch(LeaderAndIsr(1, (1, 2), 4, 7), 1)
+        ctx.put_partition_leaderships({tp: cached for tp in tps[:-1]})
+        as_list = LeaderAndIsr(1, (1,), 4, 7)
+        object.__setattr__(as_list, "isr", [1])  # a peer's list: never equal to the cached tuple
+        changes = {
+            tps[0]: LeaderAndIsr(1, (1, 2, 3), 4, 7),  # plain: expanded
+            tps[1]: LeaderAndIsr(1, (1,), 4, 7),  # plain: shrunk
+            tps[2]: LeaderAndIsr(1, (1, 2), 4, 7),  # a retry of a lost answer
+            tps[3]: LeaderAndIsr(1, (1, 5), 4, 7),  # 5 is not live
+            tps[4]: LeaderAndIsr(1, (1,), 5, 7),  # newer leader epoch
+            tps[5]: LeaderAndIsr(1, (1,), 4, 6),  # older partition epoch
+            tps[6]: LeaderAndIsr(1, (1,), 4, 7, LeaderRecoveryState.RECOVERING),
+            tps[7]: as_list,
+            tps[8]: LeaderAndIsr(1, (1,), 4, 7),  # nothing cached
+            TopicPartition("unknown", 0): LeaderAndIsr(1, (1,), 4, 7),
+        }
+        to_check = ctx.isr_changes_to_check(changes, frozenset({1, 2, 3, 4}))
+        expected = list(changes) if ctx.engine == "reference" else list(changes)[2:]
+        assert list(to_check) == expected
+        if ctx.engine != "reference":
+            assert list(ctx.isr_changes_to_check(changes, None)) == [tps[2], *list(changes)[4:]]

@@ -17,6 +17,7 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from kctl import admin
+from kctl._engine import plain_alter_partition
 from kctl.config import ControllerConfig
 from kctl.controller import events as ev
 from kctl.controller.event_manager import ControllerEventManager
@@ -51,8 +52,6 @@ from kctl.errors import (
     error_of,
 )
 from kctl.model import (
-    INT32_MAX,
-    INT32_MIN,
     INT64_MAX,
     INT64_MIN,
     NO_LEADER,
@@ -308,8 +307,9 @@ class KafkaController:
         self, broker_id: int, broker_epoch: int, changes: Mapping[TopicPartition, LeaderAndIsr]
     ) -> Future[dict[TopicPartition, LeaderAndIsr | KctlError]]:
         """A partition leader's ISR changes; a top-level failure is the future's exception."""
-        event = ev.AlterPartitionReceived(broker_id=broker_id, broker_epoch=broker_epoch, changes=dict(changes))
-        return self._put_checked(event, lambda: _check_alter_partition(broker_id, broker_epoch, event.changes))
+        proposals = dict(changes)
+        event = ev.AlterPartitionReceived(broker_id=broker_id, broker_epoch=broker_epoch, changes=proposals)
+        return self._put_checked(event, lambda: _check_alter_partition(broker_id, broker_epoch, proposals))
 
     def update_config(self, properties: Mapping[str, Any]) -> None:
         """Dynamic broker-config update (checked here, selector names included, and applied between
@@ -1345,14 +1345,19 @@ class KafkaController:
             ))
             return
         responses: dict[TopicPartition, LeaderAndIsr | KctlError] = {}
-        to_write: dict[TopicPartition, LeaderAndIsr] = {}
         eligible = self._isr_eligible_brokers()
-        for tp, proposed in event.changes.items():
-            verdict = self._alter_partition_verdict(event.broker_id, tp, proposed, eligible)
-            if verdict is None:
-                to_write[tp] = proposed
-            else:
-                responses[tp] = verdict
+        to_check = ctx.isr_changes_to_check(event.changes, eligible)
+        if not to_check:
+            to_write = dict(event.changes)  # a roll's plain proposals: written as proposed
+        else:
+            to_check = set(to_check)
+            to_write = {}
+            for tp, proposed in event.changes.items():
+                verdict = self._alter_partition_verdict(event.broker_id, tp, proposed, eligible) if tp in to_check else None
+                if verdict is None:
+                    to_write[tp] = proposed
+                else:
+                    responses[tp] = verdict
         try:
             outcome = self.store.update_partition_states(to_write, ctx.epoch, ctx.epoch_zk_version)
         except ControllerMovedError as e:
@@ -1554,15 +1559,9 @@ def _check_sender(broker_id: object, broker_epoch: object) -> None:
     validate_int("broker epoch", broker_epoch, INT64_MIN, INT64_MAX, InvalidRequestError)
 
 
-def _plain_int32s(values: Iterable[object]) -> bool:
-    """Whether every value is a plain ``int`` within Kafka's ``Int``: a check that passes without
-    naming the field (a rolling restart's AlterPartitions carry hundreds of thousands of them)."""
-    return all(type(v) is int and INT32_MIN <= v <= INT32_MAX for v in values)
-
-
-def _check_alter_partition(broker_id: object, broker_epoch: object, changes: Mapping[TopicPartition, LeaderAndIsr]) -> None:
+def _check_alter_partition(broker_id: object, broker_epoch: object, changes: dict[TopicPartition, LeaderAndIsr]) -> None:
     _check_sender(broker_id, broker_epoch)
-    if all(_plain_int32s((tp.partition, p.leader, p.leader_epoch, p.partition_epoch, *p.isr)) for tp, p in changes.items()):
+    if plain_alter_partition(changes):
         return  # nearly always; otherwise the checks below name the first field refused
     _check_partitions(changes)
     for tp, proposed in changes.items():

@@ -318,6 +318,11 @@ class NativeContext(ControllerContext):
     def clear_partition_leadership(self) -> None:
         self.native.clear_leadership()
 
+    def isr_changes_to_check(
+        self, changes: Mapping[TopicPartition, LeaderAndIsr], eligible: Set[int] | None
+    ) -> Collection[TopicPartition]:
+        return self.native.isr_changes_to_check(changes if type(changes) is dict else dict(changes), eligible)
+
     def partitions_with_leaders(self) -> Sequence[TopicPartition]:
         return PartitionList(self.native, self.native.partitions_with_leaders())
 

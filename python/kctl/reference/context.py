@@ -13,6 +13,7 @@ from kctl.errors import KctlError, NoNodeError
 from kctl.stores.base import StateStore
 from kctl.model import (
     BrokerInfo,
+    LeaderAndIsr,
     LeaderIsrAndControllerEpoch,
     PartitionReplica,
     PartitionState,
@@ -312,6 +313,11 @@ class ReferenceContext(ControllerContext):
     def clear_partition_leadership(self) -> None:
         self._leadership.clear()
         self._imbalance_count = 0
+
+    def isr_changes_to_check(
+        self, changes: Mapping[TopicPartition, LeaderAndIsr], eligible: Set[int] | None
+    ) -> Collection[TopicPartition]:
+        return list(changes)  # the oracle judges every proposal in Python
 
     def _partitions_with_leadership(self) -> Iterable[tuple[TopicPartition, LeaderIsrAndControllerEpoch]]:
         """Cached leadership in context order, topics queued for deletion excluded."""

@@ -7,13 +7,18 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use pyo3::exceptions::{PyKeyError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::context::{Context, Part, Replica};
 use crate::election::Strategy;
-use crate::hash::HashMap;
-use crate::model::{BrokerId, Brokers, PartitionState, ReplicaAssignment, ReplicaState};
+use crate::hash::{HashMap, HashSet};
+use crate::model::{
+    BrokerId, Brokers, LeaderAndIsr, LeaderRecoveryState, PartitionState, ReplicaAssignment,
+    ReplicaState,
+};
+use crate::py::classes::classes;
 use crate::py::convert::{
     detached, failure_to_err, failure_to_py, leader_and_isr_to_py, state_from_tuple,
     state_to_tuple, StateTuple,
@@ -746,6 +751,34 @@ impl Engine {
             .map(|l| state_to_tuple(&l))
     }
 
+    /// Of an AlterPartition's proposals (`{tp: LeaderAndIsr}`), the keys Kafka's full checks must
+    /// judge (in order): the others are written as proposed ([`Context::isr_change_writable`]).
+    /// Anything not read plainly (another type, a list for the ISR) is left to the full checks,
+    /// which refuse it by name.
+    fn isr_changes_to_check<'py>(
+        &self,
+        py: Python<'py>,
+        changes: &Bound<'py, PyDict>,
+        eligible: Option<HashSet<BrokerId>>,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let recovered = classes(py)?.recovery_state(py, LeaderRecoveryState::Recovered);
+        let mut to_check = Vec::new();
+        for (tp, proposed) in changes.iter() {
+            let writable = match (tp.extract::<Tp>(), plain_proposal(&proposed, recovered)) {
+                (Ok((topic, partition)), Some(proposed)) => (self.existing(&topic, partition))
+                    .is_some_and(|p| {
+                        self.ctx
+                            .isr_change_writable(p, &proposed, eligible.as_ref())
+                    }),
+                _ => false,
+            };
+            if !writable {
+                to_check.push(tp);
+            }
+        }
+        Ok(to_check)
+    }
+
     fn clear_leadership(&mut self) {
         self.ctx.clear_leadership();
     }
@@ -1187,4 +1220,44 @@ impl StoreRef {
             StoreKind::Python => call(&mut { inner }),
         }
     }
+}
+
+/// A proposed `LeaderAndIsr` read as Kafka's checks compare it (an ISR tuple of ints, the
+/// RECOVERED member itself), or None for anything else.
+fn plain_proposal(
+    proposed: &Bound<'_, PyAny>,
+    recovered: &Bound<'_, PyAny>,
+) -> Option<LeaderAndIsr> {
+    let py = proposed.py();
+    if !proposed
+        .getattr(intern!(py, "leader_recovery_state"))
+        .ok()?
+        .is(recovered)
+    {
+        return None;
+    }
+    let isr = proposed.getattr(intern!(py, "isr")).ok()?;
+    let isr = isr.cast_exact::<PyTuple>().ok()?;
+    Some(LeaderAndIsr {
+        leader: proposed
+            .getattr(intern!(py, "leader"))
+            .ok()?
+            .extract()
+            .ok()?,
+        isr: isr
+            .iter()
+            .map(|b| b.extract().ok())
+            .collect::<Option<Brokers>>()?,
+        leader_epoch: proposed
+            .getattr(intern!(py, "leader_epoch"))
+            .ok()?
+            .extract()
+            .ok()?,
+        partition_epoch: proposed
+            .getattr(intern!(py, "partition_epoch"))
+            .ok()?
+            .extract()
+            .ok()?,
+        recovery: LeaderRecoveryState::Recovered,
+    })
 }

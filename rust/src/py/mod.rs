@@ -12,7 +12,8 @@ mod statetable;
 mod store;
 mod zookeeper;
 
-use pyo3::types::PyBytes;
+use pyo3::intern;
+use pyo3::types::{PyBytes, PyDict, PyInt};
 
 use crate::hash::HashMap;
 use crate::model::LeaderRecoveryState;
@@ -68,6 +69,27 @@ fn decode_topic_znode(py: Python<'_>, data: &[u8]) -> Option<crate::zkjson::Deco
     py.detach(|| crate::zkjson::decode_topic(data))
 }
 
+/// Whether every partition id, leader, leader epoch, partition epoch and ISR member of an
+/// AlterPartition's `{tp: LeaderAndIsr}` is a plain `int` within Kafka's `Int`: the check that
+/// passes without naming a field (a roll's requests carry hundreds of thousands). False for
+/// anything else, which the controller's checks then name.
+#[pyfunction]
+fn plain_alter_partition(changes: &Bound<'_, PyDict>) -> bool {
+    let plain = |value: PyResult<Bound<'_, PyAny>>| {
+        value.is_ok_and(|v| v.is_exact_instance_of::<PyInt>() && v.extract::<i32>().is_ok())
+    };
+    changes.iter().all(|(tp, proposed)| {
+        let py = tp.py();
+        plain(tp.getattr(intern!(py, "partition")))
+            && plain(proposed.getattr(intern!(py, "leader")))
+            && plain(proposed.getattr(intern!(py, "leader_epoch")))
+            && plain(proposed.getattr(intern!(py, "partition_epoch")))
+            && (proposed.getattr(intern!(py, "isr")))
+                .and_then(|isr| isr.try_iter())
+                .is_ok_and(|mut isr| isr.all(plain))
+    })
+}
+
 /// For tests only: how many objects the tables that outlive payloads hold, keyed
 /// `topic_partitions` and `broker_lists` (the Python objects rows share, see
 /// `payload::interned`) and `metadata_lists` (the metadata caches' live list tables).
@@ -102,6 +124,7 @@ fn engine_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(classes::bind, m)?)?;
     m.add_function(wrap_pyfunction!(encode_partition_states, m)?)?;
     m.add_function(wrap_pyfunction!(decode_topic_znode, m)?)?;
+    m.add_function(wrap_pyfunction!(plain_alter_partition, m)?)?;
     m.add_function(wrap_pyfunction!(interned_sizes, m)?)?;
     m.add_function(wrap_pyfunction!(metadata::metadata_digest, m)?)?;
     m.add_function(wrap_pyfunction!(metadata::stored_digests, m)?)?;
