@@ -138,12 +138,11 @@ def test_stop_replica_stops_fetching_and_deletes_the_log() -> None:
     assert cluster.manager(2).replica_state(T0) is None and cluster.manager(2).hosted_partitions() == []
 
 
+@pytest.mark.parametrize("data_plane", ["python"], indirect=True)  # the native plane's replicas are no Python objects
 def test_a_deleted_partitions_replicas_are_freed_without_the_collector(data_plane: str) -> None:
     """Followers keep the leader's replica they last fetched from across leaderships, but these
     references form no cycle: once deleted, the replicas of brokers that led in turn and fetched
     from each other are freed by their reference counts (a simulation collects only young objects)."""
-    if data_plane == "native":
-        pytest.skip("the native data plane's replicas are no Python objects")
     gc.collect()
     gc.disable()
     try:
