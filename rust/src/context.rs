@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
 
-use crate::hash::{HashMap, HashSet, IndexSet, NameMap};
+use crate::hash::{HashMap, HashSet, IndexSet};
 use smallvec::SmallVec;
 
 use crate::model::{
@@ -77,7 +77,7 @@ pub struct Context {
     shutting_down: BTreeSet<BrokerId>,
     offline_dirs: HashMap<BrokerId, HashSet<Part>>,
 
-    topic_index: NameMap<String, TopicIdx>,
+    topic_index: HashMap<String, TopicIdx>,
     topics: Vec<Topic>,
     all_topics: IndexSet<TopicIdx>,
     /// Topics with assigned partitions, in context order.

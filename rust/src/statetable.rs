@@ -3,7 +3,7 @@
 //! partition. `kctl.stores.memory` keeps every other znode and routes these paths here; versions,
 //! zxids and history follow its ZooKeeper semantics.
 
-use crate::hash::{HashMap, NameMap};
+use crate::hash::HashMap;
 use std::sync::Arc;
 
 use crate::model::{LeaderAndIsr, LeaderIsrAndControllerEpoch};
@@ -116,11 +116,11 @@ impl Slots {
 }
 
 /// Each partition's history rows, by topic and partition.
-type History = NameMap<Arc<str>, HashMap<i32, Vec<HistoryRow>>>;
+type History = HashMap<Arc<str>, HashMap<i32, Vec<HistoryRow>>>;
 
 #[derive(Debug, Default)]
 pub struct StateTable {
-    topics: NameMap<Arc<str>, Slots>,
+    topics: HashMap<Arc<str>, Slots>,
     /// Write sequence shared with the Python tree's history, so both can be merged in order.
     seq: u64,
     /// Rows by topic and partition: a partition's history is read without passing over its
@@ -131,7 +131,7 @@ pub struct StateTable {
 impl StateTable {
     pub fn new(record_history: bool) -> Self {
         Self {
-            history: record_history.then(NameMap::default),
+            history: record_history.then(HashMap::default),
             ..Self::default()
         }
     }
