@@ -24,7 +24,7 @@ from kctl.requests import (
 )
 from kctl.messages import UpdateMetadataFanOut
 from kctl.scheduler import RealTimeScheduler, SimulatedScheduler
-from kctl.transports.base import answers_fan_outs, answers_fan_outs_together, repeatable
+from kctl.transports.base import answers_fan_outs, repeatable
 from kctl.transports.inprocess import InProcessTransport
 
 
@@ -417,66 +417,3 @@ def test_answers_whose_callbacks_repeat_one_another_are_handed_over_in_one_call(
     assert calls[:len(expected)] == expected
     assert [h for h in handled if h[1] == 0.003] == [(1, 0.003), (3, 0.003), (4, 0.003)]
     assert calls[len(calls) // 2] == (0.004, ("repeat", 1, True, 3)) and channel.idle()
-
-
-class Together:
-    """A broker whose handler answers fan-outs together with the others' (``answers_fan_outs_together``):
-    its run answers in short those that are ``short`` (an UpdateMetadataResponse each, not the one
-    a handler called alone gives), and raises for a fan-out of controller epoch 13."""
-
-    def __init__(self, broker_id: int, short: bool, log: list[Any]) -> None:
-        self.broker_id, self.short, self.log = broker_id, short, log
-
-    @staticmethod
-    def run(fan_out: UpdateMetadataFanOut, handlers: list[Any]) -> list[Any]:
-        if fan_out.controller_epoch == 13:
-            raise ValueError("cannot answer together")
-        brokers = [handler.__self__ for handler in handlers]
-        assert len(brokers) > 1 and all(type(b) is Together for b in brokers)
-        answered = []
-        for broker in brokers:
-            if not broker.short:
-                break
-            answered.append(broker.broker_id)
-        if answered:
-            broker.log.append(("together", answered))
-        return [UpdateMetadataResponse(Errors.NONE) for _ in answered]
-
-    @answers_fan_outs_together(run)
-    def handle(self, req: Any) -> Any:
-        self.log.append(("alone", self.broker_id))
-        return UpdateMetadataResponse(Errors.STALE_CONTROLLER_EPOCH)
-
-
-@pytest.mark.parametrize("epoch", [4, 13])
-def test_consecutive_deliveries_of_one_fan_out_are_one_call_of_their_handlers_run(
-    scheduler: SimulatedScheduler, transport: InProcessTransport, epoch: int, caplog: pytest.LogCaptureFixture
-) -> None:
-    """The deliveries of one fan-out to consecutive brokers whose handlers share a run are one
-    call of it, for the prefix it answers; the first it leaves out is called alone, and the rest
-    offered to it again. A handler without the run (broker 5), another request at a queue's head
-    (broker 7's) or a run of one end a run. The responses come back in the order of the queues,
-    at one instant. A run that raises (epoch 13) answers none: each of its brokers is called alone."""
-    log: list[Any] = []
-    plain = Broker(scheduler)
-    for b in (1, 2, 3, 4, 6, 7, 8, 9):
-        transport.bind_broker(b, Together(b, b != 3, log).handle)
-    transport.bind_broker(5, plain)
-    channel = transport.controller_channel(0)
-    for b in range(1, 10):
-        channel.add_broker(BrokerInfo(b))
-    fan_out = UpdateMetadataFanOut(7, 0, epoch, (), (), {}, {b: 10 + b for b in range(1, 10)})
-    responses: list[tuple[float, Any]] = []
-    order = (1, 2, 3, 4, 6, 5, 8, 7, 9)
-    channel.send_requests([(b, fan_out if b != 7 else request(1), collect(scheduler, responses, b)) for b in order])
-    with caplog.at_level(logging.ERROR):
-        scheduler.advance(0.01)
-
-    if epoch == 13:
-        assert log == [("alone", b) for b in (1, 2, 3, 4, 6, 8, 7, 9)] and "failed to answer" in caplog.text
-    else:
-        assert log == [("together", [1, 2]), ("alone", 3), ("together", [4, 6]), ("alone", 8), ("alone", 7),
-                       ("alone", 9)]
-    assert plain.handled == [(0.001, epoch)]
-    assert responses == [(0.002, b) for b in order]
-    assert channel.idle()

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import threading
-from typing import Any
 
 import pytest
 
@@ -26,9 +24,7 @@ from kctl.requests import (
     StopReplicaResponse,
     UpdateMetadataResponse,
 )
-from kctl.messages import UpdateMetadataFanOut
 from kctl.stores import MemoryStore
-from kctl.transports.base import fan_out_run
 
 from tests.support.broker_harness import (
     LATENCY,
@@ -469,48 +465,3 @@ def test_a_failed_registration_leaves_the_broker_stopped(cluster: SimCluster) ->
     assert not twin.is_running and not cluster.transport.is_broker_bound(1)
     manager = twin.replica_manager
     assert isinstance(manager, SimulatedReplicaManager) and not manager.is_running
-
-
-def test_agents_answer_a_fan_out_together_up_to_one_that_cannot_answer_in_short(cluster: SimCluster) -> None:
-    """The run of ``handle_request`` (``answers_fan_outs_together``) answers as each broker would
-    for the agents in a row that answer in short, and stops before one whose lock another thread
-    holds (the transport then calls it alone, and it waits) or one that is not running."""
-    agents = [cluster.agents[b] for b in (1, 2, 3)]
-    handlers = [agent.handle_request for agent in agents]
-    run = fan_out_run(handlers[0])
-    assert run is not None and all(fan_out_run(handler) is run for handler in handlers)
-    epochs = {agent.broker_id: agent.broker_epoch for agent in agents}
-
-    def fan_out(*states: Any) -> UpdateMetadataFanOut:
-        return UpdateMetadataFanOut(8, 0, 1, states, (), {"t": "id-t"}, epochs)
-
-    first = fan_out(um_state(T0, 1, [1, 2]))
-    assert run(first, handlers) == []  # a new controller epoch: each answers the long way
-    assert [agent.handle_request(first) for agent in agents] == [UpdateMetadataResponse()] * 3
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with agents[1].inspect(lambda agent: agent._lock):
-            held.set()
-            release.wait(5)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    assert held.wait(5)
-    second = fan_out(um_state(T0, 2, [2, 1], leader_epoch=1))
-    try:
-        assert run(second, handlers) == [UpdateMetadataResponse()]  # broker 1's only
-    finally:
-        release.set()
-        holder.join()
-    assert run(second, handlers[1:]) == [UpdateMetadataResponse()] * 2
-    agents[2].kill()
-    third = fan_out(um_state(T1, 3, [3]))
-    assert run(third, handlers) == [UpdateMetadataResponse()] * 2
-    now, accepted = cluster.scheduler.now(), UpdateMetadataResponse()
-    assert [[(h.time, h.request, h.response) for h in agent.handled[1:]] for agent in agents] == [
-        [(now, second.request(1), accepted), (now, third.request(1), accepted)],
-        [(now, second.request(2), accepted), (now, third.request(2), accepted)],
-        [(now, second.request(3), accepted)]]
-    assert [agent.metadata_cache.partition_state(T0).leader for agent in agents] == [2, 2, 2]
-    assert [len(agent.metadata_cache) for agent in agents] == [2, 2, 1] and agents[0].metadata_cache.topic_ids == {"t": "id-t"}

@@ -90,48 +90,6 @@ def test_caches_sent_different_updates_keep_their_own_contents() -> None:
     assert any(c.items() != caches[0].items() for c in caches[1:])  # some did end up apart
 
 
-def test_update_each_is_update_of_each_cache_in_turn() -> None:
-    """One call applies a payload to each cache in order, a cache named twice applying it twice:
-    caches in different states (one behind, one empty) end as ``update`` one by one leaves them,
-    and each gets what ``update`` returns."""
-    first, second, gone = um_state(T0, 1, [1, 2]), um_state(T1, 2, [2, 1]), um_state(T1, -2, [2, 1])
-    each, alone = [MetadataCache() for _ in range(4)], [MetadataCache() for _ in range(4)]
-    for caches in (each, alone):
-        caches[0].update([first, second])
-        caches[1].update([first])
-    together = [each[0], each[1], each[2], each[0], each[3]]
-    assert MetadataCache.update_each(together, [gone]) == [[("t", 1)], [], [], [], []]
-    assert [cache.update([gone]) for cache in [alone[0], alone[1], alone[2], alone[0], alone[3]]] == [[("t", 1)], [], [], [], []]
-    assert [(c.items(), c.digest) for c in each] == [(c.items(), c.digest) for c in alone]
-    assert MetadataCache.update_each(each, [second]) == [[]] * 4 and MetadataCache.update_each([], [first]) == []
-    assert all(c.get("t", 1) == (1, 2, 0, [2, 1], 0, [1, 2, 3], []) for c in each)
-
-
-def test_update_each_of_a_bad_payload_or_a_non_cache_is_a_clear_error_and_changes_nothing() -> None:
-    caches = [MetadataCache(), MetadataCache()]
-    MetadataCache.update_each(caches, [um_state(T0, 1, [1])])
-    before = [(c.items(), c.digest) for c in caches]
-    with pytest.raises(ValueError, match="t--1"):
-        MetadataCache.update_each(caches, [um_state(T1, 2, [1]), um_state(TopicPartition("t", -1), 1, [1])])
-    with pytest.raises(TypeError, match="MetadataCache"):
-        MetadataCache.update_each([caches[0], "not a cache"], [um_state(T1, 2, [1])])  # type: ignore[list-item]
-    assert [(c.items(), c.digest) for c in caches] == before
-
-
-def test_broker_caches_updated_together_hold_what_each_update_gives() -> None:
-    """``BrokerMetadataCache.update_each``: the controller, the live brokers and the topic ids
-    too, a removed topic's id dropped, as :meth:`BrokerMetadataCache.update` of each."""
-    sent = [UpdateMetadataRequest(8, 0, 1, -1, (um_state(T0, 1, [1]), um_state(T1, 1, [1])), (), {"t": "id-t"}),
-            UpdateMetadataRequest(8, 2, 1, -1, (um_state(T0, -2, [1]), um_state(T1, -2, [1])), (), {})]
-    each, alone = [BrokerMetadataCache() for _ in range(2)], [BrokerMetadataCache() for _ in range(2)]
-    for request in sent:
-        removed = BrokerMetadataCache.update_each(each, request)
-        assert removed == [[(tp.topic, tp.partition) for tp in cache.update(request)] for cache in alone]
-        assert [(c.controller_id, c.topic_ids, c.live_broker_ids, len(c)) for c in each] == \
-            [(c.controller_id, c.topic_ids, c.live_broker_ids, len(c)) for c in alone]
-    assert removed == [[("t", 0), ("t", 1)]] * 2 and each[0].topic_ids == {} and each[1].controller_id == 2
-
-
 def natively_cached(states: Any) -> list[tuple[str, int, Any]]:
     """What a cache of its own holds after applying ``states`` natively (not through the objects
     that reading them as a sequence makes once and keeps)."""

@@ -24,7 +24,6 @@ from kctl.controller import KafkaController
 from kctl.controller.event_manager import ControllerEventManager
 from kctl.controller.events import ControllerEvent, PartitionModifications
 from kctl.broker.agent import BrokerAgent, HandledRequest
-from kctl.broker.metadata_cache import BrokerMetadataCache
 from kctl.errors import Errors
 from kctl.engine_api import request_batch
 from kctl.messages import (
@@ -416,31 +415,6 @@ def test_fan_outs_handed_over_whole_change_nothing_in_a_run(
     one_each = _traced_demo(engine, brokers, partitions, seed)
 
     assert one_each == whole
-
-
-@pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize(("brokers", "partitions", "seed"), [(4, 4, 0), (6, 30, 1), (12, 100, 7)])
-def test_fan_outs_answered_together_change_nothing_in_a_run(
-    engine: str, brokers: int, partitions: int, seed: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The brokers a fan-out reaches at one instant answer it together (one call of their run,
-    their caches moved in one native call): the same run as with each broker's handler called
-    alone, request for request, answer for answer, event for event and step for step."""
-    together: list[int] = []
-    update_each = BrokerMetadataCache.update_each
-
-    def counted(caches: list[BrokerMetadataCache], request: Any) -> list[list[tuple[str, int]]]:
-        together.append(len(caches))
-        return update_each(caches, request)
-
-    monkeypatch.setattr(BrokerMetadataCache, "update_each", staticmethod(counted))
-    answered_together = _traced_demo(engine, brokers, partitions, seed)
-    assert answered_together[0].ok and max(together) == brokers  # type: ignore[attr-defined]
-    monkeypatch.setattr(inprocess, "fan_out_run", lambda handler: None)
-    together.clear()
-    alone = _traced_demo(engine, brokers, partitions, seed)
-
-    assert max(together) == 1 and alone == answered_together
 
 
 @pytest.mark.parametrize("engine", ENGINES)

@@ -20,8 +20,7 @@ from array import array
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
-from types import MethodType
-from typing import Any, Literal, Protocol, TypeVar, cast
+from typing import Any, Literal, Protocol, TypeVar
 
 import kctl.native  # noqa: F401  # binds the classes HostedPartitions' answers are made of
 from kctl._engine import HostedPartitions
@@ -57,7 +56,7 @@ from kctl.messages import (
 )
 from kctl.scheduler import Scheduler
 from kctl.stores.base import StateStore
-from kctl.transports.base import BrokerHandler, Transport, answers_fan_outs_together
+from kctl.transports.base import Transport, answers_fan_outs
 
 logger = logging.getLogger(__name__)
 
@@ -205,14 +204,10 @@ class BrokerAgent:
         return len(self._answers) + self._unkept
 
     def _keep(self, now: float, answer: HandledRequest | UpdateMetadataRequest | UpdateMetadataFanOut, process: int) -> None:
-        """Add to ``handled`` (an accepted UpdateMetadata as its request: see ``_answers``), or only
-        count it, as ``keep_answers`` says."""
-        if self._keep_answers:
-            self._answers.append(answer)
-            self._answered_at.append(now)
-            self._answered_by.append(process)
-        else:
-            self._unkept += self._keep_notable
+        """Add to ``handled`` (an accepted UpdateMetadata as its request: see ``_answers``)."""
+        self._answers.append(answer)
+        self._answered_at.append(now)
+        self._answered_by.append(process)
 
     @property
     def store(self) -> BrokerStore:
@@ -409,51 +404,7 @@ class BrokerAgent:
 
     # --- Controller → broker -----------------------------------------------------------------------
 
-    @staticmethod
-    def _answer_together(fan_out: UpdateMetadataFanOut, handlers: list[BrokerHandler]) -> list[ControllerResponse]:
-        """``handle_request(fan_out)`` of the agents of ``handlers`` (their ``handle_request``s) in
-        turn, for as many in a row as answer it in short (``transports.base.answers_fan_outs_together``)."""
-        agents = cast(list[BrokerAgent], [cast(MethodType, handler).__self__ for handler in handlers])
-        return [UPDATE_METADATA_ACCEPTED] * BrokerAgent._answer_in_short(fan_out, agents)
-
-    @staticmethod
-    def _answer_in_short(sent: UpdateMetadataFanOut | UpdateMetadataRequest, agents: list[BrokerAgent]) -> int:
-        """Answer ``sent`` for as many of ``agents`` in a row as answer it in short, as nearly all
-        do (``_fenced`` would pass it: the epochs are those last accepted; and the answer is not
-        notable: see ``_note``), and return how many: their caches are moved in one native call,
-        as a fan-out reaches a hundred in-process brokers at one instant. An agent whose lock is
-        held elsewhere ends the run (it is then called alone, and waits for it)."""
-        epoch, fan_out = sent.controller_epoch, isinstance(sent, UpdateMetadataFanOut)
-        epochs: Mapping[int, int] = sent.broker_epochs if isinstance(sent, UpdateMetadataFanOut) else {}
-        count = 0
-        try:
-            for agent in agents:
-                if not agent._lock.acquire(False):  # positional: a keyword costs as much again
-                    break
-                process = agent.broker_epoch
-                broker_epoch = (epochs.get(agent.broker_id, UNKNOWN_BROKER_EPOCH) if fan_out
-                                else cast(UpdateMetadataRequest, sent).broker_epoch)
-                if not (agent._running and epoch == agent._controller_epoch and agent._on_answer is None
-                        and agent._accepted == (process, epoch) and not process > broker_epoch != UNKNOWN_BROKER_EPOCH):
-                    agent._lock.release()
-                    break
-                count += 1
-            if not count:
-                return 0
-            answering = agents[:count] if count < len(agents) else agents
-            BrokerMetadataCache.update_each([agent.metadata_cache for agent in answering], sent)
-            scheduler, now = None, 0.0
-            for agent in answering:
-                if agent.scheduler is not scheduler:
-                    scheduler = agent.scheduler
-                    now = scheduler.now()
-                agent._keep(now, sent, agent.broker_epoch)
-            return count
-        finally:
-            for agent in agents[:count]:
-                agent._lock.release()
-
-    @answers_fan_outs_together(_answer_together)
+    @answers_fan_outs
     def handle_request(self, sent: ControllerRequest | UpdateMetadataFanOut) -> ControllerResponse:
         """Answer a controller request (the transport's BrokerHandler) and record it; an
         UpdateMetadata fan-out is answered as its request for this broker, built only when the
@@ -461,9 +412,20 @@ class BrokerAgent:
         with self._lock:
             if not self._running:  # it crashed while the request was on the way: the send fails
                 raise IllegalStateError(f"broker {self.broker_id} is not running")
-            if ((type(sent) is UpdateMetadataFanOut or type(sent) is UpdateMetadataRequest)
-                    and self._answer_in_short(sent, [self])):  # one per partition change and broker
-                return UPDATE_METADATA_ACCEPTED
+            if type(sent) is UpdateMetadataFanOut or type(sent) is UpdateMetadataRequest:  # one per partition change and broker
+                process, epoch = self.broker_epoch, sent.controller_epoch
+                broker_epoch = (sent.broker_epochs.get(self.broker_id, UNKNOWN_BROKER_EPOCH)
+                                if isinstance(sent, UpdateMetadataFanOut) else sent.broker_epoch)
+                if (epoch == self._controller_epoch and self._on_answer is None and self._accepted == (process, epoch)
+                        and not process > broker_epoch != UNKNOWN_BROKER_EPOCH):
+                    # Nearly all of them, answered in short: _fenced would pass them (the epochs
+                    # are those last accepted) and the answer is not notable (see _note).
+                    self.metadata_cache.update(sent)
+                    if self._keep_answers:
+                        self._keep(self.scheduler.now(), sent, process)
+                    else:
+                        self._unkept += self._keep_notable
+                    return UPDATE_METADATA_ACCEPTED
             request = built_request(sent, self.broker_id)
             if isinstance(request, UpdateMetadataRequest):
                 response: ControllerResponse = self._update_metadata(request)
@@ -476,11 +438,17 @@ class BrokerAgent:
             now, process = self.scheduler.now(), self.broker_epoch
             if (response is UPDATE_METADATA_ACCEPTED and type(request) is UpdateMetadataRequest
                     and self._on_answer is None and self._accepted == (process, request.controller_epoch)):
-                self._keep(now, request, process)  # most answers, and not notable (see _note)
+                if self._keep_answers:  # most answers, and not notable (see _note)
+                    self._keep(now, request, process)
+                else:
+                    self._unkept += self._keep_notable
                 return response
             handled = HandledRequest(now, request, response, process)
-            self._keep(now, handled, process)
-            if self._keep_notable:
+            if self._keep_answers:
+                self._keep(now, handled, process)
+                self._note(handled)
+            elif self._keep_notable:
+                self._unkept += 1
                 self._note(handled)
             if self._on_answer is not None:
                 self._on_answer(handled)

@@ -118,27 +118,18 @@ class BrokerMetadataCache:
     def update(self, request: UpdateMetadataRequest | UpdateMetadataFanOut) -> list[TopicPartition]:
         """Apply an UpdateMetadata request (or a fan-out's, which carries the same payload); returns
         the partitions it removed (those advertised with leader -2, whose topic is being deleted)."""
-        return [TopicPartition(topic, partition) for topic, partition in self.update_each([self], request)[0]]
-
-    @staticmethod
-    def update_each(caches: Sequence[BrokerMetadataCache],
-                    request: UpdateMetadataRequest | UpdateMetadataFanOut) -> list[list[tuple[str, int]]]:
-        """:meth:`update` of each cache in turn, the partition states applied in one native call
-        (the in-process brokers answer a fan-out together: ``BrokerAgent.handle_request``); returns
-        what each removed, as ``(topic, partition)``s."""
-        removed = MetadataCache.update_each([cache._partitions for cache in caches], request.partition_states)
-        controller_id = request.controller_id if request.controller_id >= 0 else None
+        self.controller_id = request.controller_id if request.controller_id >= 0 else None
         seen, index = _last_index
-        brokers = index if seen is request.live_brokers else _broker_index(request.live_brokers)
-        topic_ids = request.topic_ids
-        for cache, gone in zip(caches, removed):
-            cache.controller_id, cache._brokers = controller_id, brokers
-            if gone:  # rare: only a deletion removes partitions
-                for topic in dict.fromkeys(topic for topic, _ in gone):
-                    if not cache._partitions.has_topic(topic):
-                        cache.topic_ids.pop(topic, None)
-            cache.topic_ids.update(topic_ids)
-        return removed
+        self._brokers = index if seen is request.live_brokers else _broker_index(request.live_brokers)
+        removed = self._partitions.update(request.partition_states)
+        if not removed:  # nearly always: only a deletion removes partitions
+            self.topic_ids.update(request.topic_ids)
+            return []
+        for topic in dict.fromkeys(topic for topic, _ in removed):
+            if not self._partitions.has_topic(topic):
+                self.topic_ids.pop(topic, None)
+        self.topic_ids.update(request.topic_ids)
+        return [TopicPartition(topic, partition) for topic, partition in removed]
 
     @property
     def live_broker_ids(self) -> list[int]:

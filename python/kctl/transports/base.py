@@ -30,10 +30,7 @@ from kctl.messages import (
 logger = logging.getLogger(__name__)
 
 BrokerHandler = Callable[[ControllerRequest], ControllerResponse]
-"""A broker's answer to a controller request (computed synchronously). A handler may be marked
-as taking UpdateMetadata fan-outs whole (:func:`answers_fan_outs`), and as answering one together
-with the other brokers' handlers in one call (:func:`answers_fan_outs_together`); a transport
-that has no use for the marks calls each handler with its broker's request."""
+"""A broker's answer to a controller request (computed synchronously)."""
 
 ControllerHandler = Callable[[BrokerToControllerRequest, Callable[[Any], None]], None]
 """A controller takes a broker request and calls back with the response when it has one."""
@@ -55,33 +52,6 @@ def takes_fan_outs(handler: BrokerHandler) -> bool:
 
 
 _ANSWERS_FAN_OUTS = "kctl_answers_fan_outs"
-
-FanOutRun = Callable[[Any, list[BrokerHandler]], list[ControllerResponse]]
-"""``run(fan_out, handlers)``: see :func:`answers_fan_outs_together`."""
-
-
-def answers_fan_outs_together(run: FanOutRun) -> Callable[[H], H]:
-    """Mark broker handlers that take fan-outs (:func:`answers_fan_outs`) and can answer one
-    together: ``run(fan_out, handlers)``, for handlers so marked with this ``run``, answers
-    ``fan_out`` as ``handler(fan_out)`` would for each of them in turn, for as many of them in a
-    row as it can answer that way, and returns their responses (a prefix: the first it leaves
-    out is then called alone, and ``run`` may be offered the rest). A ``run`` raises only having
-    answered none, and schedules nothing (the transport sends the responses after it returns). A transport that hands one fan-out to several brokers at one instant (the
-    in-process one: a hundred simulated brokers answer each of thousands of fan-outs) may make
-    that one call instead of one per broker; the others call each handler."""
-    def mark(handler: H) -> H:
-        setattr(answers_fan_outs(handler), _FAN_OUT_RUN, run)
-        return handler
-    return mark
-
-
-def fan_out_run(handler: BrokerHandler) -> FanOutRun | None:
-    """The ``run`` that ``handler`` was marked with by :func:`answers_fan_outs_together`, if any."""
-    run: FanOutRun | None = getattr(handler, _FAN_OUT_RUN, None)
-    return run
-
-
-_FAN_OUT_RUN = "kctl_fan_out_run"
 
 C = TypeVar("C", bound=Callable[[Any], None])
 

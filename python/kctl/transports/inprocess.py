@@ -33,15 +33,7 @@ from kctl.messages import (
     built_request,
 )
 from kctl.scheduler import Scheduler
-from kctl.transports.base import (
-    REPEAT,
-    BrokerHandler,
-    ControllerHandler,
-    FanOutRun,
-    error_response,
-    fan_out_run,
-    takes_fan_outs,
-)
+from kctl.transports.base import REPEAT, BrokerHandler, ControllerHandler, error_response, takes_fan_outs
 
 if TYPE_CHECKING:
     from kctl.registry import TransportRegistry
@@ -174,50 +166,16 @@ class InProcessControllerChannel:
 
     def _deliver(self, queues: list[_BrokerQueue]) -> None:
         """Hand each queue's head request to its broker, in order: the deliveries due at one
-        instant (a fan-out's, one per broker) are one call, and the consecutive ones of one
-        UpdateMetadata fan-out to handlers that answer it together
-        (``transports.base.answers_fan_outs_together``) one call of their ``run``, each broker it
-        leaves out called alone."""
+        instant (a fan-out's, one per broker) are one call."""
         transport = self._transport
-        lock, brokers, runs = transport.lock, transport._brokers, transport._fan_out_runs
-        respond_after, latency = self._respond_after, transport.latency
+        lock, brokers, respond_after, latency = transport.lock, transport._brokers, self._respond_after, transport.latency
         batching, batch = transport.batching, None  # the responses' batch, appended to while open
-        alone_until = 0  # queues[:alone_until] are not offered to a run again (one failed)
-        i, count = 0, len(queues)
-        while i < count:
-            queue = queues[i]
-            i += 1
+        for queue in queues:
             with lock:
                 if queue.closed:
                     continue
                 request, callback = queue.requests[0]
                 handler = brokers.get(queue.broker_id)
-                run = runs.get(queue.broker_id) if type(request) is UpdateMetadataFanOut and i > alone_until else None
-                if run is not None:
-                    together, handlers, end = [(queue, callback)], [handler], i
-                    while end < count and not (other := queues[end]).closed and (head := other.requests[0])[0] is request \
-                            and runs.get(other.broker_id) is run:
-                        together.append((other, head[1]))
-                        handlers.append(brokers[other.broker_id])
-                        end += 1
-            if run is not None and end > i:
-                try:
-                    responses = run(request, handlers)  # type: ignore[arg-type]  # handlers are bound with their run
-                except Exception:  # none answered: each is called alone, and fails or not as it would
-                    logger.exception("Brokers %s failed to answer %s together; answering one by one",
-                                     [q.broker_id for q, _ in together], request.api)
-                    responses, alone_until = [], end
-                if responses:  # a prefix of the run's brokers
-                    answers = [(answered, each, response) for (answered, each), response in zip(together, responses)]
-                    i += len(answers) - 1
-                    if batch is None or batch is not batching.open_batch:
-                        batch = respond_after(latency, answers.pop(0))
-                    if batch is not None:  # open: nothing was scheduled since (the run schedules nothing)
-                        batch.extend(answers)
-                    else:
-                        for answer in answers:
-                            respond_after(latency, answer)
-                    continue
             if handler is None:  # the broker process is down: try again, as the send thread reconnects
                 self._deliver_after(transport.retry_backoff, queue)
                 continue
@@ -295,8 +253,6 @@ class InProcessTransport:
         """Where the batch that a channel's next message could join is (``open_batch``)."""
         self._brokers: dict[int, _FanOutHandler] = {}
         """Each bound broker's handler, taking UpdateMetadata fan-outs as they are (see ``send_requests``)."""
-        self._fan_out_runs: dict[int, FanOutRun] = {}
-        """The ``run`` of each bound handler that answers fan-outs together with others (see ``_deliver``)."""
         self._controllers: dict[int, ControllerHandler] = {}
         self._channels: list[InProcessControllerChannel] = []
         self._to_controllers = 0  # broker requests not yet answered
@@ -313,14 +269,10 @@ class InProcessTransport:
                 raise IllegalStateError(f"broker {broker_id} is already bound to the in-process transport")
             self._brokers[broker_id] = (cast(_FanOutHandler, handler) if takes_fan_outs(handler)
                                         else partial(_built_for, handler, broker_id))
-            run = fan_out_run(handler) if takes_fan_outs(handler) else None
-            if run is not None:
-                self._fan_out_runs[broker_id] = run
 
     def unbind_broker(self, broker_id: int) -> None:
         with self.lock:
             self._brokers.pop(broker_id, None)
-            self._fan_out_runs.pop(broker_id, None)
 
     def is_broker_bound(self, broker_id: int) -> bool:
         with self.lock:
@@ -363,7 +315,6 @@ class InProcessTransport:
         with self.lock:
             channels = list(self._channels)
             self._brokers.clear()
-            self._fan_out_runs.clear()
             self._controllers.clear()
         for channel in channels:
             channel.shutdown()

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::metadata::{
-    key_at, metadata_digest as digest, Applied, Keys, MetadataCache as Cache, Payload,
+    key_at, metadata_digest as digest, Applied, MetadataCache as Cache, Payload,
 };
 use crate::model::Brokers;
 use crate::py::payload::PartitionStates;
@@ -69,31 +69,6 @@ fn payload_of(states: &Bound<'_, PyAny>) -> PyResult<Built> {
     Ok((runs, ids, Arc::new(UpdateMetadataEntries::new(entries))))
 }
 
-/// `apply(keys, payload, applied)` on an UpdateMetadata payload given as Python `states`: a
-/// native payload's own keys, entries and shared application, else one built from the states'
-/// fields (which may raise) and applied on its own.
-fn with_payload<R>(
-    states: &Bound<'_, PyAny>,
-    apply: impl FnOnce(Keys<'_>, &Payload, &Applied) -> PyResult<R>,
-) -> PyResult<R> {
-    let native = states.cast::<PartitionStates>().ok();
-    match native.as_ref().and_then(|p| p.get().update_metadata()) {
-        Some((keys, payload, applied)) => apply(keys, payload, applied),
-        None => {
-            let (runs, ids, payload) = payload_of(states)?;
-            apply((&runs, &ids), &payload, &Applied::default())
-        }
-    }
-}
-
-/// The keys of the entries at `removed`.
-fn removed_keys(keys: Keys<'_>, removed: Vec<usize>) -> Vec<(String, i32)> {
-    (removed.into_iter())
-        .map(|i| key_at(keys, i))
-        .map(|(topic, partition)| (topic.to_string(), partition))
-        .collect()
-}
-
 #[pyclass(module = "kctl._engine")]
 #[derive(Default)]
 pub struct MetadataCache {
@@ -112,31 +87,23 @@ impl MetadataCache {
     /// state; any other sequence of `UpdateMetadataPartitionState` is read state by state).
     /// Returns the `(topic, partition)`s removed by a leader of -2.
     fn update(&mut self, states: &Bound<'_, PyAny>) -> PyResult<Vec<(String, i32)>> {
-        with_payload(states, |keys, payload, applied| {
-            Ok(removed_keys(keys, self.cache.apply(keys, payload, applied)))
-        })
-    }
-
-    /// `update(states)` on each of `caches`, in order (one cache may come more than once), the
-    /// payload read once: a fan-out reaches a hundred in-process brokers' caches at one instant,
-    /// nearly all of which only take the state another one's took. Returns what `update` returns,
-    /// cache by cache; a payload that cannot be read raises before any cache has changed.
-    #[staticmethod]
-    fn update_each(
-        caches: Vec<Bound<'_, MetadataCache>>,
-        states: &Bound<'_, PyAny>,
-    ) -> PyResult<Vec<Vec<(String, i32)>>> {
-        with_payload(states, |keys, payload, applied| {
-            (caches.iter())
-                .map(|cache| {
-                    let mut cache = cache.try_borrow_mut()?;
-                    Ok(removed_keys(
-                        keys,
-                        cache.cache.apply(keys, payload, applied),
-                    ))
-                })
-                .collect()
-        })
+        let native = states.cast::<PartitionStates>().ok();
+        let view = native.as_ref().and_then(|p| p.get().update_metadata());
+        let (built, alone);
+        let (keys, payload, applied) = match view {
+            Some(view) => view,
+            None => {
+                (built, alone) = (payload_of(states)?, Applied::default());
+                ((&built.0[..], &built.1[..]), &built.2, &alone)
+            }
+        };
+        Ok(self
+            .cache
+            .apply(keys, payload, applied)
+            .into_iter()
+            .map(|i| key_at(keys, i))
+            .map(|(topic, partition)| (topic.to_string(), partition))
+            .collect())
     }
 
     fn get(&self, topic: &str, partition: i32) -> Option<StateTuple> {
