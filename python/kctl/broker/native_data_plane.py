@@ -23,15 +23,14 @@ from kctl.broker.replica_manager import (
     _AWAIT_LEADER_AND_ISR,
     _TIMED_OUT,
     ALTER_PARTITION_RETRY_BACKOFF,
-    ISR_CHANGE_PROPAGATION_BLACKOUT,
     ISR_CHANGE_PROPAGATION_INTERVAL,
-    ISR_CHANGE_PROPAGATION_MAX_DELAY,
     AcceptedStates,
     BrokerServices,
     DataLossViolation,
     ReplicaRole,
     ReplicaSnapshot,
     _Periodic,
+    _ReplicaManagerBase,
 )
 from kctl.errors import Errors, IllegalArgumentError, IllegalStateError, StoreError
 from kctl.messages import (
@@ -112,7 +111,7 @@ class NativeDataPlaneLedger:
                 self._violations.append(violation)
 
 
-class NativeReplicaManager:
+class NativeReplicaManager(_ReplicaManagerBase):
     """One simulated broker's replica manager in a :class:`NativeDataPlaneLedger` (implements
     :class:`~kctl.broker.replica_manager.ReplicaManager`; the parameters are
     :class:`~kctl.broker.replica_manager.SimulatedReplicaManager`'s)."""
@@ -143,10 +142,6 @@ class NativeReplicaManager:
         self._isr_propagation = _Periodic("isr-change-propagation", self._propagate_isr_changes, lock)
 
     # --- Lifecycle ---------------------------------------------------------------------------------
-
-    @property
-    def is_running(self) -> bool:
-        return self._broker is not None
 
     def idle(self) -> bool:
         """Nothing in progress (as :meth:`SimulatedReplicaManager.idle`)."""
@@ -275,11 +270,6 @@ class NativeReplicaManager:
         with self.ledger.lock:
             self._plane.lose_records(self._broker_id, tp, offset)
 
-    def _running(self) -> BrokerServices:
-        if self._broker is None:
-            raise IllegalStateError("the replica manager is not running")
-        return self._broker
-
     # --- Periodic tasks ----------------------------------------------------------------------------
 
     def _fetch_round(self) -> bool:
@@ -300,11 +290,6 @@ class NativeReplicaManager:
         return more
 
     # --- Reporting ISR changes ---------------------------------------------------------------------
-
-    def _schedule_flush(self, delay: float) -> None:
-        """Send queued proposals soon: those of one step leave together, one request at a time."""
-        if self._flush_timer is None and self._alter_in_flight is None and self._broker is not None:
-            self._flush_timer = self._broker.scheduler.schedule(delay, self._flush, "alter-partition")
 
     def _flush(self) -> None:
         with self.ledger.lock:
@@ -375,24 +360,6 @@ class NativeReplicaManager:
                 self._last_isr_change = broker.scheduler.now()
                 self._isr_propagation.arm()
 
-    def _propagate_isr_changes(self) -> bool:
-        """Kafka's maybePropagateIsrChanges: one notification for every pending change, once no
-        change happened for 5 s or the last notification is older than 60 s."""
-        broker = self._broker
-        if broker is None or not self._isr_changes:
-            return False
-        now = broker.scheduler.now()
-        if (self._last_isr_change + ISR_CHANGE_PROPAGATION_BLACKOUT < now
-                or self._last_isr_propagation + ISR_CHANGE_PROPAGATION_MAX_DELAY < now):
-            try:
-                broker.store.create_isr_change_notification(list(self._isr_changes))
-            except StoreError as exc:
-                logger.warning("Broker %d: cannot announce ISR changes: %s", self._broker_id, exc)
-                return True
-            self._isr_changes.clear()
-            self._last_isr_propagation = now
-            return False
-        return True
 
 
 __all__ = ["NativeDataPlaneLedger", "NativeReplicaManager"]

@@ -470,7 +470,58 @@ class _Periodic:
                 self.arm()
 
 
-class SimulatedReplicaManager:
+class _ReplicaManagerBase:
+    """What the simulated replica managers (this module's and the native data plane's) share
+    word for word: the running broker, a flush of ISR proposals scheduled, and Kafka's
+    ISR-change notifications (before AlterPartition)."""
+
+    _broker: BrokerServices | None
+    _broker_id: int
+    _flush_timer: Timer | None
+    _alter_in_flight: tuple[int, Timer] | None
+    _isr_changes: dict[TopicPartition, None]
+    _last_isr_change: float
+    _last_isr_propagation: float
+
+    @property
+    def is_running(self) -> bool:
+        return self._broker is not None
+
+    def _running(self) -> BrokerServices:
+        if self._broker is None:
+            raise IllegalStateError("the replica manager is not running")
+        return self._broker
+
+    def _flush(self) -> None:
+        """Send the queued ISR proposals (each manager's own)."""
+        raise NotImplementedError
+
+    def _schedule_flush(self, delay: float) -> None:
+        """Send queued proposals soon: those of one step leave together, one request at a time."""
+        if self._flush_timer is None and self._alter_in_flight is None and self._broker is not None:
+            self._flush_timer = self._broker.scheduler.schedule(delay, self._flush, "alter-partition")
+
+    def _propagate_isr_changes(self) -> bool:
+        """Kafka's maybePropagateIsrChanges: one notification for every pending change, once no
+        change happened for 5 s or the last notification is older than 60 s."""
+        broker = self._broker
+        if broker is None or not self._isr_changes:
+            return False
+        now = broker.scheduler.now()
+        if (self._last_isr_change + ISR_CHANGE_PROPAGATION_BLACKOUT < now
+                or self._last_isr_propagation + ISR_CHANGE_PROPAGATION_MAX_DELAY < now):
+            try:
+                broker.store.create_isr_change_notification(list(self._isr_changes))
+            except StoreError as exc:
+                logger.warning("Broker %d: cannot announce ISR changes: %s", self._broker_id, exc)
+                return True
+            self._isr_changes.clear()
+            self._last_isr_propagation = now
+            return False
+        return True
+
+
+class SimulatedReplicaManager(_ReplicaManagerBase):
     """Simulated logs and replication for one broker (implements :class:`ReplicaManager`).
 
     :param ledger: shared by every broker of the cluster (followers find their leaders through it);
@@ -510,10 +561,6 @@ class SimulatedReplicaManager:
         self._isr_propagation = _Periodic("isr-change-propagation", self._propagate_isr_changes, lock)
 
     # --- Lifecycle ---------------------------------------------------------------------------------
-
-    @property
-    def is_running(self) -> bool:
-        return self._broker is not None
 
     def idle(self) -> bool:
         """Nothing in progress: no ISR change queued, in flight or awaiting its notification, and no
@@ -687,11 +734,6 @@ class SimulatedReplicaManager:
             return list(self._replicas)
 
     # --- Roles -------------------------------------------------------------------------------------
-
-    def _running(self) -> BrokerServices:
-        if self._broker is None:
-            raise IllegalStateError("the replica manager is not running")
-        return self._broker
 
     def _leave_role(self, r: _Replica, now: float) -> None:
         if r.role is _FOLLOWER:
@@ -956,11 +998,6 @@ class SimulatedReplicaManager:
 
     # --- Reporting ISR changes ---------------------------------------------------------------------
 
-    def _schedule_flush(self, delay: float) -> None:
-        """Send queued proposals soon: those of one step leave together, one request at a time."""
-        if self._flush_timer is None and self._alter_in_flight is None and self._broker is not None:
-            self._flush_timer = self._broker.scheduler.schedule(delay, self._flush, "alter-partition")
-
     def _flush(self) -> None:
         with self.ledger.lock:
             self._flush_timer = None
@@ -1038,24 +1075,6 @@ class SimulatedReplicaManager:
                 self._last_isr_change = broker.scheduler.now()
                 self._isr_propagation.arm()
 
-    def _propagate_isr_changes(self) -> bool:
-        """Kafka's maybePropagateIsrChanges: one notification for every pending change, once no
-        change happened for 5 s or the last notification is older than 60 s."""
-        broker = self._broker
-        if broker is None or not self._isr_changes:
-            return False
-        now = broker.scheduler.now()
-        if (self._last_isr_change + ISR_CHANGE_PROPAGATION_BLACKOUT < now
-                or self._last_isr_propagation + ISR_CHANGE_PROPAGATION_MAX_DELAY < now):
-            try:
-                broker.store.create_isr_change_notification(list(self._isr_changes))
-            except StoreError as exc:
-                logger.warning("Broker %d: cannot announce ISR changes: %s", self._broker_id, exc)
-                return True
-            self._isr_changes.clear()
-            self._last_isr_propagation = now
-            return False
-        return True
 
 
 __all__ = [

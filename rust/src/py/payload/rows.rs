@@ -4,6 +4,7 @@
 //! `__init__` (restarting the controller's broker at 100 brokers sends 300,000 states), and the
 //! payload the broker keeps in its record of answers stays native.
 
+use std::ops::Index;
 use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
@@ -77,16 +78,10 @@ pub(crate) fn leader_and_isr_entries<'a>(
     states: &'a PartitionStates,
     indices: Option<&[usize]>,
 ) -> PyResult<Option<Vec<Named<'a, LeaderAndIsrEntry>>>> {
-    let Entries::LeaderAndIsr(entries) = &states.entries else {
-        return Ok(None);
-    };
-    let named = named(&states.topics, &states.partitions, indices)?;
-    Ok(Some(
-        named
-            .into_iter()
-            .map(|(topic, id, i)| (topic, id, &entries[i]))
-            .collect(),
-    ))
+    match &states.entries {
+        Entries::LeaderAndIsr(entries) => named_entries(states, entries, indices).map(Some),
+        _ => Ok(None),
+    }
 }
 
 /// The StopReplica entries of `states` at `indices` (see `leader_and_isr_entries`).
@@ -94,16 +89,23 @@ pub(crate) fn stop_replica_entries<'a>(
     states: &'a PartitionStates,
     indices: Option<&[usize]>,
 ) -> PyResult<Option<Vec<Named<'a, StopReplicaEntry>>>> {
-    let Entries::StopReplica(entries) = &states.entries else {
-        return Ok(None);
-    };
+    match &states.entries {
+        Entries::StopReplica(entries) => named_entries(states, entries, indices).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// `entries` (the payload's own, of one request) at `indices`, with their topic and partition id.
+fn named_entries<'a, E, L: Index<usize, Output = E> + ?Sized>(
+    states: &'a PartitionStates,
+    entries: &'a L,
+    indices: Option<&[usize]>,
+) -> PyResult<Vec<Named<'a, E>>> {
     let named = named(&states.topics, &states.partitions, indices)?;
-    Ok(Some(
-        named
-            .into_iter()
-            .map(|(topic, id, i)| (topic, id, &entries[i]))
-            .collect(),
-    ))
+    Ok(named
+        .into_iter()
+        .map(|(topic, id, i)| (topic, id, &entries[i]))
+        .collect())
 }
 
 /// `(topic, partition id, index)` of the entries at `indices` (ascending; None: every entry) of
