@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from kctl.errors import StoreUnavailableError
 from kctl.model import LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
 from kctl.requests import LeaderAndIsrPartitionState, LeaderAndIsrRequest
 from kctl.stores.zookeeper import ZooKeeperStore
@@ -133,6 +134,8 @@ class ProcessCluster:
         if self._admin is None:
             self._admin = ZooKeeperStore(self.zk, session_timeout=10.0, connection_timeout=30.0,
                                          **self.admin_options)  # type: ignore[arg-type]
+        else:  # as an operator would: a new session once ZooKeeper expired this one (down past its timeout)
+            self._admin.reconnect()
         return self._admin
 
     def _start(self, role: str, ident: int, extra: Sequence[str], env: Mapping[str, str] | None = None) -> KctlProcess:
@@ -169,7 +172,10 @@ class ProcessCluster:
         def check() -> T | None:
             if watch is not None and not watch.running():
                 raise AssertionError(f"{watch.name} exited ({watch.popen.returncode}):\n{watch.log()[-3000:]}")
-            return condition()
+            try:
+                return condition()
+            except StoreUnavailableError:  # the operator's session expired under the read: asked again
+                return None
 
         try:
             return wait_until(check, timeout, what)
